@@ -1,0 +1,53 @@
+/**
+ * Envelope build and validate (memory nonce store) per second, beside one raw node:crypto sign and verify.
+ */
+import * as Effect from "effect/Effect"
+import * as crypto from "node:crypto"
+import { generateDid } from "../src/Did.js"
+import { buildEnvelope, validateEnvelope, type Envelope } from "../src/Envelope.js"
+import { Keys } from "../src/Keys.js"
+import * as KeysNative from "../src/KeysNative.js"
+import { makeMemory } from "../src/NonceStore.js"
+import { measureSync, report } from "./harness.js"
+
+const BATCH = 64
+
+/** Runs the suite. */
+export const run = async (): Promise<void> => {
+  const provide = <A, E>(e: Effect.Effect<A, E, Keys>) => Effect.provide(e, KeysNative.layer)
+  // One Keys instance for the whole run, as an application has: its caches are part of what is measured.
+  const keysLayer = KeysNative.layer
+  const keys = Effect.runSync(Effect.provide(Keys, keysLayer))
+  const withKeys = <A, E>(e: Effect.Effect<A, E, Keys>) => Effect.provideService(e, Keys, keys)
+  const { alice, bob } = Effect.runSync(provide(Effect.all({ alice: generateDid("alice"), bob: generateDid("bob") })))
+  const body = { capability: "summarize", params: { text: "The quick brown fox jumps over the lazy dog.", maxWords: 12 } }
+
+  const build = withKeys(buildEnvelope({ type: "MeshRequest", from: alice.did, to: bob.did, body, privateKey: alice.privateKey }))
+  const buildBatch = Effect.forEach(Array.from({ length: BATCH }), () => build, { discard: true })
+  const buildM = measureSync("envelope build", () => Effect.runSync(buildBatch))
+
+  // Validation needs a fresh envelope per call (nonces are single-use): prebuild a pool, validate each once.
+  const pool: Array<Envelope> = Effect.runSync(Effect.forEach(Array.from({ length: 20_000 }), () => build))
+  let next = 0
+  let store = makeMemory({ capacity: 1_000_000 })
+  const validateOne = Effect.suspend(() => {
+    if (next === pool.length) {
+      next = 0
+      store = makeMemory({ capacity: 1_000_000 })
+    }
+    return validateEnvelope(pool[next++]!, alice.publicKeyBytes, bob.did, store)
+  })
+  const validateBatch = withKeys(Effect.forEach(Array.from({ length: BATCH }), () => validateOne, { discard: true }))
+  const validateM = measureSync("envelope validate (memory nonce store)", () => Effect.runSync(validateBatch))
+
+  const { privateKey, publicKey } = crypto.generateKeyPairSync("ed25519")
+  const data = crypto.randomBytes(64)
+  const sig = crypto.sign(null, data, privateKey)
+  const rawSign = measureSync("raw node:crypto sign (one)", () => crypto.sign(null, data, privateKey))
+  const rawVerify = measureSync("raw node:crypto verify (one)", () => crypto.verify(null, data, publicKey, sig))
+
+  report("envelope", [
+    { figure: { name: buildM.name, opsPerSecond: buildM.opsPerSecond * BATCH }, baseline: rawSign, target: 0.6 },
+    { figure: { name: validateM.name, opsPerSecond: validateM.opsPerSecond * BATCH }, baseline: rawVerify, target: 0.75 }
+  ])
+}

@@ -1,0 +1,14 @@
+/**
+ * `npm run bench`: every suite, each figure beside its baseline measured in the same run. JSON in bench/results/.
+ * `npm run bench -- keys envelope` runs only the named suites.
+ */
+const suites: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
+  keys: () => import("./keys.js"),
+  envelope: () => import("./envelope.js")
+}
+
+const wanted = process.argv.slice(2)
+for (const [name, load] of Object.entries(suites)) {
+  if (wanted.length > 0 && !wanted.includes(name)) continue
+  await (await load()).run()
+}

@@ -1,0 +1,11 @@
+/**
+ * Every schema migration, in order. Keys must match `NNNN_name` or the migrator skips them silently.
+ */
+import type * as SqlClient from "@effect/sql/SqlClient"
+import type * as Effect from "effect/Effect"
+import m0001 from "./0001_nonces.js"
+
+/** The migration record handed to `Migrator.fromRecord` (a record survives bundling, a glob does not). */
+export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
+  "0001_nonces": m0001
+}

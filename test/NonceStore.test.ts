@@ -1,0 +1,93 @@
+import { assert, describe, it } from "@effect/vitest"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as TestClock from "effect/TestClock"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import * as Database from "../src/Database.js"
+import { generateDid } from "../src/Did.js"
+import { buildEnvelope, validateEnvelope } from "../src/Envelope.js"
+import * as KeysNative from "../src/KeysNative.js"
+import { makeMemory, NonceStore } from "../src/NonceStore.js"
+import * as NonceStoreSql from "../src/NonceStoreSql.js"
+
+const tempDb = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "mesh-nonces-")), "mesh.db")
+const sqlStore = (filename: string) => NonceStoreSql.layer.pipe(Layer.provideMerge(Database.layerSqlite(filename)))
+
+describe("NonceStore (memory)", () => {
+  it.effect("refuses a live repeat, allows it after expiry", () =>
+    Effect.gen(function* () {
+      const store = makeMemory()
+      yield* store.record("did:mesh:a", "n1", 1000)
+      assert.strictEqual((yield* Effect.flip(store.record("did:mesh:a", "n1", 1000)))._tag, "NonceReplayed")
+      yield* store.record("did:mesh:b", "n1", 1000) // same nonce, other sender
+      yield* TestClock.setTime(1000)
+      yield* store.record("did:mesh:a", "n1", 2000)
+    }))
+
+  it.effect("when full of live nonces it refuses new ones instead of forgetting; expired ones make room", () =>
+    Effect.gen(function* () {
+      const store = makeMemory({ capacity: 3 })
+      yield* store.record("s", "a", 1000)
+      yield* store.record("s", "b", 5000)
+      yield* store.record("s", "c", 5000)
+      assert.strictEqual((yield* Effect.flip(store.record("s", "d", 5000)))._tag, "NonceStoreFull")
+      // The live ones are still remembered.
+      assert.strictEqual((yield* Effect.flip(store.record("s", "b", 5000)))._tag, "NonceReplayed")
+      yield* TestClock.setTime(1000)
+      yield* store.record("s", "d", 5000) // "a" expired and was swept
+      assert.strictEqual((yield* Effect.flip(store.record("s", "e", 5000)))._tag, "NonceStoreFull")
+    }))
+})
+
+describe("NonceStore (SQL)", () => {
+  it.effect("migrations ran and are recorded", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const rows = yield* sql<{ migration_id: number; name: string }>`SELECT migration_id, name FROM mesh_migrations ORDER BY migration_id`
+      assert.deepStrictEqual(rows[0], { migration_id: 1, name: "nonces" })
+      // Running them again is a no-op.
+      assert.deepStrictEqual(yield* Database.migrate, [])
+    }).pipe(Effect.provide(Database.layerSqlite(":memory:"))))
+
+  it.effect("refuses a replay after a restart", () =>
+    Effect.gen(function* () {
+      const file = tempDb()
+      const alice = yield* generateDid("alice")
+      const bob = yield* generateDid("bob")
+      yield* TestClock.setTime(1_800_000_000_000)
+      const env = yield* buildEnvelope({ type: "MeshRequest", from: alice.did, to: bob.did, body: {}, privateKey: alice.privateKey })
+      const validateWithFreshProcess = Effect.scoped(
+        Effect.flatMap(Layer.build(sqlStore(file)), (ctx) =>
+          Effect.either(validateEnvelope(env, alice.publicKeyBytes, bob.did, Context.get(ctx, NonceStore)))
+        )
+      )
+      assert.strictEqual((yield* validateWithFreshProcess)._tag, "Right")
+      const second = yield* validateWithFreshProcess
+      assert.isTrue(second._tag === "Left" && second.left.code === "REPLAYED")
+    }).pipe(Effect.provide(KeysNative.layer)))
+
+  it.effect("exactly one of 100 concurrent records of the same pair wins; expired rows are taken over", () =>
+    Effect.gen(function* () {
+      const store = yield* NonceStore
+      const results = yield* Effect.forEach(Array.from({ length: 100 }), () => Effect.either(store.record("did:mesh:a", "same", 10_000)), { concurrency: "unbounded" })
+      assert.strictEqual(results.filter((r) => r._tag === "Right").length, 1)
+      yield* TestClock.setTime(10_000)
+      yield* store.record("did:mesh:a", "same", 20_000)
+      assert.strictEqual((yield* Effect.flip(store.record("did:mesh:a", "same", 20_000)))._tag, "NonceReplayed")
+    }).pipe(Effect.provide(sqlStore(":memory:"))))
+
+  it.effect("purges expired rows as it goes", () =>
+    Effect.gen(function* () {
+      const store = yield* NonceStore
+      const sql = yield* SqlClient.SqlClient
+      yield* Effect.forEach(Array.from({ length: 1000 }, (_, i) => i), (i) => store.record("s", `n${i}`, 100))
+      yield* TestClock.setTime(200)
+      yield* Effect.forEach(Array.from({ length: 100 }, (_, i) => i), (i) => store.record("s", `m${i}`, 1000))
+      const [row] = yield* sql<{ n: number }>`SELECT count(*) AS n FROM mesh_nonces`
+      assert.isBelow(row!.n, 1100)
+    }).pipe(Effect.provide(sqlStore(":memory:"))))
+})
