@@ -43,17 +43,17 @@ export class InvalidDid extends Schema.TaggedError<InvalidDid>()("InvalidDid", {
 export const normalizeDid = (input: unknown): Did | undefined =>
   typeof input === "string" && input.length <= DID_MAX_LENGTH && DID_PATTERN.test(input) ? (input.toLowerCase() as Did) : undefined
 
+/** The error for input that is not a DID. */
+export const invalidDid = (input: unknown): InvalidDid =>
+  new InvalidDid({
+    code: "INVALID_DID",
+    message: `${JSON.stringify(input)} is not a did:mesh DID (did:mesh:<name> or did:mesh:<namespace>.<name>, matching ${DID_PATTERN.source}, at most ${DID_MAX_LENGTH} characters)`
+  })
+
 /** Normalizes and checks a DID string. */
 export const parseDid = (input: unknown): Effect.Effect<Did, InvalidDid> => {
   const did = normalizeDid(input)
-  return did !== undefined
-    ? Effect.succeed(did)
-    : Effect.fail(
-        new InvalidDid({
-          code: "INVALID_DID",
-          message: `${JSON.stringify(input)} is not a did:mesh DID (did:mesh:<name> or did:mesh:<namespace>.<name>, matching ${DID_PATTERN.source}, at most ${DID_MAX_LENGTH} characters)`
-        })
-      )
+  return did !== undefined ? Effect.succeed(did) : Effect.fail(invalidDid(input))
 }
 
 /** True when the input is a DID (any case). */

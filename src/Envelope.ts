@@ -7,11 +7,12 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
-import { Did, type InvalidDid, normalizeDid, parseDid, verificationMethodId } from "./Did.js"
-import { Keys, type MalformedKey, type PrivateKeyInput } from "./Keys.js"
+import { Did, type InvalidDid, invalidDid, normalizeDid, verificationMethodId } from "./Did.js"
+import { canonicalJson, type NotCanonicalizable } from "./Canonical.js"
+import { Keys, type KeysApi, type MalformedKey, type PrivateKeyInput } from "./Keys.js"
 import type { NonceStoreApi } from "./NonceStore.js"
-import { CRYPTOSUITE, createProof, DataIntegrityProof, hashData, type ProofOptions } from "./Proof.js"
-import { fromBase64, fromMultibase58, randomNonceBytes, toBase64Url } from "./internal/bytes.js"
+import { CRYPTOSUITE, DataIntegrityProof, hashData, type ProofOptions } from "./Proof.js"
+import { concat, fromBase64, fromMultibase58, randomNonceBytes, toBase64Url, toMultibase58, utf8 } from "./internal/bytes.js"
 
 /** The closed set of reasons an envelope is refused (docs/protocol.md §5). */
 export const EnvelopeErrorCode = Schema.Literal(
@@ -89,6 +90,39 @@ export const newCorrelationId = (): string => crypto.randomUUID()
 /** A fresh 128-bit nonce, base64url. */
 export const newNonce = (): string => toBase64Url(randomNonceBytes(16))
 
+// Any UTF-16 surrogate: strings holding one take the library path, which refuses lone ones as JCS requires.
+const SURROGATE = /[\uD800-\uDFFF]/
+const str = (s: string): string | undefined => (SURROGATE.test(s) ? undefined : JSON.stringify(s))
+
+/**
+ * JCS of an envelope's unsecured members and of its proof options, written directly in sorted key order: the frame
+ * costs more through the generic canonicalizer than the body does. Undefined when a string needs the generic
+ * path; a property test keeps this equal to `canonicalize`.
+ */
+export const canonicalEnvelope = (
+  u: Omit<Envelope, "proof">,
+  o: ProofOptions
+): { readonly unsecured: string; readonly options: string } | undefined => {
+  if (o["@context"] !== undefined || o.created === undefined) return undefined
+  const body = canonicalJson(u.body)
+  if (Either.isLeft(body)) return undefined
+  const parts = [str(u.correlationId), str(u.createdAt), str(u.expiresAt), str(u.from), str(u.id), str(u.nonce), str(u.to), str(u.type)]
+  const opt = [str(o.created), str(o.cryptosuite), str(o.proofPurpose), str(o.type), str(o.verificationMethod)]
+  if (parts.includes(undefined) || opt.includes(undefined)) return undefined
+  return {
+    unsecured: `{"body":${body.right},"correlationId":${parts[0]},"createdAt":${parts[1]},"expiresAt":${parts[2]},"from":${parts[3]},"id":${parts[4]},"nonce":${parts[5]},"to":${parts[6]},"type":${parts[7]}}`,
+    options: `{"created":${opt[0]},"cryptosuite":${opt[1]},"proofPurpose":${opt[2]},"type":${opt[3]},"verificationMethod":${opt[4]}}`
+  }
+}
+
+/** The bytes an envelope's proof signs (eddsa-jcs-2022 hashData), by the fast path when it applies. */
+const envelopeHashData = (keys: KeysApi, u: Omit<Envelope, "proof">, o: ProofOptions): Either.Either<Uint8Array, NotCanonicalizable> => {
+  const fast = canonicalEnvelope(u, o)
+  return fast === undefined
+    ? hashData(keys, o, u)
+    : Either.right(concat(keys.sha256(utf8(fast.options)), keys.sha256(utf8(fast.unsecured))))
+}
+
 /** What `buildEnvelope` takes. */
 export interface BuildEnvelopeInput {
   readonly type: string
@@ -106,41 +140,45 @@ export interface BuildEnvelopeInput {
 export const buildEnvelope = (
   input: BuildEnvelopeInput
 ): Effect.Effect<Envelope, EnvelopeError | InvalidDid | MalformedKey, Keys> =>
-  Effect.gen(function* () {
-    const keys = yield* Keys
-    const key = yield* keys.importPrivateKey(input.privateKey)
-    const from = yield* parseDid(input.from)
-    const to = yield* parseDid(input.to)
-    const ttl = input.ttlSeconds ?? DEFAULT_TTL_SECONDS
-    if (!Number.isFinite(ttl) || ttl <= 0 || ttl > DEFAULT_MAX_TTL_SECONDS) {
-      return yield* fail("TTL_TOO_LONG", `ttlSeconds must be in (0, ${DEFAULT_MAX_TTL_SECONDS}], got ${ttl}`)
-    }
-    if (typeof input.type !== "string" || input.type.length === 0 || input.type.length > 128) {
-      return yield* fail("MALFORMED", "type must be a string of 1 to 128 characters")
-    }
-    const now = yield* Clock.currentTimeMillis
-    const createdAt = new Date(now).toISOString()
-    const unsecured = {
-      type: input.type,
-      id: `urn:uuid:${crypto.randomUUID()}`,
-      from,
-      to,
-      correlationId: input.correlationId ?? newCorrelationId(),
-      nonce: newNonce(),
-      createdAt,
-      expiresAt: new Date(now + Math.round(ttl * 1000)).toISOString(),
-      body: input.body
-    }
-    const options: ProofOptions = {
-      type: "DataIntegrityProof",
-      cryptosuite: CRYPTOSUITE,
-      created: createdAt,
-      verificationMethod: verificationMethodId(from),
-      proofPurpose: "assertionMethod"
-    }
-    const proof = yield* Effect.mapError(createProof(keys, key, options, unsecured), (e) => new EnvelopeError({ code: "MALFORMED", message: `body is not JSON: ${e.message}` }))
-    return { ...unsecured, proof }
-  })
+  Effect.flatMap(Keys, (keys) =>
+    Effect.flatMap(keys.importPrivateKey(input.privateKey), (key): Effect.Effect<Envelope, EnvelopeError | InvalidDid> => {
+      const from = normalizeDid(input.from)
+      const to = normalizeDid(input.to)
+      if (from === undefined) return Effect.fail(invalidDid(input.from))
+      if (to === undefined) return Effect.fail(invalidDid(input.to))
+      const ttl = input.ttlSeconds ?? DEFAULT_TTL_SECONDS
+      if (!Number.isFinite(ttl) || ttl <= 0 || ttl > DEFAULT_MAX_TTL_SECONDS) {
+        return fail("TTL_TOO_LONG", `ttlSeconds must be in (0, ${DEFAULT_MAX_TTL_SECONDS}], got ${ttl}`)
+      }
+      if (typeof input.type !== "string" || input.type.length === 0 || input.type.length > 128) {
+        return fail("MALFORMED", "type must be a string of 1 to 128 characters")
+      }
+      return Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        const createdAt = new Date(now).toISOString()
+        const unsecured = {
+          type: input.type,
+          id: `urn:uuid:${crypto.randomUUID()}`,
+          from,
+          to,
+          correlationId: input.correlationId ?? newCorrelationId(),
+          nonce: newNonce(),
+          createdAt,
+          expiresAt: new Date(now + Math.round(ttl * 1000)).toISOString(),
+          body: input.body
+        }
+        const options: ProofOptions = {
+          type: "DataIntegrityProof",
+          cryptosuite: CRYPTOSUITE,
+          created: createdAt,
+          verificationMethod: verificationMethodId(from),
+          proofPurpose: "assertionMethod"
+        }
+        const data = envelopeHashData(keys, unsecured, options)
+        if (Either.isLeft(data)) return fail("MALFORMED", `body is not JSON: ${data.left.message}`)
+        return Effect.map(keys.sign(key, data.right), (sig): Envelope => ({ ...unsecured, proof: { ...options, proofValue: toMultibase58(sig) } }))
+      })
+    })
+  )
 
 /** Options of `validateEnvelope`. */
 export interface ValidateOptions {
@@ -242,7 +280,7 @@ export const validateEnvelope = (
       }
       const { proof, ...unsecured } = env
       const { proofValue: _proofValue, ...proofOptions } = proof
-      const data = hashData(keys, proofOptions, unsecured)
+      const data = envelopeHashData(keys, unsecured, proofOptions)
       if (Either.isLeft(data)) return yield* fail("MALFORMED", data.left.message)
       const ok = yield* Effect.catchTag(keys.verify(publicKey, data.right, signature), "MalformedKey", () => Effect.succeed(false))
       if (!ok) return yield* fail("SIGNATURE_INVALID", "signature does not verify")

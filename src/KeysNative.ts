@@ -11,6 +11,9 @@ import { passesStrictPrechecks, publicToSpki, seedToPkcs8 } from "./internal/ed2
 /** A Uint8Array view of a Buffer, without copying (a Buffer from node's pool may share its ArrayBuffer). */
 const view = (b: Buffer): Uint8Array => new Uint8Array(b.buffer, b.byteOffset, b.length)
 
+// crypto.hash (node ≥ 20.12) skips the Hash object; older 20.x lines fall back to createHash.
+const oneShotHash = (crypto as { hash?: (alg: string, data: Uint8Array, enc: "buffer") => Buffer }).hash
+
 /** A bounded map that forgets the least recently inserted entry first. */
 class BoundedCache<K, V> {
   private readonly map = new Map<K, V>()
@@ -86,7 +89,9 @@ export const makeNative = (options: { readonly cacheSize?: number } = {}): KeysA
           }
         })
       ),
-    sha256: (data) => view(crypto.createHash("sha256").update(data).digest())
+    sha256: oneShotHash === undefined
+      ? (data) => view(crypto.createHash("sha256").update(data).digest())
+      : (data) => view(oneShotHash("sha256", data, "buffer"))
   }
 }
 

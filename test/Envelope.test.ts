@@ -1,10 +1,13 @@
 import { assert, describe, it } from "@effect/vitest"
+import canonicalize from "canonicalize"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Schema from "effect/Schema"
 import * as Logger from "effect/Logger"
 import * as TestClock from "effect/TestClock"
 import * as fc from "fast-check"
 import { generateDid, type MeshIdentity } from "../src/Did.js"
-import { buildEnvelope, MESH_REQUEST, newCorrelationId, validateEnvelope } from "../src/Envelope.js"
+import { buildEnvelope, canonicalEnvelope, Envelope, isEnvelope, MESH_REQUEST, newCorrelationId, validateEnvelope } from "../src/Envelope.js"
 import * as KeysNative from "../src/KeysNative.js"
 import { makeMemory } from "../src/NonceStore.js"
 import { toBase64 } from "../src/internal/bytes.js"
@@ -213,3 +216,40 @@ const setPath = (v: unknown, p: Path, value: unknown): unknown => {
   const o = v as Record<string, unknown>
   return { ...o, [k!]: setPath(o[k!], rest, value) }
 }
+
+describe("Envelope fast paths agree with the generic ones", () => {
+  const base = Effect.runSync(
+    Effect.gen(function* () {
+      const { alice, bob } = yield* parties
+      return yield* request(alice, bob)
+    }).pipe(Effect.provide(KeysNative.layer))
+  )
+  const decode = Schema.decodeUnknownEither(Envelope, { onExcessProperty: "error" })
+
+  it("canonicalEnvelope equals canonicalize on arbitrary strings and bodies", () => {
+    fc.assert(
+      fc.property(fc.string({ unit: "grapheme" }), fc.string({ unit: "binary" }), fc.jsonValue(), fc.string({ unit: "binary" }), (type, id, params, created) => {
+        const { proof, ...u } = { ...base, type, id, body: { capability: "x", params } }
+        const { proofValue: _pv, ...o } = { ...proof, created }
+        const fast = canonicalEnvelope(u, o)
+        const slow = [canonicalize(o), canonicalize(u)]
+        if (fast !== undefined) assert.deepStrictEqual([fast.options, fast.unsecured], slow)
+        else assert.isTrue([type, id, created].some((s) => /[\uD800-\uDFFF]/.test(s)) || JSON.stringify(params).includes("\\u"))
+      }),
+      { numRuns: 1000 }
+    )
+  })
+
+  it("isEnvelope judges exactly as the Envelope schema (excess properties refused)", () => {
+    const paths = ["type", "id", "from", "to", "correlationId", "nonce", "createdAt", "expiresAt", "body", "proof", "proof.type", "proof.cryptosuite", "proof.created", "proof.verificationMethod", "proof.proofPurpose", "proof.@context", "proof.proofValue", "extra", "proof.extra"]
+    fc.assert(
+      fc.property(fc.constantFrom(...paths), fc.oneof(fc.jsonValue(), fc.constant(undefined), fc.constantFrom("did:mesh:Alice", "did:mesh:ok", "2026-01-01T00:00:00Z", "zabc", "AAAAAAAAAAAAAAAAAAAAAA", ["a"], [1])), (p, value) => {
+        const [a, b] = p.split(".") as [string, string | undefined]
+        const mutated: Record<string, unknown> = b === undefined ? { ...base, [a]: value } : { ...base, proof: { ...base.proof, [b]: value } }
+        assert.strictEqual(isEnvelope(mutated), Either.isRight(decode(mutated)), `${p} = ${JSON.stringify(value)}`)
+      }),
+      { numRuns: 2000 }
+    )
+    assert.isTrue(isEnvelope(base))
+  })
+})
