@@ -4,7 +4,8 @@
  */
 const suites: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
   keys: () => import("./keys.js"),
-  envelope: () => import("./envelope.js")
+  envelope: () => import("./envelope.js"),
+  mandate: () => import("./mandate.js")
 }
 
 const wanted = process.argv.slice(2)

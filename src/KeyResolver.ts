@@ -1,0 +1,62 @@
+/**
+ * DID → current public key and key version, as mandate verification needs it: every link of a chain is checked
+ * against its grantor's *current* key, so a mandate signed before a rotation stops verifying (KEY_ROTATED).
+ *
+ * The static layer serves a fixed map (tests, offline verifiers, pinned peers). The hub adds a registry-backed
+ * layer later; it is also where mandate revocation plugs in, through `isMandateRevoked`.
+ */
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import type { KeyRevoked } from "./Did.js"
+
+/** A grantor's current key: raw 32-byte Ed25519 public key and its version (1, 2, … on each rotation). */
+export interface ResolvedKey {
+  readonly publicKey: Uint8Array
+  readonly keyVersion: number
+}
+
+/** The resolver knows no key for the DID. */
+export class KeyNotFound extends Schema.TaggedError<KeyNotFound>()("KeyNotFound", {
+  code: Schema.Literal("KEY_NOT_FOUND"),
+  message: Schema.String,
+  did: Schema.String
+}) {}
+
+/** The operations of a key resolver. */
+export interface KeyResolverApi {
+  /** The DID's current key; `KeyRevoked` when its key was revoked without a replacement. */
+  readonly resolve: (did: string) => Effect.Effect<ResolvedKey, KeyNotFound | KeyRevoked>
+  /**
+   * Seam for mandate revocation (the hub's registry will implement it): true when the mandate with this `jti`,
+   * issued by `issuer`, was revoked. Absent means nothing is ever revoked.
+   */
+  readonly isMandateRevoked?: (jti: string, issuer: string) => Effect.Effect<boolean>
+}
+
+/** The `KeyResolver` service. */
+export class KeyResolver extends Context.Tag("agent-mesh/KeyResolver")<KeyResolver, KeyResolverApi>() {
+  /** A resolver over a fixed map from DID to its current key. */
+  static readonly layerStatic = (
+    keys: ReadonlyMap<string, ResolvedKey> | Readonly<Record<string, ResolvedKey>>
+  ): Layer.Layer<KeyResolver> => Layer.succeed(KeyResolver, makeStatic(keys))
+}
+
+/** A resolver over a fixed map from DID (any case) to its current key; never reports a revoked mandate. */
+export const makeStatic = (keys: ReadonlyMap<string, ResolvedKey> | Readonly<Record<string, ResolvedKey>>): KeyResolverApi => {
+  const entries: Iterable<readonly [string, ResolvedKey]> = keys instanceof Map ? keys.entries() : Object.entries(keys)
+  const map = new Map<string, ResolvedKey>()
+  for (const [did, key] of entries) map.set(did.toLowerCase(), key)
+  return {
+    resolve: (did) => {
+      const key = map.get(did)
+      return key === undefined
+        ? Effect.fail(new KeyNotFound({ code: "KEY_NOT_FOUND", message: `no key known for ${did}`, did }))
+        : Effect.succeed(key)
+    }
+  }
+}
+
+/** A resolver over a fixed map. */
+export const layerStatic = KeyResolver.layerStatic

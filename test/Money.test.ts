@@ -1,0 +1,57 @@
+import { assert, describe, it } from "@effect/vitest"
+import * as Either from "effect/Either"
+import fc from "fast-check"
+import { formatUsd, formatUsdString, MAX_MICROS, type Micros, parseUsd } from "../src/Money.js"
+
+const micros = (x: number | string) => Either.getOrThrow(parseUsd(x))
+
+describe("Money", () => {
+  it("reads decimals exactly as micro-dollars", () => {
+    assert.strictEqual(micros(0), 0)
+    assert.strictEqual(micros(-0), 0)
+    assert.strictEqual(micros(0.1), 100_000)
+    assert.strictEqual(micros(0.2), 200_000)
+    assert.strictEqual(micros(0.3), 300_000)
+    assert.strictEqual(micros(19.99), 19_990_000)
+    assert.strictEqual(micros(0.000001), 1)
+    assert.strictEqual(micros(1e-6), 1)
+    assert.strictEqual(micros(1.5e3), 1_500_000_000)
+    assert.strictEqual(micros("12.340000"), 12_340_000)
+    assert.strictEqual(micros(999_999_999.999999), 999_999_999_999_999)
+  })
+
+  it("0.1 + 0.2 is not a price: it has more than six decimals and is refused, never rounded", () => {
+    assert.isTrue(Either.isLeft(parseUsd(0.1 + 0.2)))
+    // Whereas the exact sum of the two amounts is exactly 0.3.
+    assert.strictEqual(micros(0.1) + micros(0.2), micros(0.3))
+  })
+
+  it("refuses negatives, NaN, infinities, more than six decimals and amounts past the safe range", () => {
+    for (const bad of [-1, -0.000001, Number.NaN, Number.POSITIVE_INFINITY, 1e-7, 0.0000015, 1e21, 1_000_000_000, "1,5", "", " ", "0x10", "1.2.3", "-0"]) {
+      const r = parseUsd(bad)
+      assert.isTrue(Either.isLeft(r), String(bad))
+      if (Either.isLeft(r)) assert.strictEqual(r.left.code, "INVALID_AMOUNT")
+    }
+  })
+
+  it("formats back to the same decimal (property: parse ∘ format = id on micros)", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: MAX_MICROS }), (m) => {
+        assert.strictEqual(micros(formatUsd(m as Micros)), m)
+        assert.strictEqual(micros(formatUsdString(m as Micros)), m)
+      })
+    )
+    assert.strictEqual(formatUsdString(1 as Micros), "0.000001")
+    assert.strictEqual(formatUsdString(12_500_000 as Micros), "12.5")
+  })
+
+  it("sums of micros never drift, whatever the float sum does (property)", () => {
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 0, max: 100_000_000 }), { maxLength: 50 }), (parts) => {
+        const total = parts.reduce((a, b) => a + b, 0)
+        const viaDecimals = parts.map((p) => micros(formatUsd(p as Micros))).reduce((a, b) => a + b, 0)
+        assert.strictEqual(viaDecimals, total)
+      })
+    )
+  })
+})
