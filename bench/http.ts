@@ -1,0 +1,336 @@
+/**
+ * HTTP serving: requests/s of a resolve-by-didHash endpoint (`GET /v1/agents/:didHash`, a prepared better-sqlite3
+ * lookup over 10k rows, JSON out) served four ways, each beside raw node:http doing the same lookup:
+ * stock HttpApi (`HttpApiBuilder.serve` + `NodeHttpServer.layer`) with the lookup on a prepared statement and
+ * through `@effect/sql`'s SqlClient, and the lean `src/http/Serve` with the same two lookups. Target: lean ≥ 0.4×.
+ *
+ * Setup: each server runs in its own child process (`child_process.fork` of this file with `HTTP_BENCH_SERVER=<mode>`),
+ * so on this 2-core machine the server has one core and the load generator (this process) the other. The load
+ * generator is a minimal HTTP/1.1 keep-alive client on raw sockets (cheaper than node's http client, so it does not
+ * bottleneck before the server): 32 connections to 127.0.0.1, one request in flight on each, cycling through the
+ * 10k didHashes. Per server: 1 s warm-up, then 7 rounds of 1 s, median; every round is capped in time and count,
+ * and the child is stopped afterwards. Rounds of all servers are interleaved. Two reports: `http` (wall-clock
+ * requests/s) and `http-cpu` (requests per second of the server process's own CPU time, asked over IPC), the
+ * steadier figure when other work shares the machine. `HTTP_BENCH_PROF=1` runs the servers with `--cpu-prof` into
+ * `scratchpad/prof/`. Run: `npx tsx bench/http.ts` (or via bench/run.ts once registered there).
+ */
+import * as HttpApi from "@effect/platform/HttpApi"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
+import * as HttpServer from "@effect/platform/HttpServer"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { SqliteClient } from "@effect/sql-sqlite-node"
+import Database from "better-sqlite3"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import * as Scope from "effect/Scope"
+import { fork, type ChildProcess } from "node:child_process"
+import * as fs from "node:fs"
+import * as Http from "node:http"
+import * as net from "node:net"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { didHash, type Did } from "../src/Did.js"
+import * as Serve from "../src/http/Serve.js"
+import { median, report, type Measurement } from "./harness.js"
+
+const ROWS = 10_000
+const CONNECTIONS = 32
+const WARMUP_MS = 1_000
+const ROUNDS = 7
+const ROUND_MS = 1_000
+const MAX_REQUESTS_PER_ROUND = 500_000
+
+type Mode = "raw" | "stock" | "stock-sql" | "lean" | "lean-sql"
+
+// ---------------------------------------------------------------------------------------------------------------
+// The contract and its handlers, as the hub will declare them.
+
+const AgentRecord = Schema.Struct({ didHash: Schema.String, did: Schema.String, name: Schema.String, endpoint: Schema.String })
+type AgentRecord = typeof AgentRecord.Type
+
+class AgentNotFound extends Schema.TaggedError<AgentNotFound>()(
+  "AgentNotFound",
+  { code: Schema.Literal("AGENT_NOT_FOUND"), message: Schema.String },
+  HttpApiSchema.annotations({ status: 404 })
+) {}
+
+class Registry extends HttpApiGroup.make("registry").add(
+  HttpApiEndpoint.get("resolve", "/v1/agents/:didHash")
+    .setPath(Schema.Struct({ didHash: Schema.String }))
+    .addSuccess(AgentRecord)
+    .addError(AgentNotFound)
+) {}
+
+class BenchApi extends HttpApi.make("bench").add(Registry) {}
+
+const SELECT = "SELECT did_hash AS didHash, did, name, endpoint FROM agents WHERE did_hash = ?"
+
+const notFound = (h: string) => new AgentNotFound({ code: "AGENT_NOT_FOUND", message: `no agent ${h}` })
+
+const preparedHandlers = (db: Database.Database) => {
+  const stmt = db.prepare<[string], AgentRecord>(SELECT)
+  return HttpApiBuilder.group(BenchApi, "registry", (handlers) =>
+    handlers.handle("resolve", ({ path }) =>
+      Effect.suspend(() => {
+        const row = stmt.get(path.didHash)
+        return row === undefined ? Effect.fail(notFound(path.didHash)) : Effect.succeed(row)
+      })
+    )
+  )
+}
+
+const sqlHandlers = HttpApiBuilder.group(BenchApi, "registry", (handlers) =>
+  Effect.map(SqlClient.SqlClient, (sql) =>
+    handlers.handle("resolve", ({ path }) =>
+      sql<AgentRecord>`SELECT did_hash AS didHash, did, name, endpoint FROM agents WHERE did_hash = ${path.didHash}`.pipe(
+        Effect.orDie,
+        Effect.flatMap((rows) => (rows[0] === undefined ? Effect.fail(notFound(path.didHash)) : Effect.succeed(rows[0])))
+      )
+    )
+  )
+)
+
+// ---------------------------------------------------------------------------------------------------------------
+// Server side (child process).
+
+const hashes = (): Array<string> => Array.from({ length: ROWS }, (_, i) => didHash(`did:mesh:bench.agent-${i}` as Did))
+
+const makeDatabase = (file: string): Database.Database => {
+  const db = new Database(file)
+  db.pragma("journal_mode = WAL")
+  db.exec("CREATE TABLE IF NOT EXISTS agents (did_hash TEXT PRIMARY KEY, did TEXT NOT NULL, name TEXT NOT NULL, endpoint TEXT NOT NULL)")
+  const count = db.prepare<[], { n: number }>("SELECT count(*) AS n FROM agents").get()
+  if (count?.n !== ROWS) {
+    const insert = db.prepare("INSERT OR REPLACE INTO agents VALUES (?, ?, ?, ?)")
+    db.transaction(() => {
+      hashes().forEach((h, i) => insert.run(h, `did:mesh:bench.agent-${i}`, `agent ${i}`, `https://agents.example/${i}`))
+    })()
+  }
+  return db
+}
+
+const rawServer = (db: Database.Database): Http.Server => {
+  const stmt = db.prepare<[string], AgentRecord>(SELECT)
+  const prefix = "/v1/agents/"
+  return Http.createServer({ keepAlive: true }, (req, res) => {
+    const url = req.url ?? ""
+    if (req.method !== "GET" || !url.startsWith(prefix)) {
+      res.writeHead(404, { "content-length": 0 })
+      return void res.end()
+    }
+    const h = decodeURIComponent(url.slice(prefix.length))
+    const row = stmt.get(h)
+    const body = row === undefined ? JSON.stringify({ _tag: "AgentNotFound", code: "AGENT_NOT_FOUND" }) : JSON.stringify(row)
+    res.writeHead(row === undefined ? 404 : 200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) })
+    res.end(body)
+  })
+}
+
+const listen = (server: Http.Server): Promise<number> =>
+  new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve((server.address() as net.AddressInfo).port)))
+
+const startServer = async (mode: Mode, file: string): Promise<number> => {
+  const db = makeDatabase(file)
+  const scope = Effect.runSync(Scope.make())
+  const sqlLayer = SqliteClient.layer({ filename: file })
+  switch (mode) {
+    case "raw":
+      return listen(rawServer(db))
+    case "lean":
+      return Effect.runPromise(Scope.extend(Serve.make(BenchApi, preparedHandlers(db)), scope)).then((s) => s.port)
+    case "lean-sql":
+      return Effect.runPromise(Scope.extend(Serve.make(BenchApi, sqlHandlers.pipe(Layer.provide(sqlLayer))), scope)).then((s) => s.port)
+    case "stock":
+    case "stock-sql": {
+      const handlers = mode === "stock" ? preparedHandlers(db) : sqlHandlers.pipe(Layer.provide(sqlLayer))
+      const app = HttpApiBuilder.serve().pipe(
+        Layer.provide(HttpApiBuilder.api(BenchApi)),
+        Layer.provide(handlers),
+        Layer.provideMerge(NodeHttpServer.layer(() => Http.createServer({ keepAlive: true }), { port: 0, host: "127.0.0.1" }))
+      )
+      const context = await Effect.runPromise(Layer.buildWithScope(app, scope))
+      return Effect.runPromise(
+        Effect.provide(
+          HttpServer.HttpServer.pipe(Effect.map((s) => (s.address._tag === "TcpAddress" ? s.address.port : 0))),
+          context
+        )
+      )
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Load generator (this process): keep-alive connections on raw sockets, one request in flight each.
+
+interface Counter {
+  ok: number
+  failed: number
+}
+
+const runLoad = (port: number, paths: ReadonlyArray<string>, ms: number, cap: number): Promise<Counter> =>
+  new Promise((resolve, reject) => {
+    const counter: Counter = { ok: 0, failed: 0 }
+    const requests = paths.map((p) => Buffer.from(`GET ${p} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n\r\n`))
+    let next = 0
+    let open = 0
+    let stopping = false
+    const timer = setTimeout(() => (stopping = true), ms)
+    const connect = (): void => {
+      const socket = net.connect(port, "127.0.0.1")
+      socket.setNoDelay(true)
+      open++
+      let buffer: Buffer = Buffer.alloc(0)
+      const send = () => {
+        if (stopping || counter.ok + counter.failed >= cap) {
+          stopping = true
+          return void socket.end()
+        }
+        socket.write(requests[next++ % requests.length]!)
+      }
+      socket.on("connect", send)
+      socket.on("data", (chunk: Buffer) => {
+        buffer = buffer.length === 0 ? chunk : Buffer.concat([buffer, chunk])
+        for (;;) {
+          const end = buffer.indexOf("\r\n\r\n")
+          if (end < 0) return
+          const head = buffer.subarray(0, end).toString("latin1")
+          const m = /content-length: *(\d+)/i.exec(head)
+          const total = end + 4 + (m ? Number(m[1]) : 0)
+          if (buffer.length < total) return
+          if (head.startsWith("HTTP/1.1 200")) counter.ok++
+          else counter.failed++
+          buffer = buffer.subarray(total)
+          send()
+        }
+      })
+      socket.on("error", (e) => {
+        clearTimeout(timer)
+        reject(e)
+      })
+      socket.on("close", () => {
+        if (--open === 0) {
+          clearTimeout(timer)
+          resolve(counter)
+        }
+      })
+    }
+    for (let i = 0; i < CONNECTIONS; i++) connect()
+  })
+
+const spawnServer = (mode: Mode, file: string): Promise<{ child: ChildProcess; port: number }> =>
+  new Promise((resolve, reject) => {
+    const prof = process.env["HTTP_BENCH_PROF"] === "1" ? ["--cpu-prof", `--cpu-prof-dir=${path.resolve("scratchpad/prof")}`] : []
+    const child = fork(fileURLToPath(import.meta.url), [], {
+      execArgv: ["--import", "tsx", ...prof],
+      env: { ...process.env, HTTP_BENCH_SERVER: mode, HTTP_BENCH_DB: file }
+    })
+    child.once("message", (m: { port: number }) => resolve({ child, port: m.port }))
+    child.once("error", reject)
+    child.once("exit", (code) => reject(new Error(`server ${mode} exited with ${code}`)))
+  })
+
+const stopServer = (child: ChildProcess): Promise<void> =>
+  new Promise((resolve) => {
+    child.removeAllListeners("exit")
+    child.once("exit", () => resolve())
+    child.send("stop")
+  })
+
+// The server's own CPU time (user + system, µs), asked over IPC so it works wherever fork does.
+const serverCpu = (child: ChildProcess): Promise<number> =>
+  new Promise((resolve) => {
+    const onMessage = (m: { cpu?: number }) => {
+      if (m.cpu === undefined) return
+      child.off("message", onMessage)
+      resolve(m.cpu)
+    }
+    child.on("message", onMessage)
+    child.send("cpu")
+  })
+
+// The machine is shared and noisy: every server is up at once and the rounds are interleaved, so a slow
+// stretch hits all figures alike instead of skewing one ratio. Besides wall-clock requests/s, each server's
+// requests per CPU-second is recorded: it is what the server costs, whatever else the machine was doing.
+const measureAll = async (
+  servers: ReadonlyArray<{ readonly name: string; readonly mode: Mode }>,
+  file: string,
+  paths: ReadonlyArray<string>
+): Promise<{ wall: Array<Measurement>; cpu: Array<Measurement> }> => {
+  const running: Array<{ child: ChildProcess; port: number }> = []
+  try {
+    for (const { mode } of servers) running.push(await spawnServer(mode, file))
+    for (const { port } of running) await runLoad(port, paths, WARMUP_MS, MAX_REQUESTS_PER_ROUND)
+    const wall: Array<Array<number>> = servers.map(() => [])
+    const cpu: Array<Array<number>> = servers.map(() => [])
+    for (let r = 0; r < ROUNDS; r++) {
+      for (const [i, { child, port }] of running.entries()) {
+        const c0 = await serverCpu(child)
+        const t0 = performance.now()
+        const { ok, failed } = await runLoad(port, paths, ROUND_MS, MAX_REQUESTS_PER_ROUND)
+        const elapsed = performance.now() - t0
+        const used = (await serverCpu(child)) - c0
+        if (failed > 0) throw new Error(`${servers[i]!.name}: ${failed} requests failed`)
+        wall[i]!.push((ok * 1000) / elapsed)
+        cpu[i]!.push((ok * 1e6) / used)
+      }
+    }
+    return {
+      wall: servers.map(({ name }, i) => ({ name, opsPerSecond: median(wall[i]!) })),
+      cpu: servers.map(({ name }, i) => ({ name: `${name} (per CPU-s)`, opsPerSecond: median(cpu[i]!) }))
+    }
+  } finally {
+    for (const { child } of running) await stopServer(child)
+  }
+}
+
+/** Runs the suite. */
+export const run = async (): Promise<void> => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "mesh-bench-http-"))
+  const file = path.join(dir, "registry.db")
+  try {
+    makeDatabase(file).close()
+    const paths = hashes().map((h) => `/v1/agents/${h}`)
+    const all = [
+      { name: "raw node:http + prepared lookup", mode: "raw" },
+      { name: "stock HttpApi, prepared lookup", mode: "stock" },
+      { name: "stock HttpApi, SqlClient lookup", mode: "stock-sql" },
+      { name: "lean Serve, prepared lookup", mode: "lean" },
+      { name: "lean Serve, SqlClient lookup", mode: "lean-sql" }
+    ] as const
+    const { wall, cpu } = await measureAll(all, file, paths)
+    const rows = (ms: Array<Measurement>) => {
+      const [raw, stock, stockSql, lean, leanSql] = ms as [Measurement, Measurement, Measurement, Measurement, Measurement]
+      return [
+        { figure: stock, baseline: raw },
+        { figure: stockSql, baseline: raw },
+        { figure: lean, baseline: raw, target: 0.4 },
+        { figure: leanSql, baseline: raw }
+      ]
+    }
+    report("http", rows(wall))
+    report("http-cpu", rows(cpu))
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+const serverMode = process.env["HTTP_BENCH_SERVER"]
+if (serverMode !== undefined) {
+  const port = await startServer(serverMode as Mode, process.env["HTTP_BENCH_DB"] ?? ":memory:")
+  process.on("message", (m) => {
+    if (m === "stop") process.exit(0)
+    if (m === "cpu") {
+      const { user, system } = process.cpuUsage()
+      process.send?.({ cpu: user + system })
+    }
+  })
+  process.send?.({ port })
+} else if (process.argv[1] !== undefined && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  await run()
+}
