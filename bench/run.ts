@@ -6,7 +6,8 @@ const suites: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
   keys: () => import("./keys.js"),
   envelope: () => import("./envelope.js"),
   mandate: () => import("./mandate.js"),
-  http: () => import("./http.js")
+  http: () => import("./http.js"),
+  ledger: () => import("./ledger.js")
 }
 
 const wanted = process.argv.slice(2)

@@ -3,7 +3,13 @@
  */
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
+import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
+import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
+import * as Redacted from "effect/Redacted"
+import * as Hub from "./Hub.js"
+import * as MeshClient from "./MeshClient.js"
+import { VERSION } from "./Version.js"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { didHash, generateDid, type InvalidDid } from "./Did.js"
@@ -59,3 +65,49 @@ export const keygen = (args: {
     yield* Effect.mapError(fs.chmod(file, 0o600), ioError)
     return { ...content, path: file }
   })
+
+/** Where `mesh hub` keeps its database unless told otherwise. */
+export const DEFAULT_DATABASE = ".mesh/hub.db"
+
+/** Runs a hub until interrupted (SIGINT/SIGTERM), printing its URLs and, on first start, the admin credential. */
+export const runHub = (args: { readonly port: number; readonly host: string; readonly db: string }) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const hub = yield* Hub.start({ database: args.db, port: args.port, host: args.host })
+      if (Option.isSome(hub.admin)) {
+        yield* Console.log(`admin credential (shown once, store it now; send as "Authorization: Bearer <key>"):\n${hub.admin.value.apiKey}\n`)
+      }
+      // The "database" line comes last: scripts wait for it.
+      yield* Console.log(`agent-mesh hub ${VERSION} listening on ${hub.url}`)
+      yield* Console.log(`  registry   ${hub.url}/v1/agents`)
+      yield* Console.log(`  platform   ${hub.url}/api/status`)
+      yield* Console.log(`  docs       ${hub.url}/docs  (OpenAPI: ${hub.url}/openapi.json)`)
+      yield* Console.log(`  database   ${args.db}`)
+      yield* Effect.logInfo("hub started")
+      return yield* Effect.never
+    })
+  ).pipe(Effect.onInterrupt(() => Console.log("hub stopped")))
+
+/** Runs a platform apart from its registry until interrupted. */
+export const runPlatform = (args: { readonly registryUrl: string; readonly registryKey: Redacted.Redacted<string>; readonly port: number; readonly host: string }) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const platform = yield* Hub.startPlatform({ registryUrl: args.registryUrl, apiKey: Redacted.value(args.registryKey), port: args.port, host: args.host })
+      yield* Console.log(`agent-mesh platform ${VERSION} listening on ${platform.url} (registry ${args.registryUrl})`)
+      return yield* Effect.never
+    })
+  ).pipe(Effect.onInterrupt(() => Console.log("platform stopped")))
+
+/** Creates an API key on a hub with the admin credential. */
+export const createKey = (args: {
+  readonly hubUrl: string
+  readonly adminKey: Redacted.Redacted<string>
+  readonly owner: Option.Option<string>
+  readonly label: Option.Option<string>
+}) =>
+  Effect.flatMap(MeshClient.make({ hubUrl: args.hubUrl, apiKey: Redacted.value(args.adminKey), retry: { times: 2 } }), (client) =>
+    client.createApiKey({
+      ...(Option.isSome(args.owner) ? { owner: args.owner.value } : {}),
+      ...(Option.isSome(args.label) ? { label: args.label.value } : {})
+    })
+  ).pipe(Effect.provide(FetchHttpClient.layer))

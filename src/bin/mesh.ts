@@ -10,7 +10,10 @@ import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { keygen } from "../Cli.js"
+import * as Config from "effect/Config"
+import * as Logger from "effect/Logger"
+import * as LogLevel from "effect/LogLevel"
+import { createKey, DEFAULT_DATABASE, keygen, runHub, runPlatform } from "../Cli.js"
 import * as KeysNative from "../KeysNative.js"
 import { VERSION } from "../Version.js"
 
@@ -26,9 +29,37 @@ const keygenCommand = Command.make("keygen", { name, namespace, endpoint, out, f
   )
 ).pipe(Command.withDescription("create an Ed25519 identity and write it to a file (mode 0600)"))
 
+const port = Options.integer("port").pipe(Options.withFallbackConfig(Config.integer("MESH_PORT")), Options.withDefault(7700), Options.withDescription("port to listen on (env MESH_PORT)"))
+const host = Options.text("host").pipe(Options.withFallbackConfig(Config.string("MESH_HOST")), Options.withDefault("127.0.0.1"), Options.withDescription("address to listen on (env MESH_HOST)"))
+const db = Options.text("db").pipe(Options.withFallbackConfig(Config.string("MESH_DB")), Options.withDefault(DEFAULT_DATABASE), Options.withDescription("SQLite file (env MESH_DB)"))
+const logLevel = Options.choice("log-level", ["debug", "info", "warning", "error"]).pipe(Options.withDefault("info" as const), Options.withDescription("least severe log level printed"))
+
+const hubCommand = Command.make("hub", { port, host, db, logLevel }, (args) =>
+  runHub(args).pipe(Logger.withMinimumLogLevel(LogLevel.fromLiteral(args.logLevel === "warning" ? "Warning" : args.logLevel === "debug" ? "Debug" : args.logLevel === "error" ? "Error" : "Info")))
+).pipe(Command.withDescription("run a hub: registry, spending ledger and platform API on a SQLite file; stops cleanly on SIGINT/SIGTERM"))
+
+const registryUrl = Options.text("registry").pipe(Options.withFallbackConfig(Config.string("MESH_REGISTRY")), Options.withDescription("the registry hub's URL (env MESH_REGISTRY)"))
+const registryKey = Options.redacted("registry-key").pipe(Options.withFallbackConfig(Config.redacted("MESH_REGISTRY_KEY")), Options.withDescription("that hub's admin credential (env MESH_REGISTRY_KEY)"))
+const platformPort = Options.integer("port").pipe(Options.withFallbackConfig(Config.integer("MESH_PORT")), Options.withDefault(7701), Options.withDescription("port to listen on (env MESH_PORT)"))
+
+const platformCommand = Command.make("platform", { registryUrl, registryKey, port: platformPort, host }, (args) => runPlatform(args)).pipe(
+  Command.withDescription("run the platform API apart from the registry, reaching it over HTTP")
+)
+
+const hubUrl = Options.text("hub").pipe(Options.withFallbackConfig(Config.string("MESH_HUB")), Options.withDefault("http://127.0.0.1:7700"), Options.withDescription("hub URL (env MESH_HUB)"))
+const adminKey = Options.redacted("admin-key").pipe(Options.withFallbackConfig(Config.redacted("MESH_ADMIN_KEY")), Options.withDescription("the admin credential (env MESH_ADMIN_KEY)"))
+const owner = Options.text("owner").pipe(Options.optional, Options.withDescription("who the key is for: a name, or an agent's DID"))
+const label = Options.text("label").pipe(Options.optional, Options.withDescription("a note to recognize the key by"))
+
+const keysCreate = Command.make("create", { hubUrl, adminKey, owner, label }, (args) =>
+  Effect.flatMap(createKey(args), (k) => Console.log(`created API key ${k.id} for ${k.owner} (${k.kind})\n${k.apiKey}\n(shown once: store it now)`))
+).pipe(Command.withDescription("create an API key on a hub with the admin credential"))
+
+const keysCommand = Command.make("keys").pipe(Command.withDescription("manage API keys"), Command.withSubcommands([keysCreate]))
+
 const mesh = Command.make("mesh").pipe(
   Command.withDescription("agent-mesh: identities, signed envelopes and mandates for meshes of AI agents"),
-  Command.withSubcommands([keygenCommand])
+  Command.withSubcommands([keygenCommand, hubCommand, platformCommand, keysCommand])
 )
 
 const cli = Command.run(mesh, { name: "mesh", version: VERSION })
@@ -40,7 +71,16 @@ const report = (e: { readonly code: string; readonly message: string }) =>
   }))
 
 cli(process.argv).pipe(
-  Effect.catchTags({ CliError: report, InvalidDid: report }),
+  Effect.catchTags({
+    CliError: report,
+    InvalidDid: report,
+    DatabaseError: report,
+    ServeError: (e) => report({ code: "LISTEN_FAILED", message: e.message }),
+    RegistryUnreachable: report,
+    Unauthorized: report,
+    Forbidden: report,
+    Unavailable: report
+  }),
   Effect.provide(Layer.merge(NodeContext.layer, KeysNative.layer)),
   NodeRuntime.runMain
 )

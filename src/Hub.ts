@@ -1,0 +1,101 @@
+/**
+ * A whole hub in one process: registry, spending ledger and platform over one SQLite database, served on the lean
+ * HttpApi server. `mesh hub` runs `Hub.start`.
+ */
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
+import * as Database from "./Database.js"
+import { HubApi, PlatformApi } from "./HubApi.js"
+import { HandlersLive, PlatformOnlyLive } from "./HubHttp.js"
+import { KeyNotFound, KeyResolver } from "./KeyResolver.js"
+import type { Keys } from "./Keys.js"
+import * as Ledger from "./Ledger.js"
+import * as Platform from "./Platform.js"
+import type { RateLimitOptions } from "./RateLimiter.js"
+import * as Registry from "./Registry.js"
+import * as RegistryStore from "./RegistryStore.js"
+import * as Serve from "./http/Serve.js"
+
+/** How to run a hub. */
+export interface HubOptions {
+  /** SQLite file (created with its folder), or `:memory:`. */
+  readonly database: string
+  /** Port to listen on; 0 picks a free one. Default 0. */
+  readonly port?: number
+  /** Address to listen on. Default 127.0.0.1. */
+  readonly host?: string
+  readonly maxBodyBytes?: number
+  /** Per-address limits of the platform's challenge endpoints. */
+  readonly rateLimit?: RateLimitOptions
+}
+
+/** A running hub. */
+export interface RunningHub {
+  readonly url: string
+  readonly port: number
+  /** The admin credential, present only on the start that created it (first start on a database). */
+  readonly admin: Option.Option<Registry.CreatedApiKey>
+}
+
+/** The did:mesh resolver in process: keys and revocations straight from the registry. */
+export const layerRegistryKeyResolver: Layer.Layer<KeyResolver, never, Registry.Registry> = Layer.effect(
+  KeyResolver,
+  Effect.map(Registry.Registry, (registry) => ({
+    resolve: (did: string) =>
+      Effect.map(
+        Effect.mapError(registry.resolveDid(did), (e) => new KeyNotFound({ code: "KEY_NOT_FOUND", message: e.message, did })),
+        (r) => ({ publicKey: r.publicKey, keyVersion: r.keyVersion })
+      ),
+    // A revocation list we cannot read must not let a revoked mandate through.
+    isMandateRevoked: (jti: string) => Effect.orElseSucceed(registry.isMandateRevoked(jti), () => true)
+  }))
+)
+
+/** Registry, ledger and platform over a database; needs `Keys`. */
+export const layerServices = (
+  options: Pick<HubOptions, "database" | "rateLimit">
+): Layer.Layer<Registry.Registry | Ledger.Ledger | Platform.Platform | RegistryStore.RegistryStore, Database.DatabaseError, Keys> => {
+  const db = Database.layerSqlite(options.database)
+  const store = RegistryStore.layer.pipe(Layer.provide(db))
+  const registry = Registry.layer.pipe(Layer.provideMerge(store))
+  const resolver = layerRegistryKeyResolver.pipe(Layer.provide(registry))
+  const ledger = Ledger.layer.pipe(Layer.provide(Layer.mergeAll(db, resolver)))
+  const platform = Platform.layer({ ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }) }).pipe(
+    Layer.provide(Platform.layerLocalGateway.pipe(Layer.provide(registry)))
+  )
+  return Layer.mergeAll(registry, ledger, platform)
+}
+
+/** Starts a hub; it stops when the scope closes. */
+export const start = (options: HubOptions): Effect.Effect<RunningHub, Database.DatabaseError | Serve.ServeError, Scope.Scope | Keys> =>
+  Effect.gen(function* () {
+    const services = yield* Layer.build(layerServices(options))
+    const server = yield* Serve.make(HubApi, HandlersLive, {
+      port: options.port ?? 0,
+      host: options.host ?? "127.0.0.1",
+      ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes })
+    }).pipe(Effect.provide(services))
+    const admin = yield* Effect.orDie(Context.get(services, Registry.Registry).ensureAdmin)
+    return { url: server.url, port: server.port, admin }
+  })
+
+/** How to run a platform apart from its registry. */
+export interface PlatformOptions extends Platform.RemoteRegistryOptions {
+  readonly port?: number
+  readonly host?: string
+  readonly rateLimit?: RateLimitOptions
+}
+
+/** Starts a platform-only server that reaches the registry over HTTP; it stops when the scope closes. */
+export const startPlatform = (options: PlatformOptions): Effect.Effect<{ readonly url: string; readonly port: number }, Serve.ServeError, Scope.Scope | Keys> =>
+  Effect.gen(function* () {
+    const platform = Platform.layer({ ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }) }).pipe(
+      Layer.provide(Platform.layerRemoteGateway({ registryUrl: options.registryUrl, apiKey: options.apiKey }))
+    )
+    const services = yield* Layer.build(platform)
+    const server = yield* Serve.make(PlatformApi, PlatformOnlyLive, { port: options.port ?? 0, host: options.host ?? "127.0.0.1" }).pipe(Effect.provide(services))
+    return { url: server.url, port: server.port }
+  })

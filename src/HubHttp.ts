@@ -1,0 +1,130 @@
+/**
+ * The hub's handlers: each endpoint of `HubApi` delegates to `Registry`, `Ledger` or `Platform`.
+ */
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as OpenApi from "@effect/platform/OpenApi"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import { ApiKeyAuth, Caller, HubApi, PlatformApi } from "./HubApi.js"
+import { errors, type Forbidden, type Unavailable } from "./HubError.js"
+import { Ledger } from "./Ledger.js"
+import { Platform } from "./Platform.js"
+import { type CreatedApiKey, Registry } from "./Registry.js"
+
+/** Bearer API keys, checked against the registry. */
+export const ApiKeyAuthLive = Layer.effect(
+  ApiKeyAuth,
+  Effect.map(Registry, (registry) => ApiKeyAuth.of({ bearer: (token) => registry.authenticate(Redacted.value(token)) }))
+)
+
+/** The registry endpoints. */
+export const RegistryLive = HttpApiBuilder.group(HubApi, "registry", (handlers) =>
+  Effect.map(Registry, (registry) =>
+    handlers
+      .handle("pinManifest", ({ payload }) => registry.pinManifest(payload))
+      .handle("getManifest", ({ path }) => registry.manifest(path.cid))
+      .handle("registerAgent", ({ payload }) => Effect.flatMap(Caller, (caller) => registry.registerAgent(caller, payload)))
+      .handle("listAgents", ({ urlParams }) => registry.listAgents(urlParams.limit ?? 50, urlParams.cursor))
+      .handle("resolveAgent", ({ path }) => registry.resolveAgent(path.didHash))
+      .handle("updateAgent", ({ path, payload }) => Effect.flatMap(Caller, (caller) => registry.updateAgent(caller, path.didHash, payload)))
+      .handle("rotateAgentKey", ({ path, payload }) => Effect.flatMap(Caller, (caller) => registry.rotateAgentKey(caller, path.didHash, payload.publicKeyB64)))
+      .handle("deleteAgent", ({ path }) => Effect.flatMap(Caller, (caller) => registry.deleteAgent(caller, path.didHash)))
+      .handle("registerMcp", ({ payload }) => Effect.flatMap(Caller, (caller) => registry.registerMcp(caller, payload)))
+      .handle("listMcp", ({ urlParams }) => registry.listMcp(urlParams.limit ?? 50, urlParams.cursor))
+      .handle("resolveMcp", ({ path }) => registry.resolveMcp(path.didHash))
+      .handle("registerSkill", ({ payload }) => Effect.flatMap(Caller, (caller) => registry.registerSkill(caller, payload)))
+      .handle("listSkills", ({ urlParams }) => registry.listSkills(urlParams.limit ?? 50, urlParams.cursor))
+      .handle("resolveSkill", ({ path }) => registry.resolveSkill(path.didHash))
+      .handle("search", ({ urlParams }) => Effect.map(registry.search(urlParams.q, urlParams.limit ?? 50), (items) => ({ items })))
+      .handle("resolveDid", ({ path }) =>
+        Effect.map(registry.resolveDid(path.did), (r) => ({ did: r.document.id, keyVersion: r.keyVersion, document: r.document }))
+      )
+      .handle("revokeMandate", ({ payload }) => registry.revokeMandate(payload))
+      .handle("mandateRevoked", ({ path }) => Effect.map(registry.isMandateRevoked(path.jti), (revoked) => ({ jti: path.jti, revoked })))
+  )
+)
+
+/** The API-key endpoints: the admin creates keys for anyone; a key's owner (or the admin) revokes it. */
+export const KeysLive = HttpApiBuilder.group(HubApi, "keys", (handlers) =>
+  Effect.map(Registry, (registry) =>
+    handlers
+      .handle("createKey", ({ payload }) =>
+        Effect.flatMap(Caller, (caller): Effect.Effect<CreatedApiKey, Forbidden | Unavailable> =>
+          caller.kind !== "admin"
+            ? Effect.fail(errors.adminRequired())
+            : registry.createApiKey(payload.owner ?? "admin", (payload.owner ?? "").startsWith("did:") ? "agent" : "user", payload.label)
+        )
+      )
+      .handle("revokeKey", ({ path }) => Effect.flatMap(Caller, (caller) => registry.revokeApiKey(caller, path.id)))
+  )
+)
+
+/** The spending-ledger endpoints. */
+export const SpendingLive = HttpApiBuilder.group(HubApi, "spending", (handlers) =>
+  Effect.map(Ledger, (ledger) =>
+    handlers
+      .handle("openPool", ({ payload }) => Effect.flatMap(Caller, (caller) => ledger.openPool(caller, payload.mandate)))
+      .handle("getPool", ({ path }) => ledger.pool(path.poolId))
+      .handle("allocate", ({ path, payload }) =>
+        Effect.flatMap(Caller, (caller) => ledger.allocate(caller, path.poolId, { childToken: payload.childMandate, idempotencyKey: payload.idempotencyKey }))
+      )
+      .handle("release", ({ path, payload }) => Effect.flatMap(Caller, (caller) => ledger.release(caller, path.allocationId, payload)))
+  )
+)
+
+const clientIp = Effect.map(HttpServerRequest.HttpServerRequest, (req) => Option.getOrElse(req.remoteAddress, () => "unknown"))
+
+/** The platform endpoints. */
+export const PlatformLive = HttpApiBuilder.group(HubApi, "platform", (handlers) =>
+  Effect.map(Platform, (platform) =>
+    handlers
+      .handle("status", () => platform.status)
+      .handle("challenge", ({ payload }) => Effect.flatMap(clientIp, (ip) => platform.challenge(ip, payload)))
+      .handle("agentKey", ({ payload }) => Effect.flatMap(clientIp, (ip) => platform.agentKey(ip, payload)))
+  )
+)
+
+
+const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
+
+/** A self-contained page listing every operation of the OpenAPI document (no external assets). */
+export const docsPage = (doc: OpenApi.OpenAPISpec): string => {
+  const rows = Object.entries(doc.paths).flatMap(([path, item]) =>
+    Object.entries(item as Record<string, { summary?: string; description?: string; operationId?: string; responses?: Record<string, unknown> }>)
+      .filter(([method]) => ["get", "post", "put", "patch", "delete"].includes(method))
+      .map(([method, op]) =>
+        `<tr><td class="m ${method}">${method.toUpperCase()}</td><td><code>${escapeHtml(path)}</code></td><td>${escapeHtml(op.operationId ?? "")}</td><td>${escapeHtml(Object.keys(op.responses ?? {}).join(" "))}</td></tr>`
+      )
+  )
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(doc.info.title)}</title>
+<style>body{font:14px system-ui,sans-serif;margin:2rem;color:#222}table{border-collapse:collapse}td,th{padding:.3rem .8rem;border-bottom:1px solid #ddd;text-align:left}
+.m{font-weight:600}.get{color:#0a7}.post{color:#07c}.patch{color:#a60}.delete{color:#c33}code{font-size:13px}</style></head>
+<body><h1>${escapeHtml(doc.info.title)} <small>${escapeHtml(doc.info.version)}</small></h1><p>${escapeHtml(doc.info.description ?? "")}</p>
+<p>Machine-readable: <a href="/openapi.json">/openapi.json</a></p>
+<table><thead><tr><th>method</th><th>path</th><th>operation</th><th>statuses</th></tr></thead><tbody>${rows.join("")}</tbody></table></body></html>`
+}
+
+/** The platform endpoints of a platform-only process. */
+export const PlatformOnlyLive = HttpApiBuilder.group(PlatformApi, "platform", (handlers) =>
+  Effect.map(Platform, (platform) =>
+    handlers
+      .handle("status", () => platform.status)
+      .handle("challenge", ({ payload }) => Effect.flatMap(clientIp, (ip) => platform.challenge(ip, payload)))
+      .handle("agentKey", ({ payload }) => Effect.flatMap(clientIp, (ip) => platform.agentKey(ip, payload)))
+  )
+)
+
+/** `/openapi.json` and `/docs`, both computed once from `HubApi`. */
+export const DocsLive = HttpApiBuilder.group(HubApi, "docs", (handlers) =>
+  Effect.sync(() => {
+    const doc = OpenApi.fromApi(HubApi)
+    const page = docsPage(doc)
+    return handlers.handle("openapi", () => Effect.succeed(doc)).handle("docs", () => Effect.succeed(page))
+  })
+)
+
+/** Every group of the hub, needing the services behind them. */
+export const HandlersLive = Layer.mergeAll(RegistryLive, KeysLive, SpendingLive, PlatformLive, DocsLive).pipe(Layer.provide(ApiKeyAuthLive))

@@ -1,0 +1,264 @@
+/**
+ * The spending ledger: a budget pool per parent spending mandate, from which child mandates get allocations, so a
+ * parent budget is never over-allocated. Allocation is one conditional UPDATE inside a transaction that writes
+ * first (no read-then-upgrade), so it stays exact across fibers and across processes sharing one database.
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import { Conflict, errors, type Forbidden, type NotFound, type Unavailable, Unprocessable } from "./HubError.js"
+import { KeyResolver } from "./KeyResolver.js"
+import type { Keys } from "./Keys.js"
+import { decodeUnverified, type Mandate, verifyMandate } from "./Mandate.js"
+import { formatUsd, type Micros, parseUsd } from "./Money.js"
+import type { ApiKeyRow } from "./RegistryStore.js"
+import { randomBytes, toBase64Url } from "./internal/bytes.js"
+
+/** A pool as the ledger reports it (amounts in USD). */
+export const Pool = Schema.Struct({
+  poolId: Schema.String,
+  grantor: Schema.String,
+  grantee: Schema.String,
+  limitUsd: Schema.Number,
+  allocatedUsd: Schema.Number,
+  remainingUsd: Schema.Number,
+  expiresAt: Schema.String
+})
+/** A pool as the ledger reports it. */
+export type Pool = typeof Pool.Type
+
+/** An allocation as the ledger reports it. */
+export const Allocation = Schema.Struct({
+  allocationId: Schema.String,
+  poolId: Schema.String,
+  idempotencyKey: Schema.String,
+  childJti: Schema.String,
+  grantee: Schema.String,
+  amountUsd: Schema.Number,
+  usedUsd: Schema.NullOr(Schema.Number),
+  releasedUsd: Schema.NullOr(Schema.Number),
+  status: Schema.Literal("active", "released")
+})
+/** An allocation as the ledger reports it. */
+export type Allocation = typeof Allocation.Type
+
+type LedgerError = Unprocessable | Unavailable
+
+/** The operations of the ledger. */
+export interface LedgerApi {
+  /** Opens (or returns the open) pool of a verified intent or cart mandate; its size is the mandate's spend limit. */
+  readonly openPool: (caller: ApiKeyRow, parentToken: string) => Effect.Effect<Pool, LedgerError>
+  readonly pool: (poolId: string) => Effect.Effect<Pool, NotFound | Unavailable>
+  /**
+   * Allocates to a child mandate attenuated from the pool's mandate, for the child's whole limit (its
+   * `spendLimitUsd`, or `amountUsd` for a payment). The same idempotency key returns the same allocation.
+   */
+  readonly allocate: (
+    caller: ApiKeyRow,
+    poolId: string,
+    input: { readonly childToken: string; readonly idempotencyKey: string }
+  ) => Effect.Effect<Allocation, NotFound | Forbidden | Conflict | LedgerError>
+  /** Releases an allocation; what was not used returns to the pool. Only once. */
+  readonly release: (
+    caller: ApiKeyRow,
+    allocationId: string,
+    input: { readonly usedUsd: number }
+  ) => Effect.Effect<{ readonly allocation: Allocation; readonly pool: Pool }, NotFound | Forbidden | Conflict | LedgerError>
+}
+
+/** The `Ledger` service. */
+export class Ledger extends Context.Tag("agent-mesh/Ledger")<Ledger, LedgerApi>() {}
+
+const PoolRow = Schema.Struct({
+  id: Schema.String,
+  token: Schema.String,
+  grantor: Schema.String,
+  grantee: Schema.String,
+  limit_micros: Schema.Number,
+  allocated_micros: Schema.Number,
+  expires_at: Schema.Number,
+  owner_key_id: Schema.String,
+  created_at: Schema.Number
+})
+type PoolRow = typeof PoolRow.Type
+
+/** An allocation as stored. */
+export const AllocationRow = Schema.Struct({
+  id: Schema.String,
+  pool_id: Schema.String,
+  idempotency_key: Schema.String,
+  child_jti: Schema.String,
+  grantee: Schema.String,
+  amount_micros: Schema.Number,
+  used_micros: Schema.NullOr(Schema.Number),
+  created_at: Schema.Number,
+  released_at: Schema.NullOr(Schema.Number)
+})
+type AllocationRow = typeof AllocationRow.Type
+
+const toPool = (r: PoolRow): Pool => ({
+  poolId: r.id,
+  grantor: r.grantor,
+  grantee: r.grantee,
+  limitUsd: formatUsd(r.limit_micros as Micros),
+  allocatedUsd: formatUsd(r.allocated_micros as Micros),
+  remainingUsd: formatUsd((r.limit_micros - r.allocated_micros) as Micros),
+  expiresAt: new Date(r.expires_at * 1000).toISOString()
+})
+
+const toAllocation = (r: AllocationRow): Allocation => ({
+  allocationId: r.id,
+  poolId: r.pool_id,
+  idempotencyKey: r.idempotency_key,
+  childJti: r.child_jti,
+  grantee: r.grantee,
+  amountUsd: formatUsd(r.amount_micros as Micros),
+  usedUsd: r.used_micros === null ? null : formatUsd(r.used_micros as Micros),
+  releasedUsd: r.used_micros === null ? null : formatUsd((r.amount_micros - r.used_micros) as Micros),
+  status: r.released_at === null ? "active" : "released"
+})
+
+const mandateInvalid = (message: string) => new Unprocessable({ code: "MANDATE_INVALID", message })
+
+/** The spend limit a spending mandate grants: `spendLimitUsd` (intent, cart) or `amountUsd` (payment). */
+const limitOf = (m: Mandate): Either.Either<Micros, Unprocessable> => {
+  const c = m.constraints as { readonly spendLimitUsd?: number; readonly amountUsd?: number }
+  const usd = m.kind === "payment" ? c.amountUsd : c.spendLimitUsd
+  if (usd === undefined) return Either.left(mandateInvalid(`a ${m.kind} mandate has no spend limit`))
+  return Either.mapLeft(parseUsd(usd), (e) => new Unprocessable({ code: "INVALID_AMOUNT", message: e.message }))
+}
+
+/** The ledger on a migrated `SqlClient`, verifying mandates through the `KeyResolver`. */
+export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyResolver | Keys> = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const resolver = yield* KeyResolver
+  const context = yield* Effect.context<Keys>()
+  const unavailable = (e: SqlError) => errors.unavailable(e.message)
+  const decodePool = Schema.decodeUnknownSync(PoolRow)
+  const decodeAllocation = Schema.decodeUnknownSync(AllocationRow)
+
+  const verify = (token: string, kinds: ReadonlyArray<Mandate["kind"]>) =>
+    verifyMandate(token, resolver, { kinds }).pipe(
+      Effect.provide(context),
+      Effect.mapError((e) => mandateInvalid(`${e.reason}: ${e.message}`))
+    )
+
+  const poolRow = (id: string) =>
+    sql`SELECT * FROM mesh_pools WHERE id = ${id}`.pipe(
+      Effect.mapError(unavailable),
+      Effect.flatMap((rows) => (rows.length === 0 ? Effect.fail(errors.notFound(`no pool ${id}`)) : Effect.succeed(decodePool(rows[0]))))
+    )
+
+  const allocationByKey = (poolId: string, key: string) =>
+    sql`SELECT * FROM mesh_allocations WHERE pool_id = ${poolId} AND idempotency_key = ${key}`.pipe(
+      Effect.mapError(unavailable),
+      Effect.map((rows) => (rows.length === 0 ? undefined : decodeAllocation(rows[0])))
+    )
+
+  return {
+    openPool: (caller, token) =>
+      Effect.gen(function* () {
+        const m = yield* verify(token, ["intent", "cart"])
+        const limit = yield* limitOf(m)
+        const now = yield* Clock.currentTimeMillis
+        yield* sql`INSERT INTO mesh_pools ${sql.insert({
+          id: m.jti, token, grantor: m.grantor, grantee: m.grantee, limit_micros: limit, allocated_micros: 0,
+          expires_at: m.expiresAt, owner_key_id: caller.id, created_at: now
+        })} ON CONFLICT (id) DO NOTHING`.pipe(Effect.mapError(unavailable))
+        return toPool(yield* Effect.catchTag(poolRow(m.jti), "NotFound", () => Effect.die("pool vanished after insert")))
+      }),
+    pool: (id) => Effect.map(poolRow(id), toPool),
+    allocate: (caller, poolId, input) =>
+      Effect.gen(function* () {
+        if (input.idempotencyKey.length === 0 || input.idempotencyKey.length > 200) {
+          return yield* Effect.fail(new Unprocessable({ code: "INVALID_AMOUNT", message: "idempotencyKey must be 1 to 200 characters" }))
+        }
+        const pool = yield* poolRow(poolId)
+        // A retry is answered from the record before anything is verified or counted again.
+        const existing = yield* allocationByKey(poolId, input.idempotencyKey)
+        if (existing !== undefined) {
+          return existing.child_jti === childJtiOf(input.childToken)
+            ? toAllocation(existing)
+            : yield* Effect.fail(new Conflict({ code: "IDEMPOTENCY_KEY_REUSED", message: "this idempotency key was used for another child mandate" }))
+        }
+        const child = yield* verify(input.childToken, ["cart", "payment"])
+        if (child.parent === undefined || child.parent.jti !== pool.id) {
+          return yield* Effect.fail(mandateInvalid("the child mandate is not attenuated from this pool's mandate"))
+        }
+        const amount = yield* limitOf(child)
+        const id = `alloc_${toBase64Url(randomBytes(12))}`
+        const now = yield* Clock.currentTimeMillis
+        const outcome = yield* reserve(sql, {
+          id, pool_id: poolId, idempotency_key: input.idempotencyKey, child_jti: child.jti, grantee: child.grantee,
+          amount_micros: amount, used_micros: null, created_at: now, released_at: null
+        }).pipe(Effect.mapError(unavailable))
+        if (outcome === "exhausted") {
+          return yield* Effect.fail(new Conflict({ code: "BUDGET_EXHAUSTED", message: `pool ${poolId} cannot cover ${formatUsd(amount)} USD` }))
+        }
+        const row = yield* allocationByKey(poolId, input.idempotencyKey)
+        if (row === undefined) return yield* Effect.die("allocation vanished")
+        if (outcome === "raced" && row.child_jti !== child.jti) {
+          return yield* Effect.fail(new Conflict({ code: "IDEMPOTENCY_KEY_REUSED", message: "this idempotency key was used for another child mandate" }))
+        }
+        return toAllocation(row)
+      }),
+    release: (caller, allocationId, input) =>
+      Effect.gen(function* () {
+        const used = parseUsd(input.usedUsd)
+        if (Either.isLeft(used)) return yield* Effect.fail(new Unprocessable({ code: "INVALID_AMOUNT", message: used.left.message }))
+        const rows = yield* sql`SELECT * FROM mesh_allocations WHERE id = ${allocationId}`.pipe(Effect.mapError(unavailable))
+        if (rows.length === 0) return yield* Effect.fail(errors.notFound(`no allocation ${allocationId}`))
+        const alloc = decodeAllocation(rows[0])
+        const pool = yield* poolRow(alloc.pool_id)
+        if (caller.kind !== "admin" && caller.id !== pool.owner_key_id) return yield* Effect.fail(errors.notOwner("this API key did not open the pool"))
+        if (used.right > alloc.amount_micros) {
+          return yield* Effect.fail(new Unprocessable({ code: "INVALID_AMOUNT", message: "usedUsd exceeds the allocation" }))
+        }
+        const now = yield* Clock.currentTimeMillis
+        const released = yield* Effect.gen(function* () {
+          const marked = yield* sql`UPDATE mesh_allocations SET used_micros = ${used.right}, released_at = ${now}
+            WHERE id = ${allocationId} AND released_at IS NULL RETURNING id`
+          if (marked.length === 0) return false
+          yield* sql`UPDATE mesh_pools SET allocated_micros = allocated_micros - ${alloc.amount_micros - used.right} WHERE id = ${alloc.pool_id}`
+          return true
+        }).pipe(sql.withTransaction, Effect.mapError(unavailable))
+        if (!released) return yield* Effect.fail(new Conflict({ code: "ALREADY_REVOKED", message: `allocation ${allocationId} was already released` }))
+        const after = yield* sql`SELECT * FROM mesh_allocations WHERE id = ${allocationId}`.pipe(Effect.mapError(unavailable))
+        return { allocation: toAllocation(decodeAllocation(after[0])), pool: toPool(yield* poolRow(alloc.pool_id)) }
+      })
+  }
+})
+
+/**
+ * The allocation itself, in one transaction: record the allocation under its idempotency key, then take its amount
+ * from the pool only if the pool can cover it. Writing first means the transaction never upgrades a read lock, so
+ * concurrent writers (other fibers, other processes) queue on the database's write lock instead of failing.
+ */
+export const reserve = (
+  sql: SqlClient.SqlClient,
+  row: typeof AllocationRow.Encoded
+): Effect.Effect<"allocated" | "raced" | "exhausted", SqlError> =>
+  Effect.gen(function* () {
+    const inserted = yield* sql`INSERT INTO mesh_allocations ${sql.insert(row)}
+      ON CONFLICT (pool_id, idempotency_key) DO NOTHING RETURNING id`
+    if (inserted.length === 0) return "raced" as const
+    const updated = yield* sql`UPDATE mesh_pools SET allocated_micros = allocated_micros + ${row.amount_micros}
+      WHERE id = ${row.pool_id} AND allocated_micros + ${row.amount_micros} <= limit_micros RETURNING id`
+    // Failing rolls the transaction back, taking the allocation row with it.
+    if (updated.length === 0) return yield* Effect.fail("exhausted" as const)
+    return "allocated" as const
+  }).pipe(
+    sql.withTransaction,
+    Effect.catchAll((e) => (e === "exhausted" ? Effect.succeed("exhausted" as const) : Effect.fail(e)))
+  )
+
+/** The jti a token names, read without verification (only to answer an idempotent retry). */
+const childJtiOf = (token: string): string | undefined => Either.getOrUndefined(Either.map(decodeUnverified(token), (m) => m.jti))
+
+/** The ledger on SQL; needs a migrated `SqlClient`, a `KeyResolver` and `Keys`. */
+export const layer: Layer.Layer<Ledger, never, SqlClient.SqlClient | KeyResolver | Keys> = Layer.effect(Ledger, make)

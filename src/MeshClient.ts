@@ -1,0 +1,195 @@
+/**
+ * The hub's client library, generated from `HubApi`: registry, API keys, the agent-key challenge flow, mandate
+ * revocation and the spending ledger, plus a registry-backed `KeyResolver`. Failures carry the spec's codes;
+ * REGISTRY_UNREACHABLE (the hub cannot be reached) and RATE_LIMITED are retried with backoff, honoring
+ * `retryAfterSeconds`.
+ */
+import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
+import * as HttpApiClient from "@effect/platform/HttpApiClient"
+import * as HttpClient from "@effect/platform/HttpClient"
+import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type { MeshIdentity } from "./Did.js"
+import { extractPublicKey, verificationMethodId } from "./Did.js"
+import { HubApi } from "./HubApi.js"
+import { BadRequest, RegistryUnreachable } from "./HubError.js"
+import { KeyNotFound, KeyResolver, type KeyResolverApi, type ResolvedKey } from "./KeyResolver.js"
+import { Keys } from "./Keys.js"
+import { signMessage } from "./Proof.js"
+import { toBase64, utf8 } from "./internal/bytes.js"
+
+/** Client settings. */
+export interface MeshClientOptions {
+  /** The hub's base URL, e.g. `http://127.0.0.1:7700`. */
+  readonly hubUrl: string
+  /** The platform API's base URL when it runs apart from the hub (default: `hubUrl`). */
+  readonly platformUrl?: string
+  /** Default API key for calls that need one. */
+  readonly apiKey?: string
+  /** Retries of REGISTRY_UNREACHABLE and RATE_LIMITED (default 4), first delay (default 200 ms), cap (default 10 s). */
+  readonly retry?: { readonly times?: number; readonly baseDelayMs?: number; readonly maxDelayMs?: number }
+  /** How long resolved keys stay cached by `keyResolver` (default 30 s). */
+  readonly keyCacheTtlMs?: number
+}
+
+const makeClient = (http: HttpClient.HttpClient, hubUrl: string, apiKey: string | undefined) =>
+  HttpApiClient.make(HubApi, {
+    baseUrl: hubUrl,
+    transformClient: (c) => (apiKey === undefined ? c : HttpClient.mapRequest(c, HttpClientRequest.bearerToken(apiKey)))
+  }).pipe(Effect.provideService(HttpClient.HttpClient, http))
+
+type Client = Effect.Effect.Success<ReturnType<typeof makeClient>>
+
+const transport = (e: { readonly _tag: string; readonly message?: string }) =>
+  e._tag === "RequestError" || e._tag === "ResponseError" || e._tag === "ParseError"
+    ? new RegistryUnreachable({ code: "REGISTRY_UNREACHABLE", message: `hub unreachable or answered unexpectedly: ${e.message ?? e._tag}` })
+    : e._tag === "HttpApiDecodeError"
+      ? new BadRequest({ code: "INVALID_REQUEST", message: e.message ?? "the hub could not read the request" })
+      : e
+
+/** Maps transport failures to REGISTRY_UNREACHABLE and HttpApi's decode error to BadRequest, so every error has a `code`. */
+type Mapped<E> =
+  | Exclude<E, { readonly _tag: "RequestError" | "ResponseError" | "ParseError" | "HttpApiDecodeError" }>
+  | RegistryUnreachable
+  | BadRequest
+
+const isRetryable = (e: unknown): e is { readonly code: "REGISTRY_UNREACHABLE" | "RATE_LIMITED"; readonly retryAfterSeconds?: number } =>
+  typeof e === "object" && e !== null && "code" in e && (e.code === "REGISTRY_UNREACHABLE" || e.code === "RATE_LIMITED")
+
+/** Builds the client API over an `HttpClient`. */
+export const make = (options: MeshClientOptions) =>
+  Effect.gen(function* () {
+    const http = yield* HttpClient.HttpClient
+    const keys = yield* Keys
+    const times = options.retry?.times ?? 4
+    const base = options.retry?.baseDelayMs ?? 200
+    const cap = options.retry?.maxDelayMs ?? 10_000
+    const clients = new Map<string, Client>()
+    const clientFor = (apiKey: string | undefined, url: string) =>
+      Effect.suspend(() => {
+        const id = `${url} ${apiKey ?? ""}`
+        const hit = clients.get(id)
+        if (hit !== undefined) return Effect.succeed(hit)
+        return Effect.tap(makeClient(http, url, apiKey), (c) => Effect.sync(() => clients.set(id, c)))
+      })
+
+    /** One call: transport failures become REGISTRY_UNREACHABLE; retryable failures are retried with backoff. */
+    const call = <A, E>(apiKey: string | undefined, f: (c: Client) => Effect.Effect<A, E>, url = options.hubUrl): Effect.Effect<A, Mapped<E>> => {
+      const once: Effect.Effect<A, Mapped<E>> = Effect.flatMap(clientFor(apiKey, url), f).pipe(Effect.mapError((e) => transport(e as never) as Mapped<E>))
+      const attempt = (n: number): Effect.Effect<A, Mapped<E>> =>
+        Effect.catchAll(once, (e): Effect.Effect<A, Mapped<E>> => {
+          if (!isRetryable(e) || n >= times) return Effect.fail(e)
+          const wait = e.code === "RATE_LIMITED" && e.retryAfterSeconds !== undefined ? e.retryAfterSeconds * 1000 : Math.min(cap, base * 2 ** n)
+          return Effect.zipRight(Effect.sleep(Duration.millis(wait)), attempt(n + 1))
+        })
+      return attempt(0)
+    }
+    const key = (apiKey: string | undefined) => apiKey ?? options.apiKey
+    const platformUrl = options.platformUrl ?? options.hubUrl
+
+    const api = {
+      /** Pins a manifest and returns its CID. */
+      pinManifest: (manifest: unknown) => call(undefined, (c) => c.registry.pinManifest({ payload: manifest })),
+      /** Pins the manifest, then registers the identity's DID and key at the endpoint. */
+      registerAgent: (input: { readonly manifest: unknown; readonly endpointUrl: string; readonly identity: MeshIdentity; readonly apiKey?: string }) =>
+        Effect.flatMap(call(undefined, (c) => c.registry.pinManifest({ payload: input.manifest })), ({ cid }) =>
+          call(key(input.apiKey), (c) =>
+            c.registry.registerAgent({ payload: { did: input.identity.did, manifestCID: cid, publicKeyB64: input.identity.publicKey, endpointUrl: input.endpointUrl } })
+          )
+        ),
+      resolveAgent: (didHash: string) => call(undefined, (c) => c.registry.resolveAgent({ path: { didHash } })),
+      listAgents: (input: { readonly limit?: number; readonly cursor?: string } = {}) =>
+        call(undefined, (c) => c.registry.listAgents({ urlParams: { ...(input.limit === undefined ? {} : { limit: input.limit }), ...(input.cursor === undefined ? {} : { cursor: input.cursor }) } })),
+      updateAgent: (didHash: string, patch: { readonly endpointUrl?: string; readonly manifestCID?: string }, apiKey?: string) =>
+        call(key(apiKey), (c) => c.registry.updateAgent({ path: { didHash }, payload: patch })),
+      rotateAgentKey: (didHash: string, publicKeyB64: string, apiKey?: string) =>
+        call(key(apiKey), (c) => c.registry.rotateAgentKey({ path: { didHash }, payload: { publicKeyB64 } })),
+      deleteAgent: (didHash: string, apiKey?: string) => call(key(apiKey), (c) => c.registry.deleteAgent({ path: { didHash } })),
+      registerMcp: (input: { readonly name: string; readonly endpointUrl: string; readonly tools: ReadonlyArray<string | { readonly name: string; readonly inputSchema?: unknown }>; readonly did?: string; readonly apiKey?: string }) =>
+        call(key(input.apiKey), (c) =>
+          c.registry.registerMcp({ payload: { name: input.name, endpointUrl: input.endpointUrl, tools: input.tools, ...(input.did === undefined ? {} : { did: input.did }) } })
+        ),
+      resolveMcp: (didHash: string) => call(undefined, (c) => c.registry.resolveMcp({ path: { didHash } })),
+      registerSkill: (input: { readonly name: string; readonly skillType?: "rag" | "web-search" | "memory" | "code" | "data" | "custom"; readonly did?: string; readonly apiKey?: string }) =>
+        call(key(input.apiKey), (c) =>
+          c.registry.registerSkill({
+            payload: { name: input.name, ...(input.skillType === undefined ? {} : { skillType: input.skillType }), ...(input.did === undefined ? {} : { did: input.did }) }
+          })
+        ),
+      resolveSkill: (didHash: string) => call(undefined, (c) => c.registry.resolveSkill({ path: { didHash } })),
+      search: (q: string, limit?: number) => call(undefined, (c) => c.registry.search({ urlParams: { q, ...(limit === undefined ? {} : { limit }) } })),
+      resolveDid: (did: string) => call(undefined, (c) => c.registry.resolveDid({ path: { did } })),
+      /** Creates an API key (admin credential needed). */
+      createApiKey: (input: { readonly owner?: string; readonly label?: string; readonly apiKey?: string } = {}) =>
+        call(key(input.apiKey), (c) =>
+          c.keys.createKey({ payload: { ...(input.owner === undefined ? {} : { owner: input.owner }), ...(input.label === undefined ? {} : { label: input.label }) } })
+        ),
+      revokeApiKey: (id: string, apiKey?: string) => call(key(apiKey), (c) => c.keys.revokeKey({ path: { id } })),
+      /** The challenge flow: ask for a challenge bound to the identity, sign it, receive an API key. */
+      requestAgentKey: (identity: MeshIdentity) =>
+        Effect.gen(function* () {
+          const ch = yield* call(undefined, (c) => c.platform.challenge({ payload: { did: identity.did, publicKeyB64: identity.publicKey } }), platformUrl)
+          const signature = yield* keys.sign(identity.privateKey, utf8(ch.challenge))
+          return yield* call(undefined, (c) => c.platform.agentKey({ payload: { challengeId: ch.challengeId, did: identity.did, signature: toBase64(signature) } }), platformUrl)
+        }),
+      status: call(undefined, (c) => c.platform.status(), platformUrl),
+      /** Revokes a mandate the identity granted (a signed request); verification through the hub then fails it. */
+      revokeMandate: (input: { readonly jti: string; readonly identity: MeshIdentity }) =>
+        Effect.flatMap(
+          Effect.orDie(signMessage({ type: "MandateRevocation", jti: input.jti, grantor: input.identity.did }, input.identity.privateKey, verificationMethodId(input.identity.did)).pipe(Effect.provideService(Keys, keys))),
+          (signed) => call(undefined, (c) => c.registry.revokeMandate({ payload: signed }))
+        ),
+      isMandateRevoked: (jti: string) => Effect.map(call(undefined, (c) => c.registry.mandateRevoked({ path: { jti } })), (r) => r.revoked),
+      openPool: (mandate: string, apiKey?: string) => call(key(apiKey), (c) => c.spending.openPool({ payload: { mandate } })),
+      getPool: (poolId: string, apiKey?: string) => call(key(apiKey), (c) => c.spending.getPool({ path: { poolId } })),
+      allocate: (input: { readonly poolId: string; readonly childMandate: string; readonly idempotencyKey: string; readonly apiKey?: string }) =>
+        call(key(input.apiKey), (c) =>
+          c.spending.allocate({ path: { poolId: input.poolId }, payload: { childMandate: input.childMandate, idempotencyKey: input.idempotencyKey } })
+        ),
+      release: (input: { readonly allocationId: string; readonly usedUsd: number; readonly apiKey?: string }) =>
+        call(key(input.apiKey), (c) => c.spending.release({ path: { allocationId: input.allocationId }, payload: { usedUsd: input.usedUsd } }))
+    }
+
+    const ttl = options.keyCacheTtlMs ?? 30_000
+    const cache = new Map<string, { readonly key: ResolvedKey; readonly until: number }>()
+    /** A `KeyResolver` over the hub's did:mesh resolver, caching keys for `keyCacheTtlMs`; revocations are not cached. */
+    const keyResolver: KeyResolverApi = {
+      resolve: (did) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) => {
+          const hit = cache.get(did)
+          if (hit !== undefined && hit.until > now) return Effect.succeed(hit.key)
+          return api.resolveDid(did).pipe(
+            Effect.mapError((e) => new KeyNotFound({ code: "KEY_NOT_FOUND", message: e.message, did })),
+            Effect.flatMap((r) => resolvedFromDocument(did, r.document, r.keyVersion)),
+            Effect.tap((k) => Effect.sync(() => cache.set(did, { key: k, until: now + ttl })))
+          )
+        }),
+      // A revocation list we cannot read must not let a revoked mandate through.
+      isMandateRevoked: (jti) => Effect.orElseSucceed(api.isMandateRevoked(jti), () => true)
+    }
+    return { ...api, keyResolver }
+  })
+
+const resolvedFromDocument = (did: string, document: unknown, keyVersion: number) =>
+  Effect.map(
+    Effect.mapError(extractPublicKey(document), (e) => new KeyNotFound({ code: "KEY_NOT_FOUND", message: e.message, did })),
+    (publicKey): ResolvedKey => ({ publicKey, keyVersion })
+  )
+
+/** The operations of the client. */
+export type MeshClientApi = Effect.Effect.Success<ReturnType<typeof make>>
+
+/** The `MeshClient` service. */
+export class MeshClient extends Context.Tag("agent-mesh/MeshClient")<MeshClient, MeshClientApi>() {}
+
+/** The client on the platform's fetch; needs `Keys`. */
+export const layer = (options: MeshClientOptions): Layer.Layer<MeshClient, never, Keys> =>
+  Layer.effect(MeshClient, make(options)).pipe(Layer.provide(FetchHttpClient.layer))
+
+/** A `KeyResolver` backed by the hub (cached), so mandates and envelopes verify against the registry. */
+export const layerKeyResolver = (options: MeshClientOptions): Layer.Layer<KeyResolver, never, Keys> =>
+  Layer.effect(KeyResolver, Effect.map(make(options), (c) => c.keyResolver)).pipe(Layer.provide(FetchHttpClient.layer))

@@ -1,0 +1,201 @@
+/**
+ * The platform API's rules: status, and the agent-key challenge exchange. An agent asks for a challenge bound to
+ * its DID and public key (valid 5 minutes, single use), signs the exact challenge string (UTF-8) with that key, and
+ * receives an API key. The platform reaches the registry through `RegistryGateway`: in process (`mesh hub`) or over
+ * HTTP when it runs apart, failing with REGISTRY_UNREACHABLE when it cannot.
+ */
+import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import { normalizeDid } from "./Did.js"
+import { errors, RateLimited, RegistryUnreachable, Unauthorized, type Unavailable, type Unprocessable } from "./HubError.js"
+import { Keys } from "./Keys.js"
+import * as MeshClient from "./MeshClient.js"
+import * as RateLimiter from "./RateLimiter.js"
+import { Registry } from "./Registry.js"
+import { RegistryStore, type ChallengeRow } from "./RegistryStore.js"
+import { VERSION } from "./Version.js"
+import { fromBase64, randomBytes, toBase64Url, utf8 } from "./internal/bytes.js"
+
+/** How long a challenge may be answered. */
+export const CHALLENGE_TTL_MS = 5 * 60_000
+
+/** Where the platform finds the registry. */
+export interface RegistryGatewayApi {
+  readonly mode: "local" | "remote"
+  readonly ping: Effect.Effect<boolean>
+  /** Mints an API key owned by the agent's DID. */
+  readonly issueAgentKey: (did: string) => Effect.Effect<{ readonly apiKey: string; readonly keyId: string }, RegistryUnreachable | Unavailable>
+  /** Keeps a challenge until it is answered or expires. */
+  readonly saveChallenge: (row: ChallengeRow) => Effect.Effect<void, RegistryUnreachable | Unavailable>
+  /** Takes an unused, unexpired challenge, marking it used. */
+  readonly takeChallenge: (id: string, now: number) => Effect.Effect<Option.Option<ChallengeRow>, RegistryUnreachable | Unavailable>
+}
+
+/** The `RegistryGateway` service. */
+export class RegistryGateway extends Context.Tag("agent-mesh/RegistryGateway")<RegistryGateway, RegistryGatewayApi>() {}
+
+/** The registry in the same process: challenges in its database, so several hub processes share them. */
+export const layerLocalGateway: Layer.Layer<RegistryGateway, never, Registry | RegistryStore> = Layer.effect(
+  RegistryGateway,
+  Effect.gen(function* () {
+    const registry = yield* Registry
+    const store = yield* RegistryStore
+    return {
+      mode: "local",
+      ping: registry.ping,
+      issueAgentKey: (did) => Effect.map(registry.createApiKey(did, "agent", "challenge exchange"), (k) => ({ apiKey: k.apiKey, keyId: k.id })),
+      saveChallenge: (row) => Effect.mapError(store.insertChallenge(row), (e) => errors.unavailable(e.message)),
+      takeChallenge: (id, now) => Effect.mapError(store.consumeChallenge(id, now), (e) => errors.unavailable(e.message))
+    }
+  })
+)
+
+/** Rate limits of the platform's challenge endpoints, per client address. */
+export interface PlatformOptions {
+  readonly rateLimit?: RateLimiter.RateLimitOptions
+}
+
+/** Default: bursts of 20, 60 a minute per address. */
+export const DEFAULT_RATE_LIMIT: RateLimiter.RateLimitOptions = { capacity: 20, perMinute: 60 }
+
+/** The operations of the platform. */
+export interface PlatformApi {
+  readonly status: Effect.Effect<{ readonly status: "ok" | "degraded"; readonly version: string; readonly registry: { readonly reachable: boolean; readonly mode: "local" | "remote" } }>
+  readonly challenge: (
+    clientIp: string,
+    input: { readonly did: string; readonly publicKeyB64: string }
+  ) => Effect.Effect<{ readonly challengeId: string; readonly challenge: string; readonly expiresAt: string }, Unprocessable | RateLimited | RegistryUnreachable | Unavailable>
+  readonly agentKey: (
+    clientIp: string,
+    input: { readonly challengeId: string; readonly did: string; readonly signature: string }
+  ) => Effect.Effect<{ readonly apiKey: string; readonly keyId: string; readonly did: string }, Unauthorized | Unprocessable | RateLimited | RegistryUnreachable | Unavailable>
+}
+
+/** The `Platform` service. */
+export class Platform extends Context.Tag("agent-mesh/Platform")<Platform, PlatformApi>() {}
+
+const decodeKey = (b64: string): Uint8Array | undefined => {
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(b64)) return undefined
+  try {
+    const k = fromBase64(b64)
+    return k.length === 32 ? k : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** The exact text an agent signs: one field a line, so nothing in it can be read two ways. */
+export const challengeText = (did: string, publicKeyB64: string, nonce: string, expiresAtIso: string): string =>
+  `agent-mesh agent-key challenge v1\ndid: ${did}\npublicKey: ${publicKeyB64}\nnonce: ${nonce}\nexpires: ${expiresAtIso}`
+
+/** Builds the platform over a gateway. */
+export const make = (options: PlatformOptions = {}): Effect.Effect<PlatformApi, never, RegistryGateway | Keys> =>
+  Effect.gen(function* () {
+    const gateway = yield* RegistryGateway
+    const keys = yield* Keys
+    const limiter = RateLimiter.make(options.rateLimit ?? DEFAULT_RATE_LIMIT)
+    const limit = (ip: string) =>
+      Effect.mapError(limiter.take(ip), (e) => new RateLimited({ code: "RATE_LIMITED", message: `too many requests; retry in ${e.retryAfterSeconds} s`, retryAfterSeconds: e.retryAfterSeconds }))
+    const challengeInvalid = (message: string) => new Unauthorized({ code: "CHALLENGE_INVALID", message })
+
+    return {
+      status: Effect.map(gateway.ping, (reachable) => ({ status: reachable ? ("ok" as const) : ("degraded" as const), version: VERSION, registry: { reachable, mode: gateway.mode } })),
+      challenge: (ip, input) =>
+        Effect.gen(function* () {
+          yield* limit(ip)
+          const did = normalizeDid(input.did)
+          if (did === undefined) return yield* Effect.fail(errors.unprocessable("INVALID_DID", `${JSON.stringify(input.did)} is not a did:mesh DID`))
+          if (decodeKey(input.publicKeyB64) === undefined) {
+            return yield* Effect.fail(errors.unprocessable("INVALID_PUBLIC_KEY", "publicKeyB64 must be standard base64 of a raw 32-byte Ed25519 key"))
+          }
+          const now = yield* Clock.currentTimeMillis
+          const expiresAt = now + CHALLENGE_TTL_MS
+          const id = `ch_${toBase64Url(randomBytes(16))}`
+          const challenge = challengeText(did, input.publicKeyB64, toBase64Url(randomBytes(32)), new Date(expiresAt).toISOString())
+          yield* gateway.saveChallenge({ id, did, public_key_b64: input.publicKeyB64, challenge, expires_at: expiresAt, used_at: null })
+          return { challengeId: id, challenge, expiresAt: new Date(expiresAt).toISOString() }
+        }),
+      agentKey: (ip, input) =>
+        Effect.gen(function* () {
+          yield* limit(ip)
+          const did = normalizeDid(input.did)
+          if (did === undefined) return yield* Effect.fail(errors.unprocessable("INVALID_DID", `${JSON.stringify(input.did)} is not a did:mesh DID`))
+          const now = yield* Clock.currentTimeMillis
+          // Taking the challenge marks it used whatever follows: a wrong answer burns it, so it cannot be guessed at.
+          const row = yield* gateway.takeChallenge(input.challengeId, now)
+          if (Option.isNone(row)) return yield* Effect.fail(challengeInvalid("unknown, used or expired challenge"))
+          if (row.value.did !== did) return yield* Effect.fail(challengeInvalid("the challenge was issued to another DID"))
+          let signature: Uint8Array
+          try {
+            signature = fromBase64(input.signature)
+          } catch {
+            return yield* Effect.fail(new Unauthorized({ code: "SIGNATURE_INVALID", message: "signature is not base64" }))
+          }
+          const publicKey = decodeKey(row.value.public_key_b64)
+          const ok = publicKey !== undefined && (yield* Effect.orElseSucceed(keys.verify(publicKey, utf8(row.value.challenge), signature), () => false))
+          if (!ok) return yield* Effect.fail(new Unauthorized({ code: "SIGNATURE_INVALID", message: "signature over the challenge does not verify under the bound key" }))
+          const issued = yield* gateway.issueAgentKey(did)
+          return { ...issued, did }
+        })
+    }
+  })
+
+/** The platform layer. */
+export const layer = (options: PlatformOptions = {}): Layer.Layer<Platform, never, RegistryGateway | Keys> => Layer.effect(Platform, make(options))
+
+
+/** Challenges kept in this process only (a platform apart from the registry), bounded and swept when full. */
+const memoryChallenges = (max = 10_000) => {
+  const rows = new Map<string, ChallengeRow>()
+  return {
+    save: (row: ChallengeRow, now: number) => {
+      if (rows.size >= max) for (const [id, r] of rows) if (r.expires_at <= now || r.used_at !== null) rows.delete(id)
+      if (rows.size >= max) rows.delete(rows.keys().next().value as string)
+      rows.set(row.id, row)
+    },
+    take: (id: string, now: number): Option.Option<ChallengeRow> => {
+      const row = rows.get(id)
+      rows.delete(id)
+      return row !== undefined && row.used_at === null && row.expires_at > now ? Option.some(row) : Option.none()
+    }
+  }
+}
+
+/** What a platform apart from the registry needs to reach it. */
+export interface RemoteRegistryOptions {
+  /** The registry hub's URL. */
+  readonly registryUrl: string
+  /** An admin credential of that hub, used to mint agents' API keys. */
+  readonly apiKey: string
+}
+
+/**
+ * The registry over HTTP, for a platform running as its own process. Failures to reach it are
+ * REGISTRY_UNREACHABLE (502); challenges live in this process.
+ */
+export const layerRemoteGateway = (options: RemoteRegistryOptions): Layer.Layer<RegistryGateway, never, Keys> =>
+  Layer.effect(
+    RegistryGateway,
+    Effect.gen(function* () {
+      const client = yield* MeshClient.make({ hubUrl: options.registryUrl, apiKey: options.apiKey, retry: { times: 1, baseDelayMs: 100 } })
+      const challenges = memoryChallenges()
+      const unreachable = (message: string) => new RegistryUnreachable({ code: "REGISTRY_UNREACHABLE", message })
+      return {
+        mode: "remote" as const,
+        ping: Effect.match(client.status, { onFailure: () => false, onSuccess: () => true }),
+        issueAgentKey: (did: string) =>
+          client.createApiKey({ owner: did, label: "challenge exchange" }).pipe(
+            Effect.map((k) => ({ apiKey: k.apiKey, keyId: k.id })),
+            Effect.catchAll((e) =>
+              Effect.fail(e._tag === "RegistryUnreachable" || e._tag === "Unavailable" ? unreachable(e.message) : unreachable(`registry refused to mint a key: ${e.message}`))
+            )
+          ),
+        saveChallenge: (row: ChallengeRow) => Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => challenges.save(row, now))),
+        takeChallenge: (id: string, now: number) => Effect.sync(() => challenges.take(id, now))
+      }
+    })
+  ).pipe(Layer.provide(FetchHttpClient.layer))

@@ -1,0 +1,411 @@
+/**
+ * The hub's registry rules over `RegistryStore`: API keys (random 256-bit, stored as SHA-256, compared in constant
+ * time), content-addressed manifests (CIDv1), agents, MCP servers and skills by didHash, the did:mesh resolver and
+ * mandate revocation signed by the grantor.
+ */
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import { CID } from "multiformats/cid"
+import * as Digest from "multiformats/hashes/digest"
+import { canonicalBytes } from "./Canonical.js"
+import { type DidDocument, didHash, makeDidDocument, normalizeDid, verificationMethodId } from "./Did.js"
+import { BadRequest, type Conflict, errors, type Forbidden, type NotFound, Unauthorized, type Unavailable, type Unprocessable } from "./HubError.js"
+import { Keys, type KeysApi } from "./Keys.js"
+import { verifyMessage } from "./Proof.js"
+import { type ApiKeyRow, type EntryKind, type EntryRow, RegistryStore, type RegistryStoreApi, type StoreUnavailable } from "./RegistryStore.js"
+import { MESH_PROTOCOL_VERSION } from "./Version.js"
+import { equalBytes, fromBase64, randomBytes, toBase64Url, toHex, utf8 } from "./internal/bytes.js"
+
+/** An agent as the registry returns it. */
+export const AgentRecord = Schema.Struct({
+  did: Schema.String,
+  didHash: Schema.String,
+  manifestCID: Schema.String,
+  publicKeyB64: Schema.String,
+  keyVersion: Schema.Number,
+  endpointUrl: Schema.String,
+  document: Schema.Unknown,
+  createdAt: Schema.String,
+  updatedAt: Schema.String
+})
+/** An agent as the registry returns it. */
+export type AgentRecord = typeof AgentRecord.Type
+
+/** A tool an MCP server offers: a name, optionally with its input JSON Schema. */
+export const McpTool = Schema.Union(Schema.String, Schema.Struct({ name: Schema.String, inputSchema: Schema.optional(Schema.Unknown) }))
+
+/** An MCP server as the registry returns it. */
+export const McpRecord = Schema.Struct({
+  did: Schema.String,
+  didHash: Schema.String,
+  name: Schema.String,
+  endpointUrl: Schema.String,
+  tools: Schema.Array(Schema.Struct({ name: Schema.String, inputSchema: Schema.optional(Schema.Unknown) })),
+  createdAt: Schema.String
+})
+/** An MCP server as the registry returns it. */
+export type McpRecord = typeof McpRecord.Type
+
+/** The kinds of skill. */
+export const SkillType = Schema.Literal("rag", "web-search", "memory", "code", "data", "custom")
+
+/** A skill as the registry returns it. */
+export const SkillRecord = Schema.Struct({
+  did: Schema.String,
+  didHash: Schema.String,
+  name: Schema.String,
+  skillType: SkillType,
+  createdAt: Schema.String
+})
+/** A skill as the registry returns it. */
+export type SkillRecord = typeof SkillRecord.Type
+
+/** A search hit across agents, MCP servers and skills. */
+export const SearchHit = Schema.Struct({ kind: Schema.Literal("agent", "mcp", "skill"), did: Schema.String, didHash: Schema.String, name: Schema.String })
+
+/** What the did:mesh resolver answers. */
+export interface ResolvedDid {
+  readonly document: DidDocument
+  readonly keyVersion: number
+  readonly publicKey: Uint8Array
+}
+
+/** A newly made API key: the secret is shown this once and never stored. */
+export interface CreatedApiKey {
+  readonly id: string
+  readonly apiKey: string
+  readonly owner: string
+  readonly kind: ApiKeyRow["kind"]
+  readonly label: string | null
+}
+
+type Store = StoreUnavailable
+
+/** The operations of the registry. */
+export interface RegistryApi {
+  /** The key row for a bearer secret; 401 for a missing, unknown, revoked or malformed key. */
+  readonly authenticate: (secret: string | undefined) => Effect.Effect<ApiKeyRow, Unauthorized | Unavailable>
+  readonly createApiKey: (owner: string, kind: ApiKeyRow["kind"], label?: string) => Effect.Effect<CreatedApiKey, Unavailable>
+  /** Revokes a key: the admin may revoke any, others only keys they own. */
+  readonly revokeApiKey: (caller: ApiKeyRow, id: string) => Effect.Effect<void, NotFound | Forbidden | Unavailable>
+  /** Creates the admin credential when there is none; its secret is returned that once. */
+  readonly ensureAdmin: Effect.Effect<Option.Option<CreatedApiKey>, Unavailable>
+  readonly pinManifest: (manifest: unknown) => Effect.Effect<{ readonly cid: string }, Unprocessable | Unavailable>
+  readonly manifest: (cid: string) => Effect.Effect<unknown, NotFound | Unavailable>
+  readonly registerAgent: (
+    caller: ApiKeyRow,
+    input: { readonly did: string; readonly manifestCID: string; readonly publicKeyB64: string; readonly endpointUrl: string }
+  ) => Effect.Effect<AgentRecord, Unprocessable | Conflict | Unavailable>
+  readonly resolveAgent: (didHash: string) => Effect.Effect<AgentRecord, NotFound | Unavailable>
+  readonly listAgents: (limit: number, cursor?: string) => Effect.Effect<{ readonly items: ReadonlyArray<AgentRecord>; readonly nextCursor: string | null }, Unavailable>
+  readonly updateAgent: (
+    caller: ApiKeyRow,
+    didHash: string,
+    patch: { readonly endpointUrl?: string | undefined; readonly manifestCID?: string | undefined }
+  ) => Effect.Effect<AgentRecord, NotFound | Forbidden | Unprocessable | Unavailable>
+  readonly rotateAgentKey: (caller: ApiKeyRow, didHash: string, publicKeyB64: string) => Effect.Effect<AgentRecord, NotFound | Forbidden | Unprocessable | Unavailable>
+  readonly deleteAgent: (caller: ApiKeyRow, didHash: string) => Effect.Effect<void, NotFound | Forbidden | Unavailable>
+  readonly registerMcp: (
+    caller: ApiKeyRow,
+    input: { readonly name: string; readonly endpointUrl: string; readonly tools: ReadonlyArray<typeof McpTool.Type>; readonly did?: string | undefined }
+  ) => Effect.Effect<McpRecord, Unprocessable | Conflict | Unavailable>
+  readonly resolveMcp: (didHash: string) => Effect.Effect<McpRecord, NotFound | Unavailable>
+  readonly listMcp: (limit: number, cursor?: string) => Effect.Effect<{ readonly items: ReadonlyArray<McpRecord>; readonly nextCursor: string | null }, Unavailable>
+  readonly registerSkill: (
+    caller: ApiKeyRow,
+    input: { readonly name: string; readonly skillType?: typeof SkillType.Type | undefined; readonly did?: string | undefined }
+  ) => Effect.Effect<SkillRecord, Unprocessable | Conflict | Unavailable>
+  readonly resolveSkill: (didHash: string) => Effect.Effect<SkillRecord, NotFound | Unavailable>
+  readonly listSkills: (limit: number, cursor?: string) => Effect.Effect<{ readonly items: ReadonlyArray<SkillRecord>; readonly nextCursor: string | null }, Unavailable>
+  readonly search: (q: string, limit: number) => Effect.Effect<ReadonlyArray<typeof SearchHit.Type>, Unavailable>
+  /** The did:mesh resolver: current DID document, key and key version of a registered agent. */
+  readonly resolveDid: (did: string) => Effect.Effect<ResolvedDid, NotFound | Unprocessable | Unavailable>
+  /** Revokes a mandate by `jti`; the request must be signed (signMessage) by the grantor's registered key. */
+  readonly revokeMandate: (signed: unknown) => Effect.Effect<{ readonly jti: string }, BadRequest | Unauthorized | NotFound | Conflict | Unprocessable | Unavailable>
+  readonly isMandateRevoked: (jti: string) => Effect.Effect<boolean, Unavailable>
+  /** True when the database answers. */
+  readonly ping: Effect.Effect<boolean>
+}
+
+/** The `Registry` service. */
+export class Registry extends Context.Tag("agent-mesh/Registry")<Registry, RegistryApi>() {}
+
+/** The manifest fields the registry requires; everything else is kept as given. */
+export const Manifest = Schema.Struct({ name: Schema.String.pipe(Schema.minLength(1)), meshProtocolVersion: Schema.Literal(MESH_PROTOCOL_VERSION) })
+
+const RAW_CODEC = 0x55
+const SHA2_256 = 0x12
+
+/**
+ * CIDv1 of a manifest: the `raw` codec over the UTF-8 of its JCS form, sha2-256. `ipfs add --cid-version 1
+ * --raw-leaves` of those bytes gives the same id.
+ */
+export const manifestCid = (keys: KeysApi, canonical: Uint8Array): string => CID.createV1(RAW_CODEC, Digest.create(SHA2_256, keys.sha256(canonical))).toString()
+
+/** The one-line form of a revocation request (signed by the grantor with `signMessage`). */
+export const RevocationRequest = Schema.Struct({ type: Schema.Literal("MandateRevocation"), jti: Schema.String.pipe(Schema.minLength(1)), grantor: Schema.String, proof: Schema.Unknown })
+
+const API_KEY_PREFIX = "mk_"
+const MAX_LIMIT = 200
+
+const iso = (ms: number) => new Date(ms).toISOString()
+const storeError = (e: Store) => errors.unavailable(e.message)
+
+const isHttpUrl = (u: string) => {
+  try {
+    const url = new URL(u)
+    return url.protocol === "http:" || url.protocol === "https:"
+  } catch {
+    return false
+  }
+}
+
+const decodePublicKey = (b64: unknown): Uint8Array | undefined => {
+  if (typeof b64 !== "string" || !/^[A-Za-z0-9+/]+={0,2}$/.test(b64)) return undefined
+  try {
+    const b = fromBase64(b64)
+    return b.length === 32 ? b : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** Builds the registry over the store and the key service. */
+export const make: Effect.Effect<RegistryApi, never, RegistryStore | Keys> = Effect.gen(function* () {
+  const store: RegistryStoreApi = yield* RegistryStore
+  const keys = yield* Keys
+  const hashSecret = (secret: string) => toHex(keys.sha256(utf8(secret)))
+  const q = <A>(e: Effect.Effect<A, Store>): Effect.Effect<A, Unavailable> => Effect.mapError(e, storeError)
+
+  const createApiKey = (owner: string, kind: ApiKeyRow["kind"], label?: string) =>
+    Effect.gen(function* () {
+      const secret = `${API_KEY_PREFIX}${toBase64Url(randomBytes(32))}`
+      const id = `key_${toBase64Url(randomBytes(9))}`
+      const now = yield* Clock.currentTimeMillis
+      yield* store.insertApiKey({ id, key_hash: hashSecret(secret), owner, kind, label: label ?? null, created_at: now, revoked_at: null })
+      return { id, apiKey: secret, owner, kind, label: label ?? null }
+    }).pipe(Effect.catchTags({ StoreUnavailable: (e) => Effect.fail(storeError(e)), StoreConflict: (e) => Effect.die(e) }))
+
+  const authenticate = (secret: string | undefined) =>
+    Effect.gen(function* () {
+      if (secret === undefined || !secret.startsWith(API_KEY_PREFIX) || secret.length !== API_KEY_PREFIX.length + 43) {
+        return yield* Effect.fail(errors.invalidApiKey())
+      }
+      const hash = hashSecret(secret)
+      const row = yield* q(store.apiKeyByHash(hash))
+      // The lookup is by hash; the explicit comparison keeps the decision itself constant-time.
+      if (Option.isNone(row) || !equalBytes(utf8(row.value.key_hash), utf8(hash)) || row.value.revoked_at !== null) {
+        return yield* Effect.fail(errors.invalidApiKey())
+      }
+      return row.value
+    })
+
+  const toAgent = (r: EntryRow): AgentRecord => ({
+    did: r.did,
+    didHash: r.did_hash,
+    manifestCID: r.manifest_cid ?? "",
+    publicKeyB64: r.public_key_b64 ?? "",
+    keyVersion: r.key_version,
+    endpointUrl: r.endpoint_url ?? "",
+    document: makeDidDocument(r.did as never, fromBase64(r.public_key_b64 ?? ""), r.endpoint_url ?? undefined),
+    createdAt: iso(r.created_at),
+    updatedAt: iso(r.updated_at)
+  })
+  const toMcp = (r: EntryRow): McpRecord => ({
+    did: r.did,
+    didHash: r.did_hash,
+    name: r.name,
+    endpointUrl: r.endpoint_url ?? "",
+    tools: JSON.parse(r.tools ?? "[]"),
+    createdAt: iso(r.created_at)
+  })
+  const toSkill = (r: EntryRow): SkillRecord => ({
+    did: r.did,
+    didHash: r.did_hash,
+    name: r.name,
+    skillType: Schema.is(SkillType)(r.skill_type) ? r.skill_type : "custom",
+    createdAt: iso(r.created_at)
+  })
+
+  const entry = (kind: EntryKind, didHash: string) =>
+    q(store.entryByHash(didHash)).pipe(
+      Effect.flatMap((o) => (Option.isSome(o) && o.value.kind === kind ? Effect.succeed(o.value) : Effect.fail(errors.notFound(`no ${kind} with didHash ${didHash}`))))
+    )
+
+  const owned = (caller: ApiKeyRow, kind: EntryKind, didHash: string) =>
+    Effect.flatMap(entry(kind, didHash), (row) =>
+      row.owner_key_id === caller.id || caller.kind === "admin" ? Effect.succeed(row) : Effect.fail(errors.notOwner())
+    )
+
+  const page = <A>(kind: EntryKind, to: (r: EntryRow) => A) => (limit: number, cursor?: string) =>
+    Effect.map(q(store.listEntries(kind, Math.max(1, Math.min(MAX_LIMIT, Math.floor(limit) || 50)), cursor)), (rows) => ({
+      items: rows.map(to),
+      nextCursor: rows.length > 0 && rows.length >= Math.max(1, Math.min(MAX_LIMIT, Math.floor(limit) || 50)) ? rows[rows.length - 1]!.did_hash : null
+    }))
+
+  const pinnedOrFail = (cid: string) =>
+    Effect.flatMap(q(store.manifest(cid)), (o) => (Option.isSome(o) ? Effect.void : Effect.fail(errors.unprocessable("MANIFEST_NOT_PINNED", `manifest ${cid} is not pinned here`))))
+
+  const insert = (row: EntryRow) =>
+    store.insertEntry(row).pipe(
+      Effect.catchTags({
+        StoreUnavailable: (e) => Effect.fail(storeError(e)),
+        StoreConflict: () => Effect.fail(errors.conflict("DID_TAKEN", `${row.did} is already registered`))
+      })
+    )
+
+  const generatedDid = (prefix: string, name: string) => {
+    const slug = name.toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-+|-+$/g, "").slice(0, 40) || "x"
+    return `did:mesh:${prefix}.${slug}-${toHex(randomBytes(4))}`
+  }
+
+  const didOrGenerate = (given: string | undefined, prefix: string, name: string) => {
+    if (given === undefined) return Effect.succeed(generatedDid(prefix, name))
+    const did = normalizeDid(given)
+    return did === undefined ? Effect.fail(errors.unprocessable("INVALID_DID", `${JSON.stringify(given)} is not a did:mesh DID`)) : Effect.succeed(did as string)
+  }
+
+  const api: RegistryApi = {
+    authenticate,
+    createApiKey,
+    revokeApiKey: (caller, id) =>
+      Effect.gen(function* () {
+        const row = yield* q(store.apiKeyById(id))
+        if (Option.isNone(row)) return yield* Effect.fail(errors.notFound(`no API key ${id}`))
+        if (caller.kind !== "admin" && row.value.owner !== caller.owner) return yield* Effect.fail(errors.notOwner("this key belongs to someone else"))
+        const now = yield* Clock.currentTimeMillis
+        const revoked = yield* q(store.revokeApiKey(id, now))
+        if (!revoked) return yield* Effect.fail(errors.notFound(`API key ${id} is already revoked`))
+      }),
+    ensureAdmin: Effect.gen(function* () {
+      if ((yield* q(store.countApiKeys("admin"))) > 0) return Option.none()
+      return Option.some(yield* createApiKey("admin", "admin", "created on first start"))
+    }),
+    pinManifest: (manifest) =>
+      Effect.gen(function* () {
+        if (typeof manifest !== "object" || manifest === null || Array.isArray(manifest)) {
+          return yield* Effect.fail(errors.unprocessable("INVALID_MANIFEST", "a manifest is a JSON object"))
+        }
+        if (!Schema.is(Manifest)(manifest)) {
+          return yield* Effect.fail(errors.unprocessable("INVALID_MANIFEST", `a manifest needs a non-empty name and meshProtocolVersion "${MESH_PROTOCOL_VERSION}"`))
+        }
+        const bytes = canonicalBytes(manifest)
+        if (bytes._tag === "Left") return yield* Effect.fail(errors.unprocessable("INVALID_MANIFEST", bytes.left.message))
+        const cid = manifestCid(keys, bytes.right)
+        yield* q(store.pinManifest(cid, new TextDecoder().decode(bytes.right), yield* Clock.currentTimeMillis))
+        return { cid }
+      }),
+    manifest: (cid) =>
+      Effect.flatMap(q(store.manifest(cid)), (o) => (Option.isSome(o) ? Effect.succeed(JSON.parse(o.value) as unknown) : Effect.fail(errors.notFound(`no manifest ${cid}`)))),
+    registerAgent: (caller, input) =>
+      Effect.gen(function* () {
+        const did = normalizeDid(input.did)
+        if (did === undefined) return yield* Effect.fail(errors.unprocessable("INVALID_DID", `${JSON.stringify(input.did)} is not a did:mesh DID`))
+        if (decodePublicKey(input.publicKeyB64) === undefined) {
+          return yield* Effect.fail(errors.unprocessable("INVALID_PUBLIC_KEY", "publicKeyB64 must be standard base64 of a raw 32-byte Ed25519 key"))
+        }
+        if (!isHttpUrl(input.endpointUrl)) return yield* Effect.fail(errors.unprocessable("INVALID_ENDPOINT", "endpointUrl must be an http(s) URL"))
+        yield* pinnedOrFail(input.manifestCID)
+        const now = yield* Clock.currentTimeMillis
+        const row: EntryRow = {
+          did, did_hash: didHash(did), kind: "agent", name: did, endpoint_url: input.endpointUrl, public_key_b64: input.publicKeyB64,
+          key_version: 1, manifest_cid: input.manifestCID, skill_type: null, tools: null, owner_key_id: caller.id, created_at: now, updated_at: now
+        }
+        yield* insert(row)
+        return toAgent(row)
+      }),
+    resolveAgent: (h) => Effect.map(entry("agent", h), toAgent),
+    listAgents: page("agent", toAgent),
+    updateAgent: (caller, h, patch) =>
+      Effect.gen(function* () {
+        const row = yield* owned(caller, "agent", h)
+        if (patch.endpointUrl !== undefined && !isHttpUrl(patch.endpointUrl)) return yield* Effect.fail(errors.unprocessable("INVALID_ENDPOINT", "endpointUrl must be an http(s) URL"))
+        if (patch.manifestCID !== undefined) yield* pinnedOrFail(patch.manifestCID)
+        const now = yield* Clock.currentTimeMillis
+        const next = { ...row, endpoint_url: patch.endpointUrl ?? row.endpoint_url, manifest_cid: patch.manifestCID ?? row.manifest_cid, updated_at: now }
+        yield* q(store.updateEntry(row.did, { endpoint_url: next.endpoint_url, manifest_cid: next.manifest_cid, updated_at: now }))
+        return toAgent(next)
+      }),
+    rotateAgentKey: (caller, h, publicKeyB64) =>
+      Effect.gen(function* () {
+        const row = yield* owned(caller, "agent", h)
+        if (decodePublicKey(publicKeyB64) === undefined) {
+          return yield* Effect.fail(errors.unprocessable("INVALID_PUBLIC_KEY", "publicKeyB64 must be standard base64 of a raw 32-byte Ed25519 key"))
+        }
+        const now = yield* Clock.currentTimeMillis
+        const next = { ...row, public_key_b64: publicKeyB64, key_version: row.key_version + 1, updated_at: now }
+        yield* q(store.updateEntry(row.did, { public_key_b64: publicKeyB64, key_version: next.key_version, updated_at: now }))
+        return toAgent(next)
+      }),
+    deleteAgent: (caller, h) => Effect.flatMap(owned(caller, "agent", h), (row) => q(store.deleteEntry(row.did))),
+    registerMcp: (caller, input) =>
+      Effect.gen(function* () {
+        if (input.name.trim().length === 0) return yield* Effect.fail(errors.unprocessable("INVALID_MANIFEST", "name must not be empty"))
+        if (!isHttpUrl(input.endpointUrl)) return yield* Effect.fail(errors.unprocessable("INVALID_ENDPOINT", "endpointUrl must be an http(s) URL"))
+        const did = yield* didOrGenerate(input.did, "mcp", input.name)
+        const tools = input.tools.map((t) => (typeof t === "string" ? { name: t } : t))
+        const now = yield* Clock.currentTimeMillis
+        const row: EntryRow = {
+          did, did_hash: didHash(did as never), kind: "mcp", name: input.name, endpoint_url: input.endpointUrl, public_key_b64: null, key_version: 1,
+          manifest_cid: null, skill_type: null, tools: JSON.stringify(tools), owner_key_id: caller.id, created_at: now, updated_at: now
+        }
+        yield* insert(row)
+        return toMcp(row)
+      }),
+    resolveMcp: (h) => Effect.map(entry("mcp", h), toMcp),
+    listMcp: page("mcp", toMcp),
+    registerSkill: (caller, input) =>
+      Effect.gen(function* () {
+        if (input.name.trim().length === 0) return yield* Effect.fail(errors.unprocessable("INVALID_MANIFEST", "name must not be empty"))
+        const did = yield* didOrGenerate(input.did, "skill", input.name)
+        const now = yield* Clock.currentTimeMillis
+        const row: EntryRow = {
+          did, did_hash: didHash(did as never), kind: "skill", name: input.name, endpoint_url: null, public_key_b64: null, key_version: 1,
+          manifest_cid: null, skill_type: input.skillType ?? "custom", tools: null, owner_key_id: caller.id, created_at: now, updated_at: now
+        }
+        yield* insert(row)
+        return toSkill(row)
+      }),
+    resolveSkill: (h) => Effect.map(entry("skill", h), toSkill),
+    listSkills: page("skill", toSkill),
+    search: (text, limit) =>
+      Effect.map(q(store.search(text, Math.max(1, Math.min(MAX_LIMIT, Math.floor(limit) || 50)))), (rows) =>
+        rows.map((r) => ({ kind: r.kind, did: r.did, didHash: r.did_hash, name: r.kind === "agent" ? r.did : r.name }))
+      ),
+    resolveDid: (input) =>
+      Effect.gen(function* () {
+        const did = normalizeDid(input)
+        if (did === undefined) return yield* Effect.fail(errors.unprocessable("INVALID_DID", `${JSON.stringify(input)} is not a did:mesh DID`))
+        const row = yield* q(store.entryByDid(did))
+        if (Option.isNone(row) || row.value.public_key_b64 === null) return yield* Effect.fail(errors.notFound(`no key registered for ${did}`))
+        const publicKey = fromBase64(row.value.public_key_b64)
+        return { document: makeDidDocument(did, publicKey, row.value.endpoint_url ?? undefined), keyVersion: row.value.key_version, publicKey }
+      }),
+    revokeMandate: (signed) =>
+      Effect.gen(function* () {
+        const req = Schema.decodeUnknownOption(RevocationRequest)(signed)
+        if (Option.isNone(req)) return yield* Effect.fail(new BadRequest({ code: "MISSING_FIELD", message: "expected { type: \"MandateRevocation\", jti, grantor, proof }" }))
+        const grantor = normalizeDid(req.value.grantor)
+        if (grantor === undefined) return yield* Effect.fail(errors.unprocessable("INVALID_DID", "grantor is not a did:mesh DID"))
+        const row = yield* q(store.entryByDid(grantor))
+        if (Option.isNone(row) || row.value.public_key_b64 === null) return yield* Effect.fail(errors.notFound(`no key registered for ${grantor}`))
+        yield* verifyMessage(signed as Record<string, unknown>, fromBase64(row.value.public_key_b64), { verificationMethod: verificationMethodId(grantor) }).pipe(
+          Effect.provideService(Keys, keys),
+          Effect.mapError(() => new Unauthorized({ code: "SIGNATURE_INVALID", message: "revocation is not signed by the grantor's current key" }))
+        )
+        const fresh = yield* q(store.revokeMandate(req.value.jti, grantor, yield* Clock.currentTimeMillis))
+        if (!fresh) return yield* Effect.fail(errors.conflict("ALREADY_REVOKED", `mandate ${req.value.jti} is already revoked`))
+        return { jti: req.value.jti }
+      }),
+    isMandateRevoked: (jti) => q(store.isMandateRevoked(jti)),
+    ping: store.ping
+  }
+  return api
+})
+
+/** The registry over `RegistryStore` and `Keys`. */
+export const layer: Layer.Layer<Registry, never, RegistryStore | Keys> = Layer.effect(Registry, make)

@@ -1,0 +1,121 @@
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import { generateDid } from "../../src/Did.js"
+import * as KeysNative from "../../src/KeysNative.js"
+import { attenuateToCart, issueIntentMandate, verifyMandateChain } from "../../src/Mandate.js"
+import * as MeshClient from "../../src/MeshClient.js"
+import { registeredAgent, request, startHub } from "./support.js"
+
+const provide = <A, E, R>(e: Effect.Effect<A, E, R>) => e.pipe(Effect.scoped, Effect.provide(KeysNative.layer))
+
+/** A buyer (grantor of the intent) and a shopper (its grantee, who attenuates), both registered in the hub. */
+const parties = (client: MeshClient.MeshClientApi) =>
+  Effect.gen(function* () {
+    const buyer = yield* registeredAgent(client, "buyer")
+    const shopper = yield* registeredAgent(client, "shopper")
+    const merchant = yield* generateDid("merchant")
+    const intent = yield* issueIntentMandate({ grantorDid: buyer.identity.did, granteeDid: shopper.identity.did, constraints: { spendLimitUsd: 100 }, privateKey: buyer.identity.privateKey })
+    const cart = (usd: number) =>
+      attenuateToCart({ parent: intent, granteeDid: merchant.did, narrowed: { spendLimitUsd: usd }, grantorPrivateKey: shopper.identity.privateKey })
+    return { buyer, shopper, merchant, intent, cart }
+  })
+
+describe("hub: mandates verify against the registry", () => {
+  it.live("through the registry-backed KeyResolver: valid, KEY_ROTATED after a rotation, REVOKED for a revoked mandate and its children", () =>
+    provide(
+      Effect.gen(function* () {
+        const { hub, client } = yield* startHub()
+        const { buyer, shopper, intent, cart } = yield* parties(client)
+        const child = yield* cart(40)
+        const resolver = MeshClient.layerKeyResolver({ hubUrl: hub.url, keyCacheTtlMs: 0, retry: { times: 0 } })
+        const verify = (token: string) => Effect.either(verifyMandateChain(token)).pipe(Effect.provide(resolver))
+        assert.strictEqual((yield* verify(child.token))._tag, "Right")
+
+        // The buyer revokes the intent: the intent and the cart attenuated from it both fail.
+        yield* client.revokeMandate({ jti: intent.jti, identity: buyer.identity })
+        for (const token of [intent.token, child.token]) {
+          const r = yield* verify(token)
+          assert.isTrue(r._tag === "Left" && r.left.reason === "REVOKED", JSON.stringify(r))
+        }
+        const again = yield* Effect.flip(client.revokeMandate({ jti: intent.jti, identity: buyer.identity }))
+        assert.strictEqual(again.code, "ALREADY_REVOKED")
+        // Only the grantor's key can revoke.
+        const forged = yield* Effect.flip(client.revokeMandate({ jti: "other-jti", identity: { ...buyer.identity, privateKey: shopper.identity.privateKey } }))
+        assert.strictEqual(forged.code, "SIGNATURE_INVALID")
+
+        // A rotation makes everything signed under key version 1 KEY_ROTATED.
+        const fresh = yield* issueIntentMandate({ grantorDid: buyer.identity.did, granteeDid: shopper.identity.did, constraints: { spendLimitUsd: 5 }, privateKey: buyer.identity.privateKey })
+        assert.strictEqual((yield* verify(fresh.token))._tag, "Right")
+        const newKey = yield* generateDid("buyer-new-key")
+        yield* client.rotateAgentKey(buyer.record.didHash, newKey.publicKey, buyer.apiKey)
+        const rotated = yield* verify(fresh.token)
+        assert.isTrue(rotated._tag === "Left" && rotated.left.reason === "KEY_ROTATED", JSON.stringify(rotated))
+      })
+    ))
+})
+
+describe("hub: spending ledger", () => {
+  it.live("open, allocate (idempotent), exhaust, release; every refusal code", () =>
+    provide(
+      Effect.gen(function* () {
+        const { hub, client, adminKey } = yield* startHub()
+        const { intent, cart, shopper, merchant } = yield* parties(client)
+        const pool = yield* client.openPool(intent.token)
+        assert.deepStrictEqual([pool.poolId, pool.limitUsd, pool.allocatedUsd, pool.remainingUsd], [intent.jti, 100, 0, 100])
+        assert.strictEqual((yield* client.openPool(intent.token)).poolId, pool.poolId) // opening again is idempotent
+
+        const c30 = yield* cart(30)
+        const a = yield* client.allocate({ poolId: pool.poolId, childMandate: c30.token, idempotencyKey: "order-1" })
+        assert.deepStrictEqual([a.amountUsd, a.status, a.childJti], [30, "active", c30.jti])
+        const retried = yield* client.allocate({ poolId: pool.poolId, childMandate: c30.token, idempotencyKey: "order-1" })
+        assert.strictEqual(retried.allocationId, a.allocationId)
+        assert.strictEqual((yield* client.getPool(pool.poolId)).allocatedUsd, 30)
+
+        const c10 = yield* cart(10)
+        assert.strictEqual((yield* Effect.flip(client.allocate({ poolId: pool.poolId, childMandate: c10.token, idempotencyKey: "order-1" }))).code, "IDEMPOTENCY_KEY_REUSED")
+        const c80 = yield* cart(80)
+        const exhausted = yield* Effect.flip(client.allocate({ poolId: pool.poolId, childMandate: c80.token, idempotencyKey: "order-2" }))
+        assert.strictEqual(exhausted.code, "BUDGET_EXHAUSTED")
+        const raw = yield* request(`${hub.url}/v1/spending/pools/${pool.poolId}/allocations`, "POST", { childMandate: c80.token, idempotencyKey: "order-3" }, adminKey)
+        assert.strictEqual(raw.status, 409)
+
+        const released = yield* client.release({ allocationId: a.allocationId, usedUsd: 10.5 })
+        assert.deepStrictEqual([released.allocation.usedUsd, released.allocation.releasedUsd, released.pool.allocatedUsd, released.pool.remainingUsd], [10.5, 19.5, 10.5, 89.5])
+        assert.strictEqual((yield* Effect.flip(client.release({ allocationId: a.allocationId, usedUsd: 1 }))).code, "ALREADY_REVOKED")
+        // Now 80 fits.
+        assert.strictEqual((yield* client.allocate({ poolId: pool.poolId, childMandate: c80.token, idempotencyKey: "order-2" })).amountUsd, 80)
+
+        // A child of another pool's mandate, a garbage token, an unknown pool, an over-release.
+        const otherIntent = yield* issueIntentMandate({ grantorDid: shopper.identity.did, granteeDid: merchant.did, constraints: { spendLimitUsd: 1 }, privateKey: shopper.identity.privateKey })
+        assert.strictEqual((yield* Effect.flip(client.allocate({ poolId: pool.poolId, childMandate: otherIntent.token, idempotencyKey: "x" }))).code, "MANDATE_INVALID")
+        assert.strictEqual((yield* Effect.flip(client.openPool("not.a.token"))).code, "MANDATE_INVALID")
+        assert.strictEqual((yield* Effect.flip(client.getPool("nope"))).code, "NOT_FOUND")
+        const c10b = yield* cart(10)
+        const over = yield* Effect.flip(client.allocate({ poolId: pool.poolId, childMandate: c10b.token, idempotencyKey: "o5" }))
+        assert.strictEqual(over.code, "BUDGET_EXHAUSTED") // 10.5 + 80 + 10 > 100
+        const other = yield* client.createApiKey({ owner: "stranger" })
+        const a1 = yield* client.allocate({ poolId: pool.poolId, childMandate: (yield* cart(1)).token, idempotencyKey: "o6" })
+        assert.strictEqual((yield* Effect.flip(client.release({ allocationId: a1.allocationId, usedUsd: 2 }))).code, "INVALID_AMOUNT")
+        assert.strictEqual((yield* Effect.flip(client.release({ allocationId: a1.allocationId, usedUsd: 0, apiKey: other.apiKey }))).code, "NOT_OWNER")
+      })
+    ))
+
+  it.live("200 concurrent allocations against one pool over HTTP: never over-allocated, exactly the right number of 409s", () =>
+    provide(
+      Effect.gen(function* () {
+        const { client } = yield* startHub()
+        const { intent, cart } = yield* parties(client)
+        const pool = yield* client.openPool(intent.token)
+        // 200 children of 0.75 USD against 100 USD: 133 fit (99.75), 67 do not.
+        const children = yield* Effect.forEach(Array.from({ length: 200 }), () => cart(0.75))
+        const results = yield* Effect.forEach(children, (c, i) => Effect.either(client.allocate({ poolId: pool.poolId, childMandate: c.token, idempotencyKey: `k${i}` })), { concurrency: "unbounded" })
+        const ok = results.filter((r) => r._tag === "Right").length
+        const exhausted = results.filter((r) => r._tag === "Left" && r.left.code === "BUDGET_EXHAUSTED").length
+        assert.deepStrictEqual([ok, exhausted], [133, 67])
+        const after = yield* client.getPool(pool.poolId)
+        assert.strictEqual(after.allocatedUsd, 99.75)
+        assert.strictEqual(after.remainingUsd, 0.25)
+      })
+    ))
+})
+

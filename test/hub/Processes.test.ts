@@ -1,0 +1,117 @@
+import { assert, describe, it } from "@effect/vitest"
+import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import { type ChildProcess, execFileSync, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import * as Hub from "../../src/Hub.js"
+import * as KeysNative from "../../src/KeysNative.js"
+import { attenuateToCart, issueIntentMandate } from "../../src/Mandate.js"
+import * as MeshClient from "../../src/MeshClient.js"
+import { registeredAgent, tempDatabase } from "./support.js"
+
+const bin = path.resolve("dist/bin/mesh.js")
+
+/** Starts `mesh hub` as its own process on `db`; resolves once it prints its URL (and admin key on first start). */
+const spawnHub = (db: string) =>
+  Effect.acquireRelease(
+    Effect.async<{ readonly proc: ChildProcess; readonly url: string; readonly adminKey: string | undefined }, Error>((resume) => {
+      if (!fs.existsSync(bin)) execFileSync("npm", ["run", "build"], { stdio: "ignore" })
+      const proc = spawn(process.execPath, [bin, "hub", "--db", db, "--port", "0", "--log-level", "warning"], { stdio: ["ignore", "pipe", "pipe"] })
+      let out = ""
+      let done = false
+      const timer = setTimeout(() => finish(new Error(`hub did not start: ${out}`)), 20_000)
+      const finish = (e?: Error) => {
+        if (done) return
+        done = true
+        clearTimeout(timer)
+        if (e) return resume(Effect.fail(e))
+        const url = /listening on (http:\/\/\S+)/.exec(out)![1]!
+        const admin = /admin credential[^\n]*\n(mk_\S+)/.exec(out)?.[1]
+        resume(Effect.succeed({ proc, url, adminKey: admin }))
+      }
+      proc.stdout!.on("data", (d: Buffer) => {
+        out += d.toString()
+        if (/\n {2}database [^\n]*\n/.test(out)) finish()
+      })
+      proc.stderr!.on("data", (d: Buffer) => (out += d.toString()))
+      proc.on("exit", (code) => finish(new Error(`hub exited with ${code}: ${out}`)))
+    }),
+    ({ proc }) => Effect.sync(() => proc.kill("SIGKILL"))
+  )
+
+const clientOf = (url: string, apiKey: string) =>
+  MeshClient.make({ hubUrl: url, apiKey, retry: { times: 0 } }).pipe(Effect.provide(FetchHttpClient.layer))
+
+const provide = <A, E, R>(e: Effect.Effect<A, E, R>) => e.pipe(Effect.scoped, Effect.provide(KeysNative.layer))
+
+describe("hub processes", () => {
+  it.live("two hub processes sharing one SQLite file: 200 concurrent allocations never over-allocate", () =>
+    provide(
+      Effect.gen(function* () {
+        const db = tempDatabase()
+        const a = yield* spawnHub(db)
+        const b = yield* spawnHub(db)
+        assert.isDefined(a.adminKey)
+        assert.isUndefined(b.adminKey) // created once per database
+        const ca = yield* clientOf(a.url, a.adminKey!)
+        const cb = yield* clientOf(b.url, a.adminKey!)
+        const buyer = yield* registeredAgent(ca, "buyer")
+        const shopper = yield* registeredAgent(ca, "shopper")
+        // B sees what A wrote.
+        assert.strictEqual((yield* cb.resolveAgent(shopper.record.didHash)).did, shopper.identity.did)
+        const intent = yield* issueIntentMandate({ grantorDid: buyer.identity.did, granteeDid: shopper.identity.did, constraints: { spendLimitUsd: 50 }, privateKey: buyer.identity.privateKey })
+        const pool = yield* ca.openPool(intent.token)
+        const children = yield* Effect.forEach(Array.from({ length: 200 }), () =>
+          attenuateToCart({ parent: intent, granteeDid: "did:mesh:merchant", narrowed: { spendLimitUsd: 0.3 }, grantorPrivateKey: shopper.identity.privateKey })
+        )
+        const results = yield* Effect.forEach(
+          children,
+          (c, i) => Effect.either((i % 2 === 0 ? ca : cb).allocate({ poolId: pool.poolId, childMandate: c.token, idempotencyKey: `k${i}` })),
+          { concurrency: "unbounded" }
+        )
+        const ok = results.filter((r) => r._tag === "Right").length
+        const exhausted = results.filter((r) => r._tag === "Left" && r.left.code === "BUDGET_EXHAUSTED").length
+        // 50 / 0.3 = 166.67: 166 fit, 34 do not.
+        assert.deepStrictEqual([ok, exhausted], [166, 34], JSON.stringify(results.find((r) => r._tag === "Left" && r.left.code !== "BUDGET_EXHAUSTED")))
+        assert.strictEqual((yield* cb.getPool(pool.poolId)).allocatedUsd, 49.8)
+      })
+    ), 60_000)
+
+  it.live("an acknowledged write survives kill -9, and a restart keeps everything (the admin credential is not made again)", () =>
+    provide(
+      Effect.gen(function* () {
+        const db = tempDatabase()
+        const registered = yield* Effect.scoped(
+          Effect.gen(function* () {
+            const proc = yield* spawnHub(db)
+            const client = yield* clientOf(proc.url, proc.adminKey!)
+            const agent = yield* registeredAgent(client, "durable")
+            proc.proc.kill("SIGKILL")
+            return { agent, adminKey: proc.adminKey! }
+          })
+        )
+        const hub = yield* Hub.start({ database: db })
+        assert.isTrue(Option.isNone(hub.admin))
+        const client = yield* clientOf(hub.url, registered.adminKey)
+        const back = yield* client.resolveAgent(registered.agent.record.didHash)
+        assert.strictEqual(back.publicKeyB64, registered.agent.identity.publicKey)
+        // The agent's own API key still works after the restart.
+        const own = yield* clientOf(hub.url, registered.agent.apiKey)
+        yield* own.updateAgent(registered.agent.record.didHash, { endpointUrl: "http://127.0.0.1:9/moved" })
+      })
+    ), 60_000)
+
+  it.live("mesh hub shuts down cleanly on SIGTERM", () =>
+    provide(
+      Effect.gen(function* () {
+        const { proc } = yield* spawnHub(tempDatabase())
+        const code = yield* Effect.async<number | null>((resume) => {
+          proc.once("exit", (c) => resume(Effect.succeed(c)))
+          proc.kill("SIGTERM")
+        })
+        assert.strictEqual(code, 0)
+      })
+    ), 60_000)
+})
