@@ -36,7 +36,10 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { didHash, type Did } from "../src/Did.js"
+import * as Hub from "../src/Hub.js"
+import * as KeysNative from "../src/KeysNative.js"
 import * as Serve from "../src/http/Serve.js"
+import { toBase64 } from "../src/internal/bytes.js"
 import { median, report, type Measurement } from "./harness.js"
 
 const ROWS = 10_000
@@ -46,7 +49,7 @@ const ROUNDS = 7
 const ROUND_MS = 1_000
 const MAX_REQUESTS_PER_ROUND = 500_000
 
-type Mode = "raw" | "stock" | "stock-sql" | "lean" | "lean-sql"
+type Mode = "raw" | "stock" | "stock-sql" | "lean" | "lean-sql" | "hub"
 
 // ---------------------------------------------------------------------------------------------------------------
 // The contract and its handlers, as the hub will declare them.
@@ -135,7 +138,24 @@ const rawServer = (db: Database.Database): Http.Server => {
 const listen = (server: Http.Server): Promise<number> =>
   new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve((server.address() as net.AddressInfo).port)))
 
+/** The real hub (`Hub.start`) on its own database, seeded with the same 10k agents as registry entries. */
+const startHub = async (file: string): Promise<number> => {
+  const hubFile = `${file}.hub`
+  const scope = Effect.runSync(Scope.make())
+  const hub = await Effect.runPromise(Scope.extend(Hub.start({ database: hubFile }), scope).pipe(Effect.provide(KeysNative.layer)))
+  const db = new Database(hubFile)
+  const key = toBase64(new Uint8Array(32).fill(7))
+  const insert = db.prepare(`INSERT OR IGNORE INTO mesh_entries (did, did_hash, kind, name, endpoint_url, public_key_b64, key_version,
+    manifest_cid, skill_type, tools, owner_key_id, created_at, updated_at) VALUES (?, ?, 'agent', ?, ?, ?, 1, 'bafkrei', NULL, NULL, 'bench', 0, 0)`)
+  db.transaction(() => {
+    hashes().forEach((h, i) => insert.run(`did:mesh:bench.agent-${i}`, h, `did:mesh:bench.agent-${i}`, `https://agents.example/${i}`, key))
+  })()
+  db.close()
+  return hub.port
+}
+
 const startServer = async (mode: Mode, file: string): Promise<number> => {
+  if (mode === "hub") return startHub(file)
   const db = makeDatabase(file)
   const scope = Effect.runSync(Scope.make())
   const sqlLayer = SqliteClient.layer({ filename: file })
@@ -301,16 +321,18 @@ export const run = async (): Promise<void> => {
       { name: "stock HttpApi, prepared lookup", mode: "stock" },
       { name: "stock HttpApi, SqlClient lookup", mode: "stock-sql" },
       { name: "lean Serve, prepared lookup", mode: "lean" },
-      { name: "lean Serve, SqlClient lookup", mode: "lean-sql" }
+      { name: "lean Serve, SqlClient lookup", mode: "lean-sql" },
+      { name: "hub GET /v1/agents/:didHash (Registry)", mode: "hub" }
     ] as const
     const { wall, cpu } = await measureAll(all, file, paths)
     const rows = (ms: Array<Measurement>) => {
-      const [raw, stock, stockSql, lean, leanSql] = ms as [Measurement, Measurement, Measurement, Measurement, Measurement]
+      const [raw, stock, stockSql, lean, leanSql, hub] = ms as [Measurement, Measurement, Measurement, Measurement, Measurement, Measurement]
       return [
         { figure: stock, baseline: raw },
         { figure: stockSql, baseline: raw },
         { figure: lean, baseline: raw, target: 0.4 },
-        { figure: leanSql, baseline: raw }
+        { figure: leanSql, baseline: raw },
+        { figure: hub, baseline: raw, target: 0.4 }
       ]
     }
     report("http", rows(wall))
