@@ -7,7 +7,8 @@ const suites: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
   envelope: () => import("./envelope.js"),
   mandate: () => import("./mandate.js"),
   http: () => import("./http.js"),
-  ledger: () => import("./ledger.js")
+  ledger: () => import("./ledger.js"),
+  start: () => import("./start.js")
 }
 
 const wanted = process.argv.slice(2)
