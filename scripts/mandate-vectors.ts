@@ -81,7 +81,7 @@ export const buildVectors = Effect.gen(function* () {
 
   return {
     description:
-      "Mandate vectors (docs/mandates.md). For each vector: resolve every grantor through `keys` (publicKeyHex at keyVersion 1, unless `keyVersions` overrides it or `omitKeys` removes it), set the verifier clock to `time` (default `defaultTime`), use a 30 s nbf tolerance, check `expectedGrantee` when given, and expect `valid` or the `reason`.",
+      "Mandate vectors (docs/protocol.md §9). For each vector: resolve every grantor through `keys` (publicKeyHex at keyVersion 1, unless `keyVersions` overrides it or `omitKeys` removes it), set the verifier clock to `time` (default `defaultTime`), use a 30 s nbf tolerance, check `expectedGrantee` when given, and expect `valid` or the `reason`.",
     defaultTime: T0 + 10,
     keys: Object.fromEntries(names.map((n, i) => [did(n), { seedHex: seedHex(i), publicKeyHex: toHex(key[n]!.publicKey), jwk: { kty: "OKP", crv: "Ed25519", x: toBase64Url(key[n]!.publicKey) } }])),
     vectors

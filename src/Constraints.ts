@@ -1,6 +1,6 @@
 /**
  * The `cns` claim of a mandate, per kind: its JSON shape, how it is checked, and the narrowing rule an attenuated
- * child must satisfy against its parent (docs/mandates.md §4).
+ * child must satisfy against its parent (docs/protocol.md §9.4).
  *
  * Validation is hand-written rather than a Schema decode because it runs on every link of every verified chain;
  * it is strict: an unknown member, a wrong type or an out-of-range number makes the mandate MALFORMED, because a

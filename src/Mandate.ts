@@ -4,7 +4,7 @@
  * A mandate is a JWS compact token (`alg: EdDSA`, `typ: mandate+jwt`, `kid: <grantor>#key-1`) whose payload holds
  * `iss aud iat nbf exp jti kv kind cns prf`. An attenuated mandate carries its whole parent token in `prf`; the
  * chain verifies offline: every link's signature under its grantor's current key and key version, each child
- * within its parent in time, grantee and constraints. The normative text is docs/mandates.md.
+ * within its parent in time, grantee and constraints. The normative text is docs/protocol.md §9.
  *
  * Signatures go through the `Keys` service and always cover the exact received bytes; nothing is re-serialized
  * before a check, and non-canonical base64url is refused, so a re-encoded or trimmed token never verifies.
@@ -45,7 +45,7 @@ export const DEFAULT_TTL_SECONDS = 3600
 /** Default tolerance for a verifier clock running behind the issuer's, applied to `nbf` only. */
 export const DEFAULT_CLOCK_TOLERANCE_SECONDS = 30
 
-/** Why a mandate did not verify (docs/mandates.md §6 gives each one's recovery rule). */
+/** Why a mandate did not verify (docs/protocol.md §9.7 gives each one's recovery rule). */
 export const MandateInvalidReason = Schema.Literal(
   "MALFORMED",
   "EXPIRED",
@@ -556,7 +556,7 @@ export const issueTaskMandate = (
     })
   })
 
-/** Attenuates a task mandate; the narrowed constraints must be within the parent's (docs/mandates.md §4). */
+/** Attenuates a task mandate; the narrowed constraints must be within the parent's (docs/protocol.md §9.4). */
 export const attenuateTaskMandate = (
   options: AttenuateOptions & { readonly constraints: TaskConstraints }
 ): Effect.Effect<Mandate<"task">, IssueFailure, Keys> =>

@@ -16,7 +16,7 @@ const { alice, bob, carol, dave, erin, mallory } = runSync(cast)
 const people: ReadonlyArray<Party> = [alice, bob, carol, dave, erin, mallory]
 const resolver = resolverFor(people)
 
-// --- An independent statement of "within", written from docs/mandates.md rather than from Constraints.ts. ---
+// --- An independent statement of "within", written from docs/protocol.md §9 rather than from Constraints.ts. ---
 
 const CAPS = ["a", "b", "c", "d", "e"]
 const SCOPES = ["s1", "s2", "s3"]
