@@ -235,27 +235,25 @@ export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyReso
 })
 
 /**
- * The allocation itself, in one transaction: record the allocation under its idempotency key, then take its amount
- * from the pool only if the pool can cover it. Writing first means the transaction never upgrades a read lock, so
- * concurrent writers (other fibers, other processes) queue on the database's write lock instead of failing.
+ * The allocation itself, one INSERT: migration 0005's triggers take the amount from the pool in the same statement,
+ * or abort it when the pool cannot cover it. A single statement is atomic, so fibers and processes sharing the
+ * database can never over-allocate, and there is no transaction to hold or upgrade. A conflict on the idempotency
+ * key inserts nothing ("raced": the caller reads back the winner).
  */
 export const reserve = (
   sql: SqlClient.SqlClient,
   row: typeof AllocationRow.Encoded
 ): Effect.Effect<"allocated" | "raced" | "exhausted", SqlError> =>
-  Effect.gen(function* () {
-    const inserted = yield* sql`INSERT INTO mesh_allocations ${sql.insert(row)}
-      ON CONFLICT (pool_id, idempotency_key) DO NOTHING RETURNING id`
-    if (inserted.length === 0) return "raced" as const
-    const updated = yield* sql`UPDATE mesh_pools SET allocated_micros = allocated_micros + ${row.amount_micros}
-      WHERE id = ${row.pool_id} AND allocated_micros + ${row.amount_micros} <= limit_micros RETURNING id`
-    // Failing rolls the transaction back, taking the allocation row with it.
-    if (updated.length === 0) return yield* Effect.fail("exhausted" as const)
-    return "allocated" as const
-  }).pipe(
-    sql.withTransaction,
-    Effect.catchAll((e) => (e === "exhausted" ? Effect.succeed("exhausted" as const) : Effect.fail(e)))
+  sql`INSERT INTO mesh_allocations ${sql.insert(row)} ON CONFLICT (pool_id, idempotency_key) DO NOTHING RETURNING id`.pipe(
+    Effect.map((rows) => (rows.length === 0 ? ("raced" as const) : ("allocated" as const))),
+    Effect.catchIf(isBudgetAbort, () => Effect.succeed("exhausted" as const))
   )
+
+// The trigger's RAISE(ABORT) surfaces as SQLite's SQLITE_CONSTRAINT_TRIGGER, carrying our own message.
+const isBudgetAbort = (e: SqlError): boolean => {
+  const cause = e.cause as { readonly code?: unknown; readonly message?: unknown } | undefined
+  return cause?.code === "SQLITE_CONSTRAINT_TRIGGER" && String(cause.message).includes("BUDGET_EXHAUSTED")
+}
 
 /** The jti a token names, read without verification (only to answer an idempotent retry). */
 const childJtiOf = (token: string): string | undefined => Either.getOrUndefined(Either.map(decodeUnverified(token), (m) => m.jti))

@@ -7,11 +7,13 @@ import m0001 from "./0001_nonces.js"
 import m0002 from "./0002_task_counters.js"
 import m0003 from "./0003_registry.js"
 import m0004 from "./0004_ledger.js"
+import m0005 from "./0005_ledger_triggers.js"
 
 /** The migration record handed to `Migrator.fromRecord` (a record survives bundling, a glob does not). */
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
   "0001_nonces": m0001,
   "0002_task_counters": m0002,
   "0003_registry": m0003,
-  "0004_ledger": m0004
+  "0004_ledger": m0004,
+  "0005_ledger_triggers": m0005
 }
