@@ -45,6 +45,38 @@ export const measureSync = (name: string, op: () => unknown, options: { rounds?:
   return { name, opsPerSecond: median(rates) }
 }
 
+/**
+ * Ops/s of several synchronous operations measured in interleaved rounds (a, b, c, a, b, c, …), so a noisy stretch
+ * of a shared machine hits every figure alike and the ratios between them hold. Median per operation.
+ */
+export const measureInterleaved = (
+  ops: ReadonlyArray<{ readonly name: string; readonly op: () => unknown; readonly perCall?: number }>,
+  options: { rounds?: number; roundMs?: number } = {}
+): Array<Measurement> => {
+  const rounds = options.rounds ?? 11
+  const roundMs = options.roundMs ?? 150
+  const batches = ops.map(({ op }) => {
+    let batch = 1
+    for (;;) {
+      const t0 = now()
+      for (let i = 0; i < batch; i++) op()
+      const dt = now() - t0
+      if (dt > roundMs / 10) return Math.max(1, Math.round((batch * roundMs) / dt))
+      batch *= 2
+    }
+  })
+  const rates: Array<Array<number>> = ops.map(() => [])
+  for (let r = 0; r < rounds; r++) {
+    ops.forEach(({ op }, i) => {
+      const batch = batches[i]!
+      const t0 = now()
+      for (let k = 0; k < batch; k++) op()
+      rates[i]!.push((batch * 1000) / (now() - t0))
+    })
+  }
+  return ops.map(({ name, perCall }, i) => ({ name, opsPerSecond: median(rates[i]!) * (perCall ?? 1) }))
+}
+
 /** Ops/s of an asynchronous operation run `batch` times per round, sequentially. */
 export const measureAsync = async (
   name: string,

@@ -5,7 +5,7 @@ import * as Effect from "effect/Effect"
 import * as crypto from "node:crypto"
 import { Keys, type KeysApi } from "../src/Keys.js"
 import * as KeysNative from "../src/KeysNative.js"
-import { measureSync, report, type Measurement } from "./harness.js"
+import { measureInterleaved, report, type Measurement } from "./harness.js"
 
 /** Runs `n` service calls inside one Effect, as a program using the service would. */
 const loop = <A>(n: number, op: () => Effect.Effect<A, unknown>) =>
@@ -13,14 +13,8 @@ const loop = <A>(n: number, op: () => Effect.Effect<A, unknown>) =>
     for (let i = 0; i < n; i++) yield* op()
   })
 
+// Service calls run in batches of 64 inside one Effect, as a program using the service would; runSync is amortized.
 const BATCH = 64
-
-/** Ops/s of a service operation, run in batches of 64 inside one Effect (the per-batch runSync is amortized). */
-const measureService = (name: string, op: () => Effect.Effect<unknown, unknown>): Measurement => {
-  const batch = loop(BATCH, op)
-  const m = measureSync(name, () => Effect.runSync(batch))
-  return { name, opsPerSecond: m.opsPerSecond * BATCH }
-}
 
 /** Runs the suite. */
 export const run = async (): Promise<void> => {
@@ -37,12 +31,20 @@ export const run = async (): Promise<void> => {
   const pub = nativeKey.publicKey
   const sig = new Uint8Array(rawSig)
 
-  const rawSign = measureSync("raw node:crypto sign (cached KeyObject)", () => crypto.sign(null, message, privateKey))
-  const rawVerify = measureSync("raw node:crypto verify (cached KeyObject)", () => crypto.verify(null, message, publicKey, rawSig))
-  const nativeSign = measureService("Keys.native sign", () => native.sign(nativeKey, msg))
-  const nativeVerify = measureService("Keys.native verify", () => native.verify(pub, msg, sig))
-  const nobleSign = measureService("Keys.noble sign", () => noble.sign(nobleKey, msg))
-  const nobleVerify = measureService("Keys.noble verify", () => noble.verify(pub, msg, sig))
+  const signBatch = loop(BATCH, () => native.sign(nativeKey, msg))
+  const verifyBatch = loop(BATCH, () => native.verify(pub, msg, sig))
+  const nobleSignBatch = loop(BATCH, () => noble.sign(nobleKey, msg))
+  const nobleVerifyBatch = loop(BATCH, () => noble.verify(pub, msg, sig))
+  const [rawSign, nativeSign, rawVerify, nativeVerify] = measureInterleaved([
+    { name: "raw node:crypto sign (cached KeyObject)", op: () => crypto.sign(null, message, privateKey) },
+    { name: "Keys.native sign", op: () => Effect.runSync(signBatch), perCall: BATCH },
+    { name: "raw node:crypto verify (cached KeyObject)", op: () => crypto.verify(null, message, publicKey, rawSig) },
+    { name: "Keys.native verify", op: () => Effect.runSync(verifyBatch), perCall: BATCH }
+  ]) as [Measurement, Measurement, Measurement, Measurement]
+  const [nobleSign, nobleVerify] = measureInterleaved([
+    { name: "Keys.noble sign", op: () => Effect.runSync(nobleSignBatch), perCall: BATCH },
+    { name: "Keys.noble verify", op: () => Effect.runSync(nobleVerifyBatch), perCall: BATCH }
+  ], { rounds: 3 }) as [Measurement, Measurement]
 
   report("keys", [
     { figure: nativeSign, baseline: rawSign, target: 0.9 },
