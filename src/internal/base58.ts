@@ -10,6 +10,9 @@ const CHUNK = 9 // 58^9 < 2^53, so a chunk is exact as a number
 const CHUNK_BASE = 58n ** BigInt(CHUNK)
 const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"))
 
+// BigInt#toString(16) writes 0-9 and a-f only.
+const nibble = (c: number): number => (c <= 57 ? c - 48 : c - 87)
+
 /** base58btc (Bitcoin alphabet) of bytes, without the multibase prefix. */
 export const encodeBase58 = (bytes: Uint8Array): string => {
   let zeros = 0
@@ -51,6 +54,6 @@ export const decodeBase58 = (s: string): Uint8Array => {
   let hex = n === 0n ? "" : n.toString(16)
   if (hex.length % 2) hex = `0${hex}`
   const out = new Uint8Array(zeros + hex.length / 2)
-  for (let i = 0; i < hex.length / 2; i++) out[zeros + i] = parseInt(hex.slice(2 * i, 2 * i + 2), 16)
+  for (let i = 0, j = zeros; i < hex.length; i += 2, j++) out[j] = (nibble(hex.charCodeAt(i)) << 4) | nibble(hex.charCodeAt(i + 1))
   return out
 }
