@@ -102,12 +102,9 @@ export const runPlatform = (args: { readonly registryUrl: string; readonly regis
 export const createKey = (args: {
   readonly hubUrl: string
   readonly adminKey: Redacted.Redacted<string>
-  readonly owner: Option.Option<string>
+  readonly owner: string
   readonly label: Option.Option<string>
 }) =>
   Effect.flatMap(MeshClient.make({ hubUrl: args.hubUrl, apiKey: Redacted.value(args.adminKey), retry: { times: 2 } }), (client) =>
-    client.createApiKey({
-      ...(Option.isSome(args.owner) ? { owner: args.owner.value } : {}),
-      ...(Option.isSome(args.label) ? { label: args.label.value } : {})
-    })
+    client.createApiKey({ owner: args.owner, ...(Option.isSome(args.label) ? { label: args.label.value } : {}) })
   ).pipe(Effect.provide(FetchHttpClient.layer))

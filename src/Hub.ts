@@ -50,7 +50,7 @@ export const layerRegistryKeyResolver: Layer.Layer<KeyResolver, never, Registry.
         (r) => ({ publicKey: r.publicKey, keyVersion: r.keyVersion })
       ),
     // A revocation list we cannot read must not let a revoked mandate through.
-    isMandateRevoked: (jti: string) => Effect.orElseSucceed(registry.isMandateRevoked(jti), () => true)
+    isMandateRevoked: (jti: string, issuer: string) => Effect.orElseSucceed(registry.isMandateRevoked(jti, issuer), () => true)
   }))
 )
 
@@ -78,7 +78,10 @@ export const start = (options: HubOptions): Effect.Effect<RunningHub, Database.D
       host: options.host ?? "127.0.0.1",
       ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes })
     }).pipe(Effect.provide(services))
-    const admin = yield* Effect.orDie(Context.get(services, Registry.Registry).ensureAdmin)
+    const admin = yield* Effect.mapError(
+      Context.get(services, Registry.Registry).ensureAdmin,
+      (e) => new Database.DatabaseError({ code: "DATABASE_ERROR", message: `cannot create the admin credential: ${e.message}` })
+    )
     return { url: server.url, port: server.port, admin }
   })
 

@@ -54,7 +54,10 @@ export const CreatedKey = Schema.Struct({
 
 /** The registry: manifests, agents, MCP servers, skills, search, DIDs, mandate revocation. */
 export class RegistryGroup extends HttpApiGroup.make("registry")
-  .add(HttpApiEndpoint.post("pinManifest", "/manifests").setPayload(Schema.Unknown).addSuccess(Schema.Struct({ cid: Schema.String }), { status: 201 }).addError(Unprocessable))
+  .add(
+    HttpApiEndpoint.post("pinManifest", "/manifests").setPayload(Schema.Unknown).addSuccess(Schema.Struct({ cid: Schema.String }), { status: 201 })
+      .addError(Unprocessable).middleware(ApiKeyAuth)
+  )
   .add(HttpApiEndpoint.get("getManifest", "/manifests/:cid").setPath(Schema.Struct({ cid: Schema.String })).addSuccess(Schema.Unknown).addError(NotFound))
   .add(
     HttpApiEndpoint.post("registerAgent", "/agents").setPayload(RegisterAgent).addSuccess(AgentRecord, { status: 201 })
@@ -106,7 +109,8 @@ export class RegistryGroup extends HttpApiGroup.make("registry")
   )
   .add(
     HttpApiEndpoint.get("mandateRevoked", "/mandates/revocations/:jti").setPath(Schema.Struct({ jti: Schema.String }))
-      .addSuccess(Schema.Struct({ jti: Schema.String, revoked: Schema.Boolean }))
+      .setUrlParams(Schema.Struct({ grantor: Schema.String }))
+      .addSuccess(Schema.Struct({ jti: Schema.String, grantor: Schema.String, revoked: Schema.Boolean }))
   )
   .addError(Unavailable)
   .prefix("/v1") {}
@@ -115,10 +119,13 @@ export class RegistryGroup extends HttpApiGroup.make("registry")
 export class KeysGroup extends HttpApiGroup.make("keys")
   .add(
     HttpApiEndpoint.post("createKey", "/keys")
-      .setPayload(Schema.Struct({ owner: Schema.optional(Schema.String), label: Schema.optional(Schema.String) }))
+      .setPayload(Schema.Struct({ owner: Schema.String.pipe(Schema.minLength(1)), label: Schema.optional(Schema.String) }))
       .addSuccess(CreatedKey, { status: 201 }).addError(Forbidden)
   )
-  .add(HttpApiEndpoint.del("revokeKey", "/keys/:id").setPath(Schema.Struct({ id: Schema.String })).addSuccess(Schema.Void, { status: 204 }).addError(NotFound).addError(Forbidden))
+  .add(
+    HttpApiEndpoint.del("revokeKey", "/keys/:id").setPath(Schema.Struct({ id: Schema.String })).addSuccess(Schema.Void, { status: 204 })
+      .addError(NotFound).addError(Forbidden).addError(Conflict)
+  )
   .addError(Unavailable)
   .middleware(ApiKeyAuth) {}
 
@@ -129,7 +136,7 @@ export class SpendingGroup extends HttpApiGroup.make("spending")
   .add(
     HttpApiEndpoint.post("allocate", "/pools/:poolId/allocations").setPath(Schema.Struct({ poolId: Schema.String }))
       .setPayload(Schema.Struct({ childMandate: Schema.String, idempotencyKey: Schema.String }))
-      .addSuccess(Allocation, { status: 201 }).addError(NotFound).addError(Forbidden).addError(Conflict).addError(Unprocessable)
+      .addSuccess(Allocation, { status: 201 }).addError(BadRequest).addError(NotFound).addError(Forbidden).addError(Conflict).addError(Unprocessable)
   )
   .add(
     HttpApiEndpoint.post("release", "/allocations/:allocationId/release").setPath(Schema.Struct({ allocationId: Schema.String }))

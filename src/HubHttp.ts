@@ -43,7 +43,9 @@ export const RegistryLive = HttpApiBuilder.group(HubApi, "registry", (handlers) 
         Effect.map(registry.resolveDid(path.did), (r) => ({ did: r.document.id, keyVersion: r.keyVersion, document: r.document }))
       )
       .handle("revokeMandate", ({ payload }) => registry.revokeMandate(payload))
-      .handle("mandateRevoked", ({ path }) => Effect.map(registry.isMandateRevoked(path.jti), (revoked) => ({ jti: path.jti, revoked })))
+      .handle("mandateRevoked", ({ path, urlParams }) =>
+        Effect.map(registry.isMandateRevoked(path.jti, urlParams.grantor), (revoked) => ({ jti: path.jti, grantor: urlParams.grantor, revoked }))
+      )
   )
 )
 
@@ -55,7 +57,7 @@ export const KeysLive = HttpApiBuilder.group(HubApi, "keys", (handlers) =>
         Effect.flatMap(Caller, (caller): Effect.Effect<CreatedApiKey, Forbidden | Unavailable> =>
           caller.kind !== "admin"
             ? Effect.fail(errors.adminRequired())
-            : registry.createApiKey(payload.owner ?? "admin", (payload.owner ?? "").startsWith("did:") ? "agent" : "user", payload.label)
+            : registry.createApiKey(payload.owner, payload.owner.startsWith("did:") ? "agent" : "user", payload.label)
         )
       )
       .handle("revokeKey", ({ path }) => Effect.flatMap(Caller, (caller) => registry.revokeApiKey(caller, path.id)))

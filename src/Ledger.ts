@@ -11,13 +11,15 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
-import { Conflict, errors, type Forbidden, type NotFound, type Unavailable, Unprocessable } from "./HubError.js"
+import { BadRequest, Conflict, errors, type Forbidden, type NotFound, type Unavailable, Unprocessable } from "./HubError.js"
 import { KeyResolver } from "./KeyResolver.js"
 import type { Keys } from "./Keys.js"
 import { decodeUnverified, type Mandate, verifyMandate } from "./Mandate.js"
 import { formatUsd, type Micros, parseUsd } from "./Money.js"
 import type { ApiKeyRow } from "./RegistryStore.js"
-import { randomBytes, toBase64Url } from "./internal/bytes.js"
+import { sha256 } from "@noble/hashes/sha2.js"
+import { base32 } from "multiformats/bases/base32"
+import { randomBytes, toBase64Url, utf8 } from "./internal/bytes.js"
 
 /** A pool as the ledger reports it (amounts in USD). */
 export const Pool = Schema.Struct({
@@ -62,7 +64,7 @@ export interface LedgerApi {
     caller: ApiKeyRow,
     poolId: string,
     input: { readonly childToken: string; readonly idempotencyKey: string }
-  ) => Effect.Effect<Allocation, NotFound | Forbidden | Conflict | LedgerError>
+  ) => Effect.Effect<Allocation, BadRequest | NotFound | Forbidden | Conflict | LedgerError>
   /** Releases an allocation; what was not used returns to the pool. Only once. */
   readonly release: (
     caller: ApiKeyRow,
@@ -99,7 +101,8 @@ export const AllocationRow = Schema.Struct({
   created_at: Schema.Number,
   released_at: Schema.NullOr(Schema.Number)
 })
-type AllocationRow = typeof AllocationRow.Type
+/** An allocation as stored. */
+export type AllocationRow = typeof AllocationRow.Type
 
 const toPool = (r: PoolRow): Pool => ({
   poolId: r.id,
@@ -154,6 +157,12 @@ export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyReso
       Effect.flatMap((rows) => (rows.length === 0 ? Effect.fail(errors.notFound(`no pool ${id}`)) : Effect.succeed(decodePool(rows[0]))))
     )
 
+  const allocationByChild = (poolId: string, childJti: string) =>
+    sql`SELECT * FROM mesh_allocations WHERE pool_id = ${poolId} AND child_jti = ${childJti}`.pipe(
+      Effect.mapError(unavailable),
+      Effect.map((rows) => (rows.length === 0 ? undefined : decodeAllocation(rows[0])))
+    )
+
   const allocationByKey = (poolId: string, key: string) =>
     sql`SELECT * FROM mesh_allocations WHERE pool_id = ${poolId} AND idempotency_key = ${key}`.pipe(
       Effect.mapError(unavailable),
@@ -166,46 +175,53 @@ export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyReso
         const m = yield* verify(token, ["intent", "cart"])
         const limit = yield* limitOf(m)
         const now = yield* Clock.currentTimeMillis
+        // The id comes from the exact signed token, so nobody can claim another grantor's pool with a reused jti.
+        const id = poolIdOf(token)
         yield* sql`INSERT INTO mesh_pools ${sql.insert({
-          id: m.jti, token, grantor: m.grantor, grantee: m.grantee, limit_micros: limit, allocated_micros: 0,
+          id, token, grantor: m.grantor, grantee: m.grantee, limit_micros: limit, allocated_micros: 0,
           expires_at: m.expiresAt, owner_key_id: caller.id, created_at: now
         })} ON CONFLICT (id) DO NOTHING`.pipe(Effect.mapError(unavailable))
-        return toPool(yield* Effect.catchTag(poolRow(m.jti), "NotFound", () => Effect.die("pool vanished after insert")))
+        return toPool(yield* Effect.catchTag(poolRow(id), "NotFound", () => Effect.die("pool vanished after insert")))
       }),
     pool: (id) => Effect.map(poolRow(id), toPool),
     allocate: (caller, poolId, input) =>
       Effect.gen(function* () {
         if (input.idempotencyKey.length === 0 || input.idempotencyKey.length > 200) {
-          return yield* Effect.fail(new Unprocessable({ code: "INVALID_AMOUNT", message: "idempotencyKey must be 1 to 200 characters" }))
+          return yield* Effect.fail(new BadRequest({ code: "INVALID_REQUEST", message: "idempotencyKey must be 1 to 200 characters" }))
         }
         const pool = yield* poolRow(poolId)
+        if (caller.kind !== "admin" && caller.id !== pool.owner_key_id) return yield* Effect.fail(errors.notOwner("this API key did not open the pool"))
         // A retry is answered from the record before anything is verified or counted again.
-        const existing = yield* allocationByKey(poolId, input.idempotencyKey)
-        if (existing !== undefined) {
-          return existing.child_jti === childJtiOf(input.childToken)
-            ? toAllocation(existing)
-            : yield* Effect.fail(new Conflict({ code: "IDEMPOTENCY_KEY_REUSED", message: "this idempotency key was used for another child mandate" }))
-        }
+        const settled = (row: AllocationRow | undefined, childJti: string | undefined) =>
+          row === undefined
+            ? undefined
+            : row.child_jti === childJti
+              ? Effect.succeed(toAllocation(row))
+              : Effect.fail(new Conflict({ code: "IDEMPOTENCY_KEY_REUSED", message: "this idempotency key was used for another child mandate" }))
+        const earlier = settled(yield* allocationByKey(poolId, input.idempotencyKey), childJtiOf(input.childToken))
+        if (earlier !== undefined) return yield* earlier
         const child = yield* verify(input.childToken, ["cart", "payment"])
-        if (child.parent === undefined || child.parent.jti !== pool.id) {
+        if (child.parent === undefined || child.parent.token !== pool.token) {
           return yield* Effect.fail(mandateInvalid("the child mandate is not attenuated from this pool's mandate"))
         }
+        const alreadyAllocated = () =>
+          new Conflict({ code: "ALREADY_ALLOCATED", message: `child mandate ${child.jti} already has an allocation from this pool` })
+        if ((yield* allocationByChild(poolId, child.jti)) !== undefined) return yield* Effect.fail(alreadyAllocated())
         const amount = yield* limitOf(child)
         const id = `alloc_${toBase64Url(randomBytes(12))}`
         const now = yield* Clock.currentTimeMillis
         const outcome = yield* reserve(sql, {
           id, pool_id: poolId, idempotency_key: input.idempotencyKey, child_jti: child.jti, grantee: child.grantee,
           amount_micros: amount, used_micros: null, created_at: now, released_at: null
-        }).pipe(Effect.mapError(unavailable))
+        }).pipe(Effect.catchIf(isUniqueViolation, () => Effect.succeed("duplicate-child" as const)), Effect.mapError(unavailable))
+        if (outcome === "duplicate-child") return yield* Effect.fail(alreadyAllocated())
+        // Whatever happened, a concurrent request with the same key may have won: its allocation is the answer.
+        const now2 = settled(yield* allocationByKey(poolId, input.idempotencyKey), child.jti)
+        if (now2 !== undefined) return yield* now2
         if (outcome === "exhausted") {
           return yield* Effect.fail(new Conflict({ code: "BUDGET_EXHAUSTED", message: `pool ${poolId} cannot cover ${formatUsd(amount)} USD` }))
         }
-        const row = yield* allocationByKey(poolId, input.idempotencyKey)
-        if (row === undefined) return yield* Effect.die("allocation vanished")
-        if (outcome === "raced" && row.child_jti !== child.jti) {
-          return yield* Effect.fail(new Conflict({ code: "IDEMPOTENCY_KEY_REUSED", message: "this idempotency key was used for another child mandate" }))
-        }
-        return toAllocation(row)
+        return yield* Effect.die(`allocation ${id} vanished`)
       }),
     release: (caller, allocationId, input) =>
       Effect.gen(function* () {
@@ -248,6 +264,12 @@ export const reserve = (
     Effect.map((rows) => (rows.length === 0 ? ("raced" as const) : ("allocated" as const))),
     Effect.catchIf(isBudgetAbort, () => Effect.succeed("exhausted" as const))
   )
+
+// A second allocation of the same child mandate (another idempotency key) hits the unique (pool, child) index.
+const isUniqueViolation = (e: SqlError): boolean => (e.cause as { readonly code?: unknown } | undefined)?.code === "SQLITE_CONSTRAINT_UNIQUE"
+
+/** A pool's id: base32 of the first 15 bytes of SHA-256 over the exact parent token. */
+export const poolIdOf = (token: string): string => `pool_${base32.baseEncode(sha256(utf8(token)).subarray(0, 15))}`
 
 // The trigger's RAISE(ABORT) surfaces as SQLite's SQLITE_CONSTRAINT_TRIGGER, carrying our own message.
 const isBudgetAbort = (e: SqlError): boolean => {

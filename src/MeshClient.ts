@@ -77,13 +77,20 @@ export const make = (options: MeshClientOptions) =>
         return Effect.tap(makeClient(http, url, apiKey), (c) => Effect.sync(() => clients.set(id, c)))
       })
 
-    /** One call: transport failures become REGISTRY_UNREACHABLE; retryable failures are retried with backoff. */
+    /**
+     * One call. Retried: a request that never reached the hub (RequestError), REGISTRY_UNREACHABLE, and RATE_LIMITED
+     * (after `retryAfterSeconds`); not retried: an unreadable answer, since the hub may already have acted on it.
+     * Transport failures then surface as REGISTRY_UNREACHABLE.
+     */
     const call = <A, E>(apiKey: string | undefined, f: (c: Client) => Effect.Effect<A, E>, url = options.hubUrl): Effect.Effect<A, Mapped<E>> => {
-      const once: Effect.Effect<A, Mapped<E>> = Effect.flatMap(clientFor(apiKey, url), f).pipe(Effect.mapError((e) => transport(e as never) as Mapped<E>))
+      const once = Effect.flatMap(clientFor(apiKey, url), f)
       const attempt = (n: number): Effect.Effect<A, Mapped<E>> =>
         Effect.catchAll(once, (e): Effect.Effect<A, Mapped<E>> => {
-          if (!isRetryable(e) || n >= times) return Effect.fail(e)
-          const wait = e.code === "RATE_LIMITED" && e.retryAfterSeconds !== undefined ? e.retryAfterSeconds * 1000 : Math.min(cap, base * 2 ** n)
+          const tag = (e as { readonly _tag?: unknown })._tag
+          const limited = isRetryable(e) && e.code === "RATE_LIMITED"
+          // A typed REGISTRY_UNREACHABLE answer (a platform that could not reach its registry) did nothing: retry it too.
+          if (!(tag === "RequestError" || isRetryable(e)) || n >= times) return Effect.fail(transport(e as never) as Mapped<E>)
+          const wait = limited && e.retryAfterSeconds !== undefined ? e.retryAfterSeconds * 1000 : Math.min(cap, base * 2 ** n)
           return Effect.zipRight(Effect.sleep(Duration.millis(wait)), attempt(n + 1))
         })
       return attempt(0)
@@ -93,10 +100,10 @@ export const make = (options: MeshClientOptions) =>
 
     const api = {
       /** Pins a manifest and returns its CID. */
-      pinManifest: (manifest: unknown) => call(undefined, (c) => c.registry.pinManifest({ payload: manifest })),
+      pinManifest: (manifest: unknown, apiKey?: string) => call(key(apiKey), (c) => c.registry.pinManifest({ payload: manifest })),
       /** Pins the manifest, then registers the identity's DID and key at the endpoint. */
       registerAgent: (input: { readonly manifest: unknown; readonly endpointUrl: string; readonly identity: MeshIdentity; readonly apiKey?: string }) =>
-        Effect.flatMap(call(undefined, (c) => c.registry.pinManifest({ payload: input.manifest })), ({ cid }) =>
+        Effect.flatMap(call(key(input.apiKey), (c) => c.registry.pinManifest({ payload: input.manifest })), ({ cid }) =>
           call(key(input.apiKey), (c) =>
             c.registry.registerAgent({ payload: { did: input.identity.did, manifestCID: cid, publicKeyB64: input.identity.publicKey, endpointUrl: input.endpointUrl } })
           )
@@ -124,10 +131,8 @@ export const make = (options: MeshClientOptions) =>
       search: (q: string, limit?: number) => call(undefined, (c) => c.registry.search({ urlParams: { q, ...(limit === undefined ? {} : { limit }) } })),
       resolveDid: (did: string) => call(undefined, (c) => c.registry.resolveDid({ path: { did } })),
       /** Creates an API key (admin credential needed). */
-      createApiKey: (input: { readonly owner?: string; readonly label?: string; readonly apiKey?: string } = {}) =>
-        call(key(input.apiKey), (c) =>
-          c.keys.createKey({ payload: { ...(input.owner === undefined ? {} : { owner: input.owner }), ...(input.label === undefined ? {} : { label: input.label }) } })
-        ),
+      createApiKey: (input: { readonly owner: string; readonly label?: string; readonly apiKey?: string }) =>
+        call(key(input.apiKey), (c) => c.keys.createKey({ payload: { owner: input.owner, ...(input.label === undefined ? {} : { label: input.label }) } })),
       revokeApiKey: (id: string, apiKey?: string) => call(key(apiKey), (c) => c.keys.revokeKey({ path: { id } })),
       /** The challenge flow: ask for a challenge bound to the identity, sign it, receive an API key. */
       requestAgentKey: (identity: MeshIdentity) =>
@@ -143,7 +148,8 @@ export const make = (options: MeshClientOptions) =>
           Effect.orDie(signMessage({ type: "MandateRevocation", jti: input.jti, grantor: input.identity.did }, input.identity.privateKey, verificationMethodId(input.identity.did)).pipe(Effect.provideService(Keys, keys))),
           (signed) => call(undefined, (c) => c.registry.revokeMandate({ payload: signed }))
         ),
-      isMandateRevoked: (jti: string) => Effect.map(call(undefined, (c) => c.registry.mandateRevoked({ path: { jti } })), (r) => r.revoked),
+      isMandateRevoked: (jti: string, grantor: string) =>
+        Effect.map(call(undefined, (c) => c.registry.mandateRevoked({ path: { jti }, urlParams: { grantor } })), (r) => r.revoked),
       openPool: (mandate: string, apiKey?: string) => call(key(apiKey), (c) => c.spending.openPool({ payload: { mandate } })),
       getPool: (poolId: string, apiKey?: string) => call(key(apiKey), (c) => c.spending.getPool({ path: { poolId } })),
       allocate: (input: { readonly poolId: string; readonly childMandate: string; readonly idempotencyKey: string; readonly apiKey?: string }) =>
@@ -169,7 +175,7 @@ export const make = (options: MeshClientOptions) =>
           )
         }),
       // A revocation list we cannot read must not let a revoked mandate through.
-      isMandateRevoked: (jti) => Effect.orElseSucceed(api.isMandateRevoked(jti), () => true)
+      isMandateRevoked: (jti, issuer) => Effect.orElseSucceed(api.isMandateRevoked(jti, issuer), () => true)
     }
     return { ...api, keyResolver }
   })

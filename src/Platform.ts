@@ -10,7 +10,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import { normalizeDid } from "./Did.js"
+import { decodePublicKeyMultibase, normalizeDid } from "./Did.js"
 import { errors, RateLimited, RegistryUnreachable, Unauthorized, type Unavailable, type Unprocessable } from "./HubError.js"
 import { Keys } from "./Keys.js"
 import * as MeshClient from "./MeshClient.js"
@@ -18,7 +18,7 @@ import * as RateLimiter from "./RateLimiter.js"
 import { Registry } from "./Registry.js"
 import { RegistryStore, type ChallengeRow } from "./RegistryStore.js"
 import { VERSION } from "./Version.js"
-import { fromBase64, randomBytes, toBase64Url, utf8 } from "./internal/bytes.js"
+import { fromBase64, randomBytes, toBase64, toBase64Url, utf8 } from "./internal/bytes.js"
 
 /** How long a challenge may be answered. */
 export const CHALLENGE_TTL_MS = 5 * 60_000
@@ -29,6 +29,8 @@ export interface RegistryGatewayApi {
   readonly ping: Effect.Effect<boolean>
   /** Mints an API key owned by the agent's DID. */
   readonly issueAgentKey: (did: string) => Effect.Effect<{ readonly apiKey: string; readonly keyId: string }, RegistryUnreachable | Unavailable>
+  /** The publicKeyB64 the registry holds for a DID, if the DID is registered. */
+  readonly registeredKey: (did: string) => Effect.Effect<Option.Option<string>, RegistryUnreachable | Unavailable>
   /** Keeps a challenge until it is answered or expires. */
   readonly saveChallenge: (row: ChallengeRow) => Effect.Effect<void, RegistryUnreachable | Unavailable>
   /** Takes an unused, unexpired challenge, marking it used. */
@@ -48,6 +50,11 @@ export const layerLocalGateway: Layer.Layer<RegistryGateway, never, Registry | R
       mode: "local",
       ping: registry.ping,
       issueAgentKey: (did) => Effect.map(registry.createApiKey(did, "agent", "challenge exchange"), (k) => ({ apiKey: k.apiKey, keyId: k.id })),
+      registeredKey: (did) =>
+        registry.resolveDid(did).pipe(
+          Effect.map((r) => Option.some(toBase64(r.publicKey))),
+          Effect.catchTags({ NotFound: () => Effect.succeedNone, Unprocessable: () => Effect.succeedNone })
+        ),
       saveChallenge: (row) => Effect.mapError(store.insertChallenge(row), (e) => errors.unavailable(e.message)),
       takeChallenge: (id, now) => Effect.mapError(store.consumeChallenge(id, now), (e) => errors.unavailable(e.message))
     }
@@ -112,6 +119,11 @@ export const make = (options: PlatformOptions = {}): Effect.Effect<PlatformApi, 
           if (decodeKey(input.publicKeyB64) === undefined) {
             return yield* Effect.fail(errors.unprocessable("INVALID_PUBLIC_KEY", "publicKeyB64 must be standard base64 of a raw 32-byte Ed25519 key"))
           }
+          // A registered DID gets keys only for the key the registry holds: anyone could otherwise mint keys in its name.
+          const registered = yield* gateway.registeredKey(did)
+          if (Option.isSome(registered) && registered.value !== input.publicKeyB64) {
+            return yield* Effect.fail(errors.unprocessable("INVALID_PUBLIC_KEY", `${did} is registered with another key`))
+          }
           const now = yield* Clock.currentTimeMillis
           const expiresAt = now + CHALLENGE_TTL_MS
           const id = `ch_${toBase64Url(randomBytes(16))}`
@@ -147,6 +159,13 @@ export const make = (options: PlatformOptions = {}): Effect.Effect<PlatformApi, 
 /** The platform layer. */
 export const layer = (options: PlatformOptions = {}): Layer.Layer<Platform, never, RegistryGateway | Keys> => Layer.effect(Platform, make(options))
 
+
+/** The raw key of a resolved DID document, as publicKeyB64. */
+const registeredKeyOf = (document: unknown): string | undefined => {
+  const vm = (document as { verificationMethod?: ReadonlyArray<{ publicKeyMultibase?: string }> } | undefined)?.verificationMethod?.[0]
+  const key = vm?.publicKeyMultibase === undefined ? undefined : decodePublicKeyMultibase(vm.publicKeyMultibase)
+  return key === undefined ? undefined : toBase64(key)
+}
 
 /** Challenges kept in this process only (a platform apart from the registry), bounded and swept when full. */
 const memoryChallenges = (max = 10_000) => {
@@ -193,6 +212,11 @@ export const layerRemoteGateway = (options: RemoteRegistryOptions): Layer.Layer<
             Effect.catchAll((e) =>
               Effect.fail(e._tag === "RegistryUnreachable" || e._tag === "Unavailable" ? unreachable(e.message) : unreachable(`registry refused to mint a key: ${e.message}`))
             )
+          ),
+        registeredKey: (did: string) =>
+          client.resolveDid(did).pipe(
+            Effect.map((r) => Option.fromNullable(registeredKeyOf(r.document))),
+            Effect.catchAll((e) => (e._tag === "NotFound" || e._tag === "Unprocessable" ? Effect.succeedNone : Effect.fail(unreachable(e.message))))
           ),
         saveChallenge: (row: ChallengeRow) => Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => challenges.save(row, now))),
         takeChallenge: (id: string, now: number) => Effect.sync(() => challenges.take(id, now))

@@ -91,7 +91,7 @@ export interface RegistryApi {
   readonly authenticate: (secret: string | undefined) => Effect.Effect<ApiKeyRow, Unauthorized | Unavailable>
   readonly createApiKey: (owner: string, kind: ApiKeyRow["kind"], label?: string) => Effect.Effect<CreatedApiKey, Unavailable>
   /** Revokes a key: the admin may revoke any, others only keys they own. */
-  readonly revokeApiKey: (caller: ApiKeyRow, id: string) => Effect.Effect<void, NotFound | Forbidden | Unavailable>
+  readonly revokeApiKey: (caller: ApiKeyRow, id: string) => Effect.Effect<void, NotFound | Forbidden | Conflict | Unavailable>
   /** Creates the admin credential when there is none; its secret is returned that once. */
   readonly ensureAdmin: Effect.Effect<Option.Option<CreatedApiKey>, Unavailable>
   readonly pinManifest: (manifest: unknown) => Effect.Effect<{ readonly cid: string }, Unprocessable | Unavailable>
@@ -126,7 +126,8 @@ export interface RegistryApi {
   readonly resolveDid: (did: string) => Effect.Effect<ResolvedDid, NotFound | Unprocessable | Unavailable>
   /** Revokes a mandate by `jti`; the request must be signed (signMessage) by the grantor's registered key. */
   readonly revokeMandate: (signed: unknown) => Effect.Effect<{ readonly jti: string }, BadRequest | Unauthorized | NotFound | Conflict | Unprocessable | Unavailable>
-  readonly isMandateRevoked: (jti: string) => Effect.Effect<boolean, Unavailable>
+  /** True when `grantor` revoked its mandate `jti` (a jti means something only with its grantor). */
+  readonly isMandateRevoked: (jti: string, grantor: string) => Effect.Effect<boolean, Unavailable>
   /** True when the database answers. */
   readonly ping: Effect.Effect<boolean>
 }
@@ -241,11 +242,14 @@ export const make: Effect.Effect<RegistryApi, never, RegistryStore | Keys> = Eff
       row.owner_key_id === caller.id || caller.kind === "admin" ? Effect.succeed(row) : Effect.fail(errors.notOwner())
     )
 
-  const page = <A>(kind: EntryKind, to: (r: EntryRow) => A) => (limit: number, cursor?: string) =>
-    Effect.map(q(store.listEntries(kind, Math.max(1, Math.min(MAX_LIMIT, Math.floor(limit) || 50)), cursor)), (rows) => ({
-      items: rows.map(to),
-      nextCursor: rows.length > 0 && rows.length >= Math.max(1, Math.min(MAX_LIMIT, Math.floor(limit) || 50)) ? rows[rows.length - 1]!.did_hash : null
-    }))
+  // One row more than asked tells whether another page exists, so the last page says `nextCursor: null`.
+  const page = <A>(kind: EntryKind, to: (r: EntryRow) => A) => (limit: number, cursor?: string) => {
+    const n = Math.max(1, Math.min(MAX_LIMIT, Math.floor(limit) || 50))
+    return Effect.map(q(store.listEntries(kind, n + 1, cursor)), (rows) => {
+      const items = rows.slice(0, n)
+      return { items: items.map(to), nextCursor: rows.length > n ? items[items.length - 1]!.did_hash : null }
+    })
+  }
 
   const pinnedOrFail = (cid: string) =>
     Effect.flatMap(q(store.manifest(cid)), (o) => (Option.isSome(o) ? Effect.void : Effect.fail(errors.unprocessable("MANIFEST_NOT_PINNED", `manifest ${cid} is not pinned here`))))
@@ -276,10 +280,12 @@ export const make: Effect.Effect<RegistryApi, never, RegistryStore | Keys> = Eff
       Effect.gen(function* () {
         const row = yield* q(store.apiKeyById(id))
         if (Option.isNone(row)) return yield* Effect.fail(errors.notFound(`no API key ${id}`))
-        if (caller.kind !== "admin" && row.value.owner !== caller.owner) return yield* Effect.fail(errors.notOwner("this key belongs to someone else"))
+        // Owner names are not identities (anyone can be issued a key "for" any name), so a non-admin key may revoke
+        // only itself; the admin may revoke any key.
+        if (caller.kind !== "admin" && row.value.id !== caller.id) return yield* Effect.fail(errors.notOwner("a key may revoke only itself; the admin may revoke any"))
         const now = yield* Clock.currentTimeMillis
         const revoked = yield* q(store.revokeApiKey(id, now))
-        if (!revoked) return yield* Effect.fail(errors.notFound(`API key ${id} is already revoked`))
+        if (!revoked) return yield* Effect.fail(errors.conflict("ALREADY_REVOKED", `API key ${id} is already revoked`))
       }),
     ensureAdmin: Effect.gen(function* () {
       if ((yield* q(store.countApiKeys("admin"))) > 0) return Option.none()
@@ -337,9 +343,8 @@ export const make: Effect.Effect<RegistryApi, never, RegistryStore | Keys> = Eff
           return yield* Effect.fail(errors.unprocessable("INVALID_PUBLIC_KEY", "publicKeyB64 must be standard base64 of a raw 32-byte Ed25519 key"))
         }
         const now = yield* Clock.currentTimeMillis
-        const next = { ...row, public_key_b64: publicKeyB64, key_version: row.key_version + 1, updated_at: now }
-        yield* q(store.updateEntry(row.did, { public_key_b64: publicKeyB64, key_version: next.key_version, updated_at: now }))
-        return toAgent(next)
+        const version = yield* q(store.rotateKey(row.did, publicKeyB64, now))
+        return toAgent({ ...row, public_key_b64: publicKeyB64, key_version: version, updated_at: now })
       }),
     deleteAgent: (caller, h) => Effect.flatMap(owned(caller, "agent", h), (row) => q(store.deleteEntry(row.did))),
     registerMcp: (caller, input) =>
@@ -401,7 +406,7 @@ export const make: Effect.Effect<RegistryApi, never, RegistryStore | Keys> = Eff
         if (!fresh) return yield* Effect.fail(errors.conflict("ALREADY_REVOKED", `mandate ${req.value.jti} is already revoked`))
         return { jti: req.value.jti }
       }),
-    isMandateRevoked: (jti) => q(store.isMandateRevoked(jti)),
+    isMandateRevoked: (jti, grantor) => q(store.isMandateRevoked(jti, normalizeDid(grantor) ?? grantor)),
     ping: store.ping
   }
   return api

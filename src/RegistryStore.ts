@@ -88,12 +88,14 @@ export interface RegistryStoreApi {
   /** Entries of a kind in didHash order after `cursor`, at most `limit`. */
   readonly listEntries: (kind: EntryKind, limit: number, cursor: string | undefined) => Fx<ReadonlyArray<EntryRow>>
   readonly updateEntry: (did: string, patch: Partial<Pick<EntryRow, "endpoint_url" | "manifest_cid" | "public_key_b64" | "key_version" | "updated_at">>) => Fx<void>
+  /** Sets a new key and increments the key version in one statement (concurrent rotations get distinct versions). */
+  readonly rotateKey: (did: string, publicKeyB64: string, at: number) => Fx<number>
   readonly deleteEntry: (did: string) => Fx<void>
   /** Entries whose name, tools, skill type or manifest text contain `q` (case-insensitive), at most `limit`. */
   readonly search: (q: string, limit: number) => Fx<ReadonlyArray<EntryRow>>
   /** Records a mandate revocation; false when it was already revoked. */
   readonly revokeMandate: (jti: string, grantor: string, at: number) => Fx<boolean>
-  readonly isMandateRevoked: (jti: string) => Fx<boolean>
+  readonly isMandateRevoked: (jti: string, grantor: string) => Fx<boolean>
   readonly insertChallenge: (row: ChallengeRow) => Fx<void>
   /** Marks an unused, unexpired challenge used and returns it; none when it is unknown, used or expired. */
   readonly consumeChallenge: (id: string, now: number) => Fx<Option.Option<ChallengeRow>>
@@ -162,15 +164,22 @@ export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> =
     entryByDid: (d) => entryByDid(d).pipe(Effect.mapError(unavailable)),
     listEntries: (kind, limit, cursor) => listEntries({ kind, limit, cursor: cursor ?? "" }).pipe(Effect.mapError(unavailable)),
     updateEntry: (did, patch) => sql`UPDATE mesh_entries SET ${sql.update(patch)} WHERE did = ${did}`.pipe(Effect.asVoid, Effect.mapError(unavailable)),
+    rotateKey: (did, publicKeyB64, at) =>
+      sql<{ key_version: number }>`UPDATE mesh_entries SET public_key_b64 = ${publicKeyB64}, key_version = key_version + 1, updated_at = ${at}
+        WHERE did = ${did} RETURNING key_version`.pipe(
+        Effect.map((rows) => Number(rows[0]?.key_version ?? 0)),
+        Effect.mapError(unavailable)
+      ),
     deleteEntry: (did) => sql`DELETE FROM mesh_entries WHERE did = ${did}`.pipe(Effect.asVoid, Effect.mapError(unavailable)),
     search: (q, limit) => search({ pattern: `%${q.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`, limit }).pipe(Effect.mapError(unavailable)),
     revokeMandate: (jti, grantor, at) =>
-      sql<{ jti: string }>`INSERT INTO mesh_revoked_mandates (jti, grantor, revoked_at) VALUES (${jti}, ${grantor}, ${at}) ON CONFLICT (jti) DO NOTHING RETURNING jti`.pipe(
+      sql<{ jti: string }>`INSERT INTO mesh_mandate_revocations (grantor, jti, revoked_at) VALUES (${grantor}, ${jti}, ${at})
+        ON CONFLICT (grantor, jti) DO NOTHING RETURNING jti`.pipe(
         Effect.map((rows) => rows.length > 0),
         Effect.mapError(unavailable)
       ),
-    isMandateRevoked: (jti) =>
-      sql<{ n: number }>`SELECT 1 AS n FROM mesh_revoked_mandates WHERE jti = ${jti}`.pipe(Effect.map((rows) => rows.length > 0), Effect.mapError(unavailable)),
+    isMandateRevoked: (jti, grantor) =>
+      sql<{ n: number }>`SELECT 1 AS n FROM mesh_mandate_revocations WHERE grantor = ${grantor} AND jti = ${jti}`.pipe(Effect.map((rows) => rows.length > 0), Effect.mapError(unavailable)),
     insertChallenge: (row) => sql`INSERT INTO mesh_challenges ${sql.insert(row)}`.pipe(Effect.asVoid, Effect.mapError(unavailable)),
     consumeChallenge: (id, now) =>
       // One statement marks it used, so two answers racing for one challenge cannot both win.

@@ -48,7 +48,7 @@ const platformCommand = Command.make("platform", { registryUrl, registryKey, por
 
 const hubUrl = Options.text("hub").pipe(Options.withFallbackConfig(Config.string("MESH_HUB")), Options.withDefault("http://127.0.0.1:7700"), Options.withDescription("hub URL (env MESH_HUB)"))
 const adminKey = Options.redacted("admin-key").pipe(Options.withFallbackConfig(Config.redacted("MESH_ADMIN_KEY")), Options.withDescription("the admin credential (env MESH_ADMIN_KEY)"))
-const owner = Options.text("owner").pipe(Options.optional, Options.withDescription("who the key is for: a name, or an agent's DID"))
+const owner = Options.text("owner").pipe(Options.withDescription("who the key is for: a name, or an agent's DID"))
 const label = Options.text("label").pipe(Options.optional, Options.withDescription("a note to recognize the key by"))
 
 const keysCreate = Command.make("create", { hubUrl, adminKey, owner, label }, (args) =>

@@ -3,6 +3,7 @@ import * as Effect from "effect/Effect"
 import { generateDid } from "../../src/Did.js"
 import * as KeysNative from "../../src/KeysNative.js"
 import { attenuateToCart, issueIntentMandate, verifyMandateChain } from "../../src/Mandate.js"
+import { poolIdOf } from "../../src/Ledger.js"
 import * as MeshClient from "../../src/MeshClient.js"
 import { registeredAgent, request, startHub } from "./support.js"
 
@@ -42,6 +43,12 @@ describe("hub: mandates verify against the registry", () => {
         // Only the grantor's key can revoke.
         const forged = yield* Effect.flip(client.revokeMandate({ jti: "other-jti", identity: { ...buyer.identity, privateKey: shopper.identity.privateKey } }))
         assert.strictEqual(forged.code, "SIGNATURE_INVALID")
+        // A jti means something only with its grantor: the shopper "revoking" the buyer's jti revokes nothing of the buyer's.
+        const own = yield* issueIntentMandate({ grantorDid: buyer.identity.did, granteeDid: shopper.identity.did, constraints: { spendLimitUsd: 1 }, privateKey: buyer.identity.privateKey })
+        yield* client.revokeMandate({ jti: own.jti, identity: shopper.identity })
+        assert.strictEqual((yield* verify(own.token))._tag, "Right")
+        assert.isFalse(yield* client.isMandateRevoked(own.jti, buyer.identity.did))
+        assert.isTrue(yield* client.isMandateRevoked(own.jti, shopper.identity.did))
 
         // A rotation makes everything signed under key version 1 KEY_ROTATED.
         const fresh = yield* issueIntentMandate({ grantorDid: buyer.identity.did, granteeDid: shopper.identity.did, constraints: { spendLimitUsd: 5 }, privateKey: buyer.identity.privateKey })
@@ -61,7 +68,7 @@ describe("hub: spending ledger", () => {
         const { hub, client, adminKey } = yield* startHub()
         const { intent, cart, shopper, merchant } = yield* parties(client)
         const pool = yield* client.openPool(intent.token)
-        assert.deepStrictEqual([pool.poolId, pool.limitUsd, pool.allocatedUsd, pool.remainingUsd], [intent.jti, 100, 0, 100])
+        assert.deepStrictEqual([pool.poolId, pool.limitUsd, pool.allocatedUsd, pool.remainingUsd], [poolIdOf(intent.token), 100, 0, 100])
         assert.strictEqual((yield* client.openPool(intent.token)).poolId, pool.poolId) // opening again is idempotent
 
         const c30 = yield* cart(30)
@@ -94,7 +101,13 @@ describe("hub: spending ledger", () => {
         const over = yield* Effect.flip(client.allocate({ poolId: pool.poolId, childMandate: c10b.token, idempotencyKey: "o5" }))
         assert.strictEqual(over.code, "BUDGET_EXHAUSTED") // 10.5 + 80 + 10 > 100
         const other = yield* client.createApiKey({ owner: "stranger" })
-        const a1 = yield* client.allocate({ poolId: pool.poolId, childMandate: (yield* cart(1)).token, idempotencyKey: "o6" })
+        const c1 = yield* cart(1)
+        // Only the key that opened the pool (or the admin) allocates from it.
+        assert.strictEqual((yield* Effect.flip(client.allocate({ poolId: pool.poolId, childMandate: c1.token, idempotencyKey: "o6", apiKey: other.apiKey }))).code, "NOT_OWNER")
+        const a1 = yield* client.allocate({ poolId: pool.poolId, childMandate: c1.token, idempotencyKey: "o6" })
+        // One child mandate, one allocation: another idempotency key does not allocate it again.
+        assert.strictEqual((yield* Effect.flip(client.allocate({ poolId: pool.poolId, childMandate: c1.token, idempotencyKey: "o7" }))).code, "ALREADY_ALLOCATED")
+        assert.strictEqual((yield* Effect.flip(client.allocate({ poolId: pool.poolId, childMandate: c1.token, idempotencyKey: "" }))).code, "INVALID_REQUEST")
         assert.strictEqual((yield* Effect.flip(client.release({ allocationId: a1.allocationId, usedUsd: 2 }))).code, "INVALID_AMOUNT")
         assert.strictEqual((yield* Effect.flip(client.release({ allocationId: a1.allocationId, usedUsd: 0, apiKey: other.apiKey }))).code, "NOT_OWNER")
       })

@@ -12,7 +12,7 @@ import { Keys } from "../../src/Keys.js"
 import * as KeysNative from "../../src/KeysNative.js"
 import * as MeshClient from "../../src/MeshClient.js"
 import { toBase64, utf8 } from "../../src/internal/bytes.js"
-import { request, startHub } from "./support.js"
+import { registeredAgent, request, startHub } from "./support.js"
 
 /** Advances the TestClock while the fiber waits on it, letting real I/O run in between (bounded). */
 const drive = <A, E>(fiber: Fiber.RuntimeFiber<A, E>, step: Duration.DurationInput) =>
@@ -51,7 +51,7 @@ describe("platform API", () => {
   it.live("every refusal of the challenge exchange, with the spec's status and code", () =>
     provide(
       Effect.gen(function* () {
-        const { hub } = yield* startHub()
+        const { hub, client } = yield* startHub()
         const keys = yield* Keys
         const agent = yield* generateDid("agent")
         const other = yield* generateDid("other")
@@ -64,6 +64,10 @@ describe("platform API", () => {
         check(yield* request(url("/challenge"), "POST", "{oops"), 400, "INVALID_JSON")
         check(yield* request(url("/challenge"), "POST", { did: "nope", publicKeyB64: agent.publicKey }), 422, "INVALID_DID")
         check(yield* request(url("/challenge"), "POST", { did: agent.did, publicKeyB64: "abc" }), 422, "INVALID_PUBLIC_KEY")
+        // A registered DID is challenged only for the key the registry holds.
+        const registered = yield* registeredAgent(client, "registered")
+        check(yield* request(url("/challenge"), "POST", { did: registered.identity.did, publicKeyB64: other.publicKey }), 422, "INVALID_PUBLIC_KEY")
+        assert.strictEqual((yield* request(url("/challenge"), "POST", { did: registered.identity.did, publicKeyB64: registered.identity.publicKey })).status, 201)
         const ch = (yield* request(url("/challenge"), "POST", { did: agent.did, publicKeyB64: agent.publicKey })).body as { challengeId: string; challenge: string }
         const sign = (text: string, key = agent) => Effect.map(keys.sign(key.privateKey, utf8(text)), toBase64)
         // Signed by another key: refused, and the challenge is spent.
@@ -139,8 +143,10 @@ describe("platform API", () => {
         assert.deepStrictEqual((yield* viaOrphan.status).registry, { reachable: false, mode: "remote" })
         const e = yield* Effect.flip(viaOrphan.requestAgentKey(agent))
         assert.strictEqual(e.code, "REGISTRY_UNREACHABLE")
+        // A challenge needs the registry too: a registered DID may only be challenged for its registered key.
         const raw = yield* request(`${orphan.url}/api/agent-keys/challenge`, "POST", { did: agent.did, publicKeyB64: agent.publicKey })
-        assert.strictEqual(raw.status, 201) // challenges live in the platform
+        assert.strictEqual(raw.status, 502)
+        assert.strictEqual(raw.body.code, "REGISTRY_UNREACHABLE")
       })
     ))
 

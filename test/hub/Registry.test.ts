@@ -10,17 +10,18 @@ describe("hub registry over HTTP", () => {
   it.live("manifests are content-addressed (CIDv1 raw sha2-256 of the JCS form) and need name and meshProtocolVersion", () =>
     provide(
       Effect.gen(function* () {
-        const { hub } = yield* startHub()
-        const a = yield* request(`${hub.url}/v1/manifests`, "POST", { name: "x", meshProtocolVersion: "1.0", extra: { b: 1, a: 2 } })
+        const { hub, adminKey } = yield* startHub()
+        assert.strictEqual((yield* request(`${hub.url}/v1/manifests`, "POST", { name: "x", meshProtocolVersion: "1.0" })).status, 401)
+        const a = yield* request(`${hub.url}/v1/manifests`, "POST", { name: "x", meshProtocolVersion: "1.0", extra: { b: 1, a: 2 } }, adminKey)
         assert.strictEqual(a.status, 201)
         assert.match(String(a.body.cid), /^bafkrei[a-z2-7]{52}$/)
         // Same content, other key order: same CID.
-        const b = yield* request(`${hub.url}/v1/manifests`, "POST", { extra: { a: 2, b: 1 }, meshProtocolVersion: "1.0", name: "x" })
+        const b = yield* request(`${hub.url}/v1/manifests`, "POST", { extra: { a: 2, b: 1 }, meshProtocolVersion: "1.0", name: "x" }, adminKey)
         assert.strictEqual(b.body.cid, a.body.cid)
         const got = yield* request(`${hub.url}/v1/manifests/${a.body.cid}`, "GET")
         assert.deepStrictEqual(got.body, { extra: { a: 2, b: 1 }, meshProtocolVersion: "1.0", name: "x" })
         for (const bad of [{ name: "x" }, { name: "", meshProtocolVersion: "1.0" }, { name: "x", meshProtocolVersion: "2.0" }, [1]]) {
-          const r = yield* request(`${hub.url}/v1/manifests`, "POST", bad)
+          const r = yield* request(`${hub.url}/v1/manifests`, "POST", bad, adminKey)
           assert.strictEqual(r.status, 422, JSON.stringify(bad))
           assert.strictEqual(r.body.code, "INVALID_MANIFEST")
         }
@@ -98,6 +99,10 @@ describe("hub registry over HTTP", () => {
         const all = [...first.items, ...second.items, ...third.items].map((a) => a.did).sort()
         assert.deepStrictEqual(all, ["did:mesh:a1", "did:mesh:a2", "did:mesh:a3", "did:mesh:a4", "did:mesh:a5"])
         assert.isNull(third.nextCursor)
+        // Exactly one full page left: the cursor still says there is no more.
+        const exact = yield* client.listAgents({ limit: 5 })
+        assert.strictEqual(exact.items.length, 5)
+        assert.isNull(exact.nextCursor)
       })
     ))
 
@@ -133,6 +138,13 @@ describe("hub registry over HTTP", () => {
         const r = yield* request(`${hub.url}/keys`, "POST", { owner: "x" }, k.apiKey)
         assert.strictEqual(r.status, 403)
         assert.strictEqual(r.body.code, "ADMIN_REQUIRED")
+        const admin = yield* request(`${hub.url}/keys`, "POST", { owner: "admin" }, k.apiKey)
+        assert.strictEqual(admin.status, 403)
+        // A non-admin key may revoke only itself: not another key of the same owner name, not the admin's.
+        const sibling = yield* client.createApiKey({ owner: "carol" })
+        const adminRow = yield* request(`${hub.url}/keys/${sibling.id}`, "DELETE", undefined, k.apiKey)
+        assert.strictEqual(adminRow.status, 403)
+        assert.strictEqual(adminRow.body.code, "NOT_OWNER")
         const self = yield* request(`${hub.url}/keys/${k.id}`, "DELETE", undefined, k.apiKey)
         assert.strictEqual(self.status, 204)
         const again = yield* request(`${hub.url}/keys/${k.id}`, "DELETE", undefined, k.apiKey)
