@@ -7,6 +7,8 @@ import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { SqliteClient } from "@effect/sql-sqlite-node"
+import BetterSqlite3 from "better-sqlite3"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
@@ -42,8 +44,38 @@ export const migrate: Effect.Effect<ReadonlyArray<readonly [number, string]>, Da
   })
 )
 
+/**
+ * Prepared statements on a read-only connection of their own, for the reads on every request (resolve): through
+ * `SqlClient` each costs about 30 µs more. In WAL mode readers neither block nor wait for the writer, so this
+ * connection cannot stall the other. Absent for `:memory:` databases, which a second connection cannot see.
+ */
+export class HotReads extends Context.Tag("agent-mesh/HotReads")<HotReads, {
+  /** A prepared statement returning the first row, or undefined. */
+  readonly prepareGet: <Row>(sql: string) => (...params: ReadonlyArray<string | number>) => Row | undefined
+}>() {}
+
+const layerHotReads = (filename: string): Layer.Layer<HotReads, DatabaseError> =>
+  Layer.scoped(
+    HotReads,
+    Effect.map(
+      Effect.acquireRelease(
+        Effect.try({
+          try: () => new BetterSqlite3(filename, { readonly: true, fileMustExist: true }),
+          catch: (e) => new DatabaseError({ code: "DATABASE_ERROR", message: `cannot open a read connection: ${String(e)}` })
+        }),
+        (db) => Effect.sync(() => db.close())
+      ),
+      (db) => ({
+        prepareGet: <Row>(sql: string) => {
+          const stmt = db.prepare<Array<string | number>, Row>(sql)
+          return (...params: ReadonlyArray<string | number>) => stmt.get(...params)
+        }
+      })
+    )
+  )
+
 /** A SQLite database (WAL) at `filename` (`:memory:` for tests), migrated. Creates the parent folder. */
-export const layerSqlite = (filename: string): Layer.Layer<SqlClient.SqlClient | SqliteClient.SqliteClient, DatabaseError> => {
+export const layerSqlite = (filename: string): Layer.Layer<SqlClient.SqlClient | SqliteClient.SqliteClient | HotReads, DatabaseError> => {
   const client = Layer.unwrapEffect(
     Effect.try({
       try: () => {
@@ -53,5 +85,9 @@ export const layerSqlite = (filename: string): Layer.Layer<SqlClient.SqlClient |
       catch: (e) => new DatabaseError({ code: "DATABASE_ERROR", message: `cannot create database folder: ${String(e)}` })
     })
   ).pipe(Layer.catchAll((e) => Layer.fail(e instanceof DatabaseError ? e : new DatabaseError({ code: "DATABASE_ERROR", message: String(e) }))))
-  return Layer.effectDiscard(migrate).pipe(Layer.provideMerge(client))
+  const migrated = Layer.effectDiscard(migrate).pipe(Layer.provideMerge(client))
+  // The read connection opens after the migrations, so the tables it prepares against exist.
+  return filename === ":memory:"
+    ? (migrated as Layer.Layer<SqlClient.SqlClient | SqliteClient.SqliteClient | HotReads, DatabaseError>)
+    : Layer.provideMerge(layerHotReads(filename), migrated)
 }

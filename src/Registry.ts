@@ -205,6 +205,19 @@ export const make: Effect.Effect<RegistryApi, never, RegistryStore | Keys> = Eff
       return row.value
     })
 
+  // A DID document depends only on (did, key, endpoint); building it (base58, varint) on every resolve is waste.
+  const documents = new Map<string, DidDocument>()
+  const documentOf = (r: EntryRow): DidDocument => {
+    const id = `${r.did} ${r.public_key_b64 ?? ""} ${r.endpoint_url ?? ""}`
+    let doc = documents.get(id)
+    if (doc === undefined) {
+      if (documents.size >= 10_000) documents.delete(documents.keys().next().value as string)
+      doc = makeDidDocument(r.did as never, fromBase64(r.public_key_b64 ?? ""), r.endpoint_url ?? undefined)
+      documents.set(id, doc)
+    }
+    return doc
+  }
+
   const toAgent = (r: EntryRow): AgentRecord => ({
     did: r.did,
     didHash: r.did_hash,
@@ -212,7 +225,7 @@ export const make: Effect.Effect<RegistryApi, never, RegistryStore | Keys> = Eff
     publicKeyB64: r.public_key_b64 ?? "",
     keyVersion: r.key_version,
     endpointUrl: r.endpoint_url ?? "",
-    document: makeDidDocument(r.did as never, fromBase64(r.public_key_b64 ?? ""), r.endpoint_url ?? undefined),
+    document: documentOf(r),
     createdAt: iso(r.created_at),
     updatedAt: iso(r.updated_at)
   })

@@ -12,6 +12,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type { ParseError } from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import { HotReads } from "./Database.js"
 
 /** The database failed; callers answer 503 and the client retries. */
 export class StoreUnavailable extends Data.TaggedError("StoreUnavailable")<{ readonly message: string }> {}
@@ -111,6 +112,7 @@ const isUniqueViolation = (e: SqlError) => /UNIQUE|constraint/i.test(String((e.c
 /** The store on a migrated `SqlClient`. */
 export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
+  const hot = yield* Effect.serviceOption(HotReads)
 
   const insertOrConflict = (run: Effect.Effect<unknown, SqlError>, what: string) =>
     run.pipe(
@@ -160,7 +162,15 @@ export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> =
         Effect.mapError(unavailable)
       ),
     insertEntry: (row) => insertOrConflict(sql`INSERT INTO mesh_entries ${sql.insert(row)}`, "DID"),
-    entryByHash: (h) => entryByHash(h).pipe(Effect.mapError(unavailable)),
+    entryByHash: Option.match(hot, {
+      onNone: () => (h: string) => entryByHash(h).pipe(Effect.mapError(unavailable)),
+      onSome: (reads) => {
+        // Rows of our own table, read on every resolve: taken as they are, without a decode.
+        const get = reads.prepareGet<EntryRow>("SELECT * FROM mesh_entries WHERE did_hash = ?")
+        return (h: string) =>
+          Effect.try({ try: () => Option.fromNullable(get(h)), catch: (e) => new StoreUnavailable({ message: String(e) }) })
+      }
+    }),
     entryByDid: (d) => entryByDid(d).pipe(Effect.mapError(unavailable)),
     listEntries: (kind, limit, cursor) => listEntries({ kind, limit, cursor: cursor ?? "" }).pipe(Effect.mapError(unavailable)),
     updateEntry: (did, patch) => sql`UPDATE mesh_entries SET ${sql.update(patch)} WHERE did = ${did}`.pipe(Effect.asVoid, Effect.mapError(unavailable)),
