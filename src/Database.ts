@@ -45,13 +45,14 @@ export const migrate: Effect.Effect<ReadonlyArray<readonly [number, string]>, Da
 )
 
 /**
- * Prepared statements on a read-only connection of their own, for the reads on every request (resolve): through
- * `SqlClient` each costs about 30 µs more. In WAL mode readers neither block nor wait for the writer, so this
- * connection cannot stall the other. Absent for `:memory:` databases, which a second connection cannot see.
+ * Prepared statements on a connection of their own, for the statements on every request (resolve, allocate):
+ * through `SqlClient` each costs 30 µs or more. Only single statements run here, each its own transaction, and no
+ * `SqlClient` transaction in the hub spans a yield, so neither connection can hold a lock the other waits on while
+ * it is itself waiting. Absent for `:memory:` databases, which a second connection cannot see.
  */
 export class HotReads extends Context.Tag("agent-mesh/HotReads")<HotReads, {
-  /** A prepared statement returning the first row, or undefined. */
-  readonly prepareGet: <Row>(sql: string) => (...params: ReadonlyArray<string | number>) => Row | undefined
+  /** A prepared statement returning the first row (reads, or writes with RETURNING), or undefined. */
+  readonly prepareGet: <Row>(sql: string) => (...params: ReadonlyArray<string | number | null>) => Row | undefined
 }>() {}
 
 const layerHotReads = (filename: string): Layer.Layer<HotReads, DatabaseError> =>
@@ -60,15 +61,15 @@ const layerHotReads = (filename: string): Layer.Layer<HotReads, DatabaseError> =
     Effect.map(
       Effect.acquireRelease(
         Effect.try({
-          try: () => new BetterSqlite3(filename, { readonly: true, fileMustExist: true }),
+          try: () => new BetterSqlite3(filename, { fileMustExist: true }),
           catch: (e) => new DatabaseError({ code: "DATABASE_ERROR", message: `cannot open a read connection: ${String(e)}` })
         }),
         (db) => Effect.sync(() => db.close())
       ),
       (db) => ({
         prepareGet: <Row>(sql: string) => {
-          const stmt = db.prepare<Array<string | number>, Row>(sql)
-          return (...params: ReadonlyArray<string | number>) => stmt.get(...params)
+          const stmt = db.prepare<Array<string | number | null>, Row>(sql)
+          return (...params: ReadonlyArray<string | number | null>) => stmt.get(...params)
         }
       })
     )

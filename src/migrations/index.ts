@@ -9,6 +9,7 @@ import m0003 from "./0003_registry.js"
 import m0004 from "./0004_ledger.js"
 import m0005 from "./0005_ledger_triggers.js"
 import m0006 from "./0006_revocations_by_grantor.js"
+import m0007 from "./0007_ledger_release_trigger.js"
 
 /** The migration record handed to `Migrator.fromRecord` (a record survives bundling, a glob does not). */
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
@@ -17,5 +18,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0003_registry": m0003,
   "0004_ledger": m0004,
   "0005_ledger_triggers": m0005,
-  "0006_revocations_by_grantor": m0006
+  "0006_revocations_by_grantor": m0006,
+  "0007_ledger_release_trigger": m0007
 }

@@ -61,11 +61,14 @@ describe("hub: mandates verify against the registry", () => {
     ))
 })
 
-describe("hub: spending ledger", () => {
+describe.each([
+  ["on a file (prepared-statement path)", undefined],
+  ["in memory (SqlClient path)", ":memory:"]
+] as const)("hub: spending ledger %s", (_label, database) => {
   it.live("open, allocate (idempotent), exhaust, release; every refusal code", () =>
     provide(
       Effect.gen(function* () {
-        const { hub, client, adminKey } = yield* startHub()
+        const { hub, client, adminKey } = yield* startHub(database === undefined ? {} : { database })
         const { intent, cart, shopper, merchant } = yield* parties(client)
         const pool = yield* client.openPool(intent.token)
         assert.deepStrictEqual([pool.poolId, pool.limitUsd, pool.allocatedUsd, pool.remainingUsd], [poolIdOf(intent.token), 100, 0, 100])
@@ -116,7 +119,7 @@ describe("hub: spending ledger", () => {
   it.live("200 concurrent allocations against one pool over HTTP: never over-allocated, exactly the right number of 409s", () =>
     provide(
       Effect.gen(function* () {
-        const { client } = yield* startHub()
+        const { client } = yield* startHub(database === undefined ? {} : { database })
         const { intent, cart } = yield* parties(client)
         const pool = yield* client.openPool(intent.token)
         // 200 children of 0.75 USD against 100 USD: 133 fit (99.75), 67 do not.
