@@ -10,7 +10,7 @@ import type * as Scope from "effect/Scope"
 import * as Database from "./Database.js"
 import { HubApi, PlatformApi } from "./HubApi.js"
 import { HandlersLive, PlatformOnlyLive } from "./HubHttp.js"
-import { KeyNotFound, KeyResolver } from "./KeyResolver.js"
+import { KeyNotFound, KeyResolver, KeyResolverUnavailable } from "./KeyResolver.js"
 import type { Keys } from "./Keys.js"
 import * as Ledger from "./Ledger.js"
 import * as Platform from "./Platform.js"
@@ -46,7 +46,11 @@ export const layerRegistryKeyResolver: Layer.Layer<KeyResolver, never, Registry.
   Effect.map(Registry.Registry, (registry) => ({
     resolve: (did: string) =>
       Effect.map(
-        Effect.mapError(registry.resolveDid(did), (e) => new KeyNotFound({ code: "KEY_NOT_FOUND", message: e.message, did })),
+        Effect.mapError(registry.resolveDid(did), (e) =>
+          e._tag === "Unavailable"
+            ? new KeyResolverUnavailable({ code: "RESOLVER_UNAVAILABLE", message: e.message, did })
+            : new KeyNotFound({ code: "KEY_NOT_FOUND", message: e.message, did })
+        ),
         (r) => ({ publicKey: r.publicKey, keyVersion: r.keyVersion })
       ),
     // A revocation list we cannot read must not let a revoked mandate through.

@@ -24,10 +24,17 @@ export class KeyNotFound extends Schema.TaggedError<KeyNotFound>()("KeyNotFound"
   did: Schema.String
 }) {}
 
+/** The resolver could not answer (its registry or database is down); the mandate may be fine: retry later. */
+export class KeyResolverUnavailable extends Schema.TaggedError<KeyResolverUnavailable>()("KeyResolverUnavailable", {
+  code: Schema.Literal("RESOLVER_UNAVAILABLE"),
+  message: Schema.String,
+  did: Schema.String
+}) {}
+
 /** The operations of a key resolver. */
 export interface KeyResolverApi {
   /** The DID's current key; `KeyRevoked` when its key was revoked without a replacement. */
-  readonly resolve: (did: string) => Effect.Effect<ResolvedKey, KeyNotFound | KeyRevoked>
+  readonly resolve: (did: string) => Effect.Effect<ResolvedKey, KeyNotFound | KeyRevoked | KeyResolverUnavailable>
   /**
    * Seam for mandate revocation (the hub's registry will implement it): true when the mandate with this `jti`,
    * issued by `issuer`, was revoked. Absent means nothing is ever revoked.

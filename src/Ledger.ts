@@ -152,7 +152,8 @@ export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyReso
   const verify = (token: string, kinds: ReadonlyArray<Mandate["kind"]>) =>
     verifyMandate(token, resolver, { kinds }).pipe(
       Effect.provide(context),
-      Effect.mapError((e) => mandateInvalid(`${e.reason}: ${e.message}`))
+      // A resolver that could not answer says nothing about the mandate: 503, so the caller retries.
+      Effect.mapError((e) => (e.reason === "RESOLVER_UNAVAILABLE" ? errors.unavailable(e.message) : mandateInvalid(`${e.reason}: ${e.message}`)))
     )
 
   const poolRow = (id: string) =>

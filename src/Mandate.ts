@@ -54,6 +54,7 @@ export const MandateInvalidReason = Schema.Literal(
   "KIND_MISMATCH",
   "KEY_NOT_FOUND",
   "KEY_REVOKED",
+  "RESOLVER_UNAVAILABLE",
   "KEY_ROTATED",
   "SIGNATURE_INVALID",
   "REVOKED",
@@ -309,7 +310,9 @@ const resolveLinkKey = (source: KeySource, link: Link, isLeaf: boolean): Effect.
       : Effect.fail(invalid("KEY_NOT_FOUND", `no key for ${m.grantor}: a chain needs a KeyResolver`))
   }
   return Effect.flatMap(
-    Effect.mapError(source.resolve(m.grantor), (e) => invalid(e._tag === "KeyNotFound" ? "KEY_NOT_FOUND" : "KEY_REVOKED", e.message)),
+    Effect.mapError(source.resolve(m.grantor), (e) =>
+      invalid(e._tag === "KeyNotFound" ? "KEY_NOT_FOUND" : e._tag === "KeyResolverUnavailable" ? "RESOLVER_UNAVAILABLE" : "KEY_REVOKED", e.message)
+    ),
     (resolved) =>
       resolved.keyVersion !== m.keyVersion
         ? Effect.fail(invalid("KEY_ROTATED", `${m.grantor} signed under key version ${m.keyVersion}; the current one is ${resolved.keyVersion}`))

@@ -17,7 +17,7 @@ import type { MeshIdentity } from "./Did.js"
 import { extractPublicKey, verificationMethodId } from "./Did.js"
 import { HubApi } from "./HubApi.js"
 import { BadRequest, RegistryUnreachable } from "./HubError.js"
-import { KeyNotFound, KeyResolver, type KeyResolverApi, type ResolvedKey } from "./KeyResolver.js"
+import { KeyNotFound, KeyResolver, type KeyResolverApi, KeyResolverUnavailable, type ResolvedKey } from "./KeyResolver.js"
 import { Keys } from "./Keys.js"
 import { signMessage } from "./Proof.js"
 import { toBase64, utf8 } from "./internal/bytes.js"
@@ -169,7 +169,11 @@ export const make = (options: MeshClientOptions) =>
           const hit = cache.get(did)
           if (hit !== undefined && hit.until > now) return Effect.succeed(hit.key)
           return api.resolveDid(did).pipe(
-            Effect.mapError((e) => new KeyNotFound({ code: "KEY_NOT_FOUND", message: e.message, did })),
+            Effect.mapError((e) =>
+              e.code === "NOT_FOUND" || e.code === "INVALID_DID"
+                ? new KeyNotFound({ code: "KEY_NOT_FOUND", message: e.message, did })
+                : new KeyResolverUnavailable({ code: "RESOLVER_UNAVAILABLE", message: e.message, did })
+            ),
             Effect.flatMap((r) => resolvedFromDocument(did, r.document, r.keyVersion)),
             Effect.tap((k) => Effect.sync(() => cache.set(did, { key: k, until: now + ttl })))
           )
