@@ -278,8 +278,9 @@ const taskNarrowing = (p: TaskConstraints, c: TaskConstraints): NarrowingViolati
   if (x !== undefined) return widened(`dataAccess: scope ${JSON.stringify(x)} is not granted by the parent`)
   const pl = p.actionLimits ?? {}
   const cl = c.actionLimits ?? {}
-  for (const cap in pl) {
-    const cv = cl[cap]
+  for (const cap of Object.keys(pl)) {
+    // Own properties only: a capability named "constructor" must not read Object.prototype.
+    const cv = Object.hasOwn(cl, cap) ? cl[cap] : undefined
     if (cv === undefined || cv > pl[cap]!) return widened(`actionLimits.${cap}: ${cv ?? "unlimited"} exceeds the parent's ${pl[cap]}`)
   }
   const pc = p.computeLimit ?? {}

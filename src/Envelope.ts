@@ -247,6 +247,7 @@ export const validateEnvelope = (
       return yield* fail("MALFORMED", Either.isLeft(decoded) ? ParseResult.TreeFormatter.formatErrorSync(decoded.left) : "not an envelope")
     }
     const env = envelope
+    if (env.proof.created !== env.createdAt) return yield* fail("MALFORMED", "proof.created must equal createdAt")
     if (env.proof.verificationMethod !== verificationMethodId(env.from)) {
       return yield* fail("MALFORMED", `proof must be by ${verificationMethodId(env.from)}`)
     }

@@ -186,7 +186,10 @@ export const make = (options: MeshClientOptions) =>
 
 const resolvedFromDocument = (did: string, document: unknown, keyVersion: number) =>
   Effect.map(
-    Effect.mapError(extractPublicKey(document), (e) => new KeyNotFound({ code: "KEY_NOT_FOUND", message: e.message, did })),
+    // The key of the DID that was asked for (not of whatever document came back); a revoked key stays KeyRevoked.
+    Effect.catchTag(extractPublicKey(document, verificationMethodId(did)), "MalformedDidDocument", (e) =>
+      Effect.fail(new KeyNotFound({ code: "KEY_NOT_FOUND", message: e.message, did }))
+    ),
     (publicKey): ResolvedKey => ({ publicKey, keyVersion })
   )
 

@@ -47,6 +47,8 @@ export const parseUsd = (input: number | string): Either.Either<Micros, InvalidA
   const m = DECIMAL.exec(text)
   if (m === null) return Either.left(invalid(`amount ${JSON.stringify(text)} is not a non-negative decimal`))
   const exponent = m[3] === undefined ? 0 : Number(m[3])
+  // Any exponent beyond this is out of range or has too many decimals; refusing it first bounds the expansion below.
+  if (Math.abs(exponent) > 30) return Either.left(invalid(`amount ${text} is out of range`))
   // Shift the decimal point by the exponent on the digit string, so 1e-7 and 1.5e3 are read exactly too.
   let digits = m[1]! + (m[2] ?? "")
   let pointAt = m[1]!.length + exponent

@@ -137,7 +137,10 @@ export const verifyMessage = <T extends Record<string, unknown>>(
     } catch {
       return yield* Effect.fail(invalid("MALFORMED_PROOF", "proofValue is not base58btc"))
     }
-    const data = hashData(keys, proofOptions, unsecured)
+    // Hash the proof exactly as received (minus proofValue): a member the schema does not name (domain, challenge,
+    // expires, or anything injected) is covered by the signature rather than silently dropped.
+    const { proofValue: _value, ...receivedOptions } = message.proof as Record<string, unknown>
+    const data = hashData(keys, receivedOptions as ProofOptions, unsecured)
     if (Either.isLeft(data)) return yield* Effect.fail(invalid("MALFORMED_PROOF", data.left.message))
     const ok = yield* keys.verify(publicKey, data.right, signature)
     if (!ok) return yield* Effect.fail(invalid("SIGNATURE_INVALID", "signature does not verify"))

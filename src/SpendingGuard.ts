@@ -13,7 +13,7 @@ import { Keys } from "./Keys.js"
 import { KeyResolver } from "./KeyResolver.js"
 import { chainOf, type Mandate, MandateInvalidReason, verifyMandate } from "./Mandate.js"
 import { type Micros, parseUsd } from "./Money.js"
-import { type CounterCharge, TaskStore, type TaskStoreUnavailable } from "./TaskStore.js"
+import { type CounterCharge, counterScope, TaskStore, type TaskStoreUnavailable } from "./TaskStore.js"
 
 /** The codes of a refused payment. INVALID_AMOUNT (not a decimal with at most six places) is ours. */
 export const SpendingViolationCode = Schema.Literal("MANDATE_INVALID", "LIMIT_EXCEEDED", "MERCHANT_NOT_ALLOWED", "INVALID_AMOUNT")
@@ -84,7 +84,7 @@ export const make: Effect.Effect<SpendingGuardApi, never, Keys | KeyResolver | T
             return yield* Effect.fail(violation("MERCHANT_NOT_ALLOWED", `merchant ${JSON.stringify(request.merchant)} is not allowed by mandate ${m.jti}`))
           }
         }
-        const charges: Array<CounterCharge> = chain.map((m) => ({ scope: m.jti, counter: SPEND_COUNTER, amount: amount.right, limit: limitOf(m) }))
+        const charges: Array<CounterCharge> = chain.map((m) => ({ scope: counterScope(m), counter: SPEND_COUNTER, amount: amount.right, limit: limitOf(m) }))
         yield* store.charge(charges, chain[0]!.expiresAt * 1000).pipe(
           Effect.catchTag("CounterLimitReached", (e) =>
             Effect.fail(violation("LIMIT_EXCEEDED", `${request.amountUsd} USD would pass the limit of mandate ${e.scope} (${e.limit} micro-USD)`))

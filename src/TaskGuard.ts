@@ -11,7 +11,7 @@ import type { TaskConstraints } from "./Constraints.js"
 import { Keys } from "./Keys.js"
 import { KeyResolver } from "./KeyResolver.js"
 import { chainOf, type Mandate, MandateInvalidReason, verifyMandate } from "./Mandate.js"
-import { type CounterCharge, TaskStore, type TaskStoreUnavailable } from "./TaskStore.js"
+import { type CounterCharge, counterScope, TaskStore, type TaskStoreUnavailable } from "./TaskStore.js"
 
 /** The codes of a refused action. */
 export const TaskViolationCode = Schema.Literal(
@@ -115,12 +115,13 @@ export const make: Effect.Effect<TaskGuardApi, never, Keys | KeyResolver | TaskS
         const charges: Array<CounterCharge> = []
         for (const m of chainOf(mandate)) {
           const t = m.constraints as TaskConstraints
-          const limit = t.actionLimits?.[cap]
-          if (limit !== undefined) charges.push({ scope: m.jti, counter: actionCounter(cap), amount: 1, limit })
+          // Own properties only: a capability named "toString" must not read Object.prototype.
+          const limit = t.actionLimits !== undefined && Object.hasOwn(t.actionLimits, cap) ? t.actionLimits[cap] : undefined
+          if (limit !== undefined) charges.push({ scope: counterScope(m), counter: actionCounter(cap), amount: 1, limit })
           for (const r of ["llmTokens", "webRequests"] as const) {
             const l = t.computeLimit?.[r]
             const amount = action[r] ?? 0
-            if (l !== undefined && amount > 0) charges.push({ scope: m.jti, counter: computeCounter(r), amount, limit: l })
+            if (l !== undefined && amount > 0) charges.push({ scope: counterScope(m), counter: computeCounter(r), amount, limit: l })
           }
         }
         if (charges.length > 0) {

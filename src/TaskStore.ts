@@ -58,6 +58,12 @@ export interface TaskStoreApi {
 /** The `TaskStore` service. */
 export class TaskStore extends Context.Tag("agent-mesh/TaskStore")<TaskStore, TaskStoreApi>() {}
 
+/**
+ * The counter scope of a mandate: its grantor and `jti`. A `jti` is chosen by its grantor, so on its own another
+ * grantor could name it and spend someone else's counters.
+ */
+export const counterScope = (m: { readonly grantor: string; readonly jti: string }): string => `${m.grantor} ${m.jti}`
+
 /** Rejects an amount or limit that is not a non-negative safe integer, or an amount above the limit on its own. */
 export const precheck = (c: CounterCharge): CounterLimitReached | undefined =>
   !Number.isSafeInteger(c.amount) || c.amount < 0 || !Number.isSafeInteger(c.limit) || c.amount > c.limit
