@@ -3,29 +3,18 @@
  * the node:crypto `Keys` layer. Failures reject with the typed error itself (`err.code`, `err.reason`), never a
  * wrapper; verification resolves to the spec's `[valid, mandate, reason]` tuple instead of rejecting.
  */
-import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
-import * as ManagedRuntime from "effect/ManagedRuntime"
 import type { ModelBudgetConstraints, SpendingConstraints, TaskConstraints } from "./Constraints.js"
-import type { Keys } from "./Keys.js"
-import * as KeysNative from "./KeysNative.js"
 import { KeyResolver, type KeyResolverApi, makeStatic, type ResolvedKey } from "./KeyResolver.js"
 import * as M from "./Mandate.js"
 import { fromBase64 } from "./internal/bytes.js"
+import { disposeKeysRuntime, runWithKeys } from "./internal/promiseRuntime.js"
 import { type Authorization, SpendingGuard, type SpendRequest } from "./SpendingGuard.js"
 import { type TaskAction, TaskGuard } from "./TaskGuard.js"
 import * as TaskStore from "./TaskStore.js"
 
-const runtime = ManagedRuntime.make(KeysNative.layer)
-
-const run = <A, E>(effect: Effect.Effect<A, E, Keys>): Promise<A> =>
-  runtime.runPromiseExit(effect).then((exit) => {
-    if (Exit.isSuccess(exit)) return exit.value
-    const failure = Cause.failureOption(exit.cause)
-    throw failure._tag === "Some" ? failure.value : Cause.squash(exit.cause)
-  })
+const run = runWithKeys
 
 /**
  * Grantor keys as the facade takes them: one public key (raw bytes or publicKeyB64) for a single mandate, a map
@@ -137,4 +126,4 @@ export const createTaskGuard = (options: { readonly keys: KeysInput }) => {
 }
 
 /** Releases the facade's runtime (tests, graceful shutdown). */
-export const dispose = (): Promise<void> => runtime.dispose()
+export const dispose = (): Promise<void> => disposeKeysRuntime()

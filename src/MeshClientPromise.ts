@@ -4,12 +4,11 @@
  */
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
-import type { Keys } from "./Keys.js"
 import * as KeysNative from "./KeysNative.js"
 import * as MeshClient from "./MeshClient.js"
+import { runOn } from "./internal/promiseRuntime.js"
 
 /** A `MeshClient` operation as a Promise: functions keep their arguments, effects become functions of none. */
 type Promised<T> = T extends (...args: infer A) => Effect.Effect<infer R, infer _E, never>
@@ -27,8 +26,7 @@ export type MeshClientPromise = { readonly [K in Exclude<keyof MeshClient.MeshCl
 export const createMeshClient = async (options: MeshClient.MeshClientOptions): Promise<MeshClientPromise> => {
   const runtime = ManagedRuntime.make(Layer.merge(KeysNative.layer, FetchHttpClient.layer))
   const api = await runtime.runPromise(MeshClient.make(options))
-  const run = <A, E>(effect: Effect.Effect<A, E, Keys>): Promise<A> =>
-    runtime.runPromise(Effect.either(effect)).then((r) => (Either.isRight(r) ? r.right : Promise.reject(r.left)))
+  const run = runOn(runtime)
   const out: Record<string, unknown> = { close: () => runtime.dispose() }
   for (const [name, value] of Object.entries(api)) {
     if (name === "keyResolver") continue

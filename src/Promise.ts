@@ -8,24 +8,16 @@ import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
-import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Did from "./Did.js"
 import * as Database from "./Database.js"
 import * as Envelope from "./Envelope.js"
 import { Keys, type PrivateKey, type PrivateKeyInput } from "./Keys.js"
-import * as KeysNative from "./KeysNative.js"
 import * as NonceStore from "./NonceStore.js"
 import * as NonceStoreSql from "./NonceStoreSql.js"
 import * as Proof from "./Proof.js"
+import { runWithKeys } from "./internal/promiseRuntime.js"
 
-let runtime: ManagedRuntime.ManagedRuntime<Keys, never> | undefined
-const getRuntime = () => (runtime ??= ManagedRuntime.make(KeysNative.layer))
-
-/** Runs an effect on the facade's runtime, rejecting with the effect's own typed error. */
-const run = <A, E>(effect: Effect.Effect<A, E, Keys>): Promise<A> =>
-  getRuntime()
-    .runPromise(Effect.either(effect))
-    .then((r) => (Either.isRight(r) ? r.right : Promise.reject(r.left)))
+const run = runWithKeys
 
 /** A new Ed25519 key from the platform CSPRNG. */
 export const generateKey = (): Promise<PrivateKey> => run(Effect.flatMap(Keys, (k) => k.generate))
@@ -60,7 +52,7 @@ export const verifyMessage = (
   publicKey: Uint8Array,
   options?: { readonly verificationMethod?: string }
 ): Promise<boolean> =>
-  getRuntime().runPromise(
+  run(
     Proof.verifyMessage(message, publicKey, options).pipe(
       Effect.as(true),
       Effect.orElseSucceed(() => false)
@@ -81,7 +73,7 @@ export const validateEnvelope = (
   nonceStore: NonceStore.NonceStoreApi,
   options?: Envelope.ValidateOptions
 ): Promise<[boolean, Envelope.EnvelopeErrorCode | null]> =>
-  getRuntime().runPromise(
+  run(
     Envelope.validateEnvelope(envelope, senderPublicKey, myDid, nonceStore, options).pipe(
       Effect.map((): [boolean, Envelope.EnvelopeErrorCode | null] => [true, null]),
       Effect.catchTag("EnvelopeError", (e) => Effect.succeed<[boolean, Envelope.EnvelopeErrorCode | null]>([false, e.code]))
