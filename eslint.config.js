@@ -5,8 +5,8 @@ import tseslint from "typescript-eslint"
 // Core modules must run on any JavaScript runtime: no node:*, no HTTP, no SQL (ARCHITECTURE.md §3).
 const coreFiles = [
   "src/Bytes.ts", "src/Canonical.ts", "src/Did.ts", "src/Keys.ts", "src/Proof.ts", "src/Envelope.ts",
-  "src/NonceStore.ts", "src/Money.ts", "src/Mandate.ts", "src/Constraints.ts", "src/KeyResolver.ts",
-  "src/internal/**/*.ts"
+  "src/NonceStore.ts", "src/Money.ts", "src/Mandate.ts", "src/Constraints.ts", "src/KeyResolver.ts", "src/Approval.ts",
+  "src/HttpSignature.ts", "src/internal/**/*.ts"
 ]
 
 export default tseslint.config(
