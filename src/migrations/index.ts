@@ -10,6 +10,8 @@ import m0004 from "./0004_ledger.js"
 import m0005 from "./0005_ledger_triggers.js"
 import m0006 from "./0006_revocations_by_grantor.js"
 import m0007 from "./0007_ledger_release_trigger.js"
+import m0008 from "./0008_paused_tasks.js"
+import m0009 from "./0009_agent_memory.js"
 
 /** The migration record handed to `Migrator.fromRecord` (a record survives bundling, a glob does not). */
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
@@ -19,5 +21,7 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0004_ledger": m0004,
   "0005_ledger_triggers": m0005,
   "0006_revocations_by_grantor": m0006,
-  "0007_ledger_release_trigger": m0007
+  "0007_ledger_release_trigger": m0007,
+  "0008_paused_tasks": m0008,
+  "0009_agent_memory": m0009
 }
