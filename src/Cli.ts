@@ -15,10 +15,13 @@ import * as Schema from "effect/Schema"
 import { didHash, generateDid, type InvalidDid } from "./Did.js"
 import type { Keys } from "./Keys.js"
 import { toBase64 } from "./internal/bytes.js"
+import * as AgentServer from "./AgentServer.js"
+import * as NodePath from "node:path"
+import { pathToFileURL } from "node:url"
 
 /** The CLI could not do what was asked; `code` says why. */
 export class CliError extends Schema.TaggedError<CliError>()("CliError", {
-  code: Schema.Literal("FILE_EXISTS", "IO_ERROR"),
+  code: Schema.Literal("FILE_EXISTS", "IO_ERROR", "MODULE_INVALID"),
   message: Schema.String
 }) {}
 
@@ -108,3 +111,65 @@ export const createKey = (args: {
   Effect.flatMap(MeshClient.make({ hubUrl: args.hubUrl, apiKey: Redacted.value(args.adminKey), retry: { times: 2 } }), (client) =>
     client.createApiKey({ owner: args.owner, ...(Option.isSome(args.label) ? { label: args.label.value } : {}) })
   ).pipe(Effect.provide(FetchHttpClient.layer))
+
+/** What `mesh agent <module>` loads: the module's default export, options or a function returning them. */
+const agentOptionsOf = (exported: unknown): Promise<AgentServer.AgentServerOptions> =>
+  Promise.resolve(typeof exported === "function" ? (exported as () => unknown)() : exported).then((o) => {
+    if (typeof o !== "object" || o === null || typeof (o as { name?: unknown }).name !== "string") {
+      throw new Error("its default export must be agent server options ({ name, handler, … }) or a function returning them")
+    }
+    return o as AgentServer.AgentServerOptions
+  })
+
+/** Imports an agent module; TypeScript modules load through tsx when it is installed. */
+const importAgentModule = (file: string): Effect.Effect<AgentServer.AgentServerOptions, CliError> =>
+  Effect.tryPromise({
+    try: async () => {
+      const absolute = NodePath.resolve(file)
+      if (/\.[mc]?tsx?$/.test(absolute)) {
+        const tsx = await import("tsx/esm/api").catch(() => {
+          throw new Error("loading a TypeScript module needs tsx (npm install --save-dev tsx), or compile it to JavaScript first")
+        })
+        tsx.register()
+      }
+      const mod = (await import(pathToFileURL(absolute).href)) as { readonly default?: unknown }
+      return agentOptionsOf(mod.default)
+    },
+    catch: (e) => new CliError({ code: "MODULE_INVALID", message: `cannot load ${file}: ${e instanceof Error ? e.message : String(e)}` })
+  })
+
+/** Runs the agent a module exports until interrupted; flags override the module's options. */
+export const runAgent = (args: {
+  readonly module: string
+  readonly port: Option.Option<number>
+  readonly host: Option.Option<string>
+  readonly db: Option.Option<string>
+  readonly hub: Option.Option<string>
+  readonly identity: Option.Option<string>
+}) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const fs = yield* FileSystem.FileSystem
+      const loaded = yield* importAgentModule(args.module)
+      const identity = Option.isNone(args.identity)
+        ? undefined
+        : yield* fs.readFileString(args.identity.value).pipe(
+            Effect.flatMap(Schema.decode(Schema.parseJson(IdentityFile))),
+            Effect.mapError((e) => new CliError({ code: "IO_ERROR", message: `cannot read identity ${args.identity.pipe(Option.getOrElse(() => ""))}: ${e.message}` }))
+          )
+      const options: AgentServer.AgentServerOptions = {
+        ...loaded,
+        ...(Option.isSome(args.port) ? { port: args.port.value } : {}),
+        ...(Option.isSome(args.host) ? { host: args.host.value } : {}),
+        ...(Option.isSome(args.db) ? { database: args.db.value } : {}),
+        ...(Option.isSome(args.hub) ? { hubUrl: args.hub.value } : {}),
+        ...(identity === undefined ? {} : { did: identity.did, privateKey: identity.privateKeyPkcs8B64 })
+      }
+      const agent = yield* AgentServer.make(options)
+      yield* Console.log(`agent-mesh agent ${options.name} ${VERSION} listening on ${agent.url}`)
+      yield* Console.log(`  did        ${agent.did}  (didHash ${agent.didHash})`)
+      yield* Console.log(`  run        POST ${agent.url}/v1/run  (auth ${options.auth ?? "none"})`)
+      yield* Console.log(`  discovery  ${agent.url}/.well-known/mesh-agent.json`)
+      return yield* Effect.never
+    })
+  ).pipe(Effect.onInterrupt(() => Console.log("agent stopped")))

@@ -1,0 +1,128 @@
+/**
+ * The errors an agent server answers with, one class per HTTP status, each with the spec's `code` (docs/agent.md).
+ * On the wire they become `{ _tag, error, code, correlationId }`; in a stream, the same object is an `error` event.
+ */
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
+import * as Schema from "effect/Schema"
+
+/** 400: the request cannot be read. */
+export class AgentBadRequest extends Schema.TaggedError<AgentBadRequest>()(
+  "AgentBadRequest",
+  { code: Schema.Literal("INVALID_REQUEST"), message: Schema.String },
+  HttpApiSchema.annotations({ status: 400 })
+) {}
+
+/** The codes of a refused credential or signature. */
+export const UnauthorizedCode = Schema.Literal(
+  "AUTH_REQUIRED",
+  "INVALID_TOKEN",
+  "SIGNATURE_MISSING",
+  "SIGNATURE_MALFORMED",
+  "SIGNATURE_INVALID",
+  "SIGNATURE_EXPIRED",
+  "SIGNATURE_NOT_YET_VALID",
+  "DIGEST_MISMATCH",
+  "REPLAYED",
+  "KEY_NOT_FOUND"
+)
+
+/** 401: no credential, or one that does not hold (a replayed signature included). */
+export class AgentUnauthorized extends Schema.TaggedError<AgentUnauthorized>()(
+  "AgentUnauthorized",
+  { code: UnauthorizedCode, message: Schema.String },
+  HttpApiSchema.annotations({ status: 401 })
+) {}
+
+/** The codes of an authenticated caller refused something. */
+export const ForbiddenCode = Schema.Literal(
+  "CALLER_NOT_ALLOWED",
+  "NOT_RUN_OWNER",
+  "MANDATE_REQUIRED",
+  "MANDATE_INVALID",
+  "CAPABILITY_NOT_PERMITTED",
+  "REVERSIBILITY_VIOLATION",
+  "ACTION_LIMIT_EXCEEDED",
+  "COMPUTE_LIMIT_EXCEEDED",
+  "DATA_ACCESS_VIOLATION",
+  "SANDBOX_REQUIRED",
+  "DELEGATION_DEPTH_EXCEEDED",
+  "HUMAN_GATE_DENIED",
+  "APPROVAL_MALFORMED",
+  "APPROVAL_UNSIGNED",
+  "APPROVAL_WRONG_SIGNER",
+  "APPROVAL_INVALID",
+  "APPROVAL_MISMATCH",
+  "APPROVAL_EXPIRED"
+)
+/** The codes of an authenticated caller refused something. */
+export type ForbiddenCode = typeof ForbiddenCode.Type
+
+/** 403: the caller is not allowed, a task action was refused under its mandate, or an approval does not hold. */
+export class AgentForbidden extends Schema.TaggedError<AgentForbidden>()(
+  "AgentForbidden",
+  { code: ForbiddenCode, message: Schema.String, reason: Schema.optional(Schema.String) },
+  HttpApiSchema.annotations({ status: 403 })
+) {}
+
+/** 404: no paused task or retained run under that id. */
+export class AgentNotFound extends Schema.TaggedError<AgentNotFound>()(
+  "AgentNotFound",
+  { code: Schema.Literal("TASK_NOT_FOUND", "RUN_NOT_FOUND"), message: Schema.String },
+  HttpApiSchema.annotations({ status: 404 })
+) {}
+
+/** 409: the task was already resumed (or cancelled), or it expired with its mandate. */
+export class AgentConflict extends Schema.TaggedError<AgentConflict>()(
+  "AgentConflict",
+  { code: Schema.Literal("TASK_ALREADY_RESUMED", "TASK_EXPIRED"), message: Schema.String },
+  HttpApiSchema.annotations({ status: 409 })
+) {}
+
+/** 500: the handler failed; details stay in the server log. */
+export class HandlerFailed extends Schema.TaggedError<HandlerFailed>()(
+  "HandlerFailed",
+  { code: Schema.Literal("HANDLER_FAILED"), message: Schema.String },
+  HttpApiSchema.annotations({ status: 500 })
+) {}
+
+/** 502: the language-model provider failed. */
+export class ProviderFailed extends Schema.TaggedError<ProviderFailed>()(
+  "ProviderFailed",
+  {
+    code: Schema.Literal("PROVIDER_UNAVAILABLE", "PROVIDER_AUTH", "PROVIDER_RATE_LIMITED", "PROVIDER_REJECTED", "PROVIDER_BAD_RESPONSE"),
+    message: Schema.String
+  },
+  HttpApiSchema.annotations({ status: 502 })
+) {}
+
+/** 503: a store or the key resolver cannot answer; retry. */
+export class AgentUnavailable extends Schema.TaggedError<AgentUnavailable>()(
+  "AgentUnavailable",
+  { code: Schema.Literal("RESOLVER_UNAVAILABLE", "NONCE_STORE_FULL", "NONCE_STORE_UNAVAILABLE", "STORE_UNAVAILABLE"), message: Schema.String },
+  HttpApiSchema.annotations({ status: 503 })
+) {}
+
+/** Every error a run or a resume can end with. */
+export type RunError = AgentForbidden | AgentNotFound | AgentConflict | HandlerFailed | ProviderFailed | AgentUnavailable | AgentBadRequest
+
+/** The status each error class goes out with (also used for stream `error` events). */
+export const statusOf = (e: { readonly _tag: string }): number => {
+  switch (e._tag) {
+    case "AgentBadRequest":
+      return 400
+    case "AgentUnauthorized":
+      return 401
+    case "AgentForbidden":
+      return 403
+    case "AgentNotFound":
+      return 404
+    case "AgentConflict":
+      return 409
+    case "ProviderFailed":
+      return 502
+    case "AgentUnavailable":
+      return 503
+    default:
+      return 500
+  }
+}

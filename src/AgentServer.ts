@@ -1,0 +1,779 @@
+/**
+ * Agent servers: an async handler (or a model provider and a model) served as `/v1/run`, with streaming over SSE,
+ * conversation memory, three auth modes, human gates under task mandates, `/health` and a signed discovery
+ * document. docs/agent.md is the reference; `AgentServer.make` is the Effect API, `serve` (in `AgentPromise`) the
+ * Promise one, `mesh agent <module>` the command.
+ *
+ * Human gates replay: a task paused at a gate keeps its input and the list of guard calls that had passed; on resume
+ * the handler runs again from the start, those guard calls pass at once (nothing is charged twice) and the chunks it
+ * had already streamed are not sent again. So a handler must put each side effect after the guard that covers it
+ * and produce the same steps for the same input.
+ */
+import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Runtime from "effect/Runtime"
+import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import * as crypto from "node:crypto"
+import {
+  AgentApi,
+  AgentAuth,
+  type ApprovalRequest,
+  type ApprovalRequired,
+  type AuthMode,
+  type Caller,
+  type ChatMessage,
+  CurrentCaller,
+  type RunReply,
+  type RunRequest
+} from "./AgentApi.js"
+import {
+  AgentBadRequest,
+  AgentConflict,
+  AgentForbidden,
+  type ForbiddenCode,
+  AgentNotFound,
+  AgentUnauthorized,
+  AgentUnavailable,
+  HandlerFailed,
+  ProviderFailed,
+  type RunError
+} from "./AgentError.js"
+import * as AgentMemory from "./AgentMemory.js"
+import * as AgentMemorySql from "./AgentMemorySql.js"
+import { resumeTask } from "./Approval.js"
+import * as Database from "./Database.js"
+import { didHash, type InvalidDid, normalizeDid, verificationMethodId } from "./Did.js"
+import { verifyRequest } from "./HttpSignature.js"
+import { KeyNotFound, KeyResolver, type KeyResolverApi } from "./KeyResolver.js"
+import { Keys, type MalformedKey, type PrivateKeyInput } from "./Keys.js"
+import { decodeUnverified } from "./Mandate.js"
+import * as MeshClient from "./MeshClient.js"
+import type { ModelProviderApi } from "./ModelProvider.js"
+import * as ModelProviderOpenAi from "./ModelProviderOpenAi.js"
+import { NonceStore } from "./NonceStore.js"
+import * as NonceStoreSql from "./NonceStoreSql.js"
+import { signMessage } from "./Proof.js"
+import * as TaskGuard from "./TaskGuard.js"
+import { TaskStore } from "./TaskStore.js"
+import * as TaskStoreSql from "./TaskStoreSql.js"
+import { MESH_PROTOCOL_VERSION, VERSION } from "./Version.js"
+import { CorrelationId } from "./http/CorrelationId.js"
+import { errorBody } from "./http/ErrorBody.js"
+import { LeanRequest } from "./http/LeanRequest.js"
+import * as Serve from "./http/Serve.js"
+import { fromBase64, toBase64 } from "./internal/bytes.js"
+
+/** What a handler declares about an action it asks the guard for. */
+export interface GuardOptions {
+  /** Whether the action can be undone (default false: a `reversibleOnly` mandate refuses it unless declared). */
+  readonly reversible?: boolean
+  /** Data scopes the action touches. */
+  readonly dataScopes?: ReadonlyArray<string>
+  /** LLM tokens and web requests the action spends, charged against the mandate's compute limits. */
+  readonly llmTokens?: number
+  readonly webRequests?: number
+  /** What is asked, in words, shown to the human at a gate. */
+  readonly description?: string
+}
+
+/** The run paused at a human gate; thrown (or failed) out of `guard` so the handler stops there. */
+export class GatePaused extends Schema.TaggedError<GatePaused>()("GatePaused", {
+  taskId: Schema.String,
+  capability: Schema.String
+}) {}
+
+/** What `guard` may fail with. */
+export type GuardError = AgentForbidden | AgentUnavailable | GatePaused
+
+/** What a handler receives. */
+export interface RunInput {
+  readonly message: string
+  readonly sessionId: string
+  /** Earlier turns: from the server's memory, or as the caller sent them when the server keeps none. */
+  readonly history: ReadonlyArray<ChatMessage>
+  readonly context: Readonly<Record<string, unknown>>
+  /** Who called (the DID for mesh-sig callers). */
+  readonly caller: Caller
+  readonly systemPrompt: string | undefined
+  /**
+   * Asks the task guard before a capability, under the mandate the caller presented: resolves when allowed, rejects
+   * with `AgentForbidden` (its `code` says why), or pauses the task at a human gate (rejects with `GatePaused`;
+   * let it propagate).
+   */
+  readonly guard: (capability: string, options?: GuardOptions) => Promise<void>
+  /** `guard` as an Effect. */
+  readonly guardEffect: (capability: string, options?: GuardOptions) => Effect.Effect<void, GuardError>
+  /** Aborted when the run is cancelled (the server stops, or a plain request's client goes away). */
+  readonly signal: AbortSignal
+}
+
+/** What a handler returns: the reply, or its chunks. */
+export type HandlerOutput =
+  | string
+  | AsyncIterable<string>
+  | Promise<string | AsyncIterable<string>>
+  | Effect.Effect<string, unknown>
+  | Stream.Stream<string, unknown>
+
+/** An agent's handler. */
+export type Handler = (input: RunInput) => HandlerOutput
+
+/** A caller key resolver given as a function: DID → raw public key (bytes or publicKeyB64), or null if unknown. */
+export type ResolveCallerKey = (did: string) => Uint8Array | string | null | Promise<Uint8Array | string | null>
+
+/** How to run an agent server. */
+export interface AgentServerOptions {
+  readonly name: string
+  /** The agent's logic; without one, `provider` and `model` make it an LLM chat agent. */
+  readonly handler?: Handler
+  readonly systemPrompt?: string
+  /** A model provider, or the settings of an OpenAI-compatible one. */
+  readonly provider?: ModelProviderApi | ModelProviderOpenAi.OpenAiCompatibleOptions
+  readonly model?: string
+  /** Default "none". */
+  readonly memory?: AgentMemory.MemoryMode
+  /** Default "none". */
+  readonly auth?: AuthMode
+  readonly bearerTokens?: ReadonlyArray<string>
+  readonly verifyBearer?: (token: string) => boolean | Promise<boolean>
+  /** mesh-sig: only these DIDs may call (otherwise any caller whose signature verifies). */
+  readonly allowedCallers?: ReadonlyArray<string>
+  /**
+   * Where caller keys (mesh-sig), mandate grantors and approval signers are looked up. Default: the hub at `hubUrl`.
+   * A plain function knows no key versions (every key counts as version 1); pass a `KeyResolverApi` for rotation.
+   */
+  readonly resolveCallerKey?: KeyResolverApi | ResolveCallerKey
+  /** The hub whose registry resolves DIDs by default. */
+  readonly hubUrl?: string
+  readonly host?: string
+  /** Default 0 (any free port). */
+  readonly port?: number
+  /** Default 1 MiB; larger bodies get 413 before parsing. */
+  readonly maxBodyBytes?: number
+  /** The agent's DID; default `did:mesh:<name>` with a fresh key (logged as a warning: nobody can know it). */
+  readonly did?: string
+  /** The agent's private key (seed, PKCS#8, base64 or `PrivateKey`). */
+  readonly privateKey?: PrivateKeyInput
+  /** SQLite file for paused tasks, nonces and persistent memory. Default `.mesh/agents/<name>.db`. */
+  readonly database?: string
+  /** The base URL callers use, when it is not the listening address (behind a proxy). */
+  readonly publicUrl?: string
+  /** Capabilities listed in the discovery document. */
+  readonly capabilities?: ReadonlyArray<string>
+  /** Whether this runtime is sandboxed (mandates with `sandbox: true` need it). Default false. */
+  readonly sandboxed?: boolean
+  /** Allowed clock skew for signatures and approvals; default 30 s. */
+  readonly clockToleranceMs?: number
+  /** How long a finished streamed run stays available to reconnecting clients; default 5 minutes. */
+  readonly runRetentionMs?: number
+}
+
+/** A running agent server. */
+export interface RunningAgent {
+  readonly url: string
+  readonly port: number
+  readonly did: string
+  readonly didHash: string
+  readonly publicKeyB64: string
+  readonly close: Effect.Effect<void>
+}
+
+/** The options do not describe a server that can run. */
+export class AgentConfigError extends Schema.TaggedError<AgentConfigError>()("AgentConfigError", {
+  code: Schema.Literal("INVALID_CONFIG"),
+  message: Schema.String
+}) {}
+
+/** The event types of a streamed run. */
+export type RunEventType = "chunk" | "approval_required" | "done" | "error"
+
+/** A streamed run, kept so a client that reconnects with `Last-Event-ID` misses nothing. */
+interface StreamedRun {
+  readonly id: string
+  readonly principal: string
+  readonly events: Array<string>
+  readonly listeners: Set<() => void>
+  done: boolean
+  finishedAt: number
+}
+
+/** What a task carries across a pause (stored as JSON in the `TaskStore`). */
+const TaskStateSchema = Schema.Struct({
+  message: Schema.String,
+  sessionId: Schema.String,
+  history: Schema.Array(Schema.Struct({ role: Schema.Literal("system", "user", "assistant"), content: Schema.String })),
+  context: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
+  caller: Schema.Struct({ auth: Schema.Literal("none", "bearer", "mesh-sig"), did: Schema.optional(Schema.String), principal: Schema.String }),
+  mandate: Schema.optional(Schema.String),
+  /** Capabilities whose guard calls had passed, in call order. */
+  journal: Schema.Array(Schema.String),
+  /** Chunks the handler had produced (and the caller received) before the pause. */
+  emitted: Schema.Number
+})
+type TaskState = typeof TaskStateSchema.Type
+const decodeTaskState = Schema.decodeUnknownEither(TaskStateSchema)
+
+type Outcome = { readonly _tag: "Completed"; readonly message: string } | { readonly _tag: "Paused"; readonly request: ApprovalRequest }
+
+const DEFAULT_RETENTION_MS = 5 * 60_000
+const MAX_RETAINED_RUNS = 1000
+const SSE = "text/event-stream"
+
+const forbidden = (code: ForbiddenCode, message: string, reason?: string) =>
+  new AgentForbidden(reason === undefined ? { code, message } : { code, message, reason })
+const storeUnavailable = (e: { readonly message: string }) => new AgentUnavailable({ code: "STORE_UNAVAILABLE", message: e.message })
+
+const isRunError = (e: unknown): e is RunError =>
+  e instanceof AgentForbidden || e instanceof AgentNotFound || e instanceof AgentConflict || e instanceof HandlerFailed ||
+  e instanceof ProviderFailed || e instanceof AgentUnavailable || e instanceof AgentBadRequest
+
+const isStream = (u: unknown): u is Stream.Stream<string, unknown> => typeof u === "object" && u !== null && Stream.StreamTypeId in u
+const isAsyncIterable = (u: unknown): u is AsyncIterable<string> =>
+  typeof u === "object" && u !== null && Symbol.asyncIterator in u
+
+/** A handler's output as one stream of chunks. */
+const toStream = (output: HandlerOutput): Stream.Stream<string, unknown> => {
+  if (typeof output === "string") return Stream.succeed(output)
+  if (isStream(output)) return output
+  if (Effect.isEffect(output)) return Stream.fromEffect(output)
+  if (isAsyncIterable(output)) return Stream.fromAsyncIterable(output, (e) => e)
+  return Stream.unwrap(
+    Effect.map(
+      Effect.tryPromise({ try: () => output, catch: (e) => e }),
+      (v): Stream.Stream<string, unknown> => (typeof v === "string" ? Stream.succeed(v) : isAsyncIterable(v) ? Stream.fromAsyncIterable(v, (e) => e) : Stream.die(new Error("handler resolved to neither a string nor an async iterable")))
+    )
+  )
+}
+
+const sseFrame = (id: string, type: RunEventType, data: unknown): string => `id: ${id}\nevent: ${type}\ndata: ${JSON.stringify(data)}\n\n`
+
+const acceptsStream = (req: HttpServerRequest.HttpServerRequest): boolean => (req.headers["accept"] ?? "").includes(SSE)
+
+const bodyOf = (req: HttpServerRequest.HttpServerRequest): Effect.Effect<Uint8Array> =>
+  req instanceof LeanRequest ? Effect.succeed(req.body) : Effect.orDie(Effect.map(req.arrayBuffer, (b) => new Uint8Array(b)))
+
+/** A resolver from a function: raw keys at version 1. */
+const resolverFromFunction = (f: ResolveCallerKey): KeyResolverApi => ({
+  resolve: (did) =>
+    Effect.flatMap(
+      Effect.promise(async () => f(did)),
+      (key) => {
+        if (key === null) return Effect.fail(new KeyNotFound({ code: "KEY_NOT_FOUND", message: `no key known for ${did}`, did }))
+        try {
+          return Effect.succeed({ publicKey: typeof key === "string" ? fromBase64(key) : key, keyVersion: 1 })
+        } catch {
+          return Effect.fail(new KeyNotFound({ code: "KEY_NOT_FOUND", message: `the key given for ${did} is not base64`, did }))
+        }
+      }
+    )
+})
+
+const noResolver: KeyResolverApi = {
+  resolve: (did) => Effect.fail(new KeyNotFound({ code: "KEY_NOT_FOUND", message: `no key resolver configured (set hubUrl or resolveCallerKey) for ${did}`, did }))
+}
+
+const sha256 = (s: string): Buffer => crypto.createHash("sha256").update(s).digest()
+
+/** Where `mesh agent` and `serve` keep an agent's database unless told otherwise. */
+export const defaultDatabase = (name: string): string => `.mesh/agents/${name.replace(/[^A-Za-z0-9._-]/g, "_")}.db`
+
+/** Starts an agent server; it stops when the scope closes. */
+export const make = (
+  options: AgentServerOptions
+): Effect.Effect<RunningAgent, AgentConfigError | Database.DatabaseError | Serve.ServeError | InvalidDid | MalformedKey, Scope.Scope | Keys> =>
+  Effect.gen(function* () {
+    const keys = yield* Keys
+    const auth = options.auth ?? "none"
+    const config = (message: string) => Effect.fail(new AgentConfigError({ code: "INVALID_CONFIG", message }))
+    if (typeof options.name !== "string" || options.name.length === 0) return yield* config("name is required")
+    if (options.handler === undefined && (options.provider === undefined || options.model === undefined)) {
+      return yield* config("give a handler, or a provider and a model")
+    }
+    if (auth === "bearer" && options.bearerTokens === undefined && options.verifyBearer === undefined) {
+      return yield* config("auth bearer needs bearerTokens or verifyBearer")
+    }
+    if (auth === "mesh-sig" && options.resolveCallerKey === undefined && options.hubUrl === undefined) {
+      return yield* config("auth mesh-sig needs resolveCallerKey or hubUrl to find caller keys")
+    }
+
+    // Identity: a DID with its key, or a fresh key nobody else knows (fine for local experiments only).
+    const wanted = options.did ?? `did:mesh:${options.name.toLowerCase().replace(/[^a-z0-9:._-]/g, "-")}`
+    const did = normalizeDid(wanted) ?? (yield* config(`${wanted} is not a did:mesh DID${options.did === undefined ? "; pass did" : ""}`))
+    const privateKey = options.privateKey === undefined ? yield* keys.generate : yield* keys.importPrivateKey(options.privateKey)
+    if (options.privateKey === undefined) {
+      yield* Effect.logWarning(`agent ${options.name}: no privateKey given; signing as ${did} with a fresh key nobody can resolve`)
+    }
+    const publicKeyB64 = toBase64(privateKey.publicKey)
+
+    // Stores: paused tasks, nonces and persistent memory share one SQLite file.
+    const database = options.database ?? defaultDatabase(options.name)
+    const db = yield* Layer.build(Database.layerSqlite(database))
+    const taskStore = Context.get(yield* Layer.build(TaskStoreSql.layer.pipe(Layer.provide(Layer.succeedContext(db)))), TaskStore)
+    const nonceStore = Context.get(yield* Layer.build(NonceStoreSql.layer.pipe(Layer.provide(Layer.succeedContext(db)))), NonceStore)
+    const memoryMode = options.memory ?? "none"
+    const memory: AgentMemory.AgentMemoryApi =
+      memoryMode === "persistent"
+        ? yield* AgentMemorySql.make().pipe(Effect.provide(Layer.succeedContext(db)))
+        : memoryMode === "session"
+          ? AgentMemory.makeSession()
+          : AgentMemory.none
+
+    const http = yield* Layer.build(FetchHttpClient.layer)
+    const resolver: KeyResolverApi =
+      options.resolveCallerKey === undefined
+        ? options.hubUrl === undefined
+          ? noResolver
+          : Context.get(yield* Layer.build(MeshClient.layerKeyResolver({ hubUrl: options.hubUrl }).pipe(Layer.provide(Layer.succeedContext(http)))), KeyResolver)
+        : typeof options.resolveCallerKey === "function"
+          ? resolverFromFunction(options.resolveCallerKey)
+          : options.resolveCallerKey
+    const guard = yield* TaskGuard.make.pipe(
+      Effect.provideService(KeyResolver, resolver),
+      Effect.provideService(TaskStore, taskStore)
+    )
+    const provider: ModelProviderApi | undefined =
+      options.provider === undefined
+        ? undefined
+        : "chat" in options.provider
+          ? options.provider
+          : yield* ModelProviderOpenAi.make(options.provider).pipe(Effect.provide(Layer.succeedContext(http)))
+
+    const tolerance = options.clockToleranceMs ?? 30_000
+    const retention = options.runRetentionMs ?? DEFAULT_RETENTION_MS
+    const startedAt = yield* Clock.currentTimeMillis
+    const scope = yield* Effect.scope
+    const runtime = yield* Effect.runtime<never>()
+    const runPromise = <A, E>(effect: Effect.Effect<A, E>): Promise<A> =>
+      Runtime.runPromiseExit(runtime)(effect).then((exit) => {
+        if (Exit.isSuccess(exit)) return exit.value
+        const failure = Cause.failureOption(exit.cause)
+        throw failure._tag === "Some" ? failure.value : Cause.squash(exit.cause)
+      })
+
+    // --- running a task -------------------------------------------------------------------------------------
+
+    /** The mutable side of one execution of the handler. */
+    interface Execution {
+      readonly state: TaskState
+      /** The approval being applied on resume, consumed by the first guard call for its capability. */
+      approval: { readonly capability: string; readonly decision: "approve" | "deny" } | undefined
+      passed: Array<string>
+      calls: number
+      produced: number
+      paused: ApprovalRequest | undefined
+    }
+
+    const pause = (x: Execution, capability: string, guardOptions: GuardOptions) =>
+      Effect.gen(function* () {
+        const token = x.state.mandate!
+        const decoded = decodeUnverified(token)
+        if (Either.isLeft(decoded)) return yield* Effect.fail(forbidden("MANDATE_INVALID", decoded.left.message, decoded.left.reason))
+        const mandate = decoded.right
+        const now = yield* Clock.currentTimeMillis
+        const taskId = `task_${crypto.randomUUID()}`
+        const state: TaskState = { ...x.state, journal: x.passed.slice(), emitted: x.produced }
+        yield* taskStore
+          .pause({
+            taskId,
+            owner: did,
+            capability,
+            mandateJti: mandate.jti,
+            grantor: mandate.grantor,
+            mandate: token,
+            state,
+            createdAt: now,
+            expiresAt: mandate.expiresAt * 1000
+          })
+          .pipe(Effect.catchTags({ TaskStoreUnavailable: (e) => Effect.fail(storeUnavailable(e)), PauseRefused: (e) => Effect.die(e) }))
+        x.paused = {
+          taskId,
+          capability,
+          mandateJti: mandate.jti,
+          grantor: mandate.grantor,
+          asked: {
+            capability,
+            reversible: guardOptions.reversible ?? false,
+            ...(guardOptions.description === undefined ? {} : { description: guardOptions.description }),
+            ...(guardOptions.dataScopes === undefined ? {} : { dataScopes: guardOptions.dataScopes })
+          },
+          expiresAt: new Date(mandate.expiresAt * 1000).toISOString()
+        }
+        yield* Effect.logInfo(`task ${taskId} paused at a human gate for ${capability}`)
+        return yield* Effect.fail(new GatePaused({ taskId, capability }))
+      })
+
+    const guardFor = (x: Execution) => (capability: string, guardOptions: GuardOptions = {}): Effect.Effect<void, GuardError> =>
+      Effect.suspend(() => {
+        // Once paused, nothing more may happen under this execution.
+        if (x.paused !== undefined) return Effect.fail(new GatePaused({ taskId: x.paused.taskId, capability }))
+        const i = x.calls++
+        const journal = x.state.journal
+        if (i < journal.length && journal[i] === capability && x.passed.length > i) return Effect.void
+        // Diverged from the journal (or past it): from here every call is checked afresh.
+        x.passed.length = Math.min(x.passed.length, i)
+        const token = x.state.mandate
+        if (token === undefined) return Effect.fail(forbidden("MANDATE_REQUIRED", `${capability} needs a task mandate; send one as "mandate"`))
+        let humanApproved = false
+        if (x.approval !== undefined && x.approval.capability === capability) {
+          const decision = x.approval.decision
+          x.approval = undefined
+          if (decision === "deny") return Effect.fail(forbidden("HUMAN_GATE_DENIED", `a human denied ${capability}`))
+          humanApproved = true
+        }
+        return guard
+          .check(token, {
+            presenter: did,
+            capability,
+            reversible: guardOptions.reversible ?? false,
+            sandboxed: options.sandboxed ?? false,
+            humanApproved,
+            ...(guardOptions.dataScopes === undefined ? {} : { dataScopes: guardOptions.dataScopes }),
+            ...(guardOptions.llmTokens === undefined ? {} : { llmTokens: guardOptions.llmTokens }),
+            ...(guardOptions.webRequests === undefined ? {} : { webRequests: guardOptions.webRequests })
+          })
+          .pipe(
+            Effect.zipRight(Effect.sync(() => void x.passed.push(capability))),
+            Effect.catchTags({
+              TaskConstraintViolation: (e) =>
+                e.code === "HUMAN_GATE_REQUIRED" ? pause(x, capability, guardOptions) : Effect.fail(forbidden(e.code, e.message, e.reason)),
+              TaskStoreUnavailable: (e) => Effect.fail(storeUnavailable(e))
+            })
+          )
+      })
+
+    const providerFailed = (e: { readonly code: ProviderFailed["code"]; readonly message: string }) => new ProviderFailed({ code: e.code, message: e.message })
+
+    /** The LLM chat agent: system prompt, history, message → the provider. */
+    const chatHandler = (input: RunInput, streaming: boolean): HandlerOutput => {
+      const messages: Array<ChatMessage> = [
+        ...(input.systemPrompt === undefined ? [] : [{ role: "system" as const, content: input.systemPrompt }]),
+        ...input.history,
+        { role: "user", content: input.message }
+      ]
+      const request = { model: options.model!, messages }
+      return streaming
+        ? Stream.mapError(provider!.stream(request), providerFailed)
+        : Effect.mapError(Effect.map(provider!.chat(request), (r) => r.text), providerFailed)
+    }
+
+    /** Runs the handler once over a task state; `emit` gets each new chunk. */
+    const execute = (
+      x: Execution,
+      streaming: boolean,
+      emit: (chunk: string) => void
+    ): Effect.Effect<Outcome, RunError> =>
+      Effect.gen(function* () {
+        const skip = x.state.emitted
+        const controller = new AbortController()
+        const guardEffect = guardFor(x)
+        const input: RunInput = {
+          message: x.state.message,
+          sessionId: x.state.sessionId,
+          history: x.state.history,
+          context: x.state.context,
+          caller: x.state.caller,
+          systemPrompt: options.systemPrompt,
+          guard: (capability, o) => runPromise(guardEffect(capability, o)),
+          guardEffect,
+          signal: controller.signal
+        }
+        let text = ""
+        const output = yield* Effect.try({
+          try: () => (options.handler === undefined ? chatHandler(input, streaming) : options.handler(input)),
+          catch: (e) => e
+        }).pipe(Effect.either)
+        const run = Either.isLeft(output)
+          ? Effect.fail(output.left)
+          : Stream.runForEach(toStream(output.right), (chunk) =>
+              Effect.sync(() => {
+                if (typeof chunk !== "string") return
+                text += chunk
+                if (++x.produced > skip) emit(chunk)
+              })
+            )
+        const exit = yield* Effect.exit(Effect.onInterrupt(run, () => Effect.sync(() => controller.abort())))
+        if (x.paused !== undefined) return { _tag: "Paused", request: x.paused } as const
+        if (Exit.isFailure(exit)) {
+          if (Cause.isInterruptedOnly(exit.cause)) return yield* Effect.interrupt
+          const failure = Cause.failureOption(exit.cause)
+          const error = failure._tag === "Some" ? failure.value : Cause.squash(exit.cause)
+          if (isRunError(error)) return yield* Effect.fail(error)
+          yield* Effect.logError("handler failed", exit.cause)
+          return yield* Effect.fail(new HandlerFailed({ code: "HANDLER_FAILED", message: "the agent's handler failed" }))
+        }
+        yield* memory
+          .append(did, x.state.sessionId, [{ role: "user", content: x.state.message }, { role: "assistant", content: text }])
+          .pipe(Effect.mapError(storeUnavailable))
+        return { _tag: "Completed", message: text } as const
+      })
+
+    // --- streamed runs, kept for reconnects -----------------------------------------------------------------
+
+    const runs = new Map<string, StreamedRun>()
+
+    const prune = (now: number) => {
+      for (const [id, run] of runs) {
+        if (run.done && (now - run.finishedAt > retention || runs.size > MAX_RETAINED_RUNS)) runs.delete(id)
+      }
+    }
+
+    const push = (run: StreamedRun, type: RunEventType, data: unknown) => {
+      run.events.push(sseFrame(`${run.id}:${run.events.length}`, type, data))
+      for (const l of run.listeners) l()
+    }
+
+    /** The SSE bytes of a run from event `from` on, following it live until it ends. */
+    const follow = (run: StreamedRun, from: number): Stream.Stream<Uint8Array> =>
+      Stream.async<Uint8Array>((emit) => {
+        let next = from
+        const encoder = new TextEncoder()
+        const pump = (): boolean => {
+          while (next < run.events.length) void emit.single(encoder.encode(run.events[next++]!))
+          if (run.done) void emit.end()
+          return run.done
+        }
+        if (pump()) return
+        const listener = () => {
+          if (pump()) run.listeners.delete(listener)
+        }
+        run.listeners.add(listener)
+        return Effect.sync(() => void run.listeners.delete(listener))
+      })
+
+    const sseResponse = (run: StreamedRun, from: number) =>
+      HttpServerResponse.stream(follow(run, from), {
+        contentType: SSE,
+        headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
+      })
+
+    /** Starts `x` in the background, streaming its events; the run outlives the request that started it. */
+    const startStreamed = (x: Execution, caller: Caller, cid: string) =>
+      Effect.gen(function* () {
+        const now = yield* Clock.currentTimeMillis
+        prune(now)
+        const run: StreamedRun = { id: crypto.randomUUID(), principal: caller.principal, events: [], listeners: new Set(), done: false, finishedAt: 0 }
+        runs.set(run.id, run)
+        const finish = (type: RunEventType, data: unknown) =>
+          Effect.flatMap(Clock.currentTimeMillis, (t) =>
+            Effect.sync(() => {
+              push(run, type, data)
+              run.done = true
+              run.finishedAt = t
+              for (const l of run.listeners) l()
+            })
+          )
+        yield* execute(x, true, (text) => push(run, "chunk", { text })).pipe(
+          Effect.matchEffect({
+            onSuccess: (outcome) =>
+              outcome._tag === "Completed"
+                ? finish("done", { message: outcome.message, sessionId: x.state.sessionId } satisfies RunReply)
+                : finish("approval_required", { status: "approval_required", sessionId: x.state.sessionId, approvalRequired: outcome.request } satisfies ApprovalRequired),
+            onFailure: (e) => finish("error", JSON.parse(errorBody({ code: e.code }, e._tag, e.message, e.code, cid)))
+          }),
+          Effect.onInterrupt(() => finish("error", JSON.parse(errorBody(undefined, "HandlerFailed", "the server stopped", "HANDLER_FAILED", cid)))),
+          Effect.forkIn(scope)
+        )
+        return sseResponse(run, 0)
+      })
+
+    /** A reconnect: the run named by `Last-Event-ID`, from the event after it. */
+    const reconnect = (lastEventId: string, caller: Caller) =>
+      Effect.gen(function* () {
+        const m = /^([0-9a-f-]{36}):(\d{1,9})$/.exec(lastEventId)
+        if (m === null) return yield* Effect.fail(new AgentBadRequest({ code: "INVALID_REQUEST", message: "Last-Event-ID is not an event id of this server" }))
+        const run = runs.get(m[1]!)
+        if (run === undefined) return yield* Effect.fail(new AgentNotFound({ code: "RUN_NOT_FOUND", message: "that run is unknown or no longer kept" }))
+        if (run.principal !== caller.principal) return yield* Effect.fail(forbidden("NOT_RUN_OWNER", "that run was started by another caller"))
+        return sseResponse(run, Number(m[2]) + 1)
+      })
+
+    const answer = (x: Execution, req: HttpServerRequest.HttpServerRequest, caller: Caller) =>
+      Effect.gen(function* () {
+        const cid = yield* CorrelationId
+        if (acceptsStream(req)) return yield* startStreamed(x, caller, cid)
+        const outcome = yield* execute(x, false, () => undefined)
+        return outcome._tag === "Completed"
+          ? HttpServerResponse.unsafeJson({ message: outcome.message, sessionId: x.state.sessionId } satisfies RunReply)
+          : HttpServerResponse.unsafeJson(
+              { status: "approval_required", sessionId: x.state.sessionId, approvalRequired: outcome.request } satisfies ApprovalRequired,
+              { status: 202 }
+            )
+      })
+
+    const run = (payload: RunRequest) =>
+      Effect.gen(function* () {
+        const req = yield* HttpServerRequest.HttpServerRequest
+        const caller = yield* CurrentCaller
+        const lastEventId = req.headers["last-event-id"]
+        if (lastEventId !== undefined && acceptsStream(req)) return yield* reconnect(lastEventId, caller)
+        const sessionId = payload.sessionId ?? crypto.randomUUID()
+        const history = memory.mode === "none" ? (payload.history ?? []) : yield* Effect.mapError(memory.load(did, sessionId), storeUnavailable)
+        const state: TaskState = {
+          message: payload.message,
+          sessionId,
+          history,
+          context: payload.context ?? {},
+          caller,
+          ...(payload.mandate === undefined ? {} : { mandate: payload.mandate }),
+          journal: [],
+          emitted: 0
+        }
+        return yield* answer(x0(state), req, caller)
+      })
+
+    const x0 = (state: TaskState, approval?: Execution["approval"]): Execution => ({
+      state,
+      approval,
+      passed: state.journal.slice(),
+      calls: 0,
+      produced: 0,
+      paused: undefined
+    })
+
+    const resume = (payload: { readonly taskId: string; readonly approval: unknown }) =>
+      Effect.gen(function* () {
+        const req = yield* HttpServerRequest.HttpServerRequest
+        const caller = yield* CurrentCaller
+        const lastEventId = req.headers["last-event-id"]
+        if (lastEventId !== undefined && acceptsStream(req)) return yield* reconnect(lastEventId, caller)
+        // Finds the task, verifies the approval, and only then claims it: of concurrent resumes exactly one wins.
+        const { decision, task: claimed } = yield* resumeTask({ taskId: payload.taskId, owner: did, approval: payload.approval }, resolver, {
+          clockToleranceMs: tolerance
+        }).pipe(
+          Effect.provideService(Keys, keys),
+          Effect.provideService(TaskStore, taskStore),
+          Effect.catchTags({
+            ApprovalError: (e) =>
+              Effect.fail(e.code === "RESOLVER_UNAVAILABLE" ? new AgentUnavailable({ code: "RESOLVER_UNAVAILABLE", message: e.message }) : forbidden(e.code, e.message)),
+            TaskNotPaused: (e) =>
+              Effect.fail(
+                e.code === "TASK_NOT_FOUND" ? new AgentNotFound({ code: "TASK_NOT_FOUND", message: e.message }) : new AgentConflict({ code: e.code, message: e.message })
+              ),
+            TaskStoreUnavailable: (e) => Effect.fail(storeUnavailable(e))
+          })
+        )
+        const state = decodeTaskState(claimed.state)
+        if (Either.isLeft(state)) return yield* Effect.die(new Error(`task ${claimed.taskId} has an unreadable state`))
+        yield* Effect.logInfo(`task ${claimed.taskId} ${decision === "deny" ? "denied" : "approved"} for ${claimed.capability}`)
+        return yield* answer(x0(state.right, { capability: claimed.capability, decision }), req, caller)
+      })
+
+    // --- auth, discovery, serving ---------------------------------------------------------------------------
+
+    const tokenDigests = (options.bearerTokens ?? []).map(sha256)
+    const bearerOk = (token: string): Effect.Effect<boolean> => {
+      const digest = sha256(token)
+      // Compare against every token, so the time taken says nothing about which one (or whether any) matched.
+      let ok = false
+      for (const d of tokenDigests) ok = crypto.timingSafeEqual(d, digest) || ok
+      if (ok || options.verifyBearer === undefined) return Effect.succeed(ok)
+      const verify = options.verifyBearer
+      return Effect.tryPromise(async () => verify(token)).pipe(
+        Effect.map((v) => v === true),
+        Effect.tapError((e) => Effect.logWarning("verifyBearer threw; refusing the token", e)),
+        Effect.orElseSucceed(() => false)
+      )
+    }
+    const allowed = options.allowedCallers === undefined ? undefined : new Set(options.allowedCallers.map((d) => normalizeDid(d) ?? d))
+
+    const authenticate: Effect.Effect<Caller, AgentUnauthorized | AgentForbidden | AgentUnavailable, HttpServerRequest.HttpServerRequest> = Effect.gen(function* () {
+      const req = yield* HttpServerRequest.HttpServerRequest
+      if (auth === "none") return { auth, principal: "anonymous" }
+      if (auth === "bearer") {
+        const header = req.headers["authorization"]
+        const m = header === undefined ? null : /^Bearer\s+(\S+)\s*$/i.exec(header)
+        if (m === null) return yield* Effect.fail(new AgentUnauthorized({ code: "AUTH_REQUIRED", message: "send Authorization: Bearer <token>" }))
+        if (!(yield* bearerOk(m[1]!))) return yield* Effect.fail(new AgentUnauthorized({ code: "INVALID_TOKEN", message: "the bearer token is not accepted" }))
+        return { auth, principal: `bearer:${sha256(m[1]!).toString("hex").slice(0, 16)}` }
+      }
+      const base = options.publicUrl ?? `http://${req.headers["host"] ?? "localhost"}`
+      const verified = yield* verifyRequest(
+        { method: req.method, url: new URL(`${base.replace(/\/+$/, "")}${req.url}`).href, headers: req.headers, body: yield* bodyOf(req) },
+        { resolveKey: resolver.resolve, nonceStore, clockToleranceMs: tolerance }
+      ).pipe(
+        Effect.provideService(Keys, keys),
+        Effect.mapError((e) =>
+          e.code === "RESOLVER_UNAVAILABLE" || e.code === "NONCE_STORE_FULL" || e.code === "NONCE_STORE_UNAVAILABLE"
+            ? new AgentUnavailable({ code: e.code, message: e.message })
+            : new AgentUnauthorized({ code: e.code, message: e.message })
+        )
+      )
+      if (allowed !== undefined && !allowed.has(verified.did)) {
+        return yield* Effect.fail(forbidden("CALLER_NOT_ALLOWED", `${verified.did} is not an allowed caller`))
+      }
+      return { auth, did: verified.did, principal: verified.did }
+    })
+
+    let discovery: unknown = undefined
+    let baseUrl = options.publicUrl
+    const discoveryDocument = Effect.suspend(() =>
+      discovery !== undefined
+        ? Effect.succeed(discovery)
+        : Effect.tap(
+            signMessage(
+              {
+                type: "MeshAgent",
+                name: options.name,
+                did,
+                didHash: didHash(did),
+                publicKeyB64,
+                meshProtocolVersion: MESH_PROTOCOL_VERSION,
+                version: VERSION,
+                endpoints: { run: `${baseUrl}/v1/run`, resume: `${baseUrl}/v1/resume`, health: `${baseUrl}/health` },
+                auth: [auth],
+                streaming: true,
+                memory: memoryMode,
+                capabilities: [...(options.capabilities ?? [])]
+              },
+              privateKey,
+              verificationMethodId(did)
+            ).pipe(Effect.provideService(Keys, keys), Effect.orDie),
+            (doc) => Effect.sync(() => void (discovery = doc))
+          )
+    )
+
+    const handlers = Layer.mergeAll(
+      HttpApiBuilder.group(AgentApi, "run", (h) =>
+        h.handle("run", ({ payload }) => run(payload)).handle("resume", ({ payload }) => resume(payload))
+      ),
+      HttpApiBuilder.group(AgentApi, "info", (h) =>
+        h
+          .handle("health", () =>
+            Effect.map(Clock.currentTimeMillis, (now) => ({
+              status: "ok" as const,
+              name: options.name,
+              did,
+              version: VERSION,
+              uptimeSeconds: Math.floor((now - startedAt) / 1000)
+            }))
+          )
+          .handle("discovery", () => discoveryDocument)
+      )
+    ).pipe(Layer.provide(Layer.succeed(AgentAuth, authenticate)))
+
+    const server = yield* Serve.make(AgentApi, handlers, {
+      port: options.port ?? 0,
+      host: options.host ?? "127.0.0.1",
+      ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes })
+    })
+    baseUrl ??= server.url
+    yield* Effect.logInfo(`agent ${options.name} (${did}) listening on ${server.url}, auth ${auth}, memory ${memoryMode}`)
+    return { url: server.url, port: server.port, did, didHash: didHash(did), publicKeyB64, close: server.close }
+  })
+
+/** `make` as a layer: the server runs while the layer is alive. */
+export const layer = (
+  options: AgentServerOptions
+): Layer.Layer<never, AgentConfigError | Database.DatabaseError | Serve.ServeError | InvalidDid | MalformedKey, Keys> =>
+  Layer.scopedDiscard(make(options))
