@@ -13,7 +13,7 @@ import * as Layer from "effect/Layer"
 import * as Config from "effect/Config"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
-import { createKey, DEFAULT_DATABASE, keygen, runHub, runPlatform } from "../Cli.js"
+import { createKey, DEFAULT_DATABASE, keygen, runAgent, runHub, runPlatform } from "../Cli.js"
 import * as KeysNative from "../KeysNative.js"
 import { VERSION } from "../Version.js"
 
@@ -55,11 +55,22 @@ const keysCreate = Command.make("create", { hubUrl, adminKey, owner, label }, (a
   Effect.flatMap(createKey(args), (k) => Console.log(`created API key ${k.id} for ${k.owner} (${k.kind})\n${k.apiKey}\n(shown once: store it now)`))
 ).pipe(Command.withDescription("create an API key on a hub with the admin credential"))
 
+const agentModule = Args.file({ name: "module", exists: "yes" }).pipe(Args.withDescription("a module whose default export is the agent's options ({ name, handler, … }) or a function returning them"))
+const agentPort = Options.integer("port").pipe(Options.withFallbackConfig(Config.integer("MESH_PORT")), Options.optional, Options.withDescription("port to listen on (env MESH_PORT; default the module's, else any free port)"))
+const agentHost = Options.text("host").pipe(Options.withFallbackConfig(Config.string("MESH_HOST")), Options.optional, Options.withDescription("address to listen on (env MESH_HOST; default 127.0.0.1)"))
+const agentDb = Options.text("db").pipe(Options.withFallbackConfig(Config.string("MESH_DB")), Options.optional, Options.withDescription("SQLite file for paused tasks, nonces and memory (env MESH_DB; default .mesh/agents/<name>.db)"))
+const agentHub = Options.text("hub").pipe(Options.withFallbackConfig(Config.string("MESH_HUB")), Options.optional, Options.withDescription("hub whose registry resolves callers' and grantors' keys (env MESH_HUB)"))
+const agentIdentity = Options.file("identity").pipe(Options.optional, Options.withDescription("identity file from `mesh keygen`: the agent's DID and key"))
+
+const agentCommand = Command.make("agent", { module: agentModule, port: agentPort, host: agentHost, db: agentDb, hub: agentHub, identity: agentIdentity, logLevel }, (args) =>
+  runAgent(args).pipe(Logger.withMinimumLogLevel(LogLevel.fromLiteral(args.logLevel === "warning" ? "Warning" : args.logLevel === "debug" ? "Debug" : args.logLevel === "error" ? "Error" : "Info")))
+).pipe(Command.withDescription("run the agent a module exports (POST /v1/run, /v1/resume, /health, /.well-known/mesh-agent.json)"))
+
 const keysCommand = Command.make("keys").pipe(Command.withDescription("manage API keys"), Command.withSubcommands([keysCreate]))
 
 const mesh = Command.make("mesh").pipe(
   Command.withDescription("agent-mesh: identities, signed envelopes and mandates for meshes of AI agents"),
-  Command.withSubcommands([keygenCommand, hubCommand, platformCommand, keysCommand])
+  Command.withSubcommands([keygenCommand, hubCommand, platformCommand, agentCommand, keysCommand])
 )
 
 const cli = Command.run(mesh, { name: "mesh", version: VERSION })
@@ -76,6 +87,8 @@ cli(process.argv).pipe(
     InvalidDid: report,
     DatabaseError: report,
     ServeError: (e) => report({ code: "LISTEN_FAILED", message: e.message }),
+    AgentConfigError: report,
+    MalformedKey: report,
     RegistryUnreachable: report,
     Unauthorized: report,
     Forbidden: report,

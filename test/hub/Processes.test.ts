@@ -2,23 +2,19 @@ import { assert, describe, it } from "@effect/vitest"
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import { type ChildProcess, execFileSync, spawn } from "node:child_process"
-import * as fs from "node:fs"
-import * as path from "node:path"
+import { type ChildProcess, spawn } from "node:child_process"
 import * as Hub from "../../src/Hub.js"
 import * as KeysNative from "../../src/KeysNative.js"
 import { attenuateToCart, issueIntentMandate } from "../../src/Mandate.js"
 import * as MeshClient from "../../src/MeshClient.js"
+import { ensureBin } from "../support/bin.js"
 import { registeredAgent, tempDatabase } from "./support.js"
-
-const bin = path.resolve("dist/bin/mesh.js")
 
 /** Starts `mesh hub` as its own process on `db`; resolves once it prints its URL (and admin key on first start). */
 const spawnHub = (db: string) =>
   Effect.acquireRelease(
     Effect.async<{ readonly proc: ChildProcess; readonly url: string; readonly adminKey: string | undefined }, Error>((resume) => {
-      if (!fs.existsSync(bin)) execFileSync("npm", ["run", "build"], { stdio: "ignore" })
-      const proc = spawn(process.execPath, [bin, "hub", "--db", db, "--port", "0", "--log-level", "warning"], { stdio: ["ignore", "pipe", "pipe"] })
+      const proc = spawn(process.execPath, [ensureBin(), "hub", "--db", db, "--port", "0", "--log-level", "warning"], { stdio: ["ignore", "pipe", "pipe"] })
       let out = ""
       let done = false
       const timer = setTimeout(() => finish(new Error(`hub did not start: ${out}`)), 20_000)
