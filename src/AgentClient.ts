@@ -272,9 +272,10 @@ export const make = (options: AgentClientOptions = {}): Effect.Effect<AgentClien
               Stream.filter((e): e is StreamEvent => e !== undefined)
             )
             // A drop before the final event is a transport failure: reconnect from the last event seen.
+            let dropped: AgentCallError | undefined
             return Stream.concat(
-              Stream.catchAll(events, (e) => (e.code === "AGENT_UNREACHABLE" ? again(e) : Stream.fail(e))),
-              Stream.suspend(() => again(unreachable({ message: "the stream ended before its final event" })))
+              Stream.catchAll(events, (e) => (e.code === "AGENT_UNREACHABLE" ? Stream.sync(() => void (dropped = e)).pipe(Stream.drain) : Stream.fail(e))),
+              Stream.suspend(() => again(dropped ?? unreachable({ message: "the stream ended before its final event" })))
             )
           })
         )

@@ -90,7 +90,9 @@ export class ProviderFailed extends Schema.TaggedError<ProviderFailed>()(
   "ProviderFailed",
   {
     code: Schema.Literal("PROVIDER_UNAVAILABLE", "PROVIDER_AUTH", "PROVIDER_RATE_LIMITED", "PROVIDER_REJECTED", "PROVIDER_BAD_RESPONSE"),
-    message: Schema.String
+    message: Schema.String,
+    /** When the provider said to come back (also sent as `Retry-After`). */
+    retryAfterSeconds: Schema.optional(Schema.Number)
   },
   HttpApiSchema.annotations({ status: 502 })
 ) {}

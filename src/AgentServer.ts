@@ -59,7 +59,7 @@ import { KeyNotFound, KeyResolver, type KeyResolverApi } from "./KeyResolver.js"
 import { Keys, type MalformedKey, type PrivateKeyInput } from "./Keys.js"
 import { decodeUnverified } from "./Mandate.js"
 import * as MeshClient from "./MeshClient.js"
-import type { ModelProviderApi } from "./ModelProvider.js"
+import type { ModelError, ModelProviderApi } from "./ModelProvider.js"
 import * as ModelProviderOpenAi from "./ModelProviderOpenAi.js"
 import { NonceStore } from "./NonceStore.js"
 import * as NonceStoreSql from "./NonceStoreSql.js"
@@ -452,7 +452,8 @@ export const make = (
           )
       })
 
-    const providerFailed = (e: { readonly code: ProviderFailed["code"]; readonly message: string }) => new ProviderFailed({ code: e.code, message: e.message })
+    const providerFailed = (e: ModelError) =>
+      new ProviderFailed({ code: e.code, message: e.message, ...(e.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: e.retryAfterSeconds }) })
 
     /** The LLM chat agent: system prompt, history, message → the provider. */
     const chatHandler = (input: RunInput, streaming: boolean): HandlerOutput => {
@@ -698,8 +699,11 @@ export const make = (
         return { auth, principal: `bearer:${sha256(m[1]!).toString("hex").slice(0, 16)}` }
       }
       const base = options.publicUrl ?? `http://${req.headers["host"] ?? "localhost"}`
+      const target = `${base.replace(/\/+$/, "")}${req.url}`
+      const url = URL.canParse(target) ? new URL(target).href : undefined
+      if (url === undefined) return yield* Effect.fail(new AgentUnauthorized({ code: "SIGNATURE_MALFORMED", message: "the request's target URI cannot be rebuilt (Host header)" }))
       const verified = yield* verifyRequest(
-        { method: req.method, url: new URL(`${base.replace(/\/+$/, "")}${req.url}`).href, headers: req.headers, body: yield* bodyOf(req) },
+        { method: req.method, url, headers: req.headers, body: yield* bodyOf(req) },
         { resolveKey: resolver.resolve, nonceStore, clockToleranceMs: tolerance }
       ).pipe(
         Effect.provideService(Keys, keys),

@@ -1,8 +1,16 @@
 /**
- * agent-mesh: identities, signed envelopes, mandates and a hub for meshes of AI agents, on Effect.
+ * agent-mesh: identities, signed envelopes, mandates, a hub and agent servers for meshes of AI agents, on Effect.
  * Each module is also its own subpath (`agent-mesh/Envelope`, `agent-mesh/http/Serve`, …); the Promise facades are
- * `agent-mesh/Promise` (core) and `agent-mesh/MandatePromise` (mandates).
+ * `agent-mesh/Promise` (core), `agent-mesh/MandatePromise` (mandates) and `agent-mesh/AgentPromise` (agents).
  */
+export * as AgentApi from "./AgentApi.js"
+export * as AgentClient from "./AgentClient.js"
+export * as AgentError from "./AgentError.js"
+export * as AgentMemory from "./AgentMemory.js"
+export * as AgentMemorySql from "./AgentMemorySql.js"
+export * as AgentPromise from "./AgentPromise.js"
+export * as AgentServer from "./AgentServer.js"
+export * as Approval from "./Approval.js"
 export * as Canonical from "./Canonical.js"
 export * as Constraints from "./Constraints.js"
 export * as Database from "./Database.js"
@@ -11,6 +19,7 @@ export * as Envelope from "./Envelope.js"
 export * as Hub from "./Hub.js"
 export * as HubApi from "./HubApi.js"
 export * as HubError from "./HubError.js"
+export * as HttpSignature from "./HttpSignature.js"
 export * as KeyResolver from "./KeyResolver.js"
 export * as Keys from "./Keys.js"
 export * as KeysNative from "./KeysNative.js"
@@ -20,6 +29,11 @@ export * as MandatePromise from "./MandatePromise.js"
 export * as MeshClient from "./MeshClient.js"
 export * as MeshClientPromise from "./MeshClientPromise.js"
 export * as MeshPromise from "./Promise.js"
+export * as MeshServer from "./MeshServer.js"
+export * as MeshServerApi from "./MeshServerApi.js"
+export * as MessageClient from "./MessageClient.js"
+export * as ModelProvider from "./ModelProvider.js"
+export * as ModelProviderOpenAi from "./ModelProviderOpenAi.js"
 export * as Money from "./Money.js"
 export * as NonceStore from "./NonceStore.js"
 export * as NonceStoreSql from "./NonceStoreSql.js"
