@@ -57,7 +57,16 @@ export const writeResponse = (
       if (body.contentLength !== undefined) headers["content-length"] = String(body.contentLength)
       res.writeHead(value.status, headers)
       const fiber = fork(Stream.runForEach(body.stream, (chunk) => Effect.sync(() => res.write(chunk))))
-      return fiber.addObserver((exit) => (Exit.isSuccess(exit) ? void res.end() : void res.destroy()))
+      // A client that goes away stops its stream (a long SSE response would otherwise be produced for nobody).
+      const onClose = () => {
+        if (!res.writableFinished) fork(fiber.interruptAsFork(fiber.id()))
+      }
+      res.once("close", onClose)
+      return fiber.addObserver((exit) => {
+        res.off("close", onClose)
+        if (Exit.isSuccess(exit)) res.end()
+        else res.destroy()
+      })
     }
   }
   res.writeHead(value.status, headers)
