@@ -37,6 +37,8 @@ export class AgentUnauthorized extends Schema.TaggedError<AgentUnauthorized>()(
 export const ForbiddenCode = Schema.Literal(
   "CALLER_NOT_ALLOWED",
   "NOT_RUN_OWNER",
+  "NOT_TASK_OWNER",
+  "RUN_CANCELLED",
   "MANDATE_REQUIRED",
   "MANDATE_INVALID",
   "CAPABILITY_NOT_PERMITTED",
@@ -100,31 +102,14 @@ export class ProviderFailed extends Schema.TaggedError<ProviderFailed>()(
 /** 503: a store or the key resolver cannot answer; retry. */
 export class AgentUnavailable extends Schema.TaggedError<AgentUnavailable>()(
   "AgentUnavailable",
-  { code: Schema.Literal("RESOLVER_UNAVAILABLE", "NONCE_STORE_FULL", "NONCE_STORE_UNAVAILABLE", "STORE_UNAVAILABLE"), message: Schema.String },
+  {
+    code: Schema.Literal("RESOLVER_UNAVAILABLE", "NONCE_STORE_FULL", "NONCE_STORE_UNAVAILABLE", "STORE_UNAVAILABLE", "AGENT_BUSY"),
+    message: Schema.String,
+    /** When to come back (also sent as `Retry-After`). */
+    retryAfterSeconds: Schema.optional(Schema.Number)
+  },
   HttpApiSchema.annotations({ status: 503 })
 ) {}
 
 /** Every error a run or a resume can end with. */
 export type RunError = AgentForbidden | AgentNotFound | AgentConflict | HandlerFailed | ProviderFailed | AgentUnavailable | AgentBadRequest
-
-/** The status each error class goes out with (also used for stream `error` events). */
-export const statusOf = (e: { readonly _tag: string }): number => {
-  switch (e._tag) {
-    case "AgentBadRequest":
-      return 400
-    case "AgentUnauthorized":
-      return 401
-    case "AgentForbidden":
-      return 403
-    case "AgentNotFound":
-      return 404
-    case "AgentConflict":
-      return 409
-    case "ProviderFailed":
-      return 502
-    case "AgentUnavailable":
-      return 503
-    default:
-      return 500
-  }
-}

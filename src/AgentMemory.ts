@@ -1,7 +1,8 @@
 /**
  * What an agent server remembers of a conversation: nothing (the caller sends the history), the session's turns in
- * memory (bounded), or every turn in SQL (survives a restart, `AgentMemorySql`). Keyed by (agent DID, session id), so
- * several agents can share one database.
+ * memory (bounded), or every turn in SQL (survives a restart, `AgentMemorySql`). Keyed by (agent DID, caller, session
+ * id): several agents can share one database, and a caller naming another caller's session id gets a session of its
+ * own, not the other's turns.
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -21,10 +22,10 @@ export class MemoryUnavailable extends Schema.TaggedError<MemoryUnavailable>()("
 /** The operations of a conversation memory. */
 export interface AgentMemoryApi {
   readonly mode: MemoryMode
-  /** The session's latest turns, oldest first (at most the store's bound). */
-  readonly load: (agent: string, sessionId: string) => Effect.Effect<ReadonlyArray<ChatMessage>, MemoryUnavailable>
+  /** The session's latest turns, oldest first (at most the store's bound); `owner` is the caller's principal. */
+  readonly load: (agent: string, owner: string, sessionId: string) => Effect.Effect<ReadonlyArray<ChatMessage>, MemoryUnavailable>
   /** Appends turns to the session. */
-  readonly append: (agent: string, sessionId: string, turns: ReadonlyArray<ChatMessage>) => Effect.Effect<void, MemoryUnavailable>
+  readonly append: (agent: string, owner: string, sessionId: string, turns: ReadonlyArray<ChatMessage>) => Effect.Effect<void, MemoryUnavailable>
 }
 
 /** The `AgentMemory` service. */
@@ -44,21 +45,21 @@ export const makeSession = (options: { readonly maxSessions?: number; readonly m
   const maxTurns = options.maxTurns ?? DEFAULT_MAX_TURNS
   // A Map iterates in insertion order: re-inserting on use keeps the least recently used first.
   const sessions = new Map<string, Array<ChatMessage>>()
-  const keyOf = (agent: string, sessionId: string) => `${agent}\u0000${sessionId}`
+  const keyOf = (agent: string, owner: string, sessionId: string) => `${agent}\u0000${owner}\u0000${sessionId}`
   return {
     mode: "session",
-    load: (agent, sessionId) =>
+    load: (agent, owner, sessionId) =>
       Effect.sync(() => {
-        const key = keyOf(agent, sessionId)
+        const key = keyOf(agent, owner, sessionId)
         const turns = sessions.get(key)
         if (turns === undefined) return []
         sessions.delete(key)
         sessions.set(key, turns)
         return turns.slice()
       }),
-    append: (agent, sessionId, added) =>
+    append: (agent, owner, sessionId, added) =>
       Effect.sync(() => {
-        const key = keyOf(agent, sessionId)
+        const key = keyOf(agent, owner, sessionId)
         const turns = sessions.get(key) ?? []
         sessions.delete(key)
         turns.push(...added)

@@ -14,19 +14,19 @@ export const make = (options: { readonly maxTurns?: number } = {}): Effect.Effec
     const unavailable = (e: { readonly message: string }) => new MemoryUnavailable({ code: "STORE_UNAVAILABLE", message: e.message })
     return {
       mode: "persistent",
-      load: (agent, sessionId) =>
-        sql<ChatMessage>`SELECT role, content FROM mesh_agent_messages WHERE agent = ${agent} AND session_id = ${sessionId}
+      load: (agent, owner, sessionId) =>
+        sql<ChatMessage>`SELECT role, content FROM mesh_agent_messages WHERE agent = ${agent} AND owner = ${owner} AND session_id = ${sessionId}
           ORDER BY seq DESC LIMIT ${maxTurns}`.pipe(
           Effect.map((rows) => rows.map((r) => ({ role: r.role, content: r.content })).reverse()),
           Effect.mapError(unavailable)
         ),
-      append: (agent, sessionId, turns) =>
+      append: (agent, owner, sessionId, turns) =>
         Effect.forEach(
           turns,
           (t) =>
-            sql`INSERT INTO mesh_agent_messages (agent, session_id, seq, role, content)
-              SELECT ${agent}, ${sessionId}, COALESCE(MAX(seq), 0) + 1, ${t.role}, ${t.content}
-              FROM mesh_agent_messages WHERE agent = ${agent} AND session_id = ${sessionId}`,
+            sql`INSERT INTO mesh_agent_messages (agent, owner, session_id, seq, role, content)
+              SELECT ${agent}, ${owner}, ${sessionId}, COALESCE(MAX(seq), 0) + 1, ${t.role}, ${t.content}
+              FROM mesh_agent_messages WHERE agent = ${agent} AND owner = ${owner} AND session_id = ${sessionId}`,
           { discard: true }
         ).pipe(sql.withTransaction, Effect.mapError(unavailable))
     }

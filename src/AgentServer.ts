@@ -20,6 +20,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
@@ -55,7 +56,7 @@ import { resumeTask } from "./Approval.js"
 import * as Database from "./Database.js"
 import { didHash, type InvalidDid, normalizeDid, verificationMethodId } from "./Did.js"
 import { verifyRequest } from "./HttpSignature.js"
-import { KeyNotFound, KeyResolver, type KeyResolverApi } from "./KeyResolver.js"
+import { KeyNotFound, KeyResolver, type KeyResolverApi, KeyResolverUnavailable } from "./KeyResolver.js"
 import { Keys, type MalformedKey, type PrivateKeyInput } from "./Keys.js"
 import { decodeUnverified } from "./Mandate.js"
 import * as MeshClient from "./MeshClient.js"
@@ -177,6 +178,8 @@ export interface AgentServerOptions {
   readonly clockToleranceMs?: number
   /** How long a finished streamed run stays available to reconnecting clients; default 5 minutes. */
   readonly runRetentionMs?: number
+  /** Streamed runs in progress at most; more get 503 AGENT_BUSY. Default 256. */
+  readonly maxLiveRuns?: number
 }
 
 /** A running agent server. */
@@ -216,8 +219,10 @@ const TaskStateSchema = Schema.Struct({
   context: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
   caller: Schema.Struct({ auth: Schema.Literal("none", "bearer", "mesh-sig"), did: Schema.optional(Schema.String), principal: Schema.String }),
   mandate: Schema.optional(Schema.String),
-  /** Capabilities whose guard calls had passed, in call order. */
+  /** The guard calls that had passed, in call order, each as its step key (capability and every option). */
   journal: Schema.Array(Schema.String),
+  /** The step key of the guard call the task paused at: an approval resumes that very call and no other. */
+  gated: Schema.optional(Schema.String),
   /** Chunks the handler had produced (and the caller received) before the pause. */
   emitted: Schema.Number
 })
@@ -228,7 +233,9 @@ type Outcome = { readonly _tag: "Completed"; readonly message: string } | { read
 
 const DEFAULT_RETENTION_MS = 5 * 60_000
 const MAX_RETAINED_RUNS = 1000
+const DEFAULT_MAX_LIVE_RUNS = 256
 const SSE = "text/event-stream"
+const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost"])
 
 const forbidden = (code: ForbiddenCode, message: string, reason?: string) =>
   new AgentForbidden(reason === undefined ? { code, message } : { code, message, reason })
@@ -242,16 +249,42 @@ const isStream = (u: unknown): u is Stream.Stream<string, unknown> => typeof u =
 const isAsyncIterable = (u: unknown): u is AsyncIterable<string> =>
   typeof u === "object" && u !== null && Symbol.asyncIterator in u
 
-/** A handler's output as one stream of chunks. */
-const toStream = (output: HandlerOutput): Stream.Stream<string, unknown> => {
+/**
+ * An async iterable whose early release aborts first and does not wait: a generator suspended at an `await` only
+ * settles `return()` once that await does, which may be never (an await on the very signal being aborted).
+ */
+const releasing = (iterable: AsyncIterable<string>, abort: () => void): AsyncIterable<string> => ({
+  [Symbol.asyncIterator]: () => {
+    const inner = iterable[Symbol.asyncIterator]()
+    let finished = false
+    return {
+      next: () =>
+        inner.next().then((r) => {
+          if (r.done === true) finished = true
+          return r
+        }),
+      return: () => {
+        // The stream releases its iterator after the last item too; only an early release is a cancellation.
+        if (!finished) abort()
+        void Promise.resolve(inner.return?.()).catch(() => undefined)
+        return Promise.resolve({ done: true, value: undefined })
+      }
+    }
+  }
+})
+
+/** A handler's output as one stream of chunks; `abort` runs when an async iterable is let go before its end. */
+const toStream = (output: HandlerOutput, abort: () => void): Stream.Stream<string, unknown> => {
+  const fromIterable = (it: AsyncIterable<string>) => Stream.fromAsyncIterable(releasing(it, abort), (e) => e)
   if (typeof output === "string") return Stream.succeed(output)
   if (isStream(output)) return output
   if (Effect.isEffect(output)) return Stream.fromEffect(output)
-  if (isAsyncIterable(output)) return Stream.fromAsyncIterable(output, (e) => e)
+  if (isAsyncIterable(output)) return fromIterable(output)
   return Stream.unwrap(
     Effect.map(
       Effect.tryPromise({ try: () => output, catch: (e) => e }),
-      (v): Stream.Stream<string, unknown> => (typeof v === "string" ? Stream.succeed(v) : isAsyncIterable(v) ? Stream.fromAsyncIterable(v, (e) => e) : Stream.die(new Error("handler resolved to neither a string nor an async iterable")))
+      (v): Stream.Stream<string, unknown> =>
+        typeof v === "string" ? Stream.succeed(v) : isAsyncIterable(v) ? fromIterable(v) : Stream.die(new Error("handler resolved to neither a string nor an async iterable"))
     )
   )
 }
@@ -267,7 +300,10 @@ const bodyOf = (req: HttpServerRequest.HttpServerRequest): Effect.Effect<Uint8Ar
 const resolverFromFunction = (f: ResolveCallerKey): KeyResolverApi => ({
   resolve: (did) =>
     Effect.flatMap(
-      Effect.promise(async () => f(did)),
+      Effect.tryPromise({
+        try: async () => f(did),
+        catch: (e) => new KeyResolverUnavailable({ code: "RESOLVER_UNAVAILABLE", message: `resolveCallerKey failed: ${String(e)}`, did })
+      }),
       (key) => {
         if (key === null) return Effect.fail(new KeyNotFound({ code: "KEY_NOT_FOUND", message: `no key known for ${did}`, did }))
         try {
@@ -285,6 +321,10 @@ const noResolver: KeyResolverApi = {
 
 const sha256 = (s: string): Buffer => crypto.createHash("sha256").update(s).digest()
 
+/** A guard call as one string: the capability and every option, with defaults filled in. */
+const stepKey = (capability: string, o: GuardOptions): string =>
+  JSON.stringify([capability, o.reversible ?? false, o.dataScopes ?? [], o.llmTokens ?? 0, o.webRequests ?? 0, o.description ?? ""])
+
 /** Where `mesh agent` and `serve` keep an agent's database unless told otherwise. */
 export const defaultDatabase = (name: string): string => `.mesh/agents/${name.replace(/[^A-Za-z0-9._-]/g, "_")}.db`
 
@@ -300,11 +340,14 @@ export const make = (
     if (options.handler === undefined && (options.provider === undefined || options.model === undefined)) {
       return yield* config("give a handler, or a provider and a model")
     }
-    if (auth === "bearer" && options.bearerTokens === undefined && options.verifyBearer === undefined) {
+    if (auth === "bearer" && (options.bearerTokens ?? []).length === 0 && options.verifyBearer === undefined) {
       return yield* config("auth bearer needs bearerTokens or verifyBearer")
     }
     if (auth === "mesh-sig" && options.resolveCallerKey === undefined && options.hubUrl === undefined) {
       return yield* config("auth mesh-sig needs resolveCallerKey or hubUrl to find caller keys")
+    }
+    if (auth === "mesh-sig" && options.publicUrl === undefined && !LOOPBACK.has(options.host ?? "127.0.0.1")) {
+      return yield* config("auth mesh-sig on a non-loopback address needs publicUrl: the URL callers sign")
     }
 
     // Identity: a DID with its key, or a fresh key nobody else knows (fine for local experiments only).
@@ -351,6 +394,7 @@ export const make = (
 
     const tolerance = options.clockToleranceMs ?? 30_000
     const retention = options.runRetentionMs ?? DEFAULT_RETENTION_MS
+    const maxLiveRuns = options.maxLiveRuns ?? DEFAULT_MAX_LIVE_RUNS
     const startedAt = yield* Clock.currentTimeMillis
     const scope = yield* Effect.scope
     const runtime = yield* Effect.runtime<never>()
@@ -366,15 +410,17 @@ export const make = (
     /** The mutable side of one execution of the handler. */
     interface Execution {
       readonly state: TaskState
-      /** The approval being applied on resume, consumed by the first guard call for its capability. */
-      approval: { readonly capability: string; readonly decision: "approve" | "deny" } | undefined
+      /** The approval being applied on resume, consumed by the guard call with the very step it was asked for. */
+      approval: { readonly step: string; readonly decision: "approve" | "deny" } | undefined
       passed: Array<string>
       calls: number
       produced: number
       paused: ApprovalRequest | undefined
+      /** Set when the execution is over (finished, failed or cancelled): its guard allows nothing more. */
+      ended: boolean
     }
 
-    const pause = (x: Execution, capability: string, guardOptions: GuardOptions) =>
+    const pause = (x: Execution, capability: string, guardOptions: GuardOptions, step: string) =>
       Effect.gen(function* () {
         const token = x.state.mandate!
         const decoded = decodeUnverified(token)
@@ -382,7 +428,7 @@ export const make = (
         const mandate = decoded.right
         const now = yield* Clock.currentTimeMillis
         const taskId = `task_${crypto.randomUUID()}`
-        const state: TaskState = { ...x.state, journal: x.passed.slice(), emitted: x.produced }
+        const state: TaskState = { ...x.state, journal: x.passed.slice(), gated: step, emitted: x.produced }
         yield* taskStore
           .pause({
             taskId,
@@ -415,17 +461,20 @@ export const make = (
 
     const guardFor = (x: Execution) => (capability: string, guardOptions: GuardOptions = {}): Effect.Effect<void, GuardError> =>
       Effect.suspend(() => {
-        // Once paused, nothing more may happen under this execution.
+        // Once paused, nothing more may happen under this execution; once it is over, nothing at all.
         if (x.paused !== undefined) return Effect.fail(new GatePaused({ taskId: x.paused.taskId, capability }))
+        if (x.ended) return Effect.fail(forbidden("RUN_CANCELLED", `the run is over; ${capability} is not allowed`))
         const i = x.calls++
+        const step = stepKey(capability, guardOptions)
         const journal = x.state.journal
-        if (i < journal.length && journal[i] === capability && x.passed.length > i) return Effect.void
+        // A replayed call passes only if it asks exactly what passed before (capability and every option).
+        if (i < journal.length && journal[i] === step && x.passed.length > i) return Effect.void
         // Diverged from the journal (or past it): from here every call is checked afresh.
         x.passed.length = Math.min(x.passed.length, i)
         const token = x.state.mandate
         if (token === undefined) return Effect.fail(forbidden("MANDATE_REQUIRED", `${capability} needs a task mandate; send one as "mandate"`))
         let humanApproved = false
-        if (x.approval !== undefined && x.approval.capability === capability) {
+        if (x.approval !== undefined && x.approval.step === step) {
           const decision = x.approval.decision
           x.approval = undefined
           if (decision === "deny") return Effect.fail(forbidden("HUMAN_GATE_DENIED", `a human denied ${capability}`))
@@ -443,10 +492,10 @@ export const make = (
             ...(guardOptions.webRequests === undefined ? {} : { webRequests: guardOptions.webRequests })
           })
           .pipe(
-            Effect.zipRight(Effect.sync(() => void x.passed.push(capability))),
+            Effect.zipRight(Effect.sync(() => void x.passed.push(step))),
             Effect.catchTags({
               TaskConstraintViolation: (e) =>
-                e.code === "HUMAN_GATE_REQUIRED" ? pause(x, capability, guardOptions) : Effect.fail(forbidden(e.code, e.message, e.reason)),
+                e.code === "HUMAN_GATE_REQUIRED" ? pause(x, capability, guardOptions, step) : Effect.fail(forbidden(e.code, e.message, e.reason)),
               TaskStoreUnavailable: (e) => Effect.fail(storeUnavailable(e))
             })
           )
@@ -459,7 +508,8 @@ export const make = (
     const chatHandler = (input: RunInput, streaming: boolean): HandlerOutput => {
       const messages: Array<ChatMessage> = [
         ...(input.systemPrompt === undefined ? [] : [{ role: "system" as const, content: input.systemPrompt }]),
-        ...input.history,
+        // Only the operator's system prompt: a caller's history may not slip in system turns of its own.
+        ...input.history.filter((m) => m.role !== "system"),
         { role: "user", content: input.message }
       ]
       const request = { model: options.model!, messages }
@@ -477,6 +527,11 @@ export const make = (
       Effect.gen(function* () {
         const skip = x.state.emitted
         const controller = new AbortController()
+        // Cancelling ends the execution first, so a handler woken by the abort finds its guard closed.
+        const cancel = () => {
+          x.ended = true
+          controller.abort()
+        }
         const guardEffect = guardFor(x)
         const input: RunInput = {
           message: x.state.message,
@@ -496,14 +551,19 @@ export const make = (
         }).pipe(Effect.either)
         const run = Either.isLeft(output)
           ? Effect.fail(output.left)
-          : Stream.runForEach(toStream(output.right), (chunk) =>
+          : Stream.runForEach(toStream(output.right, cancel), (chunk) =>
               Effect.sync(() => {
                 if (typeof chunk !== "string") return
                 text += chunk
                 if (++x.produced > skip) emit(chunk)
               })
             )
-        const exit = yield* Effect.exit(Effect.onInterrupt(run, () => Effect.sync(() => controller.abort())))
+        const exit = yield* Effect.exit(
+          run.pipe(
+            Effect.onInterrupt(() => Effect.sync(cancel)),
+            Effect.ensuring(Effect.sync(() => void (x.ended = true)))
+          )
+        )
         if (x.paused !== undefined) return { _tag: "Paused", request: x.paused } as const
         if (Exit.isFailure(exit)) {
           if (Cause.isInterruptedOnly(exit.cause)) return yield* Effect.interrupt
@@ -514,7 +574,7 @@ export const make = (
           return yield* Effect.fail(new HandlerFailed({ code: "HANDLER_FAILED", message: "the agent's handler failed" }))
         }
         yield* memory
-          .append(did, x.state.sessionId, [{ role: "user", content: x.state.message }, { role: "assistant", content: text }])
+          .append(did, x.state.caller.principal, x.state.sessionId, [{ role: "user", content: x.state.message }, { role: "assistant", content: text }])
           .pipe(Effect.mapError(storeUnavailable))
         return { _tag: "Completed", message: text } as const
       })
@@ -563,6 +623,11 @@ export const make = (
       Effect.gen(function* () {
         const now = yield* Clock.currentTimeMillis
         prune(now)
+        let live = 0
+        for (const r of runs.values()) if (!r.done) live++
+        if (live >= maxLiveRuns) {
+          return yield* Effect.fail(new AgentUnavailable({ code: "AGENT_BUSY", message: `${live} streamed runs are in progress; retry shortly`, retryAfterSeconds: 1 }))
+        }
         const run: StreamedRun = { id: crypto.randomUUID(), principal: caller.principal, events: [], listeners: new Set(), done: false, finishedAt: 0 }
         runs.set(run.id, run)
         const finish = (type: RunEventType, data: unknown) =>
@@ -580,7 +645,7 @@ export const make = (
               outcome._tag === "Completed"
                 ? finish("done", { message: outcome.message, sessionId: x.state.sessionId } satisfies RunReply)
                 : finish("approval_required", { status: "approval_required", sessionId: x.state.sessionId, approvalRequired: outcome.request } satisfies ApprovalRequired),
-            onFailure: (e) => finish("error", JSON.parse(errorBody({ code: e.code }, e._tag, e.message, e.code, cid)))
+            onFailure: (e) => finish("error", JSON.parse(errorBody({ ...e }, e._tag, e.message, e.code, cid)))
           }),
           Effect.onInterrupt(() => finish("error", JSON.parse(errorBody(undefined, "HandlerFailed", "the server stopped", "HANDLER_FAILED", cid)))),
           Effect.forkIn(scope)
@@ -589,14 +654,19 @@ export const make = (
       })
 
     /** A reconnect: the run named by `Last-Event-ID`, from the event after it. */
-    const reconnect = (lastEventId: string, caller: Caller) =>
+    const reconnect = (req: HttpServerRequest.HttpServerRequest, lastEventId: string, caller: Caller) =>
       Effect.gen(function* () {
+        const bad = (message: string) => Effect.fail(new AgentBadRequest({ code: "INVALID_REQUEST", message }))
+        // Without a stream to continue, a Last-Event-ID must not start the work a second time.
+        if (!acceptsStream(req)) return yield* bad("Last-Event-ID continues a stream: send Accept: text/event-stream")
         const m = /^([0-9a-f-]{36}):(\d{1,9})$/.exec(lastEventId)
-        if (m === null) return yield* Effect.fail(new AgentBadRequest({ code: "INVALID_REQUEST", message: "Last-Event-ID is not an event id of this server" }))
+        if (m === null) return yield* bad("Last-Event-ID is not an event id of this server")
         const run = runs.get(m[1]!)
         if (run === undefined) return yield* Effect.fail(new AgentNotFound({ code: "RUN_NOT_FOUND", message: "that run is unknown or no longer kept" }))
         if (run.principal !== caller.principal) return yield* Effect.fail(forbidden("NOT_RUN_OWNER", "that run was started by another caller"))
-        return sseResponse(run, Number(m[2]) + 1)
+        const from = Number(m[2]) + 1
+        if (from > run.events.length) return yield* bad("Last-Event-ID names an event this run has not sent")
+        return sseResponse(run, from)
       })
 
     const answer = (x: Execution, req: HttpServerRequest.HttpServerRequest, caller: Caller) =>
@@ -617,9 +687,10 @@ export const make = (
         const req = yield* HttpServerRequest.HttpServerRequest
         const caller = yield* CurrentCaller
         const lastEventId = req.headers["last-event-id"]
-        if (lastEventId !== undefined && acceptsStream(req)) return yield* reconnect(lastEventId, caller)
+        if (lastEventId !== undefined) return yield* reconnect(req, lastEventId, caller)
         const sessionId = payload.sessionId ?? crypto.randomUUID()
-        const history = memory.mode === "none" ? (payload.history ?? []) : yield* Effect.mapError(memory.load(did, sessionId), storeUnavailable)
+        const history =
+          memory.mode === "none" ? (payload.history ?? []) : yield* Effect.mapError(memory.load(did, caller.principal, sessionId), storeUnavailable)
         const state: TaskState = {
           message: payload.message,
           sessionId,
@@ -639,7 +710,8 @@ export const make = (
       passed: state.journal.slice(),
       calls: 0,
       produced: 0,
-      paused: undefined
+      paused: undefined,
+      ended: false
     })
 
     const resume = (payload: { readonly taskId: string; readonly approval: unknown }) =>
@@ -647,7 +719,15 @@ export const make = (
         const req = yield* HttpServerRequest.HttpServerRequest
         const caller = yield* CurrentCaller
         const lastEventId = req.headers["last-event-id"]
-        if (lastEventId !== undefined && acceptsStream(req)) return yield* reconnect(lastEventId, caller)
+        if (lastEventId !== undefined) return yield* reconnect(req, lastEventId, caller)
+        // The reply (and the session) belong to whoever started the task: only they, or the grantor, may resume it.
+        const found = yield* Effect.mapError(taskStore.paused(payload.taskId), storeUnavailable)
+        if (Option.isSome(found) && found.value.owner === did) {
+          const started = decodeTaskState(found.value.state)
+          if (Either.isRight(started) && started.right.caller.principal !== caller.principal && caller.did !== found.value.grantor) {
+            return yield* Effect.fail(forbidden("NOT_TASK_OWNER", "only the caller who started the task, or its grantor, may resume it"))
+          }
+        }
         // Finds the task, verifies the approval, and only then claims it: of concurrent resumes exactly one wins.
         const { decision, task: claimed } = yield* resumeTask({ taskId: payload.taskId, owner: did, approval: payload.approval }, resolver, {
           clockToleranceMs: tolerance
@@ -667,7 +747,7 @@ export const make = (
         const state = decodeTaskState(claimed.state)
         if (Either.isLeft(state)) return yield* Effect.die(new Error(`task ${claimed.taskId} has an unreadable state`))
         yield* Effect.logInfo(`task ${claimed.taskId} ${decision === "deny" ? "denied" : "approved"} for ${claimed.capability}`)
-        return yield* answer(x0(state.right, { capability: claimed.capability, decision }), req, caller)
+        return yield* answer(x0(state.right, { step: state.right.gated ?? "", decision }), req, caller)
       })
 
     // --- auth, discovery, serving ---------------------------------------------------------------------------
@@ -698,8 +778,9 @@ export const make = (
         if (!(yield* bearerOk(m[1]!))) return yield* Effect.fail(new AgentUnauthorized({ code: "INVALID_TOKEN", message: "the bearer token is not accepted" }))
         return { auth, principal: `bearer:${sha256(m[1]!).toString("hex").slice(0, 16)}` }
       }
-      const base = options.publicUrl ?? `http://${req.headers["host"] ?? "localhost"}`
-      const target = `${base.replace(/\/+$/, "")}${req.url}`
+      // The URL callers must have signed is this agent's own, never one the request names in its Host header:
+      // otherwise a request signed for another agent could be replayed here.
+      const target = `${(baseUrl ?? "").replace(/\/+$/, "")}${req.url}`
       const url = URL.canParse(target) ? new URL(target).href : undefined
       if (url === undefined) return yield* Effect.fail(new AgentUnauthorized({ code: "SIGNATURE_MALFORMED", message: "the request's target URI cannot be rebuilt (Host header)" }))
       const verified = yield* verifyRequest(
