@@ -12,7 +12,8 @@
  * and the child is stopped afterwards. Rounds of all servers are interleaved. Two reports: `http` (wall-clock
  * requests/s) and `http-cpu` (requests per second of the server process's own CPU time, asked over IPC), the
  * steadier figure when other work shares the machine. `HTTP_BENCH_PROF=1` runs the servers with `--cpu-prof` into
- * `scratchpad/prof/`. Run: `npx tsx bench/http.ts` (or via bench/run.ts once registered there).
+ * `scratchpad/prof/http-<mode>/`. Spawning, load and rounds are bench/load.ts's. Run: `npx tsx bench/http.ts`
+ * (or `npm run bench -- http`).
  */
 import * as HttpApi from "@effect/platform/HttpApi"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
@@ -28,7 +29,6 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
-import { fork, type ChildProcess } from "node:child_process"
 import * as fs from "node:fs"
 import * as Http from "node:http"
 import * as net from "node:net"
@@ -40,7 +40,8 @@ import * as Hub from "../src/Hub.js"
 import * as KeysNative from "../src/KeysNative.js"
 import * as Serve from "../src/http/Serve.js"
 import { toBase64 } from "../src/internal/bytes.js"
-import { median, report, type Measurement } from "./harness.js"
+import { report, type Measurement } from "./harness.js"
+import { measureAll, serveChild, spawnServer, type BenchServer } from "./load.js"
 
 const ROWS = 10_000
 const CONNECTIONS = 32
@@ -186,128 +187,15 @@ const startServer = async (mode: Mode, file: string): Promise<number> => {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Load generator (this process): keep-alive connections on raw sockets, one request in flight each.
+// Load generator (this process), on bench/load.ts.
 
-interface Counter {
-  ok: number
-  failed: number
-}
+const profile = process.env["HTTP_BENCH_PROF"] === "1"
 
-const runLoad = (port: number, paths: ReadonlyArray<string>, ms: number, cap: number): Promise<Counter> =>
-  new Promise((resolve, reject) => {
-    const counter: Counter = { ok: 0, failed: 0 }
-    const requests = paths.map((p) => Buffer.from(`GET ${p} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n\r\n`))
-    let next = 0
-    let open = 0
-    let stopping = false
-    const timer = setTimeout(() => (stopping = true), ms)
-    const connect = (): void => {
-      const socket = net.connect(port, "127.0.0.1")
-      socket.setNoDelay(true)
-      open++
-      let buffer: Buffer = Buffer.alloc(0)
-      const send = () => {
-        if (stopping || counter.ok + counter.failed >= cap) {
-          stopping = true
-          return void socket.end()
-        }
-        socket.write(requests[next++ % requests.length]!)
-      }
-      socket.on("connect", send)
-      socket.on("data", (chunk: Buffer) => {
-        buffer = buffer.length === 0 ? chunk : Buffer.concat([buffer, chunk])
-        for (;;) {
-          const end = buffer.indexOf("\r\n\r\n")
-          if (end < 0) return
-          const head = buffer.subarray(0, end).toString("latin1")
-          const m = /content-length: *(\d+)/i.exec(head)
-          const total = end + 4 + (m ? Number(m[1]) : 0)
-          if (buffer.length < total) return
-          if (head.startsWith("HTTP/1.1 200")) counter.ok++
-          else counter.failed++
-          buffer = buffer.subarray(total)
-          send()
-        }
-      })
-      socket.on("error", (e) => {
-        clearTimeout(timer)
-        reject(e)
-      })
-      socket.on("close", () => {
-        if (--open === 0) {
-          clearTimeout(timer)
-          resolve(counter)
-        }
-      })
-    }
-    for (let i = 0; i < CONNECTIONS; i++) connect()
-  })
-
-const spawnServer = (mode: Mode, file: string): Promise<{ child: ChildProcess; port: number }> =>
-  new Promise((resolve, reject) => {
-    const prof = process.env["HTTP_BENCH_PROF"] === "1" ? ["--cpu-prof", `--cpu-prof-dir=${path.resolve("scratchpad/prof")}`] : []
-    const child = fork(fileURLToPath(import.meta.url), [], {
-      execArgv: ["--import", "tsx", ...prof],
-      env: { ...process.env, HTTP_BENCH_SERVER: mode, HTTP_BENCH_DB: file }
-    })
-    child.once("message", (m: { port: number }) => resolve({ child, port: m.port }))
-    child.once("error", reject)
-    child.once("exit", (code) => reject(new Error(`server ${mode} exited with ${code}`)))
-  })
-
-const stopServer = (child: ChildProcess): Promise<void> =>
-  new Promise((resolve) => {
-    child.removeAllListeners("exit")
-    child.once("exit", () => resolve())
-    child.send("stop")
-  })
-
-// The server's own CPU time (user + system, µs), asked over IPC so it works wherever fork does.
-const serverCpu = (child: ChildProcess): Promise<number> =>
-  new Promise((resolve) => {
-    const onMessage = (m: { cpu?: number }) => {
-      if (m.cpu === undefined) return
-      child.off("message", onMessage)
-      resolve(m.cpu)
-    }
-    child.on("message", onMessage)
-    child.send("cpu")
-  })
-
-// The machine is shared and noisy: every server is up at once and the rounds are interleaved, so a slow
-// stretch hits all figures alike instead of skewing one ratio. Besides wall-clock requests/s, each server's
-// requests per CPU-second is recorded: it is what the server costs, whatever else the machine was doing.
-const measureAll = async (
-  servers: ReadonlyArray<{ readonly name: string; readonly mode: Mode }>,
-  file: string,
-  paths: ReadonlyArray<string>
-): Promise<{ wall: Array<Measurement>; cpu: Array<Measurement> }> => {
-  const running: Array<{ child: ChildProcess; port: number }> = []
-  try {
-    for (const { mode } of servers) running.push(await spawnServer(mode, file))
-    for (const { port } of running) await runLoad(port, paths, WARMUP_MS, MAX_REQUESTS_PER_ROUND)
-    const wall: Array<Array<number>> = servers.map(() => [])
-    const cpu: Array<Array<number>> = servers.map(() => [])
-    for (let r = 0; r < ROUNDS; r++) {
-      for (const [i, { child, port }] of running.entries()) {
-        const c0 = await serverCpu(child)
-        const t0 = performance.now()
-        const { ok, failed } = await runLoad(port, paths, ROUND_MS, MAX_REQUESTS_PER_ROUND)
-        const elapsed = performance.now() - t0
-        const used = (await serverCpu(child)) - c0
-        if (failed > 0) throw new Error(`${servers[i]!.name}: ${failed} requests failed`)
-        wall[i]!.push((ok * 1000) / elapsed)
-        cpu[i]!.push((ok * 1e6) / used)
-      }
-    }
-    return {
-      wall: servers.map(({ name }, i) => ({ name, opsPerSecond: median(wall[i]!) })),
-      cpu: servers.map(({ name }, i) => ({ name: `${name} (per CPU-s)`, opsPerSecond: median(cpu[i]!) }))
-    }
-  } finally {
-    for (const { child } of running) await stopServer(child)
-  }
-}
+const server = (name: string, mode: Mode, file: string, requests: ReadonlyArray<Buffer>): BenchServer => ({
+  name,
+  spawn: () => spawnServer({ module: fileURLToPath(import.meta.url), env: { HTTP_BENCH_SERVER: mode, HTTP_BENCH_DB: file }, profile, profileName: `http-${mode}` }),
+  requests: () => requests
+})
 
 /** Runs the suite. */
 export const run = async (): Promise<void> => {
@@ -315,16 +203,16 @@ export const run = async (): Promise<void> => {
   const file = path.join(dir, "registry.db")
   try {
     makeDatabase(file).close()
-    const paths = hashes().map((h) => `/v1/agents/${h}`)
+    const requests = hashes().map((h) => Buffer.from(`GET /v1/agents/${h} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n\r\n`))
     const all = [
-      { name: "raw node:http + prepared lookup", mode: "raw" },
-      { name: "stock HttpApi, prepared lookup", mode: "stock" },
-      { name: "stock HttpApi, SqlClient lookup", mode: "stock-sql" },
-      { name: "lean Serve, prepared lookup", mode: "lean" },
-      { name: "lean Serve, SqlClient lookup", mode: "lean-sql" },
-      { name: "hub GET /v1/agents/:didHash (Registry)", mode: "hub" }
-    ] as const
-    const { wall, cpu } = await measureAll(all, file, paths)
+      server("raw node:http + prepared lookup", "raw", file, requests),
+      server("stock HttpApi, prepared lookup", "stock", file, requests),
+      server("stock HttpApi, SqlClient lookup", "stock-sql", file, requests),
+      server("lean Serve, prepared lookup", "lean", file, requests),
+      server("lean Serve, SqlClient lookup", "lean-sql", file, requests),
+      server("hub GET /v1/agents/:didHash (Registry)", "hub", file, requests)
+    ]
+    const { wall, cpu } = await measureAll(all, { warmupMs: WARMUP_MS, rounds: ROUNDS, roundMs: ROUND_MS, cap: MAX_REQUESTS_PER_ROUND, connections: CONNECTIONS })
     const rows = (ms: Array<Measurement>) => {
       const [raw, stock, stockSql, lean, leanSql, hub] = ms as [Measurement, Measurement, Measurement, Measurement, Measurement, Measurement]
       return [
@@ -344,15 +232,7 @@ export const run = async (): Promise<void> => {
 
 const serverMode = process.env["HTTP_BENCH_SERVER"]
 if (serverMode !== undefined) {
-  const port = await startServer(serverMode as Mode, process.env["HTTP_BENCH_DB"] ?? ":memory:")
-  process.on("message", (m) => {
-    if (m === "stop") process.exit(0)
-    if (m === "cpu") {
-      const { user, system } = process.cpuUsage()
-      process.send?.({ cpu: user + system })
-    }
-  })
-  process.send?.({ port })
+  await serveChild(() => startServer(serverMode as Mode, process.env["HTTP_BENCH_DB"] ?? ":memory:"))
 } else if (process.argv[1] !== undefined && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   await run()
 }

@@ -7,6 +7,7 @@ const suites: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
   envelope: () => import("./envelope.js"),
   mandate: () => import("./mandate.js"),
   http: () => import("./http.js"),
+  agent: () => import("./agent.js"),
   ledger: () => import("./ledger.js"),
   start: () => import("./start.js")
 }

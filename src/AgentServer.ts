@@ -62,7 +62,7 @@ import { decodeUnverified } from "./Mandate.js"
 import * as MeshClient from "./MeshClient.js"
 import type { ModelError, ModelProviderApi } from "./ModelProvider.js"
 import * as ModelProviderOpenAi from "./ModelProviderOpenAi.js"
-import { NonceStore } from "./NonceStore.js"
+import { makeMemory as memoryNonceStore, NonceStore } from "./NonceStore.js"
 import * as NonceStoreSql from "./NonceStoreSql.js"
 import { signMessage } from "./Proof.js"
 import * as TaskGuard from "./TaskGuard.js"
@@ -273,19 +273,21 @@ const releasing = (iterable: AsyncIterable<string>, abort: () => void): AsyncIte
   }
 })
 
-/** A handler's output as one stream of chunks; `abort` runs when an async iterable is let go before its end. */
-const toStream = (output: HandlerOutput, abort: () => void): Stream.Stream<string, unknown> => {
-  const fromIterable = (it: AsyncIterable<string>) => Stream.fromAsyncIterable(releasing(it, abort), (e) => e)
-  if (typeof output === "string") return Stream.succeed(output)
-  if (isStream(output)) return output
-  if (Effect.isEffect(output)) return Stream.fromEffect(output)
-  if (isAsyncIterable(output)) return fromIterable(output)
-  return Stream.unwrap(
-    Effect.map(
-      Effect.tryPromise({ try: () => output, catch: (e) => e }),
-      (v): Stream.Stream<string, unknown> =>
-        typeof v === "string" ? Stream.succeed(v) : isAsyncIterable(v) ? fromIterable(v) : Stream.die(new Error("handler resolved to neither a string nor an async iterable"))
-    )
+/**
+ * Runs a handler's output, giving each chunk to `onChunk`; `abort` runs when an async iterable is let go before its
+ * end. Only streams and iterables go through `Stream`: a one-element stream costs far more than the reply.
+ */
+const consume = (output: HandlerOutput, onChunk: (chunk: unknown) => void, abort: () => void): Effect.Effect<void, unknown> => {
+  const iterate = (it: AsyncIterable<string>) =>
+    Stream.runForEach(Stream.fromAsyncIterable(releasing(it, abort), (e) => e), (chunk) => Effect.sync(() => onChunk(chunk)))
+  if (typeof output === "string") return Effect.sync(() => onChunk(output))
+  if (isStream(output)) return Stream.runForEach(output, (chunk) => Effect.sync(() => onChunk(chunk)))
+  if (Effect.isEffect(output)) return Effect.map(output, onChunk)
+  if (isAsyncIterable(output)) return iterate(output)
+  return Effect.flatMap(
+    Effect.tryPromise({ try: () => output, catch: (e) => e }),
+    (v): Effect.Effect<void, unknown> =>
+      typeof v === "string" ? Effect.sync(() => onChunk(v)) : isAsyncIterable(v) ? iterate(v) : Effect.die(new Error("handler resolved to neither a string nor an async iterable"))
   )
 }
 
@@ -363,7 +365,12 @@ export const make = (
     const database = options.database ?? defaultDatabase(options.name)
     const db = yield* Layer.build(Database.layerSqlite(database))
     const taskStore = Context.get(yield* Layer.build(TaskStoreSql.layer.pipe(Layer.provide(Layer.succeedContext(db)))), TaskStore)
-    const nonceStore = Context.get(yield* Layer.build(NonceStoreSql.layer.pipe(Layer.provide(Layer.succeedContext(db)))), NonceStore)
+    // An in-memory database dies with the process anyway: its nonces may as well live in (bounded) memory, which
+    // costs a fraction of a SQL round trip per request.
+    const nonceStore =
+      database === ":memory:"
+        ? memoryNonceStore()
+        : Context.get(yield* Layer.build(NonceStoreSql.layer.pipe(Layer.provide(Layer.succeedContext(db)))), NonceStore)
     const memoryMode = options.memory ?? "none"
     const memory: AgentMemory.AgentMemoryApi =
       memoryMode === "persistent"
@@ -551,13 +558,11 @@ export const make = (
         }).pipe(Effect.either)
         const run = Either.isLeft(output)
           ? Effect.fail(output.left)
-          : Stream.runForEach(toStream(output.right, cancel), (chunk) =>
-              Effect.sync(() => {
-                if (typeof chunk !== "string") return
-                text += chunk
-                if (++x.produced > skip) emit(chunk)
-              })
-            )
+          : consume(output.right, (chunk) => {
+              if (typeof chunk !== "string") return
+              text += chunk
+              if (++x.produced > skip) emit(chunk)
+            }, cancel)
         const exit = yield* Effect.exit(
           run.pipe(
             Effect.onInterrupt(() => Effect.sync(cancel)),
