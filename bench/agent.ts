@@ -44,13 +44,8 @@ import { signRequest } from "../src/HttpSignature.js"
 import { Keys } from "../src/Keys.js"
 import * as KeysNative from "../src/KeysNative.js"
 import { report, type Measurement } from "./harness.js"
-import { measureAll, reportLatency, serveChild, spawnServer, type BenchServer } from "./load.js"
+import { DEFAULT_ROUNDS, measureAll, reportLatency, serveChild, spawnServer, type BenchServer } from "./load.js"
 
-const CONNECTIONS = 32
-const WARMUP_MS = 1_000
-const ROUNDS = 7
-const ROUND_MS = 1_000
-const MAX_REQUESTS_PER_ROUND = 500_000
 /** Requests per round (and warm-up) for agent-sig, whose requests are all distinct; the pool holds (ROUNDS + 1)×. */
 const SIG_ROUND_CAP = 10_000
 const CYCLED = 1_000
@@ -207,7 +202,7 @@ export const run = async (): Promise<void> => {
       "agent POST /v1/run, auth mesh-sig",
       "agent-sig",
       async (port) => {
-        const count = SIG_ROUND_CAP * (ROUNDS + 1)
+        const count = SIG_ROUND_CAP * (DEFAULT_ROUNDS.rounds + 1)
         const t0 = performance.now()
         const pool = await signed(port, count)
         console.log(`(signed ${count.toLocaleString("en-US")} requests for agent-sig in ${((performance.now() - t0) / 1000).toFixed(1)} s)`)
@@ -216,13 +211,7 @@ export const run = async (): Promise<void> => {
       SIG_ROUND_CAP
     )
   ]
-  const { wall, cpu, latency } = await measureAll(all, {
-    warmupMs: WARMUP_MS,
-    rounds: ROUNDS,
-    roundMs: ROUND_MS,
-    cap: MAX_REQUESTS_PER_ROUND,
-    connections: CONNECTIONS
-  })
+  const { wall, cpu, latency } = await measureAll(all, DEFAULT_ROUNDS)
   const rows = (ms: Array<Measurement>) => {
     const [raw, rawVerify, none, sig] = ms as [Measurement, Measurement, Measurement, Measurement]
     return [

@@ -41,14 +41,9 @@ import * as KeysNative from "../src/KeysNative.js"
 import * as Serve from "../src/http/Serve.js"
 import { toBase64 } from "../src/internal/bytes.js"
 import { report, type Measurement } from "./harness.js"
-import { measureAll, serveChild, spawnServer, type BenchServer } from "./load.js"
+import { DEFAULT_ROUNDS, measureAll, serveChild, spawnServer, type BenchServer } from "./load.js"
 
 const ROWS = 10_000
-const CONNECTIONS = 32
-const WARMUP_MS = 1_000
-const ROUNDS = 7
-const ROUND_MS = 1_000
-const MAX_REQUESTS_PER_ROUND = 500_000
 
 type Mode = "raw" | "stock" | "stock-sql" | "lean" | "lean-sql" | "hub"
 
@@ -212,7 +207,7 @@ export const run = async (): Promise<void> => {
       server("lean Serve, SqlClient lookup", "lean-sql", file, requests),
       server("hub GET /v1/agents/:didHash (Registry)", "hub", file, requests)
     ]
-    const { wall, cpu } = await measureAll(all, { warmupMs: WARMUP_MS, rounds: ROUNDS, roundMs: ROUND_MS, cap: MAX_REQUESTS_PER_ROUND, connections: CONNECTIONS })
+    const { wall, cpu } = await measureAll(all, DEFAULT_ROUNDS)
     const rows = (ms: Array<Measurement>) => {
       const [raw, stock, stockSql, lean, leanSql, hub] = ms as [Measurement, Measurement, Measurement, Measurement, Measurement, Measurement]
       return [

@@ -233,6 +233,9 @@ export interface BenchServer {
   readonly cap?: number
 }
 
+/** The usual rounds: 1 s warm-up, 7 rounds of 1 s, 32 connections, a generous cap per round. */
+export const DEFAULT_ROUNDS: MeasureOptions = { warmupMs: 1_000, rounds: 7, roundMs: 1_000, cap: 500_000, connections: 32 }
+
 /** Rounds and their length. */
 export interface MeasureOptions {
   readonly warmupMs: number
