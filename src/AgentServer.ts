@@ -205,7 +205,13 @@ export type RunEventType = "chunk" | "approval_required" | "done" | "error"
 interface StreamedRun {
   readonly id: string
   readonly principal: string
+  /** The SSE frames still kept, from event number `first` on. */
   readonly events: Array<string>
+  first: number
+  /** The events sent so far (kept or not). */
+  sent: number
+  /** Characters held in `events`. */
+  bytes: number
   readonly listeners: Set<() => void>
   done: boolean
   finishedAt: number
@@ -234,6 +240,8 @@ type Outcome = { readonly _tag: "Completed"; readonly message: string } | { read
 const DEFAULT_RETENTION_MS = 5 * 60_000
 const MAX_RETAINED_RUNS = 1000
 const DEFAULT_MAX_LIVE_RUNS = 256
+/** Characters of SSE frames a streamed run keeps for reconnects (about 4 MiB); older events are let go. */
+const MAX_RUN_RETAINED_CHARS = 4 * 1024 * 1024
 const SSE = "text/event-stream"
 const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost"])
 
@@ -423,12 +431,16 @@ export const make = (
       calls: number
       produced: number
       paused: ApprovalRequest | undefined
+      pausing: boolean
       /** Set when the execution is over (finished, failed or cancelled): its guard allows nothing more. */
       ended: boolean
     }
 
     const pause = (x: Execution, capability: string, guardOptions: GuardOptions, step: string) =>
       Effect.gen(function* () {
+        // Concurrent guard calls may both reach a gate: the first pauses the task, the others only stop.
+        if (x.pausing) return yield* Effect.fail(new GatePaused({ taskId: x.paused?.taskId ?? "", capability }))
+        x.pausing = true
         const token = x.state.mandate!
         const decoded = decodeUnverified(token)
         if (Either.isLeft(decoded)) return yield* Effect.fail(forbidden("MANDATE_INVALID", decoded.left.message, decoded.left.reason))
@@ -595,7 +607,14 @@ export const make = (
     }
 
     const push = (run: StreamedRun, type: RunEventType, data: unknown) => {
-      run.events.push(sseFrame(`${run.id}:${run.events.length}`, type, data))
+      const frame = sseFrame(`${run.id}:${run.sent++}`, type, data)
+      run.events.push(frame)
+      run.bytes += frame.length
+      // A long run keeps only its latest events for reconnects: memory stays bounded per run.
+      while (run.bytes > MAX_RUN_RETAINED_CHARS && run.events.length > 1) {
+        run.bytes -= run.events.shift()!.length
+        run.first++
+      }
       for (const l of run.listeners) l()
     }
 
@@ -605,7 +624,12 @@ export const make = (
         let next = from
         const encoder = new TextEncoder()
         const pump = (): boolean => {
-          while (next < run.events.length) void emit.single(encoder.encode(run.events[next++]!))
+          // A follower that fell behind what is kept ends here; reconnecting tells it those events are gone.
+          if (next < run.first) {
+            void emit.end()
+            return true
+          }
+          while (next < run.sent) void emit.single(encoder.encode(run.events[next++ - run.first]!))
           if (run.done) void emit.end()
           return run.done
         }
@@ -633,7 +657,17 @@ export const make = (
         if (live >= maxLiveRuns) {
           return yield* Effect.fail(new AgentUnavailable({ code: "AGENT_BUSY", message: `${live} streamed runs are in progress; retry shortly`, retryAfterSeconds: 1 }))
         }
-        const run: StreamedRun = { id: crypto.randomUUID(), principal: caller.principal, events: [], listeners: new Set(), done: false, finishedAt: 0 }
+        const run: StreamedRun = {
+          id: crypto.randomUUID(),
+          principal: caller.principal,
+          events: [],
+          first: 0,
+          sent: 0,
+          bytes: 0,
+          listeners: new Set(),
+          done: false,
+          finishedAt: 0
+        }
         runs.set(run.id, run)
         const finish = (type: RunEventType, data: unknown) =>
           Effect.flatMap(Clock.currentTimeMillis, (t) =>
@@ -670,7 +704,8 @@ export const make = (
         if (run === undefined) return yield* Effect.fail(new AgentNotFound({ code: "RUN_NOT_FOUND", message: "that run is unknown or no longer kept" }))
         if (run.principal !== caller.principal) return yield* Effect.fail(forbidden("NOT_RUN_OWNER", "that run was started by another caller"))
         const from = Number(m[2]) + 1
-        if (from > run.events.length) return yield* bad("Last-Event-ID names an event this run has not sent")
+        if (from > run.sent) return yield* bad("Last-Event-ID names an event this run has not sent")
+        if (from < run.first) return yield* Effect.fail(new AgentNotFound({ code: "RUN_NOT_FOUND", message: `events before ${run.first} of that run are no longer kept` }))
         return sseResponse(run, from)
       })
 
@@ -716,6 +751,7 @@ export const make = (
       calls: 0,
       produced: 0,
       paused: undefined,
+      pausing: false,
       ended: false
     })
 

@@ -241,4 +241,28 @@ describe("agent server hardening", () => {
         assert.strictEqual(runs, 1)
       })
     ))
+
+  it.live("a long streamed run keeps only its latest events for reconnects; a live client still gets everything", () =>
+    provide(
+      Effect.gen(function* () {
+        const chunk = "x".repeat(10_000)
+        const agent = yield* AgentServer.make({
+          name: "long",
+          database: ":memory:",
+          handler: async function* () {
+            for (let i = 0; i < 600; i++) yield chunk
+          }
+        })
+        const live = yield* readSse(`${agent.url}/v1/run`, { message: "go" })
+        assert.strictEqual(live.events.length, 601)
+        assert.strictEqual(live.events[600]!.data.message.length, 6_000_000)
+        const runId = live.events[0]!.id.split(":")[0]
+        const early = yield* readSse(`${agent.url}/v1/run`, { message: "go" }, { "last-event-id": `${runId}:0` })
+        assert.strictEqual(early.status, 404)
+        assert.strictEqual(early.body.code, "RUN_NOT_FOUND")
+        // The final event alone (it holds the whole 6 MB reply) fills what is kept.
+        const late = yield* readSse(`${agent.url}/v1/run`, { message: "go" }, { "last-event-id": `${runId}:599` })
+        assert.deepStrictEqual(late.events.map((e) => e.event), ["done"])
+      })
+    ))
 })
