@@ -243,6 +243,7 @@ const DEFAULT_MAX_LIVE_RUNS = 256
 /** Characters of SSE frames a streamed run keeps for reconnects (about 4 MiB); older events are let go. */
 const MAX_RUN_RETAINED_CHARS = 4 * 1024 * 1024
 const SSE = "text/event-stream"
+const ANONYMOUS: Caller = { auth: "none", principal: "anonymous" }
 const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost"])
 
 const forbidden = (code: ForbiddenCode, message: string, reason?: string) =>
@@ -297,6 +298,16 @@ const consume = (output: HandlerOutput, onChunk: (chunk: unknown) => void, abort
     (v): Effect.Effect<void, unknown> =>
       typeof v === "string" ? Effect.sync(() => onChunk(v)) : isAsyncIterable(v) ? iterate(v) : Effect.die(new Error("handler resolved to neither a string nor an async iterable"))
   )
+}
+
+/** A JSON response kept as text: the lean writer sends it as is, with its length (no encode and decode again). */
+const jsonResponse = (body: unknown, options?: { readonly status?: number }): HttpServerResponse.HttpServerResponse => {
+  const text = JSON.stringify(body)
+  return HttpServerResponse.raw(text, {
+    ...options,
+    contentType: "application/json",
+    headers: { "content-length": String(Buffer.byteLength(text)) }
+  })
 }
 
 const sseFrame = (id: string, type: RunEventType, data: unknown): string => `id: ${id}\nevent: ${type}\ndata: ${JSON.stringify(data)}\n\n`
@@ -545,11 +556,12 @@ export const make = (
     ): Effect.Effect<Outcome, RunError> =>
       Effect.gen(function* () {
         const skip = x.state.emitted
-        const controller = new AbortController()
+        // Made on first use: most handlers never look at their signal.
+        let controller: AbortController | undefined
         // Cancelling ends the execution first, so a handler woken by the abort finds its guard closed.
         const cancel = () => {
           x.ended = true
-          controller.abort()
+          controller?.abort()
         }
         const guardEffect = guardFor(x)
         const input: RunInput = {
@@ -561,7 +573,11 @@ export const make = (
           systemPrompt: options.systemPrompt,
           guard: (capability, o) => runPromise(guardEffect(capability, o)),
           guardEffect,
-          signal: controller.signal
+          get signal() {
+            controller ??= new AbortController()
+            if (x.ended) controller.abort()
+            return controller.signal
+          }
         }
         let text = ""
         const output = yield* Effect.try({
@@ -715,8 +731,8 @@ export const make = (
         if (acceptsStream(req)) return yield* startStreamed(x, caller, cid)
         const outcome = yield* execute(x, false, () => undefined)
         return outcome._tag === "Completed"
-          ? HttpServerResponse.unsafeJson({ message: outcome.message, sessionId: x.state.sessionId } satisfies RunReply)
-          : HttpServerResponse.unsafeJson(
+          ? jsonResponse({ message: outcome.message, sessionId: x.state.sessionId } satisfies RunReply)
+          : jsonResponse(
               { status: "approval_required", sessionId: x.state.sessionId, approvalRequired: outcome.request } satisfies ApprovalRequired,
               { status: 202 }
             )
@@ -809,9 +825,8 @@ export const make = (
     }
     const allowed = options.allowedCallers === undefined ? undefined : new Set(options.allowedCallers.map((d) => normalizeDid(d) ?? d))
 
-    const authenticate: Effect.Effect<Caller, AgentUnauthorized | AgentForbidden | AgentUnavailable, HttpServerRequest.HttpServerRequest> = Effect.gen(function* () {
+    const authenticate: Effect.Effect<Caller, AgentUnauthorized | AgentForbidden | AgentUnavailable, HttpServerRequest.HttpServerRequest> = auth === "none" ? Effect.succeed(ANONYMOUS) : Effect.gen(function* () {
       const req = yield* HttpServerRequest.HttpServerRequest
-      if (auth === "none") return { auth, principal: "anonymous" }
       if (auth === "bearer") {
         const header = req.headers["authorization"]
         const m = header === undefined ? null : /^Bearer\s+(\S+)\s*$/i.exec(header)
