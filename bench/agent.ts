@@ -13,7 +13,10 @@
  *   check, no nonce: only the one verify.
  * - `agent-none`: `AgentServer.make({ name: "bench", handler: ({ message }) => message, database: ":memory:" })`.
  * - `agent-sig`: the same with `auth: "mesh-sig"` and `resolveCallerKey` answering the bench caller's key, so each
- *   request is checked in full (fields, time window, content digest, key, signature, nonce into SQLite).
+ *   request is checked in full (fields, time window, content digest, key, signature, nonce; an agent on a `:memory:`
+ *   database keeps nonces in memory, one on a file in SQLite).
+ * - `serve-echo` (a reference, no target): the lean `Serve` layer alone with a one-endpoint HttpApi taking the same
+ *   `RunRequest` schema and answering the echo: what serving costs before the agent server adds anything.
  *
  * Requests: `{"message":"hello <i>","sessionId":"bench-<i>"}` with `Host: 127.0.0.1:<port>`. raw and agent-none
  * cycle through 1,000 unsigned ones. raw-verify and agent-sig get requests signed by `signRequest` (HttpSignature.ts)
@@ -39,7 +42,13 @@ import * as Http from "node:http"
 import type * as net from "node:net"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import * as HttpApi from "@effect/platform/HttpApi"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import { RunReply, RunRequest } from "../src/AgentApi.js"
 import * as AgentServer from "../src/AgentServer.js"
+import * as Serve from "../src/http/Serve.js"
 import { signRequest } from "../src/HttpSignature.js"
 import { Keys } from "../src/Keys.js"
 import * as KeysNative from "../src/KeysNative.js"
@@ -54,7 +63,19 @@ const CALLER = "did:mesh:bench-caller"
 const CALLER_SEED = new Uint8Array(32).fill(7)
 const AGENT_SEED = new Uint8Array(32).fill(9)
 
-type Mode = "raw" | "raw-verify" | "agent-none" | "agent-sig"
+type Mode = "raw" | "raw-verify" | "agent-none" | "agent-sig" | "serve-echo"
+
+class EchoApi extends HttpApi.make("echo").add(
+  HttpApiGroup.make("run").add(HttpApiEndpoint.post("run", "/v1/run").setPayload(RunRequest).addSuccess(RunReply))
+) {}
+
+const startServeEcho = (): Promise<number> => {
+  const handlers = HttpApiBuilder.group(EchoApi, "run", (h) =>
+    h.handle("run", ({ payload }) => Effect.succeed({ message: payload.message, sessionId: payload.sessionId ?? crypto.randomUUID() }))
+  )
+  const scope = Effect.runSync(Scope.make())
+  return Effect.runPromise(Scope.extend(Serve.make(EchoApi, handlers), scope)).then((s) => s.port)
+}
 
 const callerPublicKey = (): Uint8Array =>
   Effect.runSync(Effect.flatMap(Keys, (keys) => keys.importPrivateKey(CALLER_SEED)).pipe(Effect.provide(KeysNative.layer))).publicKey
@@ -135,6 +156,8 @@ const startServer = (mode: Mode): Promise<number> => {
       return startAgent("none")
     case "agent-sig":
       return startAgent("mesh-sig")
+    case "serve-echo":
+      return startServeEcho()
   }
 }
 
@@ -209,16 +232,19 @@ export const run = async (): Promise<void> => {
         return once(pool)
       },
       SIG_ROUND_CAP
-    )
+    ),
+    server("lean Serve echo (RunRequest schema, no agent)", "serve-echo", unsigned)
   ]
   const { wall, cpu, latency } = await measureAll(all, DEFAULT_ROUNDS)
   const rows = (ms: Array<Measurement>) => {
-    const [raw, rawVerify, none, sig] = ms as [Measurement, Measurement, Measurement, Measurement]
+    const [raw, rawVerify, none, sig, serveEcho] = ms as [Measurement, Measurement, Measurement, Measurement, Measurement]
     return [
       { figure: none, baseline: raw, target: 0.4 },
       { figure: sig, baseline: rawVerify, target: 0.7 },
       { figure: rawVerify, baseline: raw },
-      { figure: sig, baseline: none }
+      { figure: sig, baseline: none },
+      { figure: serveEcho, baseline: raw },
+      { figure: none, baseline: serveEcho }
     ]
   }
   report("agent", rows(wall))
