@@ -9,6 +9,7 @@ import { signApproval } from "../../src/Approval.js"
 import { generateDid, verificationMethodId } from "../../src/Did.js"
 import { signRequest } from "../../src/HttpSignature.js"
 import * as KeysNative from "../../src/KeysNative.js"
+import type { TaskConstraints } from "../../src/Constraints.js"
 import { issueTaskMandate } from "../../src/Mandate.js"
 import { post, readSse } from "./support.js"
 
@@ -43,6 +44,31 @@ const rawPost = (url: string, host: string, body: Uint8Array, headers: Record<st
       res.on("end", () => resume(Effect.succeed({ status: res.statusCode!, body: JSON.parse(text) as Record<string, unknown> })))
     })
     req.end(Buffer.from(body))
+  })
+
+/**
+ * A user, and an assistant agent serving `options` under the assistant's DID, which resolves the user's key; with the
+ * task mandate the user grants the assistant under `constraints`.
+ */
+const granted = (constraints: Omit<TaskConstraints, "maxDelegationDepth">, options: Omit<AgentServer.AgentServerOptions, "name" | "did" | "privateKey" | "resolveCallerKey">) =>
+  Effect.gen(function* () {
+    const user = yield* generateDid("user")
+    const assistant = yield* generateDid("assistant")
+    const agent = yield* AgentServer.make({
+      name: "assistant",
+      did: assistant.did,
+      privateKey: assistant.privateKey,
+      database: ":memory:",
+      resolveCallerKey: (did) => (did === user.did ? user.publicKey : null),
+      ...options
+    })
+    const mandate = (yield* issueTaskMandate({
+      grantorDid: user.did,
+      granteeDid: assistant.did,
+      privateKey: user.privateKey,
+      constraints: { ...constraints, maxDelegationDepth: 0 }
+    })).token
+    return { user, agent, mandate }
   })
 
 describe("agent server hardening", () => {
@@ -90,32 +116,22 @@ describe("agent server hardening", () => {
   it.live("a resume replays only identical guard calls, and the approval covers only the call the human was shown", () =>
     provide(
       Effect.gen(function* () {
-        const user = yield* generateDid("user")
-        const assistant = yield* generateDid("assistant")
         let execution = 0
         const log: Array<string> = []
-        const agent = yield* AgentServer.make({
-          name: "assistant",
-          did: assistant.did,
-          privateKey: assistant.privateKey,
-          database: ":memory:",
-          resolveCallerKey: (did) => (did === user.did ? user.publicKey : null),
-          // Steps that depend on something besides the input, as an LLM's choices do.
-          handler: async ({ guard }) => {
-            const first = execution++ === 0
-            await guard("read", { reversible: true, dataScopes: first ? ["inbox"] : ["hr-records"] })
-            log.push(`read ${first ? "inbox" : "hr-records"}`)
-            await guard("send_email", { description: first ? "email bob: lunch?" : "email everyone: hr records" })
-            log.push("emailed")
-            return "ok"
+        const { user, agent, mandate } = yield* granted(
+          { allowed: ["read", "send_email"], humanGates: ["send_email"], dataAccess: ["inbox"] },
+          {
+            // Steps that depend on something besides the input, as an LLM's choices do.
+            handler: async ({ guard }) => {
+              const first = execution++ === 0
+              await guard("read", { reversible: true, dataScopes: first ? ["inbox"] : ["hr-records"] })
+              log.push(`read ${first ? "inbox" : "hr-records"}`)
+              await guard("send_email", { description: first ? "email bob: lunch?" : "email everyone: hr records" })
+              log.push("emailed")
+              return "ok"
+            }
           }
-        })
-        const mandate = (yield* issueTaskMandate({
-          grantorDid: user.did,
-          granteeDid: assistant.did,
-          privateKey: user.privateKey,
-          constraints: { allowed: ["read", "send_email"], humanGates: ["send_email"], dataAccess: ["inbox"], maxDelegationDepth: 0 }
-        })).token
+        )
         const paused = yield* post(`${agent.url}/v1/run`, { message: "m", mandate })
         const taskId = paused.body.approvalRequired.taskId
         const resumed = yield* post(`${agent.url}/v1/resume`, { taskId, approval: yield* signApproval({ taskId, capability: "send_email" }, user.did, user.privateKey) })
@@ -128,27 +144,17 @@ describe("agent server hardening", () => {
   it.live("only the caller who started a task (or its grantor) may resume it", () =>
     provide(
       Effect.gen(function* () {
-        const user = yield* generateDid("user")
-        const assistant = yield* generateDid("assistant")
-        const agent = yield* AgentServer.make({
-          name: "assistant",
-          did: assistant.did,
-          privateKey: assistant.privateKey,
-          database: ":memory:",
-          auth: "bearer",
-          bearerTokens: ["alice", "mallory"],
-          resolveCallerKey: (did) => (did === user.did ? user.publicKey : null),
-          handler: async ({ guard }) => {
-            await guard("send_email")
-            return "the secret summary"
+        const { user, agent, mandate } = yield* granted(
+          { allowed: ["send_email"], humanGates: ["send_email"] },
+          {
+            auth: "bearer",
+            bearerTokens: ["alice", "mallory"],
+            handler: async ({ guard }) => {
+              await guard("send_email")
+              return "the secret summary"
+            }
           }
-        })
-        const mandate = (yield* issueTaskMandate({
-          grantorDid: user.did,
-          granteeDid: assistant.did,
-          privateKey: user.privateKey,
-          constraints: { allowed: ["send_email"], humanGates: ["send_email"], maxDelegationDepth: 0 }
-        })).token
+        )
         const paused = yield* post(`${agent.url}/v1/run`, { message: "m", mandate }, { authorization: "Bearer alice" })
         const taskId = paused.body.approvalRequired.taskId
         const approval = yield* signApproval({ taskId, capability: "send_email" }, user.did, user.privateKey)
@@ -163,32 +169,22 @@ describe("agent server hardening", () => {
   it.live("a cancelled run's handler is aborted (async generators too) and its guard allows nothing more", () =>
     provide(
       Effect.gen(function* () {
-        const user = yield* generateDid("user")
-        const assistant = yield* generateDid("assistant")
         const started = signal()
         const after = signal<string>()
-        const agent = yield* AgentServer.make({
-          name: "assistant",
-          did: assistant.did,
-          privateKey: assistant.privateKey,
-          database: ":memory:",
-          resolveCallerKey: (did) => (did === user.did ? user.publicKey : null),
-          handler: async function* ({ guard, signal: s }) {
-            yield "thinking "
-            started.settle()
-            await aborted(s)
-            await guard("pay").then(
-              () => after.settle("paid"),
-              (e: { code?: string }) => after.settle(`refused ${e.code}`)
-            )
+        const { agent, mandate } = yield* granted(
+          { allowed: ["pay"] },
+          {
+            handler: async function* ({ guard, signal: s }) {
+              yield "thinking "
+              started.settle()
+              await aborted(s)
+              await guard("pay").then(
+                () => after.settle("paid"),
+                (e: { code?: string }) => after.settle(`refused ${e.code}`)
+              )
+            }
           }
-        })
-        const mandate = (yield* issueTaskMandate({
-          grantorDid: user.did,
-          granteeDid: assistant.did,
-          privateKey: user.privateKey,
-          constraints: { allowed: ["pay"], maxDelegationDepth: 0 }
-        })).token
+        )
         yield* abandon(`${agent.url}/v1/run`, { message: "m", mandate }, started.promise)
         assert.strictEqual(yield* Effect.promise(() => after.promise), "refused RUN_CANCELLED")
       })
