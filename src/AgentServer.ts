@@ -5,9 +5,10 @@
  * Promise one, `mesh agent <module>` the command.
  *
  * Human gates replay: a task paused at a gate keeps its input and the list of guard calls that had passed; on resume
- * the handler runs again from the start, those guard calls pass at once (nothing is charged twice) and the chunks it
- * had already streamed are not sent again. So a handler must put each side effect after the guard that covers it
- * and produce the same steps for the same input.
+ * the handler runs again from the start, guard calls identical to those pass at once (nothing is charged twice), the
+ * approval applies to the one call identical to the paused one, and chunks already streamed are not sent again. A
+ * handler that takes other steps is checked afresh from the first difference. So a handler should put each side
+ * effect after the guard that covers it and produce the same steps for the same input.
  */
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
@@ -56,7 +57,7 @@ import { resumeTask } from "./Approval.js"
 import * as Database from "./Database.js"
 import { didHash, type InvalidDid, normalizeDid, verificationMethodId } from "./Did.js"
 import { verifyRequest } from "./HttpSignature.js"
-import { KeyNotFound, KeyResolver, type KeyResolverApi, KeyResolverUnavailable } from "./KeyResolver.js"
+import { KeyNotFound, KeyResolver, type KeyResolverApi, KeyResolverUnavailable, type ResolvedKey } from "./KeyResolver.js"
 import { Keys, type MalformedKey, type PrivateKeyInput } from "./Keys.js"
 import { decodeUnverified } from "./Mandate.js"
 import * as MeshClient from "./MeshClient.js"
@@ -317,23 +318,27 @@ const acceptsStream = (req: HttpServerRequest.HttpServerRequest): boolean => (re
 const bodyOf = (req: HttpServerRequest.HttpServerRequest): Effect.Effect<Uint8Array> =>
   req instanceof LeanRequest ? Effect.succeed(req.body) : Effect.orDie(Effect.map(req.arrayBuffer, (b) => new Uint8Array(b)))
 
-/** A resolver from a function: raw keys at version 1. */
+/** A resolver from a function: raw keys at version 1; a function that throws or rejects is an unavailable resolver. */
 const resolverFromFunction = (f: ResolveCallerKey): KeyResolverApi => ({
-  resolve: (did) =>
-    Effect.flatMap(
-      Effect.tryPromise({
-        try: async () => f(did),
-        catch: (e) => new KeyResolverUnavailable({ code: "RESOLVER_UNAVAILABLE", message: `resolveCallerKey failed: ${String(e)}`, did })
-      }),
-      (key) => {
-        if (key === null) return Effect.fail(new KeyNotFound({ code: "KEY_NOT_FOUND", message: `no key known for ${did}`, did }))
-        try {
-          return Effect.succeed({ publicKey: typeof key === "string" ? fromBase64(key) : key, keyVersion: 1 })
-        } catch {
-          return Effect.fail(new KeyNotFound({ code: "KEY_NOT_FOUND", message: `the key given for ${did} is not base64`, did }))
-        }
+  resolve: (did) => {
+    const unavailable = (e: unknown) => new KeyResolverUnavailable({ code: "RESOLVER_UNAVAILABLE", message: `resolveCallerKey failed: ${String(e)}`, did })
+    const settle = (key: Uint8Array | string | null): Effect.Effect<ResolvedKey, KeyNotFound> => {
+      if (key === null) return Effect.fail(new KeyNotFound({ code: "KEY_NOT_FOUND", message: `no key known for ${did}`, did }))
+      try {
+        return Effect.succeed({ publicKey: typeof key === "string" ? fromBase64(key) : key, keyVersion: 1 })
+      } catch {
+        return Effect.fail(new KeyNotFound({ code: "KEY_NOT_FOUND", message: `the key given for ${did} is not base64`, did }))
       }
-    )
+    }
+    let key: ReturnType<ResolveCallerKey>
+    try {
+      key = f(did)
+    } catch (e) {
+      return Effect.fail(unavailable(e))
+    }
+    // A synchronous answer stays synchronous: no promise hop on every request.
+    return key instanceof Promise ? Effect.flatMap(Effect.tryPromise({ try: () => key, catch: unavailable }), settle) : settle(key)
+  }
 })
 
 const noResolver: KeyResolverApi = {
