@@ -20,14 +20,12 @@ import {
   ProviderFailed
 } from "./AgentError.js"
 import { InternalError, InvalidJson, PayloadTooLarge, RouteNotFound } from "./http/ErrorBody.js"
+import * as ModelProvider from "./ModelProvider.js"
 
+/** One turn of a conversation (the model providers' message). */
+export const ChatMessage = ModelProvider.ChatMessage
 /** One turn of a conversation. */
-export const ChatMessage = Schema.Struct({
-  role: Schema.Literal("system", "user", "assistant"),
-  content: Schema.String
-})
-/** One turn of a conversation. */
-export type ChatMessage = typeof ChatMessage.Type
+export type ChatMessage = ModelProvider.ChatMessage
 
 /** A session id: chosen by the caller or made by the server. */
 export const SessionId = Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9._:-]{1,128}$/))
@@ -97,14 +95,16 @@ export const AuthMode = Schema.Literal("none", "bearer", "mesh-sig")
 /** The auth modes an agent server can require. */
 export type AuthMode = typeof AuthMode.Type
 
-/** Who is calling, as authenticated. */
-export interface Caller {
-  readonly auth: AuthMode
+/** Who is calling, as authenticated (kept with a paused task, so it is a schema). */
+export const Caller = Schema.Struct({
+  auth: AuthMode,
   /** The caller's DID (mesh-sig only): for attribution. */
-  readonly did?: string | undefined
+  did: Schema.optional(Schema.String),
   /** A stable name of the credential (`anonymous`, `bearer:<hash prefix>`, the DID); reconnects must match it. */
-  readonly principal: string
-}
+  principal: Schema.String
+})
+/** Who is calling, as authenticated. */
+export type Caller = typeof Caller.Type
 
 /** The authenticated caller of the request being served. */
 export class CurrentCaller extends Context.Tag("agent-mesh/agent/CurrentCaller")<CurrentCaller, Caller>() {}

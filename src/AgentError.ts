@@ -4,6 +4,7 @@
  */
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as Schema from "effect/Schema"
+import { HttpSignatureRefusalCode, HttpSignatureUnavailableCode } from "./HttpSignature.js"
 
 /** 400: the request cannot be read. */
 export class AgentBadRequest extends Schema.TaggedError<AgentBadRequest>()(
@@ -13,18 +14,7 @@ export class AgentBadRequest extends Schema.TaggedError<AgentBadRequest>()(
 ) {}
 
 /** The codes of a refused credential or signature. */
-export const UnauthorizedCode = Schema.Literal(
-  "AUTH_REQUIRED",
-  "INVALID_TOKEN",
-  "SIGNATURE_MISSING",
-  "SIGNATURE_MALFORMED",
-  "SIGNATURE_INVALID",
-  "SIGNATURE_EXPIRED",
-  "SIGNATURE_NOT_YET_VALID",
-  "DIGEST_MISMATCH",
-  "REPLAYED",
-  "KEY_NOT_FOUND"
-)
+export const UnauthorizedCode = Schema.Literal("AUTH_REQUIRED", "INVALID_TOKEN", ...HttpSignatureRefusalCode.literals)
 
 /** 401: no credential, or one that does not hold (a replayed signature included). */
 export class AgentUnauthorized extends Schema.TaggedError<AgentUnauthorized>()(
@@ -103,7 +93,7 @@ export class ProviderFailed extends Schema.TaggedError<ProviderFailed>()(
 export class AgentUnavailable extends Schema.TaggedError<AgentUnavailable>()(
   "AgentUnavailable",
   {
-    code: Schema.Literal("RESOLVER_UNAVAILABLE", "NONCE_STORE_FULL", "NONCE_STORE_UNAVAILABLE", "STORE_UNAVAILABLE", "AGENT_BUSY"),
+    code: Schema.Literal(...HttpSignatureUnavailableCode.literals, "STORE_UNAVAILABLE", "AGENT_BUSY"),
     message: Schema.String,
     /** When to come back (also sent as `Retry-After`). */
     retryAfterSeconds: Schema.optional(Schema.Number)

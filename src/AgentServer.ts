@@ -33,8 +33,9 @@ import {
   type ApprovalRequest,
   type ApprovalRequired,
   type AuthMode,
+  Caller as CallerSchema,
   type Caller,
-  type ChatMessage,
+  ChatMessage,
   CurrentCaller,
   type RunReply,
   type RunRequest
@@ -56,7 +57,7 @@ import * as AgentMemorySql from "./AgentMemorySql.js"
 import { resumeTask } from "./Approval.js"
 import * as Database from "./Database.js"
 import { didHash, type InvalidDid, normalizeDid, verificationMethodId } from "./Did.js"
-import { verifyRequest } from "./HttpSignature.js"
+import { HttpSignatureRefusalCode, verifyRequest } from "./HttpSignature.js"
 import { KeyNotFound, KeyResolver, type KeyResolverApi, KeyResolverUnavailable, type ResolvedKey } from "./KeyResolver.js"
 import { Keys, type MalformedKey, type PrivateKeyInput } from "./Keys.js"
 import { decodeUnverified } from "./Mandate.js"
@@ -222,9 +223,9 @@ interface StreamedRun {
 const TaskStateSchema = Schema.Struct({
   message: Schema.String,
   sessionId: Schema.String,
-  history: Schema.Array(Schema.Struct({ role: Schema.Literal("system", "user", "assistant"), content: Schema.String })),
+  history: Schema.Array(ChatMessage),
   context: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
-  caller: Schema.Struct({ auth: Schema.Literal("none", "bearer", "mesh-sig"), did: Schema.optional(Schema.String), principal: Schema.String }),
+  caller: CallerSchema,
   mandate: Schema.optional(Schema.String),
   /** The guard calls that had passed, in call order, each as its step key (capability and every option). */
   journal: Schema.Array(Schema.String),
@@ -344,6 +345,8 @@ const resolverFromFunction = (f: ResolveCallerKey): KeyResolverApi => ({
 const noResolver: KeyResolverApi = {
   resolve: (did) => Effect.fail(new KeyNotFound({ code: "KEY_NOT_FOUND", message: `no key resolver configured (set hubUrl or resolveCallerKey) for ${did}`, did }))
 }
+
+const isRefusal = Schema.is(HttpSignatureRefusalCode)
 
 const sha256 = (s: string): Buffer => crypto.createHash("sha256").update(s).digest()
 
@@ -815,8 +818,7 @@ export const make = (
     // --- auth, discovery, serving ---------------------------------------------------------------------------
 
     const tokenDigests = (options.bearerTokens ?? []).map(sha256)
-    const bearerOk = (token: string): Effect.Effect<boolean> => {
-      const digest = sha256(token)
+    const bearerOk = (token: string, digest: Buffer): Effect.Effect<boolean> => {
       // Compare against every token, so the time taken says nothing about which one (or whether any) matched.
       let ok = false
       for (const d of tokenDigests) ok = crypto.timingSafeEqual(d, digest) || ok
@@ -836,8 +838,9 @@ export const make = (
         const header = req.headers["authorization"]
         const m = header === undefined ? null : /^Bearer\s+(\S+)\s*$/i.exec(header)
         if (m === null) return yield* Effect.fail(new AgentUnauthorized({ code: "AUTH_REQUIRED", message: "send Authorization: Bearer <token>" }))
-        if (!(yield* bearerOk(m[1]!))) return yield* Effect.fail(new AgentUnauthorized({ code: "INVALID_TOKEN", message: "the bearer token is not accepted" }))
-        return { auth, principal: `bearer:${sha256(m[1]!).toString("hex").slice(0, 16)}` }
+        const digest = sha256(m[1]!)
+        if (!(yield* bearerOk(m[1]!, digest))) return yield* Effect.fail(new AgentUnauthorized({ code: "INVALID_TOKEN", message: "the bearer token is not accepted" }))
+        return { auth, principal: `bearer:${digest.toString("hex").slice(0, 16)}` }
       }
       // The URL callers must have signed is this agent's own, never one the request names in its Host header:
       // otherwise a request signed for another agent could be replayed here.
@@ -849,10 +852,8 @@ export const make = (
         { resolveKey: resolver.resolve, nonceStore, clockToleranceMs: tolerance }
       ).pipe(
         Effect.provideService(Keys, keys),
-        Effect.mapError((e) =>
-          e.code === "RESOLVER_UNAVAILABLE" || e.code === "NONCE_STORE_FULL" || e.code === "NONCE_STORE_UNAVAILABLE"
-            ? new AgentUnavailable({ code: e.code, message: e.message })
-            : new AgentUnauthorized({ code: e.code, message: e.message })
+        Effect.mapError(({ code, message }) =>
+          isRefusal(code) ? new AgentUnauthorized({ code, message }) : new AgentUnavailable({ code, message })
         )
       )
       if (allowed !== undefined && !allowed.has(verified.did)) {

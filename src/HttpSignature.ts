@@ -40,8 +40,8 @@ export const DEFAULT_SIGNATURE_TTL_SECONDS = 60
 /** Default oldest `created` a verifier accepts; also caps every signature's lifetime. */
 export const DEFAULT_MAX_AGE_SECONDS = 300
 
-/** The closed set of reasons a signed request is refused (docs/protocol.md §10). */
-export const HttpSignatureErrorCode = Schema.Literal(
+/** Reasons the request itself does not hold (HTTP 401). */
+export const HttpSignatureRefusalCode = Schema.Literal(
   "SIGNATURE_MISSING",
   "SIGNATURE_MALFORMED",
   "SIGNATURE_INVALID",
@@ -49,11 +49,14 @@ export const HttpSignatureErrorCode = Schema.Literal(
   "SIGNATURE_NOT_YET_VALID",
   "DIGEST_MISMATCH",
   "REPLAYED",
-  "KEY_NOT_FOUND",
-  "RESOLVER_UNAVAILABLE",
-  "NONCE_STORE_FULL",
-  "NONCE_STORE_UNAVAILABLE"
+  "KEY_NOT_FOUND"
 )
+
+/** Reasons the verifier could not decide: a store or the resolver is down (HTTP 503; retry). */
+export const HttpSignatureUnavailableCode = Schema.Literal("RESOLVER_UNAVAILABLE", "NONCE_STORE_FULL", "NONCE_STORE_UNAVAILABLE")
+
+/** The closed set of reasons a signed request is refused (docs/protocol.md §10). */
+export const HttpSignatureErrorCode = Schema.Literal(...HttpSignatureRefusalCode.literals, ...HttpSignatureUnavailableCode.literals)
 /** The closed set of reasons a signed request is refused. */
 export type HttpSignatureErrorCode = typeof HttpSignatureErrorCode.Type
 

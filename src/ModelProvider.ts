@@ -14,10 +14,12 @@ import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 
 /** One message of a conversation, oldest first; a system prompt is the first message with role `system`. */
-export interface ChatMessage {
-  readonly role: "system" | "user" | "assistant"
-  readonly content: string
-}
+export const ChatMessage = Schema.Struct({
+  role: Schema.Literal("system", "user", "assistant"),
+  content: Schema.String
+})
+/** One message of a conversation. */
+export type ChatMessage = typeof ChatMessage.Type
 
 /** One chat turn: the model to ask and the conversation so far. */
 export interface ChatRequest {

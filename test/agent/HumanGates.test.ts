@@ -46,6 +46,16 @@ const setup = (database = ":memory:") =>
     return { ...p, sent, options, mandate }
   })
 
+/** The assistant started on `setup`, and a run of `message` under the mandate, paused at the email gate. */
+const pausedRun = (message: string) =>
+  Effect.gen(function* () {
+    const s = yield* setup()
+    const agent = yield* AgentServer.make(s.options)
+    const paused = yield* post(`${agent.url}/v1/run`, { message, mandate: yield* s.mandate })
+    const taskId: string = paused.body.approvalRequired.taskId
+    return { s, agent, taskId }
+  })
+
 const approve = (by: MeshIdentity, taskId: string, capability = "send_email", decision: "approve" | "deny" = "approve") =>
   signApproval({ taskId, capability, decision }, by.did, by.privateKey)
 
@@ -86,10 +96,7 @@ describe("human gates", () => {
   it.live("unsigned, forged, wrong-signer, mismatched and expired approvals are refused and leave the task paused", () =>
     provide(
       Effect.gen(function* () {
-        const s = yield* setup()
-        const agent = yield* AgentServer.make(s.options)
-        const paused = yield* post(`${agent.url}/v1/run`, { message: "hi", mandate: yield* s.mandate })
-        const taskId: string = paused.body.approvalRequired.taskId
+        const { s, agent, taskId } = yield* pausedRun("hi")
         const good = yield* approve(s.user, taskId)
         const now = yield* Clock.currentTimeMillis
         // Signed two hours ago, for 15 minutes (on a clock of its own, so this test's clock stays real).
@@ -125,10 +132,7 @@ describe("human gates", () => {
   it.live("a signed denial ends the task with HUMAN_GATE_DENIED; without a mandate a guarded action is MANDATE_REQUIRED", () =>
     provide(
       Effect.gen(function* () {
-        const s = yield* setup()
-        const agent = yield* AgentServer.make(s.options)
-        const paused = yield* post(`${agent.url}/v1/run`, { message: "hi", mandate: yield* s.mandate })
-        const taskId: string = paused.body.approvalRequired.taskId
+        const { s, agent, taskId } = yield* pausedRun("hi")
         const denied = yield* post(`${agent.url}/v1/resume`, { taskId, approval: yield* approve(s.user, taskId, "send_email", "deny") })
         assert.strictEqual(denied.status, 403)
         assert.strictEqual(denied.body.code, "HUMAN_GATE_DENIED")
@@ -145,10 +149,7 @@ describe("human gates", () => {
   it.live("concurrent resumes with valid approvals: exactly one wins", () =>
     provide(
       Effect.gen(function* () {
-        const s = yield* setup()
-        const agent = yield* AgentServer.make(s.options)
-        const paused = yield* post(`${agent.url}/v1/run`, { message: "once", mandate: yield* s.mandate })
-        const taskId: string = paused.body.approvalRequired.taskId
+        const { s, agent, taskId } = yield* pausedRun("once")
         const approvals = yield* Effect.all(Array.from({ length: 6 }, () => approve(s.user, taskId)))
         const results = yield* Effect.all(approvals.map((approval) => post(`${agent.url}/v1/resume`, { taskId, approval })), { concurrency: "unbounded" })
         assert.deepStrictEqual(results.map((r) => r.status).sort(), [200, 409, 409, 409, 409, 409])
