@@ -44,6 +44,13 @@ export interface Options {
   readonly host?: string
   /** Largest accepted request body; larger ones get 413 before anything is parsed. Default 1 MiB. */
   readonly maxBodyBytes?: number
+  /**
+   * Host names (`name` or `name:port`) accepted in the `Host` header besides the loopback names when listening on
+   * loopback, and the listening address; `"*"` accepts any. Guards loopback servers against DNS rebinding.
+   */
+  readonly allowedHosts?: ReadonlyArray<string>
+  /** Origins (`scheme://host[:port]`) whose cross-origin requests are served; others are refused. Default none. */
+  readonly allowedOrigins?: ReadonlyArray<string>
 }
 
 /** A running server. */

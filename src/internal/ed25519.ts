@@ -1,7 +1,7 @@
 /**
  * Ed25519 encodings and the one verification rule both key layers apply before the curve equation.
  */
-import { concat, equalBytes, fromHex } from "./bytes.js"
+import { concat, equalBytes, fromBase64, fromHex, toBase64 } from "./bytes.js"
 
 /** DER prefix of a PKCS#8 v1 Ed25519 private key (RFC 8410): the 32-byte seed follows. */
 export const PKCS8_PREFIX = fromHex("302e020100300506032b657004220420")
@@ -69,6 +69,34 @@ const SMALL_ORDER = [
 
 /** True when the public key encodes a point of small order (a key that can "sign" without a secret). */
 export const isSmallOrderEncoding = (pub: Uint8Array): boolean => SMALL_ORDER.some((p) => equalBytes(p, pub))
+
+/**
+ * True for a public key we accept anywhere a key enters (registration, rotation, challenges, DID documents, identity
+ * files, resolver answers): 32 bytes, a canonical encoding, and not one of the small-order points, under which a stock
+ * verifier accepts a universal forgery (R = identity, S = 0).
+ */
+export const isAcceptablePublicKey = (pub: Uint8Array): boolean =>
+  pub.length === 32 && !isNonCanonicalY(pub) && !isSmallOrderEncoding(pub)
+
+/**
+ * The raw 32 bytes of a `publicKeyB64` given in standard base64 with or without padding (Go's `RawStdEncoding`,
+ * Rust's `STANDARD_NO_PAD`); undefined for anything else. Keys are compared as these bytes, never as text.
+ */
+export const decodePublicKeyB64 = (s: string): Uint8Array | undefined => {
+  if (!/^[A-Za-z0-9+/]{43}=?$/.test(s)) return undefined
+  try {
+    const b = fromBase64(s)
+    return b.length === 32 && toBase64(b).slice(0, 43) === s.slice(0, 43) ? b : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** The canonical spelling of a `publicKeyB64` (standard base64, padded), or undefined when it is not 32 bytes. */
+export const canonicalPublicKeyB64 = (s: string): string | undefined => {
+  const b = decodePublicKeyB64(s)
+  return b === undefined ? undefined : toBase64(b)
+}
 
 /**
  * The checks of our verification rule that come before the curve equation, shared by both layers so they accept
