@@ -24,7 +24,7 @@ import { Keys, type KeysApi } from "./Keys.js"
 import { verifyMessage } from "./Proof.js"
 import { type ApiKeyRow, type EntryKind, type EntryRow, RegistryStore, type RegistryStoreApi, type StoreUnavailable } from "./RegistryStore.js"
 import { MESH_PROTOCOL_VERSION } from "./Version.js"
-import { equalBytes, fromBase64, randomBytes, toBase64Url, toHex, utf8 } from "./internal/bytes.js"
+import { equalBytes, fromBase64, randomBytes, toBase64, toBase64Url, toHex, utf8 } from "./internal/bytes.js"
 import { canonicalPublicKeyB64, decodePublicKeyB64, isAcceptablePublicKey } from "./internal/ed25519.js"
 
 /** An agent as the registry returns it. */
@@ -454,7 +454,7 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
         yield* charge(caller, 1, 0)
         const now = yield* Clock.currentTimeMillis
         const row: EntryRow = {
-          did, did_hash: didHash(did), kind: "agent", name: did, endpoint_url: input.endpointUrl, public_key_b64: canonicalPublicKeyB64(input.publicKeyB64)!,
+          did, did_hash: didHash(did), kind: "agent", name: did, endpoint_url: input.endpointUrl, public_key_b64: toBase64(publicKey),
           key_version: Option.isSome(tomb) ? tomb.value.key_version + 1 : 1, manifest_cid: input.manifestCID, skill_type: null, tools: null, owner_key_id: caller.id,
           created_at: now, updated_at: now
         }
@@ -486,7 +486,7 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
           yield* checkProof(document, input.proof, current, row.did, "the proof by the current key")
         }
         yield* checkProof(document, input.newKeyProof, next, row.did, "the proof by the new key")
-        const publicKeyB64 = canonicalPublicKeyB64(input.publicKeyB64)!
+        const publicKeyB64 = toBase64(next)
         const now = yield* Clock.currentTimeMillis
         const version = yield* q(store.rotateKey(row.did, publicKeyB64, row.key_version, now))
         if (version === 0) return yield* Effect.fail(signatureInvalid(`the key of ${row.did} changed meanwhile; sign the rotation for the current version again`))
