@@ -1,15 +1,20 @@
 import { assert, describe, it } from "@effect/vitest"
+import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
+import * as Migrator from "@effect/sql/Migrator"
+import * as SqlClient from "@effect/sql/SqlClient"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as TestClock from "effect/TestClock"
-import { generateDid } from "../../src/Did.js"
+import { MIGRATIONS_TABLE } from "../../src/Database.js"
+import { didHash, generateDid } from "../../src/Did.js"
 import * as Hub from "../../src/Hub.js"
 import { Keys } from "../../src/Keys.js"
 import * as KeysNative from "../../src/KeysNative.js"
 import { Platform } from "../../src/Platform.js"
 import { RegistryStore } from "../../src/RegistryStore.js"
+import { migrations } from "../../src/migrations/index.js"
 import { toBase64, utf8 } from "../../src/internal/bytes.js"
 import { request, startHub, tempDatabase } from "./support.js"
 
@@ -76,6 +81,26 @@ describe("hub retention and the admin credential", () => {
             assert.strictEqual((yield* request(`${hub.url}/keys`, "POST", { owner: "x" }, admin.apiKey)).status, 201)
           })
         )
+      })
+    ))
+
+  it.live("a database from before migration 0011: its admin is not made again, and its unpadded keys read padded", () =>
+    provide(
+      Effect.gen(function* () {
+        const database = tempDatabase()
+        const agent = yield* generateDid("old")
+        const older = Object.fromEntries(Object.entries(migrations).filter(([name]) => name < "0011"))
+        yield* Effect.gen(function* () {
+          const sql = yield* SqlClient.SqlClient
+          yield* Migrator.make({})({ loader: Migrator.fromRecord(older), table: MIGRATIONS_TABLE })
+          yield* sql`INSERT INTO mesh_api_keys (id, key_hash, owner, kind, label, created_at, revoked_at) VALUES ('key_old', 'h', 'admin', 'admin', NULL, 0, 5)`
+          yield* sql`INSERT INTO mesh_entries (did, did_hash, kind, name, endpoint_url, public_key_b64, key_version, manifest_cid, skill_type, tools, owner_key_id, created_at, updated_at)
+            VALUES (${agent.did}, ${didHash(agent.did)}, 'agent', ${agent.did}, 'http://127.0.0.1:9', ${agent.publicKey.replace(/=+$/, "")}, 1, NULL, NULL, NULL, 'key_old', 0, 0)`
+        }).pipe(Effect.scoped, Effect.provide(SqliteClient.layer({ filename: database })))
+        const { admin, url } = yield* Hub.start({ database })
+        assert.isTrue(Option.isNone(admin))
+        const resolved = yield* request(`${url}/v1/agents/${didHash(agent.did)}`, "GET")
+        assert.strictEqual(resolved.body.publicKeyB64, agent.publicKey)
       })
     ))
 })
