@@ -30,13 +30,23 @@ export interface HubOptions {
   readonly maxBodyBytes?: number
   /** Per-address limits of the platform's challenge endpoints. */
   readonly rateLimit?: RateLimitOptions
+  /** Writes per API key and window (default `Registry.DEFAULT_WRITE_QUOTA`). */
+  readonly writeQuota?: Partial<Registry.WriteQuota>
+  /** How often spent challenges are deleted (default every 60 s, 1000 rows a statement). */
+  readonly challengePurge?: Platform.ChallengePurgeOptions
+  /**
+   * Issue a new admin credential on this start even though the database has had one (the explicit recovery path
+   * after the admin key was revoked or lost). Default false: the admin credential is made on a database's first
+   * start only.
+   */
+  readonly newAdminKey?: boolean
 }
 
 /** A running hub. */
 export interface RunningHub {
   readonly url: string
   readonly port: number
-  /** The admin credential, present only on the start that created it (first start on a database). */
+  /** The admin credential, present only on the start that created it (first start on a database, or `newAdminKey`). */
   readonly admin: Option.Option<Registry.CreatedApiKey>
 }
 
@@ -60,17 +70,18 @@ export const layerRegistryKeyResolver: Layer.Layer<KeyResolver, never, Registry.
 
 /** Registry, ledger and platform over a database; needs `Keys`. */
 export const layerServices = (
-  options: Pick<HubOptions, "database" | "rateLimit">
+  options: Pick<HubOptions, "database" | "rateLimit" | "writeQuota" | "challengePurge">
 ): Layer.Layer<Registry.Registry | Ledger.Ledger | Platform.Platform | RegistryStore.RegistryStore, Database.DatabaseError, Keys> => {
   const db = Database.layerSqlite(options.database)
   const store = RegistryStore.layer.pipe(Layer.provide(db))
-  const registry = Registry.layer.pipe(Layer.provideMerge(store))
+  const registry = Registry.layerWith({ ...(options.writeQuota === undefined ? {} : { writeQuota: options.writeQuota }) }).pipe(Layer.provideMerge(store))
+  const purge = Platform.layerChallengePurge(options.challengePurge).pipe(Layer.provide(store))
   const resolver = layerRegistryKeyResolver.pipe(Layer.provide(registry))
   const ledger = Ledger.layer.pipe(Layer.provide(Layer.mergeAll(db, resolver)))
   const platform = Platform.layer({ ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }) }).pipe(
     Layer.provide(Platform.layerLocalGateway.pipe(Layer.provide(registry)))
   )
-  return Layer.mergeAll(registry, ledger, platform)
+  return Layer.mergeAll(registry, ledger, platform, purge)
 }
 
 /** Starts a hub; it stops when the scope closes. */
@@ -82,8 +93,9 @@ export const start = (options: HubOptions): Effect.Effect<RunningHub, Database.D
       host: options.host ?? "127.0.0.1",
       ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes })
     }).pipe(Effect.provide(services))
+    const registry = Context.get(services, Registry.Registry)
     const admin = yield* Effect.mapError(
-      Context.get(services, Registry.Registry).ensureAdmin,
+      options.newAdminKey === true ? Effect.map(registry.issueAdminKey, Option.some) : registry.ensureAdmin,
       (e) => new Database.DatabaseError({ code: "DATABASE_ERROR", message: `cannot create the admin credential: ${e.message}` })
     )
     return { url: server.url, port: server.port, admin }

@@ -35,13 +35,24 @@ const Page = Schema.Struct({
 })
 const pageOf = <A, I>(item: Schema.Schema<A, I>) => Schema.Struct({ items: Schema.Array(item), nextCursor: Schema.NullOr(Schema.String) })
 
-/** Registering an agent. */
+/** Registering an agent; `proof` is by the key being registered over `registrationDocument` (docs/hub.md). */
 export const RegisterAgent = Schema.Struct({
   did: Schema.String,
   manifestCID: Schema.String,
   publicKeyB64: Schema.String,
-  endpointUrl: Schema.String
+  endpointUrl: Schema.String,
+  proof: Schema.Object
 })
+
+/** Rotating an agent's key: proofs by the current key (the admin may omit it) and by the new key over `rotationDocument`. */
+export const RotateAgentKey = Schema.Struct({
+  publicKeyB64: Schema.String,
+  proof: Schema.optional(Schema.Object),
+  newKeyProof: Schema.Object
+})
+
+/** The platform's payloads are read by `Platform` itself, so each refusal gets the spec's code (an empty body is INVALID_JSON). */
+const PlatformPayload = Schema.Unknown
 
 /** A created API key; `apiKey` is shown this once. */
 export const CreatedKey = Schema.Struct({
@@ -56,12 +67,12 @@ export const CreatedKey = Schema.Struct({
 export class RegistryGroup extends HttpApiGroup.make("registry")
   .add(
     HttpApiEndpoint.post("pinManifest", "/manifests").setPayload(Schema.Unknown).addSuccess(Schema.Struct({ cid: Schema.String }), { status: 201 })
-      .addError(Unprocessable).middleware(ApiKeyAuth)
+      .addError(Unprocessable).addError(RateLimited).middleware(ApiKeyAuth)
   )
   .add(HttpApiEndpoint.get("getManifest", "/manifests/:cid").setPath(Schema.Struct({ cid: Schema.String })).addSuccess(Schema.Unknown).addError(NotFound))
   .add(
     HttpApiEndpoint.post("registerAgent", "/agents").setPayload(RegisterAgent).addSuccess(AgentRecord, { status: 201 })
-      .addError(Unprocessable).addError(Conflict).middleware(ApiKeyAuth)
+      .addError(Unprocessable).addError(Conflict).addError(Unauthorized).addError(Forbidden).addError(RateLimited).middleware(ApiKeyAuth)
   )
   .add(HttpApiEndpoint.get("listAgents", "/agents").setUrlParams(Page).addSuccess(pageOf(AgentRecord)))
   .add(HttpApiEndpoint.get("resolveAgent", "/agents/:didHash").setPath(DidHashPath).addSuccess(AgentRecord).addError(NotFound))
@@ -71,8 +82,8 @@ export class RegistryGroup extends HttpApiGroup.make("registry")
       .addSuccess(AgentRecord).addError(NotFound).addError(Forbidden).addError(Unprocessable).middleware(ApiKeyAuth)
   )
   .add(
-    HttpApiEndpoint.post("rotateAgentKey", "/agents/:didHash/key").setPath(DidHashPath).setPayload(Schema.Struct({ publicKeyB64: Schema.String }))
-      .addSuccess(AgentRecord).addError(NotFound).addError(Forbidden).addError(Unprocessable).middleware(ApiKeyAuth)
+    HttpApiEndpoint.post("rotateAgentKey", "/agents/:didHash/key").setPath(DidHashPath).setPayload(RotateAgentKey)
+      .addSuccess(AgentRecord).addError(NotFound).addError(Forbidden).addError(Unprocessable).addError(Unauthorized).middleware(ApiKeyAuth)
   )
   .add(
     HttpApiEndpoint.del("deleteAgent", "/agents/:didHash").setPath(DidHashPath).addSuccess(Schema.Void, { status: 204 })
@@ -80,15 +91,15 @@ export class RegistryGroup extends HttpApiGroup.make("registry")
   )
   .add(
     HttpApiEndpoint.post("registerMcp", "/mcp")
-      .setPayload(Schema.Struct({ name: Schema.String, endpointUrl: Schema.String, tools: Schema.Array(McpTool), did: Schema.optional(Schema.String) }))
-      .addSuccess(McpRecord, { status: 201 }).addError(Unprocessable).addError(Conflict).middleware(ApiKeyAuth)
+      .setPayload(Schema.Struct({ name: Schema.String, endpointUrl: Schema.String, tools: Schema.Array(McpTool), did: Schema.String }))
+      .addSuccess(McpRecord, { status: 201 }).addError(Unprocessable).addError(Conflict).addError(Forbidden).addError(RateLimited).middleware(ApiKeyAuth)
   )
   .add(HttpApiEndpoint.get("listMcp", "/mcp").setUrlParams(Page).addSuccess(pageOf(McpRecord)))
   .add(HttpApiEndpoint.get("resolveMcp", "/mcp/:didHash").setPath(DidHashPath).addSuccess(McpRecord).addError(NotFound))
   .add(
     HttpApiEndpoint.post("registerSkill", "/skills")
-      .setPayload(Schema.Struct({ name: Schema.String, skillType: Schema.optional(SkillType), did: Schema.optional(Schema.String) }))
-      .addSuccess(SkillRecord, { status: 201 }).addError(Unprocessable).addError(Conflict).middleware(ApiKeyAuth)
+      .setPayload(Schema.Struct({ name: Schema.String, skillType: Schema.optional(SkillType), did: Schema.String }))
+      .addSuccess(SkillRecord, { status: 201 }).addError(Unprocessable).addError(Conflict).addError(Forbidden).addError(RateLimited).middleware(ApiKeyAuth)
   )
   .add(HttpApiEndpoint.get("listSkills", "/skills").setUrlParams(Page).addSuccess(pageOf(SkillRecord)))
   .add(HttpApiEndpoint.get("resolveSkill", "/skills/:didHash").setPath(DidHashPath).addSuccess(SkillRecord).addError(NotFound))
@@ -159,13 +170,13 @@ export class PlatformGroup extends HttpApiGroup.make("platform")
   .add(HttpApiEndpoint.get("status", "/status").addSuccess(Status))
   .add(
     HttpApiEndpoint.post("challenge", "/agent-keys/challenge")
-      .setPayload(Schema.Struct({ did: Schema.String, publicKeyB64: Schema.String }))
+      .setPayload(PlatformPayload.annotations({ description: "{ did, publicKeyB64 }" }))
       .addSuccess(Schema.Struct({ challengeId: Schema.String, challenge: Schema.String, expiresAt: Schema.String }), { status: 201 })
       .addError(Unprocessable).addError(RegistryUnreachable)
   )
   .add(
     HttpApiEndpoint.post("agentKey", "/agent-keys")
-      .setPayload(Schema.Struct({ challengeId: Schema.String, did: Schema.String, signature: Schema.String }))
+      .setPayload(PlatformPayload.annotations({ description: "{ challengeId, did, signature }" }))
       .addSuccess(Schema.Struct({ apiKey: Schema.String, keyId: Schema.String, did: Schema.String }), { status: 201 })
       .addError(Unauthorized).addError(Unprocessable).addError(RegistryUnreachable)
   )

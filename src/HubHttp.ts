@@ -24,13 +24,13 @@ export const ApiKeyAuthLive = Layer.effect(
 export const RegistryLive = HttpApiBuilder.group(HubApi, "registry", (handlers) =>
   Effect.map(Registry, (registry) =>
     handlers
-      .handle("pinManifest", ({ payload }) => registry.pinManifest(payload))
+      .handle("pinManifest", ({ payload }) => Effect.flatMap(Caller, (caller) => registry.pinManifest(caller, payload)))
       .handle("getManifest", ({ path }) => registry.manifest(path.cid))
       .handle("registerAgent", ({ payload }) => Effect.flatMap(Caller, (caller) => registry.registerAgent(caller, payload)))
       .handle("listAgents", ({ urlParams }) => registry.listAgents(urlParams.limit ?? 50, urlParams.cursor))
       .handle("resolveAgent", ({ path }) => registry.resolveAgent(path.didHash))
       .handle("updateAgent", ({ path, payload }) => Effect.flatMap(Caller, (caller) => registry.updateAgent(caller, path.didHash, payload)))
-      .handle("rotateAgentKey", ({ path, payload }) => Effect.flatMap(Caller, (caller) => registry.rotateAgentKey(caller, path.didHash, payload.publicKeyB64)))
+      .handle("rotateAgentKey", ({ path, payload }) => Effect.flatMap(Caller, (caller) => registry.rotateAgentKey(caller, path.didHash, payload)))
       .handle("deleteAgent", ({ path }) => Effect.flatMap(Caller, (caller) => registry.deleteAgent(caller, path.didHash)))
       .handle("registerMcp", ({ payload }) => Effect.flatMap(Caller, (caller) => registry.registerMcp(caller, payload)))
       .handle("listMcp", ({ urlParams }) => registry.listMcp(urlParams.limit ?? 50, urlParams.cursor))

@@ -3,6 +3,10 @@
  * revocation and the spending ledger, plus a registry-backed `KeyResolver`. Failures carry the spec's codes;
  * REGISTRY_UNREACHABLE (the hub cannot be reached) and RATE_LIMITED are retried with backoff, honoring
  * `retryAfterSeconds`.
+ *
+ * Writes that need proof of possession are signed here, so callers only hand over the identity: registration is
+ * signed by the key being registered, rotation by the current and the new key (docs/hub.md). MCP servers and skills
+ * registered without a DID get one generated here; the registry requires it.
  */
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import * as HttpApiClient from "@effect/platform/HttpApiClient"
@@ -14,13 +18,14 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type { MeshIdentity } from "./Did.js"
-import { extractPublicKey, verificationMethodId } from "./Did.js"
+import { didHash, extractPublicKey, verificationMethodId } from "./Did.js"
 import { HubApi } from "./HubApi.js"
 import { BadRequest, RegistryUnreachable } from "./HubError.js"
 import { KeyNotFound, KeyResolver, type KeyResolverApi, KeyResolverUnavailable, type ResolvedKey } from "./KeyResolver.js"
 import { Keys } from "./Keys.js"
 import { signMessage } from "./Proof.js"
-import { toBase64, utf8 } from "./internal/bytes.js"
+import { registrationDocument, rotationDocument, WRITE_PROOF_PURPOSE } from "./Registry.js"
+import { randomBytes, toBase64, toHex, utf8 } from "./internal/bytes.js"
 
 /** Client settings. */
 export interface MeshClientOptions {
@@ -60,6 +65,12 @@ type Mapped<E> =
 const isRetryable = (e: unknown): e is { readonly code: "REGISTRY_UNREACHABLE" | "RATE_LIMITED"; readonly retryAfterSeconds?: number } =>
   typeof e === "object" && e !== null && "code" in e && (e.code === "REGISTRY_UNREACHABLE" || e.code === "RATE_LIMITED")
 
+/** A fresh DID for an MCP server or skill: `did:mesh:<prefix>.<slug of the name>-<8 random hex>`, under `namespace.` when given. */
+export const generatedDid = (prefix: "mcp" | "skill", name: string, namespace?: string): string => {
+  const slug = name.toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-+|-+$/g, "").slice(0, 40) || "x"
+  return `${namespace === undefined ? "did:mesh:" : `${namespace}.`}${prefix}.${slug}-${toHex(randomBytes(4))}`
+}
+
 /** Builds the client API over an `HttpClient`. */
 export const make = (options: MeshClientOptions) =>
   Effect.gen(function* () {
@@ -96,35 +107,54 @@ export const make = (options: MeshClientOptions) =>
       return attempt(0)
     }
     const key = (apiKey: string | undefined) => apiKey ?? options.apiKey
+    /** A write proof (docs/hub.md) by the identity's `#key-1`; a key we hold always signs, so failure is a defect. */
+    const prove = <T extends Record<string, unknown>>(document: T, identity: MeshIdentity) =>
+      Effect.orDie(signMessage(document, identity.privateKey, verificationMethodId(identity.did), { proofPurpose: WRITE_PROOF_PURPOSE }).pipe(Effect.provideService(Keys, keys)))
     const platformUrl = options.platformUrl ?? options.hubUrl
 
     const api = {
       /** Pins a manifest and returns its CID. */
       pinManifest: (manifest: unknown, apiKey?: string) => call(key(apiKey), (c) => c.registry.pinManifest({ payload: manifest })),
-      /** Pins the manifest, then registers the identity's DID and key at the endpoint. */
+      /** Pins the manifest, then registers the identity's DID and key at the endpoint, with a proof by that key. */
       registerAgent: (input: { readonly manifest: unknown; readonly endpointUrl: string; readonly identity: MeshIdentity; readonly apiKey?: string }) =>
-        Effect.flatMap(call(key(input.apiKey), (c) => c.registry.pinManifest({ payload: input.manifest })), ({ cid }) =>
-          call(key(input.apiKey), (c) =>
-            c.registry.registerAgent({ payload: { did: input.identity.did, manifestCID: cid, publicKeyB64: input.identity.publicKey, endpointUrl: input.endpointUrl } })
-          )
-        ),
+        Effect.gen(function* () {
+          const { cid } = yield* call(key(input.apiKey), (c) => c.registry.pinManifest({ payload: input.manifest }))
+          const fields = { did: input.identity.did, manifestCID: cid, publicKeyB64: input.identity.publicKey, endpointUrl: input.endpointUrl }
+          const { proof } = yield* prove(registrationDocument(fields), input.identity)
+          return yield* call(key(input.apiKey), (c) => c.registry.registerAgent({ payload: { ...fields, proof } }))
+        }),
       resolveAgent: (didHash: string) => call(undefined, (c) => c.registry.resolveAgent({ path: { didHash } })),
       listAgents: (input: { readonly limit?: number; readonly cursor?: string } = {}) =>
         call(undefined, (c) => c.registry.listAgents({ urlParams: { ...(input.limit === undefined ? {} : { limit: input.limit }), ...(input.cursor === undefined ? {} : { cursor: input.cursor }) } })),
       updateAgent: (didHash: string, patch: { readonly endpointUrl?: string; readonly manifestCID?: string }, apiKey?: string) =>
         call(key(apiKey), (c) => c.registry.updateAgent({ path: { didHash }, payload: patch })),
-      rotateAgentKey: (didHash: string, publicKeyB64: string, apiKey?: string) =>
-        call(key(apiKey), (c) => c.registry.rotateAgentKey({ path: { didHash }, payload: { publicKeyB64 } })),
+      /**
+       * Rotates the DID of `newIdentity` to its key: signed by `identity` (the current key) and by the new key, for the
+       * key version the registry holds now. Without `identity` only the admin credential is accepted (a lost key).
+       */
+      rotateAgentKey: (input: { readonly newIdentity: MeshIdentity; readonly identity?: MeshIdentity; readonly apiKey?: string }) =>
+        Effect.gen(function* () {
+          const path = { didHash: didHash(input.newIdentity.did) }
+          const current = yield* call(undefined, (c) => c.registry.resolveAgent({ path }))
+          const document = rotationDocument({ did: current.did, keyVersion: current.keyVersion, publicKeyB64: input.newIdentity.publicKey })
+          const newKeyProof = (yield* prove(document, input.newIdentity)).proof
+          const proof = input.identity === undefined ? undefined : (yield* prove(document, input.identity)).proof
+          return yield* call(key(input.apiKey), (c) =>
+            c.registry.rotateAgentKey({ path, payload: { publicKeyB64: input.newIdentity.publicKey, newKeyProof, ...(proof === undefined ? {} : { proof }) } })
+          )
+        }),
       deleteAgent: (didHash: string, apiKey?: string) => call(key(apiKey), (c) => c.registry.deleteAgent({ path: { didHash } })),
+      /** Registers an MCP server; without `did`, one is generated (`did:mesh:mcp.<name>-<8 hex>`). */
       registerMcp: (input: { readonly name: string; readonly endpointUrl: string; readonly tools: ReadonlyArray<string | { readonly name: string; readonly inputSchema?: unknown }>; readonly did?: string; readonly apiKey?: string }) =>
         call(key(input.apiKey), (c) =>
-          c.registry.registerMcp({ payload: { name: input.name, endpointUrl: input.endpointUrl, tools: input.tools, ...(input.did === undefined ? {} : { did: input.did }) } })
+          c.registry.registerMcp({ payload: { name: input.name, endpointUrl: input.endpointUrl, tools: input.tools, did: input.did ?? generatedDid("mcp", input.name) } })
         ),
       resolveMcp: (didHash: string) => call(undefined, (c) => c.registry.resolveMcp({ path: { didHash } })),
+      /** Registers a skill; without `did`, one is generated (`did:mesh:skill.<name>-<8 hex>`). */
       registerSkill: (input: { readonly name: string; readonly skillType?: "rag" | "web-search" | "memory" | "code" | "data" | "custom"; readonly did?: string; readonly apiKey?: string }) =>
         call(key(input.apiKey), (c) =>
           c.registry.registerSkill({
-            payload: { name: input.name, ...(input.skillType === undefined ? {} : { skillType: input.skillType }), ...(input.did === undefined ? {} : { did: input.did }) }
+            payload: { name: input.name, ...(input.skillType === undefined ? {} : { skillType: input.skillType }), did: input.did ?? generatedDid("skill", input.name) }
           })
         ),
       resolveSkill: (didHash: string) => call(undefined, (c) => c.registry.resolveSkill({ path: { didHash } })),

@@ -2,6 +2,12 @@
  * The hub's registry rules over `RegistryStore`: API keys (random 256-bit, stored as SHA-256, compared in constant
  * time), content-addressed manifests (CIDv1), agents, MCP servers and skills by didHash, the did:mesh resolver and
  * mandate revocation signed by the grantor.
+ *
+ * Who may write what (docs/hub.md, "Proof of possession"): registering an agent needs a proof by the key being
+ * registered, and rotating needs proofs by the current and the new key, because a bearer key alone (anyone can get
+ * one from the challenge exchange) must not be enough to claim or take over a DID. A key issued to a DID (`agent`
+ * kind) registers only that DID, and MCP servers and skills only under it (`<did>.<name>`). Writes are counted per
+ * API key in fixed windows; a deleted agent leaves a tombstone so its key version never restarts at 1.
  */
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
@@ -13,12 +19,13 @@ import { CID } from "multiformats/cid"
 import * as Digest from "multiformats/hashes/digest"
 import { canonicalBytes } from "./Canonical.js"
 import { type DidDocument, didHash, makeDidDocument, normalizeDid, verificationMethodId } from "./Did.js"
-import { BadRequest, type Conflict, errors, type Forbidden, type NotFound, Unauthorized, type Unavailable, type Unprocessable } from "./HubError.js"
+import { BadRequest, type Conflict, errors, type Forbidden, type NotFound, RateLimited, Unauthorized, type Unavailable, type Unprocessable } from "./HubError.js"
 import { Keys, type KeysApi } from "./Keys.js"
 import { verifyMessage } from "./Proof.js"
 import { type ApiKeyRow, type EntryKind, type EntryRow, RegistryStore, type RegistryStoreApi, type StoreUnavailable } from "./RegistryStore.js"
 import { MESH_PROTOCOL_VERSION } from "./Version.js"
-import { equalBytes, fromBase64, randomBytes, toBase64Url, toHex, utf8 } from "./internal/bytes.js"
+import { equalBytes, fromBase64, randomBytes, toBase64, toBase64Url, toHex, utf8 } from "./internal/bytes.js"
+import { canonicalPublicKeyB64, decodePublicKeyB64, isAcceptablePublicKey } from "./internal/ed25519.js"
 
 /** An agent as the registry returns it. */
 export const AgentRecord = Schema.Struct({
@@ -92,14 +99,19 @@ export interface RegistryApi {
   readonly createApiKey: (owner: string, kind: ApiKeyRow["kind"], label?: string) => Effect.Effect<CreatedApiKey, Unavailable>
   /** Revokes a key: the admin may revoke any, others only keys they own. */
   readonly revokeApiKey: (caller: ApiKeyRow, id: string) => Effect.Effect<void, NotFound | Forbidden | Conflict | Unavailable>
-  /** Creates the admin credential when there is none; its secret is returned that once. */
+  /**
+   * Creates the admin credential on a database's first start only; its secret is returned that once. Later starts
+   * answer none, even when every admin key has since been revoked.
+   */
   readonly ensureAdmin: Effect.Effect<Option.Option<CreatedApiKey>, Unavailable>
-  readonly pinManifest: (manifest: unknown) => Effect.Effect<{ readonly cid: string }, Unprocessable | Unavailable>
+  /** Creates a new admin credential unconditionally (the explicit recovery path, `Hub.start({ newAdminKey: true })`). */
+  readonly issueAdminKey: Effect.Effect<CreatedApiKey, Unavailable>
+  readonly pinManifest: (caller: ApiKeyRow, manifest: unknown) => Effect.Effect<{ readonly cid: string }, Unprocessable | RateLimited | Unavailable>
   readonly manifest: (cid: string) => Effect.Effect<unknown, NotFound | Unavailable>
   readonly registerAgent: (
     caller: ApiKeyRow,
-    input: { readonly did: string; readonly manifestCID: string; readonly publicKeyB64: string; readonly endpointUrl: string }
-  ) => Effect.Effect<AgentRecord, Unprocessable | Conflict | Unavailable>
+    input: { readonly did: string; readonly manifestCID: string; readonly publicKeyB64: string; readonly endpointUrl: string; readonly proof: unknown }
+  ) => Effect.Effect<AgentRecord, Unprocessable | Conflict | Unauthorized | Forbidden | RateLimited | Unavailable>
   readonly resolveAgent: (didHash: string) => Effect.Effect<AgentRecord, NotFound | Unavailable>
   readonly listAgents: (limit: number, cursor?: string) => Effect.Effect<{ readonly items: ReadonlyArray<AgentRecord>; readonly nextCursor: string | null }, Unavailable>
   readonly updateAgent: (
@@ -107,18 +119,23 @@ export interface RegistryApi {
     didHash: string,
     patch: { readonly endpointUrl?: string | undefined; readonly manifestCID?: string | undefined }
   ) => Effect.Effect<AgentRecord, NotFound | Forbidden | Unprocessable | Unavailable>
-  readonly rotateAgentKey: (caller: ApiKeyRow, didHash: string, publicKeyB64: string) => Effect.Effect<AgentRecord, NotFound | Forbidden | Unprocessable | Unavailable>
+  /** Rotation: `proof` by the current key (the admin may omit it), `newKeyProof` by the new key, both over `rotationDocument`. */
+  readonly rotateAgentKey: (
+    caller: ApiKeyRow,
+    didHash: string,
+    input: { readonly publicKeyB64: string; readonly proof?: unknown; readonly newKeyProof: unknown }
+  ) => Effect.Effect<AgentRecord, NotFound | Forbidden | Unprocessable | Unauthorized | Unavailable>
   readonly deleteAgent: (caller: ApiKeyRow, didHash: string) => Effect.Effect<void, NotFound | Forbidden | Unavailable>
   readonly registerMcp: (
     caller: ApiKeyRow,
-    input: { readonly name: string; readonly endpointUrl: string; readonly tools: ReadonlyArray<typeof McpTool.Type>; readonly did?: string | undefined }
-  ) => Effect.Effect<McpRecord, Unprocessable | Conflict | Unavailable>
+    input: { readonly name: string; readonly endpointUrl: string; readonly tools: ReadonlyArray<typeof McpTool.Type>; readonly did: string }
+  ) => Effect.Effect<McpRecord, Unprocessable | Conflict | Forbidden | RateLimited | Unavailable>
   readonly resolveMcp: (didHash: string) => Effect.Effect<McpRecord, NotFound | Unavailable>
   readonly listMcp: (limit: number, cursor?: string) => Effect.Effect<{ readonly items: ReadonlyArray<McpRecord>; readonly nextCursor: string | null }, Unavailable>
   readonly registerSkill: (
     caller: ApiKeyRow,
-    input: { readonly name: string; readonly skillType?: typeof SkillType.Type | undefined; readonly did?: string | undefined }
-  ) => Effect.Effect<SkillRecord, Unprocessable | Conflict | Unavailable>
+    input: { readonly name: string; readonly skillType?: typeof SkillType.Type | undefined; readonly did: string }
+  ) => Effect.Effect<SkillRecord, Unprocessable | Conflict | Forbidden | RateLimited | Unavailable>
   readonly resolveSkill: (didHash: string) => Effect.Effect<SkillRecord, NotFound | Unavailable>
   readonly listSkills: (limit: number, cursor?: string) => Effect.Effect<{ readonly items: ReadonlyArray<SkillRecord>; readonly nextCursor: string | null }, Unavailable>
   readonly search: (q: string, limit: number) => Effect.Effect<ReadonlyArray<typeof SearchHit.Type>, Unavailable>
@@ -150,8 +167,51 @@ export const manifestCid = (keys: KeysApi, canonical: Uint8Array): string => CID
 /** The one-line form of a revocation request (signed by the grantor with `signMessage`). */
 export const RevocationRequest = Schema.Struct({ type: Schema.Literal("MandateRevocation"), jti: Schema.String.pipe(Schema.minLength(1)), grantor: Schema.String, proof: Schema.Unknown })
 
+/** What a registration proof signs: the request's fields as sent, under a type no other signed message has. */
+export const registrationDocument = (input: { readonly did: string; readonly manifestCID: string; readonly publicKeyB64: string; readonly endpointUrl: string }) => ({
+  type: "AgentRegistration",
+  did: input.did,
+  manifestCID: input.manifestCID,
+  publicKeyB64: input.publicKeyB64,
+  endpointUrl: input.endpointUrl
+})
+
+/** What both rotation proofs sign; `keyVersion` is the version being replaced, so a rotation proof works once. */
+export const rotationDocument = (input: { readonly did: string; readonly keyVersion: number; readonly publicKeyB64: string }) => ({
+  type: "AgentKeyRotation",
+  did: input.did,
+  keyVersion: input.keyVersion,
+  publicKeyB64: input.publicKeyB64
+})
+
+/** The proof purpose of registration and rotation proofs (revocations use `assertionMethod`). */
+export const WRITE_PROOF_PURPOSE = "authentication"
+
+/** Writes each API key may make per window; the admin credential is not counted. */
+export interface WriteQuota {
+  /** Agents, MCP servers and skills registered (default 100). */
+  readonly entries: number
+  /** Bytes of manifests pinned, counted in their canonical form (default 8 MiB). */
+  readonly manifestBytes: number
+  /** Window length (default 1 hour). */
+  readonly windowMs: number
+}
+
+/** Default write quota per API key. */
+export const DEFAULT_WRITE_QUOTA: WriteQuota = { entries: 100, manifestBytes: 8 * 1024 * 1024, windowMs: 60 * 60_000 }
+
+/** How far a registration or rotation proof's `created` may lie from the hub's clock (default 5 minutes). */
+export const DEFAULT_PROOF_MAX_AGE_MS = 5 * 60_000
+
+/** Registry settings. */
+export interface RegistryOptions {
+  readonly writeQuota?: Partial<WriteQuota>
+  readonly proofMaxAgeMs?: number
+}
+
 const API_KEY_PREFIX = "mk_"
 const MAX_LIMIT = 200
+const MAX_QUOTA_KEYS = 10_000
 
 const iso = (ms: number) => new Date(ms).toISOString()
 const storeError = (e: Store) => errors.unavailable(e.message)
@@ -165,20 +225,24 @@ const isHttpUrl = (u: string) => {
   }
 }
 
-const decodePublicKey = (b64: unknown): Uint8Array | undefined => {
-  if (typeof b64 !== "string" || !/^[A-Za-z0-9+/]+={0,2}$/.test(b64)) return undefined
-  try {
-    const b = fromBase64(b64)
-    return b.length === 32 ? b : undefined
-  } catch {
-    return undefined
-  }
+/** The bytes of an acceptable public key (32 bytes, canonical, not small-order), whatever its base64 padding. */
+const acceptableKey = (b64: unknown): Uint8Array | undefined => {
+  const b = typeof b64 === "string" ? decodePublicKeyB64(b64) : undefined
+  return b !== undefined && isAcceptablePublicKey(b) ? b : undefined
 }
 
+const invalidKey = () =>
+  errors.unprocessable("INVALID_PUBLIC_KEY", "publicKeyB64 must be standard base64 of a raw 32-byte Ed25519 key, canonical and not of small order")
+
+/** A stored key in its padded spelling; rows written before keys were normalized may lack the padding. */
+const canonicalStored = (b64: string | null): string => (b64 === null ? "" : canonicalPublicKeyB64(b64) ?? b64)
+
 /** Builds the registry over the store and the key service. */
-export const make: Effect.Effect<RegistryApi, never, RegistryStore | Keys> = Effect.gen(function* () {
+export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryApi, never, RegistryStore | Keys> => Effect.gen(function* () {
   const store: RegistryStoreApi = yield* RegistryStore
   const keys = yield* Keys
+  const quota: WriteQuota = { ...DEFAULT_WRITE_QUOTA, ...options.writeQuota }
+  const proofMaxAgeMs = options.proofMaxAgeMs ?? DEFAULT_PROOF_MAX_AGE_MS
   const hashSecret = (secret: string) => toHex(keys.sha256(utf8(secret)))
   const q = <A>(e: Effect.Effect<A, Store>): Effect.Effect<A, Unavailable> => Effect.mapError(e, storeError)
 
@@ -222,7 +286,7 @@ export const make: Effect.Effect<RegistryApi, never, RegistryStore | Keys> = Eff
     did: r.did,
     didHash: r.did_hash,
     manifestCID: r.manifest_cid ?? "",
-    publicKeyB64: r.public_key_b64 ?? "",
+    publicKeyB64: canonicalStored(r.public_key_b64),
     keyVersion: r.key_version,
     endpointUrl: r.endpoint_url ?? "",
     document: documentOf(r),
@@ -275,16 +339,60 @@ export const make: Effect.Effect<RegistryApi, never, RegistryStore | Keys> = Eff
       })
     )
 
-  const generatedDid = (prefix: string, name: string) => {
-    const slug = name.toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-+|-+$/g, "").slice(0, 40) || "x"
-    return `did:mesh:${prefix}.${slug}-${toHex(randomBytes(4))}`
+  const validDid = (given: string) => {
+    const did = normalizeDid(given)
+    return did === undefined ? Effect.fail(errors.unprocessable("INVALID_DID", `${JSON.stringify(given)} is not a did:mesh DID`)) : Effect.succeed(did)
   }
 
-  const didOrGenerate = (given: string | undefined, prefix: string, name: string) => {
-    if (given === undefined) return Effect.succeed(generatedDid(prefix, name))
-    const did = normalizeDid(given)
-    return did === undefined ? Effect.fail(errors.unprocessable("INVALID_DID", `${JSON.stringify(given)} is not a did:mesh DID`)) : Effect.succeed(did as string)
+  // A key issued to a DID (the challenge exchange, or the admin naming a DID as owner) speaks for that DID only.
+  const ownDid = (caller: ApiKeyRow) => (caller.kind === "agent" ? normalizeDid(caller.owner) ?? caller.owner : undefined)
+  const mayRegisterAgent = (caller: ApiKeyRow, did: string) => {
+    const own = ownDid(caller)
+    return own === undefined || own === did ? Effect.void : Effect.fail(errors.notOwner(`a key issued to ${own} registers only that DID`))
   }
+  const mayRegisterChild = (caller: ApiKeyRow, did: string) => {
+    const own = ownDid(caller)
+    return own === undefined || did.startsWith(`${own}.`) ? Effect.void : Effect.fail(errors.notOwner(`a key issued to ${own} registers MCP servers and skills only as ${own}.<name>`))
+  }
+
+  // Fixed windows per API key, in memory (per hub process). Bounded: past `MAX_QUOTA_KEYS` the oldest window is
+  // forgotten, which only ever errs toward letting a write through.
+  const usage = new Map<string, { start: number; entries: number; bytes: number }>()
+  const charge = (caller: ApiKeyRow, entries: number, bytes: number) =>
+    Effect.flatMap(Clock.currentTimeMillis, (now): Effect.Effect<void, RateLimited> => {
+      if (caller.kind === "admin") return Effect.void
+      let u = usage.get(caller.id)
+      if (u === undefined || now - u.start >= quota.windowMs) {
+        usage.delete(caller.id)
+        if (usage.size >= MAX_QUOTA_KEYS) usage.delete(usage.keys().next().value as string)
+        u = { start: now, entries: 0, bytes: 0 }
+        usage.set(caller.id, u)
+      }
+      if (u.entries + entries > quota.entries || u.bytes + bytes > quota.manifestBytes) {
+        const retryAfterSeconds = Math.max(1, Math.ceil((u.start + quota.windowMs - now) / 1000))
+        const what = u.entries + entries > quota.entries ? `${quota.entries} registrations` : `${quota.manifestBytes} manifest bytes`
+        return Effect.fail(new RateLimited({ code: "RATE_LIMITED", message: `write quota of this API key spent (${what} per window); retry in ${retryAfterSeconds} s`, retryAfterSeconds }))
+      }
+      u.entries += entries
+      u.bytes += bytes
+      return Effect.void
+    })
+
+  const signatureInvalid = (message: string) => new Unauthorized({ code: "SIGNATURE_INVALID", message })
+  /** Checks an eddsa-jcs-2022 proof by `did#key-1` under `publicKey` over `document`, created near the hub's clock. */
+  const checkProof = (document: Record<string, unknown>, proof: unknown, publicKey: Uint8Array, did: string, what: string) =>
+    Effect.gen(function* () {
+      yield* verifyMessage({ ...document, proof }, publicKey, { verificationMethod: verificationMethodId(did), proofPurpose: WRITE_PROOF_PURPOSE }).pipe(
+        Effect.provideService(Keys, keys),
+        Effect.mapError(() => signatureInvalid(`${what} is missing or does not verify under that key`))
+      )
+      const created = typeof proof === "object" && proof !== null ? (proof as { created?: unknown }).created : undefined
+      const at = typeof created === "string" ? Date.parse(created) : Number.NaN
+      const now = yield* Clock.currentTimeMillis
+      if (!Number.isFinite(at) || Math.abs(now - at) > proofMaxAgeMs) {
+        return yield* Effect.fail(signatureInvalid(`${what} must be created within ${proofMaxAgeMs / 1000} s of the hub's clock; sign again`))
+      }
+    })
 
   const api: RegistryApi = {
     authenticate,
@@ -301,10 +409,17 @@ export const make: Effect.Effect<RegistryApi, never, RegistryStore | Keys> = Eff
         if (!revoked) return yield* Effect.fail(errors.conflict("ALREADY_REVOKED", `API key ${id} is already revoked`))
       }),
     ensureAdmin: Effect.gen(function* () {
-      if ((yield* q(store.countApiKeys("admin"))) > 0) return Option.none()
+      // The marker, not the count of live admin keys, decides: revoking the admin key must not mint a new one on the
+      // next start. Claiming it first also keeps two processes starting on one new file from making two.
+      const first = yield* q(store.claimSetting("admin_created", iso(yield* Clock.currentTimeMillis)))
+      if (!first) return Option.none()
       return Option.some(yield* createApiKey("admin", "admin", "created on first start"))
     }),
-    pinManifest: (manifest) =>
+    issueAdminKey: Effect.gen(function* () {
+      yield* q(store.claimSetting("admin_created", iso(yield* Clock.currentTimeMillis)))
+      return yield* createApiKey("admin", "admin", "issued on request")
+    }),
+    pinManifest: (caller, manifest) =>
       Effect.gen(function* () {
         if (typeof manifest !== "object" || manifest === null || Array.isArray(manifest)) {
           return yield* Effect.fail(errors.unprocessable("INVALID_MANIFEST", "a manifest is a JSON object"))
@@ -315,6 +430,7 @@ export const make: Effect.Effect<RegistryApi, never, RegistryStore | Keys> = Eff
         const bytes = canonicalBytes(manifest)
         if (bytes._tag === "Left") return yield* Effect.fail(errors.unprocessable("INVALID_MANIFEST", bytes.left.message))
         const cid = manifestCid(keys, bytes.right)
+        yield* charge(caller, 0, bytes.right.length)
         yield* q(store.pinManifest(cid, new TextDecoder().decode(bytes.right), yield* Clock.currentTimeMillis))
         return { cid }
       }),
@@ -324,15 +440,23 @@ export const make: Effect.Effect<RegistryApi, never, RegistryStore | Keys> = Eff
       Effect.gen(function* () {
         const did = normalizeDid(input.did)
         if (did === undefined) return yield* Effect.fail(errors.unprocessable("INVALID_DID", `${JSON.stringify(input.did)} is not a did:mesh DID`))
-        if (decodePublicKey(input.publicKeyB64) === undefined) {
-          return yield* Effect.fail(errors.unprocessable("INVALID_PUBLIC_KEY", "publicKeyB64 must be standard base64 of a raw 32-byte Ed25519 key"))
-        }
+        yield* mayRegisterAgent(caller, did)
+        const publicKey = acceptableKey(input.publicKeyB64)
+        if (publicKey === undefined) return yield* Effect.fail(invalidKey())
         if (!isHttpUrl(input.endpointUrl)) return yield* Effect.fail(errors.unprocessable("INVALID_ENDPOINT", "endpointUrl must be an http(s) URL"))
         yield* pinnedOrFail(input.manifestCID)
+        yield* checkProof(registrationDocument(input), input.proof, publicKey, did, "the registration proof")
+        // A deleted DID comes back only under its last key, and its key version continues where it stopped.
+        const tomb = yield* q(store.tombstone(did))
+        if (Option.isSome(tomb) && !equalBytes(decodePublicKeyB64(canonicalStored(tomb.value.public_key_b64)) ?? new Uint8Array(), publicKey)) {
+          return yield* Effect.fail(errors.conflict("DID_TAKEN", `${did} was deleted; only its last key may register it again`))
+        }
+        yield* charge(caller, 1, 0)
         const now = yield* Clock.currentTimeMillis
         const row: EntryRow = {
-          did, did_hash: didHash(did), kind: "agent", name: did, endpoint_url: input.endpointUrl, public_key_b64: input.publicKeyB64,
-          key_version: 1, manifest_cid: input.manifestCID, skill_type: null, tools: null, owner_key_id: caller.id, created_at: now, updated_at: now
+          did, did_hash: didHash(did), kind: "agent", name: did, endpoint_url: input.endpointUrl, public_key_b64: toBase64(publicKey),
+          key_version: Option.isSome(tomb) ? tomb.value.key_version + 1 : 1, manifest_cid: input.manifestCID, skill_type: null, tools: null, owner_key_id: caller.id,
+          created_at: now, updated_at: now
         }
         yield* insert(row)
         return toAgent(row)
@@ -349,26 +473,38 @@ export const make: Effect.Effect<RegistryApi, never, RegistryStore | Keys> = Eff
         yield* q(store.updateEntry(row.did, { endpoint_url: next.endpoint_url, manifest_cid: next.manifest_cid, updated_at: now }))
         return toAgent(next)
       }),
-    rotateAgentKey: (caller, h, publicKeyB64) =>
+    rotateAgentKey: (caller, h, input) =>
       Effect.gen(function* () {
         const row = yield* owned(caller, "agent", h)
-        if (decodePublicKey(publicKeyB64) === undefined) {
-          return yield* Effect.fail(errors.unprocessable("INVALID_PUBLIC_KEY", "publicKeyB64 must be standard base64 of a raw 32-byte Ed25519 key"))
+        const next = acceptableKey(input.publicKeyB64)
+        if (next === undefined) return yield* Effect.fail(invalidKey())
+        const document = rotationDocument({ did: row.did, keyVersion: row.key_version, publicKeyB64: input.publicKeyB64 })
+        // The current key authorizes the change (a stolen bearer key alone cannot take a DID over); the admin may
+        // stand in for a lost key. The new key proves it is held, so nobody rotates to a key they cannot sign with.
+        if (caller.kind !== "admin" || input.proof !== undefined) {
+          const current = decodePublicKeyB64(canonicalStored(row.public_key_b64)) ?? new Uint8Array()
+          yield* checkProof(document, input.proof, current, row.did, "the proof by the current key")
         }
+        yield* checkProof(document, input.newKeyProof, next, row.did, "the proof by the new key")
+        const publicKeyB64 = toBase64(next)
         const now = yield* Clock.currentTimeMillis
-        const version = yield* q(store.rotateKey(row.did, publicKeyB64, now))
+        const version = yield* q(store.rotateKey(row.did, publicKeyB64, row.key_version, now))
+        if (version === 0) return yield* Effect.fail(signatureInvalid(`the key of ${row.did} changed meanwhile; sign the rotation for the current version again`))
         return toAgent({ ...row, public_key_b64: publicKeyB64, key_version: version, updated_at: now })
       }),
-    deleteAgent: (caller, h) => Effect.flatMap(owned(caller, "agent", h), (row) => q(store.deleteEntry(row.did))),
+    deleteAgent: (caller, h) =>
+      Effect.flatMap(owned(caller, "agent", h), (row) => Effect.flatMap(Clock.currentTimeMillis, (now) => q(store.deleteAgent(row, now)))),
     registerMcp: (caller, input) =>
       Effect.gen(function* () {
         if (input.name.trim().length === 0) return yield* Effect.fail(errors.unprocessable("INVALID_MANIFEST", "name must not be empty"))
         if (!isHttpUrl(input.endpointUrl)) return yield* Effect.fail(errors.unprocessable("INVALID_ENDPOINT", "endpointUrl must be an http(s) URL"))
-        const did = yield* didOrGenerate(input.did, "mcp", input.name)
+        const did = yield* validDid(input.did)
+        yield* mayRegisterChild(caller, did)
+        yield* charge(caller, 1, 0)
         const tools = input.tools.map((t) => (typeof t === "string" ? { name: t } : t))
         const now = yield* Clock.currentTimeMillis
         const row: EntryRow = {
-          did, did_hash: didHash(did as never), kind: "mcp", name: input.name, endpoint_url: input.endpointUrl, public_key_b64: null, key_version: 1,
+          did, did_hash: didHash(did), kind: "mcp", name: input.name, endpoint_url: input.endpointUrl, public_key_b64: null, key_version: 1,
           manifest_cid: null, skill_type: null, tools: JSON.stringify(tools), owner_key_id: caller.id, created_at: now, updated_at: now
         }
         yield* insert(row)
@@ -379,10 +515,12 @@ export const make: Effect.Effect<RegistryApi, never, RegistryStore | Keys> = Eff
     registerSkill: (caller, input) =>
       Effect.gen(function* () {
         if (input.name.trim().length === 0) return yield* Effect.fail(errors.unprocessable("INVALID_MANIFEST", "name must not be empty"))
-        const did = yield* didOrGenerate(input.did, "skill", input.name)
+        const did = yield* validDid(input.did)
+        yield* mayRegisterChild(caller, did)
+        yield* charge(caller, 1, 0)
         const now = yield* Clock.currentTimeMillis
         const row: EntryRow = {
-          did, did_hash: didHash(did as never), kind: "skill", name: input.name, endpoint_url: null, public_key_b64: null, key_version: 1,
+          did, did_hash: didHash(did), kind: "skill", name: input.name, endpoint_url: null, public_key_b64: null, key_version: 1,
           manifest_cid: null, skill_type: input.skillType ?? "custom", tools: null, owner_key_id: caller.id, created_at: now, updated_at: now
         }
         yield* insert(row)
@@ -400,7 +538,7 @@ export const make: Effect.Effect<RegistryApi, never, RegistryStore | Keys> = Eff
         if (did === undefined) return yield* Effect.fail(errors.unprocessable("INVALID_DID", `${JSON.stringify(input)} is not a did:mesh DID`))
         const row = yield* q(store.entryByDid(did))
         if (Option.isNone(row) || row.value.public_key_b64 === null) return yield* Effect.fail(errors.notFound(`no key registered for ${did}`))
-        const publicKey = fromBase64(row.value.public_key_b64)
+        const publicKey = decodePublicKeyB64(canonicalStored(row.value.public_key_b64)) ?? fromBase64(row.value.public_key_b64)
         return { document: makeDidDocument(did, publicKey, row.value.endpoint_url ?? undefined), keyVersion: row.value.key_version, publicKey }
       }),
     revokeMandate: (signed) =>
@@ -425,5 +563,11 @@ export const make: Effect.Effect<RegistryApi, never, RegistryStore | Keys> = Eff
   return api
 })
 
+/** The registry with default settings. */
+export const make: Effect.Effect<RegistryApi, never, RegistryStore | Keys> = makeWith()
+
 /** The registry over `RegistryStore` and `Keys`. */
 export const layer: Layer.Layer<Registry, never, RegistryStore | Keys> = Layer.effect(Registry, make)
+
+/** The registry with explicit settings (write quotas, proof freshness). */
+export const layerWith = (options: RegistryOptions): Layer.Layer<Registry, never, RegistryStore | Keys> => Layer.effect(Registry, makeWith(options))

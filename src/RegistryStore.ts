@@ -71,6 +71,17 @@ export const ChallengeRow = Schema.Struct({
 /** A platform challenge as stored. */
 export type ChallengeRow = typeof ChallengeRow.Type
 
+/** What is left of a deleted agent: its last key and key version, so the DID never restarts at version 1. */
+export const TombstoneRow = Schema.Struct({
+  did: Schema.String,
+  did_hash: Schema.String,
+  public_key_b64: Schema.String,
+  key_version: Schema.Number,
+  deleted_at: Schema.Number
+})
+/** What is left of a deleted agent. */
+export type TombstoneRow = typeof TombstoneRow.Type
+
 type Fx<A> = Effect.Effect<A, StoreUnavailable>
 
 /** The operations of the registry store. */
@@ -89,9 +100,17 @@ export interface RegistryStoreApi {
   /** Entries of a kind in didHash order after `cursor`, at most `limit`. */
   readonly listEntries: (kind: EntryKind, limit: number, cursor: string | undefined) => Fx<ReadonlyArray<EntryRow>>
   readonly updateEntry: (did: string, patch: Partial<Pick<EntryRow, "endpoint_url" | "manifest_cid" | "public_key_b64" | "key_version" | "updated_at">>) => Fx<void>
-  /** Sets a new key and increments the key version in one statement (concurrent rotations get distinct versions). */
-  readonly rotateKey: (did: string, publicKeyB64: string, at: number) => Fx<number>
+  /**
+   * Sets a new key and increments the key version in one statement, only while the version is still `from` (a
+   * rotation signed for one version cannot land on another); 0 when it was not.
+   */
+  readonly rotateKey: (did: string, publicKeyB64: string, from: number, at: number) => Fx<number>
   readonly deleteEntry: (did: string) => Fx<void>
+  /** Deletes an agent and keeps its tombstone (last key and key version), in one transaction. */
+  readonly deleteAgent: (row: EntryRow, at: number) => Fx<void>
+  readonly tombstone: (did: string) => Fx<Option.Option<TombstoneRow>>
+  /** Records a one-time setting; false when it was already recorded. */
+  readonly claimSetting: (name: string, value: string) => Fx<boolean>
   /** Entries whose name, tools, skill type or manifest text contain `q` (case-insensitive), at most `limit`. */
   readonly search: (q: string, limit: number) => Fx<ReadonlyArray<EntryRow>>
   /** Records a mandate revocation; false when it was already revoked. */
@@ -100,6 +119,9 @@ export interface RegistryStoreApi {
   readonly insertChallenge: (row: ChallengeRow) => Fx<void>
   /** Marks an unused, unexpired challenge used and returns it; none when it is unknown, used or expired. */
   readonly consumeChallenge: (id: string, now: number) => Fx<Option.Option<ChallengeRow>>
+  /** Deletes at most `batch` challenges that are expired or used at `now`; returns how many. */
+  readonly purgeChallenges: (now: number, batch: number) => Fx<number>
+  readonly countChallenges: Fx<number>
   /** True when the database answers. */
   readonly ping: Effect.Effect<boolean>
 }
@@ -124,6 +146,7 @@ export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> =
   const apiKeyById = SqlSchema.findOne({ Request: Schema.String, Result: ApiKeyRow, execute: (id) => sql`SELECT * FROM mesh_api_keys WHERE id = ${id}` })
   const entryByHash = SqlSchema.findOne({ Request: Schema.String, Result: EntryRow, execute: (h) => sql`SELECT * FROM mesh_entries WHERE did_hash = ${h}` })
   const entryByDid = SqlSchema.findOne({ Request: Schema.String, Result: EntryRow, execute: (d) => sql`SELECT * FROM mesh_entries WHERE did = ${d}` })
+  const tombstone = SqlSchema.findOne({ Request: Schema.String, Result: TombstoneRow, execute: (d) => sql`SELECT * FROM mesh_tombstones WHERE did = ${d}` })
   const challengeById = SqlSchema.findOne({ Request: Schema.String, Result: ChallengeRow, execute: (id) => sql`SELECT * FROM mesh_challenges WHERE id = ${id}` })
   const listEntries = SqlSchema.findAll({
     Request: Schema.Struct({ kind: EntryKind, limit: Schema.Number, cursor: Schema.String }),
@@ -174,13 +197,26 @@ export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> =
     entryByDid: (d) => entryByDid(d).pipe(Effect.mapError(unavailable)),
     listEntries: (kind, limit, cursor) => listEntries({ kind, limit, cursor: cursor ?? "" }).pipe(Effect.mapError(unavailable)),
     updateEntry: (did, patch) => sql`UPDATE mesh_entries SET ${sql.update(patch)} WHERE did = ${did}`.pipe(Effect.asVoid, Effect.mapError(unavailable)),
-    rotateKey: (did, publicKeyB64, at) =>
+    rotateKey: (did, publicKeyB64, from, at) =>
       sql<{ key_version: number }>`UPDATE mesh_entries SET public_key_b64 = ${publicKeyB64}, key_version = key_version + 1, updated_at = ${at}
-        WHERE did = ${did} RETURNING key_version`.pipe(
+        WHERE did = ${did} AND key_version = ${from} RETURNING key_version`.pipe(
         Effect.map((rows) => Number(rows[0]?.key_version ?? 0)),
         Effect.mapError(unavailable)
       ),
     deleteEntry: (did) => sql`DELETE FROM mesh_entries WHERE did = ${did}`.pipe(Effect.asVoid, Effect.mapError(unavailable)),
+    deleteAgent: (row, at) =>
+      Effect.all([
+        sql`INSERT INTO mesh_tombstones (did, did_hash, public_key_b64, key_version, deleted_at)
+          VALUES (${row.did}, ${row.did_hash}, ${row.public_key_b64 ?? ""}, ${row.key_version}, ${at})
+          ON CONFLICT (did) DO UPDATE SET public_key_b64 = excluded.public_key_b64, key_version = excluded.key_version, deleted_at = excluded.deleted_at`,
+        sql`DELETE FROM mesh_entries WHERE did = ${row.did}`
+      ], { discard: true }).pipe(sql.withTransaction, Effect.mapError(unavailable)),
+    tombstone: (did) => tombstone(did).pipe(Effect.mapError(unavailable)),
+    claimSetting: (name, value) =>
+      sql<{ name: string }>`INSERT INTO mesh_settings (name, value) VALUES (${name}, ${value}) ON CONFLICT (name) DO NOTHING RETURNING name`.pipe(
+        Effect.map((rows) => rows.length > 0),
+        Effect.mapError(unavailable)
+      ),
     search: (q, limit) => search({ pattern: `%${q.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`, limit }).pipe(Effect.mapError(unavailable)),
     revokeMandate: (jti, grantor, at) =>
       sql<{ jti: string }>`INSERT INTO mesh_mandate_revocations (grantor, jti, revoked_at) VALUES (${grantor}, ${jti}, ${at})
@@ -197,6 +233,11 @@ export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> =
         Effect.flatMap((rows) => (rows.length === 0 ? Effect.succeedNone : challengeById(id))),
         Effect.mapError(unavailable)
       ),
+    purgeChallenges: (now, batch) =>
+      sql<{ id: string }>`DELETE FROM mesh_challenges WHERE id IN (
+        SELECT id FROM mesh_challenges WHERE expires_at <= ${now} UNION SELECT id FROM mesh_challenges WHERE used_at IS NOT NULL LIMIT ${batch}
+      ) RETURNING id`.pipe(Effect.map((rows) => rows.length), Effect.mapError(unavailable)),
+    countChallenges: sql<{ n: number }>`SELECT count(*) AS n FROM mesh_challenges`.pipe(Effect.map((rows) => Number(rows[0]?.n ?? 0)), Effect.mapError(unavailable)),
     ping: sql`SELECT 1`.pipe(Effect.as(true), Effect.catchAll(() => Effect.succeed(false)))
   }
 })

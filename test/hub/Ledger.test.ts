@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import { generateDid } from "../../src/Did.js"
+import { generateDid, identityFromKey } from "../../src/Did.js"
 import * as KeysNative from "../../src/KeysNative.js"
 import { attenuateToCart, issueIntentMandate, verifyMandateChain } from "../../src/Mandate.js"
 import { poolIdOf } from "../../src/Ledger.js"
@@ -53,8 +53,8 @@ describe("hub: mandates verify against the registry", () => {
         // A rotation makes everything signed under key version 1 KEY_ROTATED.
         const fresh = yield* issueIntentMandate({ grantorDid: buyer.identity.did, granteeDid: shopper.identity.did, constraints: { spendLimitUsd: 5 }, privateKey: buyer.identity.privateKey })
         assert.strictEqual((yield* verify(fresh.token))._tag, "Right")
-        const newKey = yield* generateDid("buyer-new-key")
-        yield* client.rotateAgentKey(buyer.record.didHash, newKey.publicKey, buyer.apiKey)
+        const newKey = identityFromKey(buyer.identity.did, (yield* generateDid("buyer-new-key")).privateKey)
+        yield* client.rotateAgentKey({ identity: buyer.identity, newIdentity: newKey, apiKey: buyer.apiKey })
         const rotated = yield* verify(fresh.token)
         assert.isTrue(rotated._tag === "Left" && rotated.left.reason === "KEY_ROTATED", JSON.stringify(rotated))
       })

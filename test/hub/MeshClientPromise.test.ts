@@ -22,6 +22,9 @@ describe("MeshClient Promise facade", () => {
           assert.strictEqual(err?.code, "NOT_FOUND")
           const key = await client.requestAgentKey(alice)
           assert.strictEqual(key.did, alice.did)
+          // Registration was signed by alice's key; an MCP server without a DID gets one from the client.
+          const mcp = await client.registerMcp({ name: "Files", endpointUrl: "http://127.0.0.1:9/mcp", tools: ["read"] })
+          assert.match(mcp.did, /^did:mesh:mcp\.files-[0-9a-f]{8}$/)
         } finally {
           await client.close()
         }

@@ -6,7 +6,8 @@ import * as Option from "effect/Option"
 import * as Fiber from "effect/Fiber"
 import * as TestClock from "effect/TestClock"
 import * as TestServices from "effect/TestServices"
-import { generateDid } from "../../src/Did.js"
+import * as fs from "node:fs"
+import { generateDid, identityFromKey } from "../../src/Did.js"
 import * as Hub from "../../src/Hub.js"
 import { Keys } from "../../src/Keys.js"
 import * as KeysNative from "../../src/KeysNative.js"
@@ -30,7 +31,8 @@ describe("platform API", () => {
     provide(
       Effect.gen(function* () {
         const { client } = yield* startHub()
-        assert.deepStrictEqual(yield* client.status, { status: "ok", version: (yield* client.status).version, registry: { reachable: true, mode: "local" } })
+        const pkg = JSON.parse(fs.readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }
+        assert.deepStrictEqual(yield* client.status, { status: "ok", version: pkg.version, registry: { reachable: true, mode: "local" } })
       })
     ))
 
@@ -85,6 +87,73 @@ describe("platform API", () => {
         const ok = yield* request(url(""), "POST", { challengeId: ch4.challengeId, did: agent.did, signature: yield* sign(ch4.challenge) })
         assert.strictEqual(ok.status, 201)
         check(yield* request(url(""), "POST", { challengeId: ch4.challengeId, did: agent.did, signature: yield* sign(ch4.challenge) }), 401, "CHALLENGE_INVALID")
+      })
+    ))
+
+  it.live("malformed bodies get the spec's platform codes: empty is INVALID_JSON, a missing or non-string did INVALID_DID", () =>
+    provide(
+      Effect.gen(function* () {
+        const { hub } = yield* startHub({ rateLimit: { capacity: 1000, perMinute: 1000 } })
+        const agent = yield* generateDid("shape")
+        const check = (r: { status: number; body: Record<string, unknown> }, status: number, code: string, what: string) => {
+          assert.strictEqual(r.status, status, `${what}: ${JSON.stringify(r.body)}`)
+          assert.strictEqual(r.body.code, code, what)
+          assert.strictEqual(typeof r.body.correlationId, "string", what)
+        }
+        for (const path of ["/api/agent-keys/challenge", "/api/agent-keys"]) {
+          const url = `${hub.url}${path}`
+          check(yield* request(url, "POST"), 400, "INVALID_JSON", `${path} empty`)
+          check(yield* request(url, "POST", ""), 400, "INVALID_JSON", `${path} empty string`)
+          check(yield* request(url, "POST", "{oops"), 400, "INVALID_JSON", `${path} not JSON`)
+          for (const body of [{}, { did: 5 }, { did: null }, { did: ["did:mesh:x"] }, { did: "did:web:x" }, [agent.did], "null", "3"]) {
+            check(yield* request(url, "POST", body), 422, "INVALID_DID", `${path} ${JSON.stringify(body)}`)
+          }
+        }
+        const challenge = `${hub.url}/api/agent-keys/challenge`
+        for (const publicKeyB64 of [undefined, 5, "", "abc"]) {
+          check(yield* request(challenge, "POST", { did: agent.did, publicKeyB64 }), 422, "INVALID_PUBLIC_KEY", `publicKeyB64 ${String(publicKeyB64)}`)
+        }
+        const answer = `${hub.url}/api/agent-keys`
+        for (const challengeId of [undefined, 7]) {
+          check(yield* request(answer, "POST", { did: agent.did, challengeId, signature: "AAAA" }), 401, "CHALLENGE_INVALID", `challengeId ${String(challengeId)}`)
+        }
+        for (const signature of [undefined, 7, "%%%"]) {
+          const ch = (yield* request(challenge, "POST", { did: agent.did, publicKeyB64: agent.publicKey })).body as { challengeId: string }
+          check(yield* request(answer, "POST", { did: agent.did, challengeId: ch.challengeId, signature }), 401, "SIGNATURE_INVALID", `signature ${String(signature)}`)
+        }
+      })
+    ))
+
+  it.live("a challenge answered after the DID's key changed is CHALLENGE_INVALID: rotated, or registered meanwhile with another key", () =>
+    provide(
+      Effect.gen(function* () {
+        const { hub, client } = yield* startHub()
+        const keys = yield* Keys
+        const url = (p: string) => `${hub.url}/api/agent-keys${p}`
+        const ask = (did: string, publicKeyB64: string) =>
+          Effect.map(request(url("/challenge"), "POST", { did, publicKeyB64 }), (r) => r.body as { challengeId: string; challenge: string })
+        const answer = (ch: { challengeId: string; challenge: string }, who: { did: string; privateKey: Parameters<typeof keys.sign>[0] }) =>
+          Effect.flatMap(keys.sign(who.privateKey, utf8(ch.challenge)), (sig) => request(url(""), "POST", { challengeId: ch.challengeId, did: who.did, signature: toBase64(sig) }))
+
+        // Issued under the old key, answered after a rotation.
+        const alice = yield* registeredAgent(client, "rotating")
+        const before = yield* ask(alice.identity.did, alice.identity.publicKey)
+        const next = identityFromKey(alice.identity.did, (yield* generateDid("rotating-next")).privateKey)
+        yield* client.rotateAgentKey({ identity: alice.identity, newIdentity: next, apiKey: alice.apiKey })
+        const late = yield* answer(before, alice.identity)
+        assert.strictEqual(late.status, 401, JSON.stringify(late.body))
+        assert.strictEqual(late.body.code, "CHALLENGE_INVALID")
+        // The new key gets a challenge and an API key.
+        assert.strictEqual((yield* answer(yield* ask(next.did, next.publicKey), next)).status, 201)
+
+        // Issued while the DID was free, answered after someone registered it with another key.
+        const squatter = yield* generateDid("contested")
+        const early = yield* ask(squatter.did, squatter.publicKey)
+        const owner = yield* registeredAgent(client, "contested")
+        assert.notStrictEqual(owner.identity.publicKey, squatter.publicKey)
+        const refused = yield* answer(early, squatter)
+        assert.strictEqual(refused.status, 401, JSON.stringify(refused.body))
+        assert.strictEqual(refused.body.code, "CHALLENGE_INVALID")
       })
     ))
 

@@ -1,8 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import { didHash, generateDid, makeDidDocument } from "../../src/Did.js"
+import { didHash, generateDid, identityFromKey, makeDidDocument } from "../../src/Did.js"
 import * as KeysNative from "../../src/KeysNative.js"
-import { registeredAgent, request, startHub } from "./support.js"
+import { registeredAgent, registrationBody, request, startHub } from "./support.js"
 
 const provide = <A, E, R>(e: Effect.Effect<A, E, R>) => e.pipe(Effect.scoped, Effect.provide(KeysNative.layer))
 
@@ -45,7 +45,7 @@ describe("hub registry over HTTP", () => {
 
         const { cid } = yield* client.pinManifest({ name: "bob", meshProtocolVersion: "1.0" })
         const bob = yield* generateDid("bob")
-        const body = { did: bob.did, manifestCID: cid, publicKeyB64: bob.publicKey, endpointUrl: "http://127.0.0.1:9/bob" }
+        const body = yield* registrationBody({ did: bob.did, manifestCID: cid, publicKeyB64: bob.publicKey, endpointUrl: "http://127.0.0.1:9/bob" }, bob)
         const url = `${hub.url}/v1/agents`
         const expect = (r: { status: number; body: Record<string, unknown> }, status: number, code: string) => {
           assert.strictEqual(r.status, status, JSON.stringify(r.body))
@@ -63,7 +63,8 @@ describe("hub registry over HTTP", () => {
         expect(yield* request(url, "POST", { ...body, publicKeyB64: "AAAA" }, adminKey), 422, "INVALID_PUBLIC_KEY")
         expect(yield* request(url, "POST", { ...body, manifestCID: "bafkreinotpinned" }, adminKey), 422, "MANIFEST_NOT_PINNED")
         expect(yield* request(url, "POST", { ...body, endpointUrl: "ftp://x" }, adminKey), 422, "INVALID_ENDPOINT")
-        expect(yield* request(url, "POST", { ...body, did: identity.did }, adminKey), 409, "DID_TAKEN")
+        const taken = yield* registrationBody({ did: identity.did, manifestCID: cid, publicKeyB64: bob.publicKey, endpointUrl: "http://127.0.0.1:9/bob" }, identityFromKey(identity.did, bob.privateKey))
+        expect(yield* request(url, "POST", taken, adminKey), 409, "DID_TAKEN")
         // A revoked key is refused.
         const temp = yield* client.createApiKey({ owner: "temp" })
         yield* client.revokeApiKey(temp.id)
@@ -73,11 +74,11 @@ describe("hub registry over HTTP", () => {
         const other = yield* client.createApiKey({ owner: "mallory" })
         const h = record.didHash
         expect(yield* request(`${url}/${h}`, "PATCH", { endpointUrl: "http://evil" }, other.apiKey), 403, "NOT_OWNER")
-        expect(yield* request(`${url}/${h}/key`, "POST", { publicKeyB64: bob.publicKey }, other.apiKey), 403, "NOT_OWNER")
+        expect(yield* request(`${url}/${h}/key`, "POST", { publicKeyB64: bob.publicKey, newKeyProof: {} }, other.apiKey), 403, "NOT_OWNER")
         expect(yield* request(`${url}/${h}`, "DELETE", undefined, other.apiKey), 403, "NOT_OWNER")
         const updated = yield* client.updateAgent(h, { endpointUrl: "http://127.0.0.1:10/alice" }, apiKey)
         assert.strictEqual(updated.endpointUrl, "http://127.0.0.1:10/alice")
-        const rotated = yield* client.rotateAgentKey(h, bob.publicKey, apiKey)
+        const rotated = yield* client.rotateAgentKey({ identity, newIdentity: identityFromKey(identity.did, bob.privateKey), apiKey })
         assert.strictEqual(rotated.keyVersion, 2)
         assert.strictEqual((yield* client.resolveDid(identity.did)).keyVersion, 2)
         yield* client.deleteAgent(h, apiKey)

@@ -7,9 +7,11 @@ import * as Option from "effect/Option"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { generateDid, type MeshIdentity } from "../../src/Did.js"
+import { generateDid, type MeshIdentity, verificationMethodId } from "../../src/Did.js"
 import * as Hub from "../../src/Hub.js"
 import * as MeshClient from "../../src/MeshClient.js"
+import { signMessage } from "../../src/Proof.js"
+import { registrationDocument, WRITE_PROOF_PURPOSE } from "../../src/Registry.js"
 
 /** A fresh database file in its own temp folder. */
 export const tempDatabase = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "mesh-hub-")), "hub.db")
@@ -49,3 +51,13 @@ export const registeredAgent = (client: MeshClient.MeshClientApi, name: string, 
     const record = yield* client.registerAgent({ manifest: { name, meshProtocolVersion: "1.0", capabilities: ["echo"] }, endpointUrl, identity, apiKey: key.apiKey })
     return { identity, apiKey: key.apiKey, record }
   })
+
+/** A raw `POST /v1/agents` body with a registration proof by `signer` (default: the identity) over its fields. */
+export const registrationBody = (
+  fields: { readonly did: string; readonly manifestCID: string; readonly publicKeyB64: string; readonly endpointUrl: string },
+  signer: MeshIdentity
+) =>
+  Effect.map(
+    Effect.orDie(signMessage(registrationDocument(fields), signer.privateKey, verificationMethodId(fields.did), { proofPurpose: WRITE_PROOF_PURPOSE })),
+    (signed) => ({ ...fields, proof: signed.proof })
+  )
