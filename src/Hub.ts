@@ -30,6 +30,8 @@ export interface HubOptions {
   readonly maxBodyBytes?: number
   /** Per-address limits of the platform's challenge endpoints. */
   readonly rateLimit?: RateLimitOptions
+  /** Overrides of the registry's search and size limits (`Registry.DEFAULT_LIMITS`). */
+  readonly limits?: Partial<Registry.RegistryLimitsConfig>
 }
 
 /** A running hub. */
@@ -60,11 +62,11 @@ export const layerRegistryKeyResolver: Layer.Layer<KeyResolver, never, Registry.
 
 /** Registry, ledger and platform over a database; needs `Keys`. */
 export const layerServices = (
-  options: Pick<HubOptions, "database" | "rateLimit">
+  options: Pick<HubOptions, "database" | "rateLimit" | "limits">
 ): Layer.Layer<Registry.Registry | Ledger.Ledger | Platform.Platform | RegistryStore.RegistryStore, Database.DatabaseError, Keys> => {
   const db = Database.layerSqlite(options.database)
   const store = RegistryStore.layer.pipe(Layer.provide(db))
-  const registry = Registry.layer.pipe(Layer.provideMerge(store))
+  const registry = Registry.layer.pipe(Layer.provide(Layer.succeed(Registry.RegistryLimits, options.limits ?? {})), Layer.provideMerge(store))
   const resolver = layerRegistryKeyResolver.pipe(Layer.provide(registry))
   const ledger = Ledger.layer.pipe(Layer.provide(Layer.mergeAll(db, resolver)))
   const platform = Platform.layer({ ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }) }).pipe(
