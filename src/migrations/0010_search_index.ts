@@ -61,7 +61,11 @@ export default Effect.flatMap(SqlClient.SqlClient, (sql) =>
       INSERT INTO mesh_search_docs (did, name, description, tags, tools)
         SELECT ${docOf("NEW")} FROM (SELECT 1) LEFT JOIN mesh_manifests m ON m.cid = NEW.manifest_cid;
     END`),
-    sql.unsafe(`CREATE TRIGGER mesh_entries_search_au AFTER UPDATE OF name, manifest_cid, skill_type, tools ON mesh_entries BEGIN
+    // Updates set every patched column, changed or not (an endpoint-only PATCH rewrites manifest_cid): re-index only
+    // when an indexed source really changed.
+    sql.unsafe(`CREATE TRIGGER mesh_entries_search_au AFTER UPDATE OF name, manifest_cid, skill_type, tools ON mesh_entries
+      WHEN OLD.name IS NOT NEW.name OR OLD.manifest_cid IS NOT NEW.manifest_cid OR OLD.skill_type IS NOT NEW.skill_type OR OLD.tools IS NOT NEW.tools
+    BEGIN
       DELETE FROM mesh_search_docs WHERE did = OLD.did;
       INSERT INTO mesh_search_docs (did, name, description, tags, tools)
         SELECT ${docOf("NEW")} FROM (SELECT 1) LEFT JOIN mesh_manifests m ON m.cid = NEW.manifest_cid;

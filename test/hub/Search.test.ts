@@ -118,9 +118,14 @@ describe("registry search", () => {
         yield* client.updateAgent(record.didHash, { manifestCID: cid }, apiKey)
         assert.notInclude(hitsOf(yield* search(hub.url, "echo")), hit)
         assert.include(hitsOf(yield* search(hub.url, "juggling")), hit)
-        // An update that does not touch indexed fields keeps the entry found.
+        // An update that does not touch indexed fields keeps the entry found, in its place.
+        const other = yield* registeredAgent(client, "stayer")
+        const order = () => Effect.map(search(hub.url, "did:mesh:"), hitsOf)
+        const before = yield* order()
+        assert.deepStrictEqual(before, [hit, `agent:${other.record.didHash}`])
         yield* client.updateAgent(record.didHash, { endpointUrl: "http://127.0.0.1:10/mover" }, apiKey)
         assert.include(hitsOf(yield* search(hub.url, "juggling")), hit)
+        assert.deepStrictEqual(yield* order(), before)
         yield* client.deleteAgent(record.didHash, apiKey)
         assert.deepStrictEqual(hitsOf(yield* search(hub.url, "juggling")), [])
         assert.deepStrictEqual(hitsOf(yield* search(hub.url, "did:mesh:mover")), [])
