@@ -40,6 +40,8 @@ export interface HubOptions {
    * start only.
    */
   readonly newAdminKey?: boolean
+  /** Overrides of the registry's search and size limits (`Registry.DEFAULT_LIMITS`). */
+  readonly limits?: Partial<Registry.RegistryLimitsConfig>
 }
 
 /** A running hub. */
@@ -70,11 +72,14 @@ export const layerRegistryKeyResolver: Layer.Layer<KeyResolver, never, Registry.
 
 /** Registry, ledger and platform over a database; needs `Keys`. */
 export const layerServices = (
-  options: Pick<HubOptions, "database" | "rateLimit" | "writeQuota" | "challengePurge">
+  options: Pick<HubOptions, "database" | "rateLimit" | "writeQuota" | "challengePurge" | "limits">
 ): Layer.Layer<Registry.Registry | Ledger.Ledger | Platform.Platform | RegistryStore.RegistryStore, Database.DatabaseError, Keys> => {
   const db = Database.layerSqlite(options.database)
   const store = RegistryStore.layer.pipe(Layer.provide(db))
-  const registry = Registry.layerWith({ ...(options.writeQuota === undefined ? {} : { writeQuota: options.writeQuota }) }).pipe(Layer.provideMerge(store))
+  const registry = Registry.layerWith({
+    ...(options.writeQuota === undefined ? {} : { writeQuota: options.writeQuota }),
+    ...(options.limits === undefined ? {} : { limits: options.limits })
+  }).pipe(Layer.provideMerge(store))
   const purge = Platform.layerChallengePurge(options.challengePurge).pipe(Layer.provide(store))
   const resolver = layerRegistryKeyResolver.pipe(Layer.provide(registry))
   const ledger = Ledger.layer.pipe(Layer.provide(Layer.mergeAll(db, resolver)))

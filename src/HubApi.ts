@@ -107,6 +107,7 @@ export class RegistryGroup extends HttpApiGroup.make("registry")
     HttpApiEndpoint.get("search", "/search")
       .setUrlParams(Schema.Struct({ q: Schema.String, limit: Schema.optional(Schema.NumberFromString) }))
       .addSuccess(Schema.Struct({ items: Schema.Array(SearchHit) }))
+      .addError(BadRequest).addError(RateLimited)
   )
   .add(
     HttpApiEndpoint.get("resolveDid", "/dids/:did").setPath(Schema.Struct({ did: Schema.String }))

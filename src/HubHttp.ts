@@ -38,7 +38,9 @@ export const RegistryLive = HttpApiBuilder.group(HubApi, "registry", (handlers) 
       .handle("registerSkill", ({ payload }) => Effect.flatMap(Caller, (caller) => registry.registerSkill(caller, payload)))
       .handle("listSkills", ({ urlParams }) => registry.listSkills(urlParams.limit ?? 50, urlParams.cursor))
       .handle("resolveSkill", ({ path }) => registry.resolveSkill(path.didHash))
-      .handle("search", ({ urlParams }) => Effect.map(registry.search(urlParams.q, urlParams.limit ?? 50), (items) => ({ items })))
+      .handle("search", ({ urlParams }) =>
+        Effect.flatMap(clientIp, (ip) => Effect.map(registry.search(ip, urlParams.q, urlParams.limit ?? 50), (items) => ({ items })))
+      )
       .handle("resolveDid", ({ path }) =>
         Effect.map(registry.resolveDid(path.did), (r) => ({ did: r.document.id, keyVersion: r.keyVersion, document: r.document }))
       )

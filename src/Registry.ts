@@ -20,8 +20,10 @@ import * as Digest from "multiformats/hashes/digest"
 import { canonicalBytes } from "./Canonical.js"
 import { type DidDocument, didHash, makeDidDocument, normalizeDid, verificationMethodId } from "./Did.js"
 import { BadRequest, type Conflict, errors, type Forbidden, type NotFound, RateLimited, Unauthorized, type Unavailable, type Unprocessable } from "./HubError.js"
+import { PayloadTooLarge } from "./http/ErrorBody.js"
 import { Keys, type KeysApi } from "./Keys.js"
 import { verifyMessage } from "./Proof.js"
+import * as RateLimiter from "./RateLimiter.js"
 import { type ApiKeyRow, type EntryKind, type EntryRow, RegistryStore, type RegistryStoreApi, type StoreUnavailable } from "./RegistryStore.js"
 import { MESH_PROTOCOL_VERSION } from "./Version.js"
 import { equalBytes, fromBase64, randomBytes, toBase64, toBase64Url, toHex, utf8 } from "./internal/bytes.js"
@@ -74,6 +76,54 @@ export type SkillRecord = typeof SkillRecord.Type
 /** A search hit across agents, MCP servers and skills. */
 export const SearchHit = Schema.Struct({ kind: Schema.Literal("agent", "mcp", "skill"), did: Schema.String, didHash: Schema.String, name: Schema.String })
 
+/**
+ * Size limits of search and of registration. Search reads an index of bounded fields (migration 0010) and pages are
+ * bounded, so no query's cost grows with what was registered; registration refuses records over these sizes with
+ * 413 `PAYLOAD_TOO_LARGE`, so no record can make reading or indexing it expensive (docs/hub.md, "Limits").
+ */
+export interface RegistryLimitsConfig {
+  /** Longest search query `q`, in characters (UTF-16 code units); longer is 400 `INVALID_REQUEST`. */
+  readonly maxQueryLength: number
+  /** Most whitespace-separated terms in `q`; more is 400 `INVALID_REQUEST`. */
+  readonly maxQueryTerms: number
+  /** Most hits in one search answer (`limit` is clamped to it). */
+  readonly maxSearchResults: number
+  /** Per-address token bucket of `GET /v1/search`; over it, 429 `RATE_LIMITED` with `Retry-After`. */
+  readonly searchRateLimit: RateLimiter.RateLimitOptions
+  /** Largest manifest, in bytes of its JCS form. */
+  readonly maxManifestBytes: number
+  /** Most tools of one MCP server. */
+  readonly maxTools: number
+  /** Largest single tool (`{ name, inputSchema }` as JSON), in bytes. */
+  readonly maxToolBytes: number
+  /** Largest tool list of one MCP server (as JSON), in bytes. */
+  readonly maxToolListBytes: number
+  /** Longest tool name, in characters. */
+  readonly maxToolNameLength: number
+  /** Longest MCP server or skill name, in characters. */
+  readonly maxNameLength: number
+}
+
+/** The defaults of `RegistryLimitsConfig`. */
+export const DEFAULT_LIMITS: RegistryLimitsConfig = {
+  maxQueryLength: 256,
+  maxQueryTerms: 16,
+  maxSearchResults: 100,
+  searchRateLimit: { capacity: 30, perMinute: 120 },
+  maxManifestBytes: 64 * 1024,
+  maxTools: 256,
+  maxToolBytes: 4 * 1024,
+  maxToolListBytes: 64 * 1024,
+  maxToolNameLength: 128,
+  maxNameLength: 256
+}
+
+/**
+ * The trigram index matches a term only from three characters on (a shorter term would match nothing), so shorter
+ * terms are dropped and a query with none left is refused rather than silently empty.
+ */
+export const MIN_TERM_LENGTH = 3
+
 /** What the did:mesh resolver answers. */
 export interface ResolvedDid {
   readonly document: DidDocument
@@ -106,7 +156,7 @@ export interface RegistryApi {
   readonly ensureAdmin: Effect.Effect<Option.Option<CreatedApiKey>, Unavailable>
   /** Creates a new admin credential unconditionally (the explicit recovery path, `Hub.start({ newAdminKey: true })`). */
   readonly issueAdminKey: Effect.Effect<CreatedApiKey, Unavailable>
-  readonly pinManifest: (caller: ApiKeyRow, manifest: unknown) => Effect.Effect<{ readonly cid: string }, Unprocessable | RateLimited | Unavailable>
+  readonly pinManifest: (caller: ApiKeyRow, manifest: unknown) => Effect.Effect<{ readonly cid: string }, Unprocessable | PayloadTooLarge | RateLimited | Unavailable>
   readonly manifest: (cid: string) => Effect.Effect<unknown, NotFound | Unavailable>
   readonly registerAgent: (
     caller: ApiKeyRow,
@@ -129,16 +179,17 @@ export interface RegistryApi {
   readonly registerMcp: (
     caller: ApiKeyRow,
     input: { readonly name: string; readonly endpointUrl: string; readonly tools: ReadonlyArray<typeof McpTool.Type>; readonly did: string }
-  ) => Effect.Effect<McpRecord, Unprocessable | Conflict | Forbidden | RateLimited | Unavailable>
+  ) => Effect.Effect<McpRecord, Unprocessable | PayloadTooLarge | Conflict | Forbidden | RateLimited | Unavailable>
   readonly resolveMcp: (didHash: string) => Effect.Effect<McpRecord, NotFound | Unavailable>
   readonly listMcp: (limit: number, cursor?: string) => Effect.Effect<{ readonly items: ReadonlyArray<McpRecord>; readonly nextCursor: string | null }, Unavailable>
   readonly registerSkill: (
     caller: ApiKeyRow,
     input: { readonly name: string; readonly skillType?: typeof SkillType.Type | undefined; readonly did: string }
-  ) => Effect.Effect<SkillRecord, Unprocessable | Conflict | Forbidden | RateLimited | Unavailable>
+  ) => Effect.Effect<SkillRecord, Unprocessable | PayloadTooLarge | Conflict | Forbidden | RateLimited | Unavailable>
   readonly resolveSkill: (didHash: string) => Effect.Effect<SkillRecord, NotFound | Unavailable>
   readonly listSkills: (limit: number, cursor?: string) => Effect.Effect<{ readonly items: ReadonlyArray<SkillRecord>; readonly nextCursor: string | null }, Unavailable>
-  readonly search: (q: string, limit: number) => Effect.Effect<ReadonlyArray<typeof SearchHit.Type>, Unavailable>
+  /** Entries matching every term of `q` (see `RegistryLimitsConfig`); `client` keys the rate limit (its address). */
+  readonly search: (client: string, q: string, limit: number) => Effect.Effect<ReadonlyArray<typeof SearchHit.Type>, BadRequest | RateLimited | Unavailable>
   /** The did:mesh resolver: current DID document, key and key version of a registered agent. */
   readonly resolveDid: (did: string) => Effect.Effect<ResolvedDid, NotFound | Unprocessable | Unavailable>
   /** Revokes a mandate by `jti`; the request must be signed (signMessage) by the grantor's registered key. */
@@ -207,6 +258,8 @@ export const DEFAULT_PROOF_MAX_AGE_MS = 5 * 60_000
 export interface RegistryOptions {
   readonly writeQuota?: Partial<WriteQuota>
   readonly proofMaxAgeMs?: number
+  /** Overrides of the search and size limits (`DEFAULT_LIMITS`). */
+  readonly limits?: Partial<RegistryLimitsConfig>
 }
 
 const API_KEY_PREFIX = "mk_"
@@ -245,6 +298,23 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
   const proofMaxAgeMs = options.proofMaxAgeMs ?? DEFAULT_PROOF_MAX_AGE_MS
   const hashSecret = (secret: string) => toHex(keys.sha256(utf8(secret)))
   const q = <A>(e: Effect.Effect<A, Store>): Effect.Effect<A, Unavailable> => Effect.mapError(e, storeError)
+  const limits: RegistryLimitsConfig = { ...DEFAULT_LIMITS, ...options.limits }
+  const searchLimiter = RateLimiter.make(limits.searchRateLimit)
+  const tooLarge = (message: string) => Effect.fail(new PayloadTooLarge({ code: "PAYLOAD_TOO_LARGE", message }))
+  const invalidQuery = (message: string) => Effect.fail(new BadRequest({ code: "INVALID_REQUEST", message }))
+  // Names and tools are checked against the caps before anything is stored, so every stored record is bounded.
+  const nameTooLong = (name: string) => (name.length > limits.maxNameLength ? tooLarge(`name is longer than ${limits.maxNameLength} characters`) : Effect.void)
+  const toolsTooLarge = (tools: ReadonlyArray<{ readonly name: string; readonly inputSchema?: unknown }>) => {
+    if (tools.length > limits.maxTools) return tooLarge(`more than ${limits.maxTools} tools`)
+    let total = 2
+    for (const t of tools) {
+      if (t.name.length > limits.maxToolNameLength) return tooLarge(`tool name longer than ${limits.maxToolNameLength} characters`)
+      const bytes = utf8(JSON.stringify(t)).length
+      if (bytes > limits.maxToolBytes) return tooLarge(`tool ${JSON.stringify(t.name.slice(0, 64))} is larger than ${limits.maxToolBytes} bytes`)
+      total += bytes + 1
+    }
+    return total > limits.maxToolListBytes ? tooLarge(`the tool list is larger than ${limits.maxToolListBytes} bytes`) : Effect.void
+  }
 
   const createApiKey = (owner: string, kind: ApiKeyRow["kind"], label?: string) =>
     Effect.gen(function* () {
@@ -429,6 +499,7 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
         }
         const bytes = canonicalBytes(manifest)
         if (bytes._tag === "Left") return yield* Effect.fail(errors.unprocessable("INVALID_MANIFEST", bytes.left.message))
+        if (bytes.right.length > limits.maxManifestBytes) return yield* tooLarge(`the manifest is larger than ${limits.maxManifestBytes} bytes (JCS form)`)
         const cid = manifestCid(keys, bytes.right)
         yield* charge(caller, 0, bytes.right.length)
         yield* q(store.pinManifest(cid, new TextDecoder().decode(bytes.right), yield* Clock.currentTimeMillis))
@@ -498,10 +569,12 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
       Effect.gen(function* () {
         if (input.name.trim().length === 0) return yield* Effect.fail(errors.unprocessable("INVALID_MANIFEST", "name must not be empty"))
         if (!isHttpUrl(input.endpointUrl)) return yield* Effect.fail(errors.unprocessable("INVALID_ENDPOINT", "endpointUrl must be an http(s) URL"))
+        yield* nameTooLong(input.name)
         const did = yield* validDid(input.did)
         yield* mayRegisterChild(caller, did)
-        yield* charge(caller, 1, 0)
         const tools = input.tools.map((t) => (typeof t === "string" ? { name: t } : t))
+        yield* toolsTooLarge(tools)
+        yield* charge(caller, 1, 0)
         const now = yield* Clock.currentTimeMillis
         const row: EntryRow = {
           did, did_hash: didHash(did), kind: "mcp", name: input.name, endpoint_url: input.endpointUrl, public_key_b64: null, key_version: 1,
@@ -515,6 +588,7 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
     registerSkill: (caller, input) =>
       Effect.gen(function* () {
         if (input.name.trim().length === 0) return yield* Effect.fail(errors.unprocessable("INVALID_MANIFEST", "name must not be empty"))
+        yield* nameTooLong(input.name)
         const did = yield* validDid(input.did)
         yield* mayRegisterChild(caller, did)
         yield* charge(caller, 1, 0)
@@ -528,10 +602,20 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
       }),
     resolveSkill: (h) => Effect.map(entry("skill", h), toSkill),
     listSkills: page("skill", toSkill),
-    search: (text, limit) =>
-      Effect.map(q(store.search(text, Math.max(1, Math.min(MAX_LIMIT, Math.floor(limit) || 50)))), (rows) =>
-        rows.map((r) => ({ kind: r.kind, did: r.did, didHash: r.did_hash, name: r.kind === "agent" ? r.did : r.name }))
-      ),
+    search: (client, text, limit) =>
+      Effect.gen(function* () {
+        yield* Effect.mapError(searchLimiter.take(client), (e) =>
+          new RateLimited({ code: "RATE_LIMITED", message: `too many searches; retry in ${e.retryAfterSeconds} s`, retryAfterSeconds: e.retryAfterSeconds })
+        )
+        if (text.length > limits.maxQueryLength) return yield* invalidQuery(`q is longer than ${limits.maxQueryLength} characters`)
+        // Whitespace and control characters separate terms (a NUL inside a term would end the FTS query text early).
+        const terms = text.split(/[\s\p{Cc}]+/u).filter((t) => t.length > 0)
+        if (terms.length > limits.maxQueryTerms) return yield* invalidQuery(`q has more than ${limits.maxQueryTerms} terms`)
+        const usable = terms.filter((t) => [...t].length >= MIN_TERM_LENGTH)
+        if (usable.length === 0) return yield* invalidQuery(`q needs a term of at least ${MIN_TERM_LENGTH} characters`)
+        const rows = yield* q(store.search(usable, Math.max(1, Math.min(limits.maxSearchResults, Math.floor(limit) || 50))))
+        return rows.map((r) => ({ kind: r.kind, did: r.did, didHash: r.did_hash, name: r.kind === "agent" ? r.did : r.name }))
+      }),
     resolveDid: (input) =>
       Effect.gen(function* () {
         const did = normalizeDid(input)
@@ -569,5 +653,5 @@ export const make: Effect.Effect<RegistryApi, never, RegistryStore | Keys> = mak
 /** The registry over `RegistryStore` and `Keys`. */
 export const layer: Layer.Layer<Registry, never, RegistryStore | Keys> = Layer.effect(Registry, make)
 
-/** The registry with explicit settings (write quotas, proof freshness). */
+/** The registry with explicit settings (write quotas, proof freshness, search and size limits). */
 export const layerWith = (options: RegistryOptions): Layer.Layer<Registry, never, RegistryStore | Keys> => Layer.effect(Registry, makeWith(options))

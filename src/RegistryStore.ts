@@ -111,8 +111,11 @@ export interface RegistryStoreApi {
   readonly tombstone: (did: string) => Fx<Option.Option<TombstoneRow>>
   /** Records a one-time setting; false when it was already recorded. */
   readonly claimSetting: (name: string, value: string) => Fx<boolean>
-  /** Entries whose name, tools, skill type or manifest text contain `q` (case-insensitive), at most `limit`. */
-  readonly search: (q: string, limit: number) => Fx<ReadonlyArray<EntryRow>>
+  /**
+   * Entries whose search doc (bounded name, description, tags and tool names; migration 0010) contains every term,
+   * case-insensitive, at most `limit`, in index order. Terms are text, never query syntax.
+   */
+  readonly search: (terms: ReadonlyArray<string>, limit: number) => Fx<ReadonlyArray<EntryRow>>
   /** Records a mandate revocation; false when it was already revoked. */
   readonly revokeMandate: (jti: string, grantor: string, at: number) => Fx<boolean>
   readonly isMandateRevoked: (jti: string, grantor: string) => Fx<boolean>
@@ -128,6 +131,33 @@ export interface RegistryStoreApi {
 
 /** The `RegistryStore` service. */
 export class RegistryStore extends Context.Tag("agent-mesh/RegistryStore")<RegistryStore, RegistryStoreApi>() {}
+
+/** Longest piece of a term matched as one FTS5 phrase, in characters; see `ftsQuery`. */
+export const SEARCH_PIECE_LENGTH = 12
+const PIECE_STEP = SEARCH_PIECE_LENGTH - 2
+
+/**
+ * An FTS5 query matching every term as literal text: each piece becomes one quoted string (an inner `"` doubled), so
+ * `OR`, `NEAR`, `*`, `-`, `:`, `^` and parentheses are characters to find, not operators. Checking a phrase costs
+ * its length times the occurrences of its trigrams in a row, and repetitive rows (`aaaa…`) make that large; so a
+ * term longer than `SEARCH_PIECE_LENGTH` is matched as its overlapping pieces of that length (each must occur), and
+ * a piece repeated or contained in another is asked once. A row matching a short term contains it; for a long term,
+ * each of its pieces.
+ */
+export const ftsQuery = (terms: ReadonlyArray<string>): string => {
+  const pieces = new Set<string>()
+  for (const term of terms) {
+    const chars = [...term.toLowerCase()]
+    for (let start = 0; ; start += PIECE_STEP) {
+      const end = Math.min(start + SEARCH_PIECE_LENGTH, chars.length)
+      pieces.add(chars.slice(Math.max(0, end - SEARCH_PIECE_LENGTH), end).join(""))
+      if (end === chars.length) break
+    }
+  }
+  // A piece inside another piece is implied by it (all must occur), so only the containing one is asked.
+  const kept = [...pieces].filter((p) => ![...pieces].some((o) => o !== p && o.includes(p)))
+  return kept.map((p) => `"${p.replace(/"/g, '""')}"`).join(" ")
+}
 
 const isUniqueViolation = (e: SqlError) => /UNIQUE|constraint/i.test(String((e.cause as { message?: string } | undefined)?.message ?? e.message))
 
@@ -153,14 +183,14 @@ export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> =
     Result: EntryRow,
     execute: (r) => sql`SELECT * FROM mesh_entries WHERE kind = ${r.kind} AND did_hash > ${r.cursor} ORDER BY did_hash LIMIT ${r.limit}`
   })
+  // The one FTS5 query (the index is migration 0010). Walking the index in rowid order lets LIMIT stop the scan at
+  // the page's last hit instead of ranking every match.
   const search = SqlSchema.findAll({
-    Request: Schema.Struct({ pattern: Schema.String, limit: Schema.Number }),
+    Request: Schema.Struct({ match: Schema.String, limit: Schema.Number }),
     Result: EntryRow,
     execute: (r) => sql`
-      SELECT e.* FROM mesh_entries e LEFT JOIN mesh_manifests m ON m.cid = e.manifest_cid
-      WHERE lower(e.name) LIKE ${r.pattern} ESCAPE '\\' OR lower(coalesce(e.tools, '')) LIKE ${r.pattern} ESCAPE '\\'
-        OR lower(coalesce(e.skill_type, '')) LIKE ${r.pattern} ESCAPE '\\' OR lower(coalesce(m.body, '')) LIKE ${r.pattern} ESCAPE '\\'
-      ORDER BY e.did_hash LIMIT ${r.limit}`
+      SELECT e.* FROM mesh_search s JOIN mesh_search_docs d ON d.id = s.rowid JOIN mesh_entries e ON e.did = d.did
+      WHERE mesh_search MATCH ${r.match} ORDER BY s.rowid LIMIT ${r.limit}`
   })
 
   return {
@@ -217,7 +247,8 @@ export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> =
         Effect.map((rows) => rows.length > 0),
         Effect.mapError(unavailable)
       ),
-    search: (q, limit) => search({ pattern: `%${q.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`, limit }).pipe(Effect.mapError(unavailable)),
+    search: (terms, limit) =>
+      terms.length === 0 ? Effect.succeed([]) : search({ match: ftsQuery(terms), limit }).pipe(Effect.mapError(unavailable)),
     revokeMandate: (jti, grantor, at) =>
       sql<{ jti: string }>`INSERT INTO mesh_mandate_revocations (grantor, jti, revoked_at) VALUES (${grantor}, ${jti}, ${at})
         ON CONFLICT (grantor, jti) DO NOTHING RETURNING jti`.pipe(

@@ -12,6 +12,7 @@ import m0006 from "./0006_revocations_by_grantor.js"
 import m0007 from "./0007_ledger_release_trigger.js"
 import m0008 from "./0008_paused_tasks.js"
 import m0009 from "./0009_agent_memory.js"
+import m0010 from "./0010_search_index.js"
 import m0011 from "./0011_hub_hardening.js"
 
 /** The migration record handed to `Migrator.fromRecord` (a record survives bundling, a glob does not). */
@@ -25,5 +26,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0007_ledger_release_trigger": m0007,
   "0008_paused_tasks": m0008,
   "0009_agent_memory": m0009,
+  "0010_search_index": m0010,
   "0011_hub_hardening": m0011
 }
