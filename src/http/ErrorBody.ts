@@ -1,5 +1,5 @@
 /**
- * The one error shape on the wire, `{ _tag, error, code, correlationId }` (ARCHITECTURE.md §4), and the errors the
+ * The one error shape on the wire, `{ _tag, error, code, correlationId }` (docs/architecture.md §4), and the errors the
  * serving layer itself raises before or around a handler.
  *
  * An error class declares only its own fields; the serving layer adds `error`, `correlationId` and (for classes
