@@ -8,7 +8,7 @@
  * server). An origin without a document (a test double, a MeshServer) is not checked.
  */
 import { afterEach, expect } from "vitest"
-import { checkerFor, type Check } from "./openApiConformance.js"
+import type { Check } from "./openApiConformance.js"
 
 /** The test files whose responses are checked. */
 export const CHECKED_FILES = /[\\/]test[\\/](hub|agent)[\\/]|[\\/]test[\\/]OpenApiConformance\.test\.ts$/
@@ -27,6 +27,8 @@ const loadDocument = (origin: string) =>
     async (res) => {
       if (res.status !== 200 || !(res.headers.get("content-type") ?? "").includes("json")) return undefined
       const text = await res.text()
+      // Loaded on first use: files that are not checked do not pay for ajv.
+      const { checkerFor } = await import("./openApiConformance.js")
       return { text, check: checkerFor(JSON.parse(text)) }
     },
     () => undefined
