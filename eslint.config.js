@@ -2,7 +2,7 @@
 import js from "@eslint/js"
 import tseslint from "typescript-eslint"
 
-// Core modules must run on any JavaScript runtime: no node:*, no HTTP, no SQL (ARCHITECTURE.md §3).
+// Core modules must run on any JavaScript runtime: no node:*, no HTTP, no SQL (docs/architecture.md §3).
 const coreFiles = [
   "src/Bytes.ts", "src/Canonical.ts", "src/Did.ts", "src/Keys.ts", "src/Proof.ts", "src/Envelope.ts",
   "src/NonceStore.ts", "src/Money.ts", "src/Mandate.ts", "src/Constraints.ts", "src/KeyResolver.ts", "src/Approval.ts",
@@ -26,7 +26,7 @@ export default tseslint.config(
     rules: {
       "no-restricted-imports": ["error", {
         patterns: [
-          { group: ["node:*"], message: "Core modules import no node:* (ARCHITECTURE.md §3)." },
+          { group: ["node:*"], message: "Core modules import no node:* (docs/architecture.md §3)." },
           { group: ["@effect/sql*", "@effect/platform*", "better-sqlite3"], message: "Core modules import no HTTP or SQL." }
         ]
       }]

@@ -7,6 +7,7 @@ import * as HttpApi from "@effect/platform/HttpApi"
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
+import * as OpenApi from "@effect/platform/OpenApi"
 import * as Context from "effect/Context"
 import * as Schema from "effect/Schema"
 import {
@@ -19,8 +20,9 @@ import {
   HandlerFailed,
   ProviderFailed
 } from "./AgentError.js"
-import { InternalError, InvalidJson, PayloadTooLarge, RouteNotFound } from "./http/ErrorBody.js"
+import { InternalError, InvalidJson, PayloadTooLarge, RouteNotFound, wireErrors } from "./http/ErrorBody.js"
 import * as ModelProvider from "./ModelProvider.js"
+import { VERSION } from "./Version.js"
 
 /** One turn of a conversation (the model providers' message). */
 export const ChatMessage = ModelProvider.ChatMessage
@@ -115,11 +117,25 @@ export class AgentAuth extends HttpApiMiddleware.Tag<AgentAuth>()("agent-mesh/ag
   failure: Schema.Union(AgentUnauthorized, AgentForbidden, AgentUnavailable)
 }) {}
 
+// The streamed form of a 200 (docs/agent.md §3): HttpApi declares one body per status, so the alternative media
+// type is written into the operation here.
+const orEventStream = (operation: Record<string, unknown>): Record<string, unknown> => {
+  const responses = operation.responses as Record<string, { readonly content?: object }> | undefined
+  const ok = responses?.["200"]
+  if (responses === undefined || ok === undefined) return operation
+  const stream = { schema: { type: "string", description: "Server-Sent Events `chunk`, then one of `done`, `approval_required`, `error`." } }
+  return { ...operation, responses: { ...responses, "200": { ...ok, content: { ...ok.content, "text/event-stream": stream } } } }
+}
+
 /** Running and resuming tasks. */
 export class RunGroup extends HttpApiGroup.make("run")
-  .add(HttpApiEndpoint.post("run", "/v1/run").setPayload(RunRequest).addSuccess(RunReply).addSuccess(ApprovalRequired, { status: 202 }))
+  .add(
+    HttpApiEndpoint.post("run", "/v1/run").setPayload(RunRequest).addSuccess(RunReply).addSuccess(ApprovalRequired, { status: 202 })
+      .annotate(OpenApi.Transform, orEventStream)
+  )
   .add(
     HttpApiEndpoint.post("resume", "/v1/resume").setPayload(ResumeRequest).addSuccess(RunReply).addSuccess(ApprovalRequired, { status: 202 })
+      .annotate(OpenApi.Transform, orEventStream)
   )
   .addError(AgentForbidden)
   .addError(AgentNotFound)
@@ -134,13 +150,22 @@ export class InfoGroup extends HttpApiGroup.make("info")
   .add(HttpApiEndpoint.get("health", "/health").addSuccess(Health))
   .add(HttpApiEndpoint.get("discovery", "/.well-known/mesh-agent.json").addSuccess(Schema.Unknown)) {}
 
+/** The server's OpenAPI document, open to anyone. */
+export class DocsGroup extends HttpApiGroup.make("docs")
+  .add(HttpApiEndpoint.get("openapi", "/openapi.json").addSuccess(Schema.Unknown).annotate(OpenApi.Description, "This OpenAPI 3.1 document.")) {}
+
 /** The whole agent server. */
 export class AgentApi extends HttpApi.make("agent")
   .add(RunGroup)
   .add(InfoGroup)
+  .add(DocsGroup)
   .addError(AgentBadRequest)
   .addError(AgentUnauthorized)
   .addError(InvalidJson)
   .addError(PayloadTooLarge)
   .addError(RouteNotFound)
-  .addError(InternalError) {}
+  .addError(InternalError)
+  .annotate(OpenApi.Title, "agent-mesh agent server")
+  .annotate(OpenApi.Version, VERSION)
+  .annotate(OpenApi.Description, "Runs and resumes tasks of one agent. Errors are { _tag, error, code, correlationId }.")
+  .annotate(OpenApi.Transform, wireErrors) {}

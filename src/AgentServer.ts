@@ -14,6 +14,7 @@ import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as OpenApi from "@effect/platform/OpenApi"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
@@ -906,7 +907,8 @@ export const make = (
             }))
           )
           .handle("discovery", () => discoveryDocument)
-      )
+      ),
+      HttpApiBuilder.group(AgentApi, "docs", (h) => h.handle("openapi", () => Effect.succeed(OpenApi.fromApi(AgentApi))))
     ).pipe(Layer.provide(Layer.succeed(AgentAuth, authenticate)))
 
     const server = yield* Serve.make(AgentApi, handlers, {

@@ -13,10 +13,11 @@ import * as OpenApi from "@effect/platform/OpenApi"
 import * as Context from "effect/Context"
 import * as Schema from "effect/Schema"
 import { BadRequest, Conflict, Forbidden, NotFound, RateLimited, RegistryUnreachable, Unauthorized, Unavailable, Unprocessable } from "./HubError.js"
-import { InternalError, InvalidJson, PayloadTooLarge, RouteNotFound } from "./http/ErrorBody.js"
+import { InternalError, InvalidJson, PayloadTooLarge, RouteNotFound, wireErrors } from "./http/ErrorBody.js"
 import { Allocation, Pool } from "./Ledger.js"
 import { AgentRecord, McpRecord, McpTool, SearchHit, SkillRecord, SkillType } from "./Registry.js"
 import type { ApiKeyRow } from "./RegistryStore.js"
+import { VERSION } from "./Version.js"
 
 /** The API key row of the authenticated caller. */
 export class Caller extends Context.Tag("agent-mesh/hub/Caller")<Caller, ApiKeyRow>() {}
@@ -185,11 +186,11 @@ export class PlatformGroup extends HttpApiGroup.make("platform")
   .addError(Unavailable)
   .prefix("/api") {}
 
-/** The OpenAPI document and a browsable page over it; excluded from the document itself. */
+/** The OpenAPI document and a browsable page over it; listed in the document, which describes all a server answers. */
 export class DocsGroup extends HttpApiGroup.make("docs")
-  .add(HttpApiEndpoint.get("openapi", "/openapi.json").addSuccess(Schema.Unknown))
-  .add(HttpApiEndpoint.get("docs", "/docs").addSuccess(HttpApiSchema.Text({ contentType: "text/html; charset=utf-8" })))
-  .annotate(OpenApi.Exclude, true) {}
+  .add(HttpApiEndpoint.get("openapi", "/openapi.json").addSuccess(Schema.Unknown).annotate(OpenApi.Description, "This OpenAPI 3.1 document."))
+  .add(HttpApiEndpoint.get("docs", "/docs").addSuccess(HttpApiSchema.Text({ contentType: "text/html; charset=utf-8" })).annotate(OpenApi.Description, "A page listing every operation."))
+  .annotate(OpenApi.Description, "The contract, machine-readable and browsable.") {}
 
 /** The whole hub. */
 export class HubApi extends HttpApi.make("hub")
@@ -205,13 +206,20 @@ export class HubApi extends HttpApi.make("hub")
   .addError(Unavailable)
   .addError(BadRequest)
   .annotate(OpenApi.Title, "agent-mesh hub")
-  .annotate(OpenApi.Description, "Registry, spending ledger and platform API of an agent-mesh hub. Errors are { _tag, error, code, correlationId }.") {}
+  .annotate(OpenApi.Version, VERSION)
+  .annotate(OpenApi.Description, "Registry, spending ledger and platform API of an agent-mesh hub. Errors are { _tag, error, code, correlationId }.")
+  .annotate(OpenApi.Transform, wireErrors) {}
 
 /** The platform alone, for a platform process running apart from the registry (`mesh platform`). */
 export class PlatformApi extends HttpApi.make("platform")
   .add(PlatformGroup)
+  .add(DocsGroup)
   .addError(InvalidJson)
   .addError(PayloadTooLarge)
   .addError(RouteNotFound)
   .addError(InternalError)
-  .addError(BadRequest) {}
+  .addError(BadRequest)
+  .annotate(OpenApi.Title, "agent-mesh platform")
+  .annotate(OpenApi.Version, VERSION)
+  .annotate(OpenApi.Description, "The platform API of an agent-mesh hub, served apart from its registry. Errors are { _tag, error, code, correlationId }.")
+  .annotate(OpenApi.Transform, wireErrors) {}

@@ -111,16 +111,6 @@ export const docsPage = (doc: OpenApi.OpenAPISpec): string => {
 <table><thead><tr><th>method</th><th>path</th><th>operation</th><th>statuses</th></tr></thead><tbody>${rows.join("")}</tbody></table></body></html>`
 }
 
-/** The platform endpoints of a platform-only process. */
-export const PlatformOnlyLive = HttpApiBuilder.group(PlatformApi, "platform", (handlers) =>
-  Effect.map(Platform, (platform) =>
-    handlers
-      .handle("status", () => platform.status)
-      .handle("challenge", ({ payload }) => Effect.flatMap(clientIp, (ip) => platform.challenge(ip, payload)))
-      .handle("agentKey", ({ payload }) => Effect.flatMap(clientIp, (ip) => platform.agentKey(ip, payload)))
-  )
-)
-
 /** `/openapi.json` and `/docs`, both computed once from `HubApi`. */
 export const DocsLive = HttpApiBuilder.group(HubApi, "docs", (handlers) =>
   Effect.sync(() => {
@@ -128,6 +118,28 @@ export const DocsLive = HttpApiBuilder.group(HubApi, "docs", (handlers) =>
     const page = docsPage(doc)
     return handlers.handle("openapi", () => Effect.succeed(doc)).handle("docs", () => Effect.succeed(page))
   })
+)
+
+/** The same two for a platform-only process, computed from `PlatformApi`. */
+const PlatformDocsLive = HttpApiBuilder.group(PlatformApi, "docs", (handlers) =>
+  Effect.sync(() => {
+    const doc = OpenApi.fromApi(PlatformApi)
+    const page = docsPage(doc)
+    return handlers.handle("openapi", () => Effect.succeed(doc)).handle("docs", () => Effect.succeed(page))
+  })
+)
+
+/** The platform endpoints of a platform-only process, with its OpenAPI document. */
+export const PlatformOnlyLive = Layer.merge(
+  HttpApiBuilder.group(PlatformApi, "platform", (handlers) =>
+    Effect.map(Platform, (platform) =>
+      handlers
+        .handle("status", () => platform.status)
+        .handle("challenge", ({ payload }) => Effect.flatMap(clientIp, (ip) => platform.challenge(ip, payload)))
+        .handle("agentKey", ({ payload }) => Effect.flatMap(clientIp, (ip) => platform.agentKey(ip, payload)))
+    )
+  ),
+  PlatformDocsLive
 )
 
 /** Every group of the hub, needing the services behind them. */

@@ -98,5 +98,5 @@ export const makeNative = (options: { readonly cacheSize?: number } = {}): KeysA
 /** `Keys` on node:crypto: the default on Node. */
 export const layer: Layer.Layer<Keys> = Layer.sync(Keys, () => makeNative())
 
-/** Same as `layer`; the name ARCHITECTURE.md gives it (`Keys.native`). */
+/** Same as `layer`; the name docs/architecture.md §2 gives it (`Keys.native`). */
 export const native = layer

@@ -11,7 +11,8 @@ import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as OpenApi from "@effect/platform/OpenApi"
 import * as Schema from "effect/Schema"
 import { Envelope, type EnvelopeError, JsonObject } from "./Envelope.js"
-import { InternalError, InvalidJson, PayloadTooLarge, RouteNotFound } from "./http/ErrorBody.js"
+import { InternalError, InvalidJson, PayloadTooLarge, RouteNotFound, wireErrors } from "./http/ErrorBody.js"
+import { VERSION } from "./Version.js"
 
 /** 400: the body is not an envelope, or claims a lifetime longer than the server accepts. */
 export class MessageInvalid extends Schema.TaggedError<MessageInvalid>()(
@@ -122,5 +123,7 @@ export class MeshServerApi extends HttpApi.make("meshServer")
   .addError(PayloadTooLarge)
   .addError(RouteNotFound)
   .addError(InternalError)
+  .annotate(OpenApi.Version, VERSION)
+  .annotate(OpenApi.Transform, wireErrors)
   .annotate(OpenApi.Title, "agent-mesh MeshServer")
   .annotate(OpenApi.Description, "Signed envelopes in, signed envelopes out. Errors are { _tag, error, code, correlationId }.") {}

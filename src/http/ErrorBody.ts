@@ -1,8 +1,13 @@
 /**
- * The one error shape on the wire, `{ _tag, error, code, correlationId }` (ARCHITECTURE.md §4), and the errors the
+ * The one error shape on the wire, `{ _tag, error, code, correlationId }` (docs/architecture.md §4), and the errors the
  * serving layer itself raises before or around a handler.
+ *
+ * An error class declares only its own fields; the serving layer adds `error`, `correlationId` and (for classes
+ * without one, such as HttpApi's decode error) `code`, and its own refusals carry nothing else. `wireErrors` writes
+ * the same into an OpenAPI document, so that a client generated from it accepts the bodies it will receive.
  */
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
+import type * as OpenApi from "@effect/platform/OpenApi"
 import * as Schema from "effect/Schema"
 
 /** The fields every error body has; an error's own encoded fields sit beside them. */
@@ -53,3 +58,65 @@ export const errorBody = (
   code: string,
   correlationId: string
 ): string => JSON.stringify({ ...fields, _tag: tag, error, code, correlationId })
+
+type JsonObject = Record<string, unknown>
+
+const isObject = (u: unknown): u is JsonObject => typeof u === "object" && u !== null && !Array.isArray(u)
+
+const REF_PREFIX = "#/components/schemas/"
+
+// Adds the serving layer's fields to one error object schema; the error's own fields and strictness stay as declared.
+const addWireFields = (schema: JsonObject): void => {
+  const properties = isObject(schema.properties) ? schema.properties : (schema.properties = {})
+  const required = Array.isArray(schema.required) ? (schema.required as Array<unknown>) : (schema.required = [])
+  const tag = isObject(properties._tag) && Array.isArray(properties._tag.enum) ? properties._tag.enum : []
+  const wire: JsonObject = {
+    error: { type: "string", description: "A human-readable message; match on `code`, never on this text." },
+    correlationId: { type: "string", description: "The request's `X-Correlation-Id`, also sent as that header." }
+  }
+  // HttpApi's own decode error has no `code` field; the serving layer sends INVALID_REQUEST for it.
+  if (!("code" in properties)) {
+    wire.code = tag.length === 1 && tag[0] === "HttpApiDecodeError" ? { type: "string", enum: [INVALID_REQUEST] } : { type: "string" }
+  }
+  for (const [name, property] of Object.entries(wire)) {
+    properties[name] = property
+    if (!required.includes(name)) required.push(name)
+  }
+  // The refusals the serving layer writes itself (bad JSON, no route, too large, a defect) carry only the four wire
+  // fields, so a class's `message` is not promised; `error` always carries the text.
+  const message = required.indexOf("message")
+  if (message >= 0) required.splice(message, 1)
+}
+
+/**
+ * An `OpenApi.Transform` for an api served by `Serve`: every error response schema (status ≥ 400) gets the fields
+ * the wire adds (`error`, `correlationId`, and `code` where the class has none). Follows `$ref`s into
+ * `components.schemas` and the branches of `anyOf`/`oneOf`; each component is patched once.
+ */
+export const wireErrors = (spec: Record<string, unknown>): Record<string, unknown> => {
+  const doc = structuredClone(spec) as unknown as OpenApi.OpenAPISpec
+  const components: JsonObject = { ...doc.components.schemas }
+  const patched = new Set<JsonObject>()
+  const visit = (schema: unknown): void => {
+    if (!isObject(schema)) return
+    if (typeof schema.$ref === "string" && schema.$ref.startsWith(REF_PREFIX)) return visit(components[schema.$ref.slice(REF_PREFIX.length)])
+    for (const key of ["anyOf", "oneOf"]) {
+      const branches = schema[key]
+      if (Array.isArray(branches)) branches.forEach(visit)
+    }
+    if (schema.type === "object" && !patched.has(schema)) {
+      patched.add(schema)
+      addWireFields(schema)
+    }
+  }
+  for (const item of Object.values(doc.paths)) {
+    for (const operation of Object.values(item)) {
+      if (!isObject(operation) || !isObject(operation.responses)) continue
+      for (const [status, response] of Object.entries(operation.responses)) {
+        if (Number(status) < 400 || !isObject(response) || !isObject(response.content)) continue
+        for (const media of Object.values(response.content)) if (isObject(media)) visit(media.schema)
+      }
+    }
+  }
+  return doc as unknown as Record<string, unknown>
+}

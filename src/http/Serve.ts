@@ -1,5 +1,5 @@
 /**
- * Serves an `HttpApi` on node:http through a lean path (ARCHITECTURE.md §6): the handler layer is built once, its
+ * Serves an `HttpApi` on node:http through a lean path (docs/architecture.md §6): the handler layer is built once, its
  * routes are taken from HttpApiBuilder's router (so decoding, handlers, group/endpoint middleware and success
  * encoding are HttpApi's own), and each request runs as one fiber on a prebuilt runtime with the body already read
  * natively. No per-request layer, scope, span or web `Request`. Errors go out as `{ _tag, error, code,
