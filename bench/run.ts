@@ -5,6 +5,7 @@
 const suites: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
   keys: () => import("./keys.js"),
   envelope: () => import("./envelope.js"),
+  json: () => import("./json.js"),
   mandate: () => import("./mandate.js"),
   http: () => import("./http.js"),
   agent: () => import("./agent.js"),

@@ -18,6 +18,7 @@ import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { type InvalidDid, invalidDid, normalizeDid, verificationMethodId } from "./Did.js"
 import { Timestamp } from "./Envelope.js"
+import { parseUtcTimestamp } from "./internal/timestamp.js"
 import { Keys, type MalformedKey, type PrivateKeyInput } from "./Keys.js"
 import type { KeyResolverApi } from "./KeyResolver.js"
 import { CRYPTOSUITE, signMessage, toDateTimeSeconds, verifyMessage } from "./Proof.js"
@@ -55,7 +56,7 @@ export const ApprovalFields = Schema.Struct({
   taskId: Bounded,
   capability: Bounded,
   decision: ApprovalDecision,
-  /** RFC 3339 UTC. */
+  /** RFC 3339 UTC: written `2026-01-01T00:15:00.000Z`, read in any UTC form (`Z`, `z`, `+00:00`, `-00:00`). */
   expiresAt: Timestamp
 })
 /** The unsigned members of an approval. */
@@ -176,9 +177,9 @@ export const verifyApproval = (
     const proof = decodeProof(a.proof)
     if (Either.isLeft(proof)) return yield* Effect.fail(refuse("APPROVAL_MALFORMED", `proof: ${ParseResult.TreeFormatter.formatErrorSync(proof.left)}`))
     const { created, verificationMethod } = proof.right
-    const createdMs = Date.parse(created)
-    const expiresMs = Date.parse(a.expiresAt)
-    if (!Number.isFinite(expiresMs) || !Number.isFinite(createdMs)) {
+    const createdMs = parseUtcTimestamp(created)
+    const expiresMs = parseUtcTimestamp(a.expiresAt)
+    if (expiresMs === undefined || createdMs === undefined) {
       return yield* Effect.fail(refuse("APPROVAL_MALFORMED", "expiresAt or proof.created is not a valid date"))
     }
 

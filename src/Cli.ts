@@ -12,16 +12,20 @@ import * as MeshClient from "./MeshClient.js"
 import { VERSION } from "./Version.js"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import { didHash, generateDid, type InvalidDid } from "./Did.js"
-import type { Keys } from "./Keys.js"
-import { toBase64 } from "./internal/bytes.js"
+import type { PlatformError } from "@effect/platform/Error"
+import * as Either from "effect/Either"
+import * as ParseResult from "effect/ParseResult"
+import { didHash, extractPublicKey, generateDid, type InvalidDid, normalizeDid, publicKeyOfDidKey, verificationMethodId } from "./Did.js"
+import { importPublicKey, Keys, type MalformedKey } from "./Keys.js"
+import { equalBytes, randomBytes, toBase64, toHex } from "./internal/bytes.js"
+import { tryParseJsonStrict } from "./internal/json.js"
 import * as AgentServer from "./AgentServer.js"
 import * as NodePath from "node:path"
 import { pathToFileURL } from "node:url"
 
 /** The CLI could not do what was asked; `code` says why. */
 export class CliError extends Schema.TaggedError<CliError>()("CliError", {
-  code: Schema.Literal("FILE_EXISTS", "IO_ERROR", "MODULE_INVALID"),
+  code: Schema.Literal("FILE_EXISTS", "IO_ERROR", "MODULE_INVALID", "IDENTITY_INVALID"),
   message: Schema.String
 }) {}
 
@@ -38,7 +42,13 @@ export const IdentityFile = Schema.Struct({
 /** The identity file `mesh keygen` writes. */
 export type IdentityFile = typeof IdentityFile.Type
 
-/** Creates an identity and writes it to a file readable only by its owner; refuses to overwrite unless `force`. */
+const isAlreadyExists = (e: PlatformError): boolean => e._tag === "SystemError" && e.reason === "AlreadyExists"
+
+/**
+ * Creates an identity and writes it to a file readable only by its owner; refuses to overwrite unless `force`.
+ * The file is created exclusively (O_EXCL), so nothing at the path is followed, a dangling symbolic link included;
+ * `force` writes a new file exclusively beside it and renames it over the path, which replaces a link, never its target.
+ */
 export const keygen = (args: {
   readonly name: string
   readonly namespace: Option.Option<string>
@@ -52,9 +62,6 @@ export const keygen = (args: {
     const identity = yield* generateDid(args.name, Option.getOrUndefined(args.endpoint), Option.getOrUndefined(args.namespace))
     const file = path.resolve(Option.getOrElse(args.out, () => `${args.name}.identity.json`))
     const ioError = (e: { readonly message: string }) => new CliError({ code: "IO_ERROR", message: e.message })
-    if (!args.force && (yield* Effect.mapError(fs.exists(file), ioError))) {
-      return yield* Effect.fail(new CliError({ code: "FILE_EXISTS", message: `${file} exists; pass --force to overwrite` }))
-    }
     const content: IdentityFile = {
       did: identity.did,
       didHash: didHash(identity.did),
@@ -63,10 +70,60 @@ export const keygen = (args: {
       didKey: identity.didKey,
       document: identity.document
     }
-    yield* Effect.mapError(fs.writeFileString(file, JSON.stringify(content, null, 2) + "\n", { mode: 0o600 }), ioError)
-    // writeFile keeps the mode of an existing file; make sure an overwritten one is private too.
-    yield* Effect.mapError(fs.chmod(file, 0o600), ioError)
+    const text = JSON.stringify(content, null, 2) + "\n"
+    if (!args.force) {
+      yield* fs.writeFileString(file, text, { flag: "wx", mode: 0o600 }).pipe(
+        Effect.mapError((e) =>
+          isAlreadyExists(e)
+            ? new CliError({ code: "FILE_EXISTS", message: `${file} exists (a file, directory or link, even a dangling one); pass --force to replace it` })
+            : ioError(e)
+        )
+      )
+    } else {
+      const tmp = path.join(path.dirname(file), `.${path.basename(file)}.${toHex(randomBytes(8))}.tmp`)
+      yield* Effect.mapError(fs.writeFileString(tmp, text, { flag: "wx", mode: 0o600 }), ioError)
+      // The umask may have narrowed the mode; `tmp` is the regular file just created, so chmod follows nothing.
+      yield* Effect.mapError(fs.chmod(tmp, 0o600), ioError).pipe(
+        Effect.zipRight(Effect.mapError(fs.rename(tmp, file), ioError)),
+        Effect.tapError(() => Effect.ignore(fs.remove(tmp)))
+      )
+    }
     return { ...content, path: file }
+  })
+
+const identityInvalid = (file: string, message: string) => new CliError({ code: "IDENTITY_INVALID", message: `identity ${file}: ${message}` })
+
+/**
+ * Reads an identity file (`--identity`): strict JSON, every member present, and one key throughout. The public key,
+ * the document's and the did:key's must be acceptable Ed25519 keys (`INVALID_PUBLIC_KEY` otherwise) and equal to the
+ * one the private key derives.
+ */
+export const readIdentityFile = (
+  file: string
+): Effect.Effect<IdentityFile, CliError | MalformedKey, Keys | FileSystem.FileSystem> =>
+  Effect.gen(function* () {
+    const fs = yield* FileSystem.FileSystem
+    const text = yield* Effect.mapError(fs.readFileString(file), (e) => new CliError({ code: "IO_ERROR", message: `cannot read identity ${file}: ${e.message}` }))
+    const parsed = tryParseJsonStrict(text)
+    if (!parsed.ok) return yield* Effect.fail(identityInvalid(file, parsed.error.message))
+    const decoded = Schema.decodeUnknownEither(IdentityFile)(parsed.value)
+    if (Either.isLeft(decoded)) return yield* Effect.fail(identityInvalid(file, ParseResult.TreeFormatter.formatErrorSync(decoded.left)))
+    const id = decoded.right
+    if (normalizeDid(id.did) !== id.did) return yield* Effect.fail(identityInvalid(file, `${JSON.stringify(id.did)} is not a lower-case did:mesh DID`))
+    const publicKey = yield* importPublicKey(id.publicKeyB64)
+    const fromDocument = yield* extractPublicKey(id.document, verificationMethodId(id.did)).pipe(
+      Effect.catchTags({
+        MalformedDidDocument: (e) => Effect.fail(identityInvalid(file, e.message)),
+        KeyRevoked: (e) => Effect.fail(identityInvalid(file, e.message))
+      })
+    )
+    const fromDidKey = yield* publicKeyOfDidKey(id.didKey)
+    const keys = yield* Keys
+    const privateKey = yield* keys.importPrivateKey(id.privateKeyPkcs8B64)
+    for (const [what, k] of [["publicKeyB64", publicKey], ["document", fromDocument], ["didKey", fromDidKey]] as const) {
+      if (!equalBytes(k, privateKey.publicKey)) return yield* Effect.fail(identityInvalid(file, `the ${what} key is not the private key's`))
+    }
+    return id
   })
 
 /** Where `mesh hub` keeps its database unless told otherwise. */
@@ -149,14 +206,8 @@ export const runAgent = (args: {
 }) =>
   Effect.scoped(
     Effect.gen(function* () {
-      const fs = yield* FileSystem.FileSystem
       const loaded = yield* importAgentModule(args.module)
-      const identity = Option.isNone(args.identity)
-        ? undefined
-        : yield* fs.readFileString(args.identity.value).pipe(
-            Effect.flatMap(Schema.decode(Schema.parseJson(IdentityFile))),
-            Effect.mapError((e) => new CliError({ code: "IO_ERROR", message: `cannot read identity ${args.identity.pipe(Option.getOrElse(() => ""))}: ${e.message}` }))
-          )
+      const identity = Option.isNone(args.identity) ? undefined : yield* readIdentityFile(args.identity.value)
       const options: AgentServer.AgentServerOptions = {
         ...loaded,
         ...(Option.isSome(args.port) ? { port: args.port.value } : {}),

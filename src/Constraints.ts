@@ -91,6 +91,13 @@ export type AnyConstraints = ConstraintsFor<MandateKind>
 /** Largest count accepted in a limit (keeps every counter a safe integer in JS and a 64-bit SQL integer). */
 export const MAX_COUNT = Number.MAX_SAFE_INTEGER
 
+/**
+ * Most entries in any one constraint list (`allowedMerchants`, `allowed`, `blocked`, `humanGates`, `dataAccess`) and
+ * in `actionLimits`. Narrowing compares lists pairwise, so the bound keeps a chain's checks to a few thousand
+ * comparisons whatever a token holds (docs/protocol.md §9.3).
+ */
+export const MAX_LIST_ENTRIES = 64
+
 // ---------------------------------------------------------------------------------------------------------------
 // Validation
 
@@ -110,7 +117,7 @@ const checkName = (u: unknown): boolean => typeof u === "string" && u.length > 0
 
 const checkNameList = (u: unknown, where: string): Check => {
   if (!Array.isArray(u)) return `${where} must be an array of names`
-  if (u.length > 1024) return `${where} has too many entries`
+  if (u.length > MAX_LIST_ENTRIES) return `${where} has ${u.length} entries, more than ${MAX_LIST_ENTRIES}`
   for (const x of u) if (!checkName(x)) return `${where} must hold non-empty strings of at most 256 characters`
   return undefined
 }
@@ -154,8 +161,11 @@ export const constraintsProblem = (kind: MandateKind, cns: unknown): Check => {
       if (problem !== undefined) return problem
       if (cns.actionLimits !== undefined) {
         if (!isRecord(cns.actionLimits)) return "actionLimits must be an object"
+        let entries = 0
         for (const k in cns.actionLimits) {
-          if (!checkName(k)) return "actionLimits keys must be capability names"
+          if (++entries > MAX_LIST_ENTRIES) return `actionLimits has more than ${MAX_LIST_ENTRIES} entries`
+          // A member named __proto__ would, copied by assignment, replace a prototype instead.
+          if (!checkName(k) || k === "__proto__") return "actionLimits keys must be capability names"
           if (!isCount(cns.actionLimits[k])) return `actionLimits.${k} must be a non-negative integer`
         }
       }

@@ -7,7 +7,7 @@ import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { base32 } from "multiformats/bases/base32"
 import { varint } from "multiformats"
-import { Keys, type MalformedKey, type PrivateKey } from "./Keys.js"
+import { acceptablePublicKey, invalidPublicKey, Keys, type MalformedKey, type PrivateKey } from "./Keys.js"
 import { concat, fromMultibase58, toBase64, toMultibase58, utf8 } from "./internal/bytes.js"
 
 /** The spec's pattern, matched case-insensitively; a DID is stored in lower case. */
@@ -76,18 +76,25 @@ export const publicKeyMultibase = (publicKey: Uint8Array): string =>
 
 /** The raw key inside a `z6Mk…` value, or undefined when it is not an Ed25519 Multikey. */
 export const decodePublicKeyMultibase = (value: string): Uint8Array | undefined => {
-  let bytes: Uint8Array
   try {
-    bytes = fromMultibase58(value)
+    const bytes = fromMultibase58(value)
+    const [codec, offset] = varint.decode(bytes)
+    return codec === ED25519_PUB_CODEC && bytes.length === offset + 32 ? bytes.slice(offset) : undefined
   } catch {
     return undefined
   }
-  const [codec, offset] = varint.decode(bytes)
-  return codec === ED25519_PUB_CODEC && bytes.length === offset + 32 ? bytes.slice(offset) : undefined
 }
 
 /** The `did:key` form of a public key (`did:key:z6Mk…`). */
 export const didKey = (publicKey: Uint8Array): string => `did:key:${publicKeyMultibase(publicKey)}`
+
+/** The public key of an Ed25519 `did:key`; `INVALID_PUBLIC_KEY` for anything else, a small-order or non-canonical key included. */
+export const publicKeyOfDidKey = (did: string): Effect.Effect<Uint8Array, MalformedKey> => {
+  const key = did.startsWith("did:key:") ? decodePublicKeyMultibase(did.slice(8)) : undefined
+  if (key === undefined) return Effect.fail(invalidPublicKey("not an Ed25519 did:key"))
+  const refused = acceptablePublicKey(key)
+  return refused === undefined ? Effect.succeed(key) : Effect.fail(refused)
+}
 
 /**
  * `didHash`: the first 15 bytes (120 bits) of SHA-256 over the UTF-8 of the normalized DID, as unpadded
@@ -157,11 +164,14 @@ export class MalformedDidDocument extends Schema.TaggedError<MalformedDidDocumen
 const decodeDocument = Schema.decodeUnknownEither(DidDocument)
 const malformedDoc = (message: string) => new MalformedDidDocument({ code: "MALFORMED_DID_DOCUMENT", message })
 
-/** The raw public key of a DID document's method (default `<id>#key-1`); fails on a revoked or unreadable key. */
+/**
+ * The raw public key of a DID document's method (default `<id>#key-1`); fails on a revoked or unreadable key, and with
+ * `INVALID_PUBLIC_KEY` on a small-order or non-canonical one.
+ */
 export const extractPublicKey = (
   document: unknown,
   methodId?: string
-): Effect.Effect<Uint8Array, KeyRevoked | MalformedDidDocument> =>
+): Effect.Effect<Uint8Array, KeyRevoked | MalformedDidDocument | MalformedKey> =>
   Effect.gen(function* () {
     const doc = yield* Effect.mapError(decodeDocument(document), (e) => malformedDoc(ParseResult.TreeFormatter.formatErrorSync(e)))
     const wanted = methodId ?? verificationMethodId(doc.id)
@@ -173,6 +183,8 @@ export const extractPublicKey = (
     }
     const key = decodePublicKeyMultibase(vm.publicKeyMultibase)
     if (!key) return yield* Effect.fail(malformedDoc("publicKeyMultibase is not an Ed25519 Multikey"))
+    const refused = acceptablePublicKey(key)
+    if (refused !== undefined) return yield* Effect.fail(refused)
     return key
   })
 

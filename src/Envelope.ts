@@ -13,6 +13,7 @@ import { Keys, type KeysApi, type MalformedKey, type PrivateKeyInput } from "./K
 import type { NonceStoreApi } from "./NonceStore.js"
 import { CRYPTOSUITE, DataIntegrityProof, hashData, type ProofOptions } from "./Proof.js"
 import { concat, fromBase64, fromMultibase58, randomNonceBytes, toBase64Url, toMultibase58, utf8 } from "./internal/bytes.js"
+import { parseUtcTimestamp, UTC_TIMESTAMP } from "./internal/timestamp.js"
 
 /** The closed set of reasons an envelope is refused (docs/protocol.md §5). */
 export const EnvelopeErrorCode = Schema.Literal(
@@ -37,11 +38,15 @@ export class EnvelopeError extends Schema.TaggedError<EnvelopeError>()("Envelope
 
 const fail = (code: EnvelopeErrorCode, message: string) => Effect.fail(new EnvelopeError({ code, message }))
 
-/** RFC 3339 UTC timestamp with optional fraction, as `Date.prototype.toISOString` writes it. */
-const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$/
-
-/** An RFC 3339 UTC timestamp (`2026-01-01T00:00:00.000Z`). */
-export const Timestamp = Schema.String.pipe(Schema.pattern(TIMESTAMP))
+/**
+ * An RFC 3339 UTC timestamp: written as `Date.prototype.toISOString` does (`2026-01-01T00:00:00.000Z`), read in any
+ * UTC form (`Z`/`z`, `+00:00`, `-00:00`, a fraction of any length; docs/protocol.md §1).
+ */
+export const Timestamp = Schema.String.pipe(
+  Schema.maxLength(64),
+  Schema.pattern(UTC_TIMESTAMP),
+  Schema.filter((s) => parseUtcTimestamp(s) !== undefined, { message: () => "not a date (RFC 3339, UTC)" })
+)
 
 /** A JSON object (not an array, not null). */
 export const JsonObject = Schema.declare(
@@ -205,6 +210,7 @@ const onlyKeys = (o: object, allowed: ReadonlySet<string>) => {
   return true
 }
 const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
+const isTimestamp = (u: unknown): boolean => typeof u === "string" && u.length <= 64 && parseUtcTimestamp(u) !== undefined
 
 /**
  * The same judgement as decoding with the `Envelope` schema (excess properties refused), written out by hand because
@@ -219,8 +225,7 @@ export const isEnvelope = (u: unknown): u is Envelope => {
   return (
     bounded(u.type, 128) && bounded(u.id, 256) && isNormalizedDid(u.from) && isNormalizedDid(u.to) &&
     bounded(u.correlationId, 256) && typeof u.nonce === "string" && NONCE.test(u.nonce) &&
-    typeof u.createdAt === "string" && TIMESTAMP.test(u.createdAt) &&
-    typeof u.expiresAt === "string" && TIMESTAMP.test(u.expiresAt) && isRecord(u.body) &&
+    isTimestamp(u.createdAt) && isTimestamp(u.expiresAt) && isRecord(u.body) &&
     p.type === "DataIntegrityProof" && p.cryptosuite === CRYPTOSUITE &&
     (p.created === undefined || typeof p.created === "string") &&
     typeof p.verificationMethod === "string" && typeof p.proofPurpose === "string" &&
@@ -251,8 +256,8 @@ export const validateEnvelope = (
     if (env.proof.verificationMethod !== verificationMethodId(env.from)) {
       return yield* fail("MALFORMED", `proof must be by ${verificationMethodId(env.from)}`)
     }
-    const createdMs = Date.parse(env.createdAt)
-    const expiresMs = Date.parse(env.expiresAt)
+    const createdMs = parseUtcTimestamp(env.createdAt)!
+    const expiresMs = parseUtcTimestamp(env.expiresAt)!
     if (!(expiresMs > createdMs)) return yield* fail("MALFORMED", "expiresAt must be after createdAt")
     const maxTtlMs = (options.maxTtlSeconds ?? DEFAULT_MAX_TTL_SECONDS) * 1000
     if (expiresMs - createdMs > maxTtlMs) return yield* fail("TTL_TOO_LONG", `lifetime exceeds ${maxTtlMs / 1000} s`)

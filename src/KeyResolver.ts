@@ -4,12 +4,16 @@
  *
  * The static layer serves a fixed map (tests, offline verifiers, pinned peers). The hub adds a registry-backed
  * layer later; it is also where mandate revocation plugs in, through `isMandateRevoked`.
+ *
+ * Every layer answers only keys that pass `isAcceptablePublicKey` (docs/protocol.md §2): a small-order or
+ * non-canonical key is answered as KEY_NOT_FOUND, because a stock verifier would accept a forgery under it.
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import type { KeyRevoked } from "./Did.js"
+import { isAcceptablePublicKey } from "./internal/ed25519.js"
 
 /** A grantor's current key: raw 32-byte Ed25519 public key and its version (1, 2, … on each rotation). */
 export interface ResolvedKey {
@@ -54,13 +58,18 @@ export class KeyResolver extends Context.Tag("agent-mesh/KeyResolver")<KeyResolv
 export const makeStatic = (keys: ReadonlyMap<string, ResolvedKey> | Readonly<Record<string, ResolvedKey>>): KeyResolverApi => {
   const entries: Iterable<readonly [string, ResolvedKey]> = keys instanceof Map ? keys.entries() : Object.entries(keys)
   const map = new Map<string, ResolvedKey>()
-  for (const [did, key] of entries) map.set(did.toLowerCase(), key)
+  const refused = new Set<string>()
+  for (const [did, key] of entries) {
+    map.set(did.toLowerCase(), key)
+    if (!isAcceptablePublicKey(key.publicKey)) refused.add(did.toLowerCase())
+  }
   return {
     resolve: (did) => {
       const key = map.get(did)
-      return key === undefined
-        ? Effect.fail(new KeyNotFound({ code: "KEY_NOT_FOUND", message: `no key known for ${did}`, did }))
-        : Effect.succeed(key)
+      if (key === undefined) return Effect.fail(new KeyNotFound({ code: "KEY_NOT_FOUND", message: `no key known for ${did}`, did }))
+      return !refused.has(did)
+        ? Effect.succeed(key)
+        : Effect.fail(new KeyNotFound({ code: "KEY_NOT_FOUND", message: `INVALID_PUBLIC_KEY: the key configured for ${did} is a small-order point or not canonically encoded`, did }))
     }
   }
 }

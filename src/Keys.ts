@@ -12,15 +12,71 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import { concat, equalBytes, fromBase64, randomBytes, toBase64 } from "./internal/bytes.js"
-import { bytesToBigIntLE, L, parsePrivateKeyBytes, passesStrictPrechecks, seedToPkcs8 } from "./internal/ed25519.js"
+import {
+  bytesToBigIntLE,
+  decodePublicKeyB64,
+  isAcceptablePublicKey,
+  L,
+  parsePrivateKeyBytes,
+  passesStrictPrechecks,
+  seedToPkcs8,
+  SPKI_PREFIX
+} from "./internal/ed25519.js"
 
-/** A key that could not be read: wrong length, wrong encoding, or a PKCS#8 blob that is not Ed25519. */
+/**
+ * A key that could not be read or is not accepted. `MALFORMED_KEY`: wrong length, wrong encoding, or a PKCS#8 blob
+ * that is not Ed25519. `INVALID_PUBLIC_KEY`: a public key from outside that is not 32 bytes, not canonically
+ * encoded, or one of the small-order points (docs/protocol.md §2).
+ */
 export class MalformedKey extends Schema.TaggedError<MalformedKey>()("MalformedKey", {
-  code: Schema.Literal("MALFORMED_KEY"),
+  code: Schema.Literal("MALFORMED_KEY", "INVALID_PUBLIC_KEY"),
   message: Schema.String
 }) {}
 
 const malformed = (message: string) => new MalformedKey({ code: "MALFORMED_KEY", message })
+
+/** The error for a public key refused at the door (`INVALID_PUBLIC_KEY`). */
+export const invalidPublicKey = (message: string): MalformedKey => new MalformedKey({ code: "INVALID_PUBLIC_KEY", message })
+
+/**
+ * Where an Ed25519 public key enters from outside: raw 32 bytes, publicKeyB64 (standard base64, padding optional) or
+ * an SPKI DER blob (bytes or base64). Refuses, with `INVALID_PUBLIC_KEY`, anything but a canonical encoding of a point
+ * outside the small-order subgroup: a stock verifier accepts the forgery R = identity, S = 0 under the identity key.
+ */
+export const importPublicKey = (input: Uint8Array | string): Effect.Effect<Uint8Array, MalformedKey> =>
+  Effect.suspend(() => {
+    let bytes: Uint8Array | undefined
+    if (typeof input === "string") {
+      const s = input.trim()
+      bytes = decodePublicKeyB64(s)
+      if (bytes === undefined && s.length === 60) bytes = spkiKey(fromBase64OrUndefined(s))
+    } else if (input instanceof Uint8Array) {
+      bytes = input.length === 44 ? spkiKey(input) : input.slice()
+    }
+    if (bytes === undefined || bytes.length !== 32) {
+      return Effect.fail(invalidPublicKey("public key must be 32 raw bytes, publicKeyB64 or an Ed25519 SPKI"))
+    }
+    return isAcceptablePublicKey(bytes)
+      ? Effect.succeed(bytes)
+      : Effect.fail(invalidPublicKey("public key is a small-order point or not canonically encoded"))
+  })
+
+/** `importPublicKey`'s rule, synchronously, for bytes already decoded: undefined when accepted, else the refusal. */
+export const acceptablePublicKey = (bytes: Uint8Array): MalformedKey | undefined =>
+  isAcceptablePublicKey(bytes)
+    ? undefined
+    : invalidPublicKey(bytes.length === 32 ? "public key is a small-order point or not canonically encoded" : `public key must be 32 bytes, got ${bytes.length}`)
+
+const fromBase64OrUndefined = (s: string): Uint8Array | undefined => {
+  try {
+    return fromBase64(s)
+  } catch {
+    return undefined
+  }
+}
+
+const spkiKey = (b: Uint8Array | undefined): Uint8Array | undefined =>
+  b !== undefined && b.length === 44 && equalBytes(b.subarray(0, 12), SPKI_PREFIX) ? b.slice(12) : undefined
 
 const PrivateKeyTypeId: unique symbol = Symbol.for("agent-mesh/PrivateKey")
 

@@ -157,12 +157,19 @@ interface Link {
   /** The ASCII bytes of `header.payload`, exactly as received: what the signature covers. Never mutated. */
   readonly signingInput: Uint8Array
   readonly signature: Uint8Array
+  /** Why `cns` is not valid for the kind, if it is not: found while parsing, reported after the leaf's signature. */
+  readonly cnsProblem: string | undefined
 }
 
-/** A parsed chain, root first, with the verdict of its structural checks (a pure function of the chain). */
+/**
+ * A parsed chain, root first. `constraints` is the first link's `cns` problem (list sizes included), found at parse
+ * time because it is cheap but reported only after the leaf's signature. `structural` holds the verdict of the
+ * checks between links (a pure function of the chain), computed once and only after every signature verified.
+ */
 interface ParsedChain {
   readonly links: ReadonlyArray<Link>
-  readonly structural: MandateInvalid | undefined
+  readonly constraints: MandateInvalid | undefined
+  structural?: MandateInvalid | null
 }
 
 const HEADER_KEYS = ["alg", "typ", "kid"]
@@ -184,7 +191,7 @@ const headerKid = (segment: string): string | MandateInvalid => {
   const cached = headerCache.get(segment)
   if (cached !== undefined) return cached
   const header = decodeBase64UrlJson(segment)
-  if (!isRecord(header)) return invalid("MALFORMED", "header is not base64url JSON")
+  if (!isRecord(header)) return invalid("MALFORMED", "header is not base64url I-JSON (an object, no member named twice, no __proto__)")
   for (const k in header) if (!HEADER_KEYS.includes(k)) return invalid("MALFORMED", `unsupported header member ${JSON.stringify(k)}`)
   if (header.alg !== "EdDSA") return invalid("MALFORMED", "alg must be EdDSA")
   if (header.typ !== MANDATE_TYP) return invalid("MALFORMED", `typ must be ${MANDATE_TYP}`)
@@ -205,7 +212,7 @@ const parseLinks = (token: unknown, into: Array<Link>, remaining: number): Manda
   if (typeof kid !== "string") return kid
   // prf is a nested token, checked as strict base64url when parsed, so the fast path need not scan it.
   const p = decodeBase64UrlJson(token.slice(d1 + 1, d2), "prf")
-  if (!isRecord(p)) return invalid("MALFORMED", "payload is not base64url JSON")
+  if (!isRecord(p)) return invalid("MALFORMED", "payload is not base64url I-JSON (an object, no claim named twice, no __proto__)")
   for (const k in p) if (!CLAIM_KEYS.includes(k)) return invalid("MALFORMED", `unknown claim ${JSON.stringify(k)}`)
   if (!isNormalizedDid(p.iss)) return invalid("MALFORMED", "iss must be a lower-case did:mesh DID")
   if (!isNormalizedDid(p.aud)) return invalid("MALFORMED", "aud must be a lower-case did:mesh DID")
@@ -216,8 +223,8 @@ const parseLinks = (token: unknown, into: Array<Link>, remaining: number): Manda
   if (typeof p.kv !== "number" || !Number.isSafeInteger(p.kv) || p.kv < 1) return invalid("MALFORMED", "kv must be a positive integer")
   if (typeof p.kind !== "string" || !(MANDATE_KINDS as ReadonlyArray<string>).includes(p.kind)) return invalid("MALFORMED", "unknown kind")
   const kind = p.kind as MandateKind
-  const problem = constraintsProblem(kind, p.cns)
-  if (problem !== undefined) return invalid("MALFORMED", `cns: ${problem}`)
+  // Cheap (every list is capped) and recorded, not returned: a forgery is refused for its signature first.
+  const cnsProblem = constraintsProblem(kind, p.cns)
   const signature = decodeBase64UrlStrict(token.slice(d2 + 1))
   if (signature === undefined || signature.length !== 64) return invalid("MALFORMED", "signature is not 64 bytes of base64url")
   let parent: Mandate | undefined
@@ -228,9 +235,9 @@ const parseLinks = (token: unknown, into: Array<Link>, remaining: number): Manda
     parent = r
   }
   const mandate: Mandate = Object.freeze(
-    new DecodedMandate(token, kind, p.iss, p.aud, p.exp, p.iat, p.nbf, p.jti, p.kv, deepFreeze(p.cns) as AnyConstraints, parent)
+    new DecodedMandate(token, kind, p.iss, p.aud, p.exp, p.iat, p.nbf, p.jti, p.kv, (cnsProblem === undefined ? deepFreeze(p.cns) : p.cns) as AnyConstraints, parent)
   )
-  into.push({ mandate, signingInput: utf8(token.slice(0, d2)), signature })
+  into.push({ mandate, signingInput: utf8(token.slice(0, d2)), signature, cnsProblem })
   return mandate
 }
 
@@ -261,13 +268,28 @@ const parseChain = (token: unknown): Either.Either<ParsedChain, MandateInvalid> 
   const links: Array<Link> = []
   const r = parseLinks(token, links, MAX_CHAIN_LENGTH)
   if (r instanceof MandateInvalid) return Either.left(r)
-  const parsed: ParsedChain = Object.freeze({ links: Object.freeze(links), structural: chainProblem(links) })
+  const parsed: ParsedChain = { links: Object.freeze(links), constraints: constraintsOfChain(links) }
   if (typeof token === "string" && token.length <= PARSE_CACHE_MAX_TOKEN) {
     // Drop the oldest entry (Map keeps insertion order) rather than clearing, so a hot mandate stays warm.
     if (parseCache.size >= PARSE_CACHE_ENTRIES) parseCache.delete(parseCache.keys().next().value!)
     parseCache.set(token, parsed)
   }
   return Either.right(parsed)
+}
+
+/** The first link whose `cns` is not valid for its kind (bounded: every list is capped at MAX_LIST_ENTRIES). */
+const constraintsOfChain = (links: ReadonlyArray<Link>): MandateInvalid | undefined => {
+  for (let i = 0; i < links.length; i++) {
+    const problem = links[i]!.cnsProblem
+    if (problem !== undefined) return invalid("MALFORMED", links.length === 1 ? `cns: ${problem}` : `link ${i}: cns: ${problem}`)
+  }
+  return undefined
+}
+
+/** `chainProblem`, computed once per parsed chain. */
+const structuralOf = (parsed: ParsedChain): MandateInvalid | undefined => {
+  if (parsed.structural === undefined) parsed.structural = chainProblem(parsed.links) ?? null
+  return parsed.structural ?? undefined
 }
 
 /** Structural checks between consecutive links: grantee → grantor, expiry, kinds and constraints. */
@@ -321,9 +343,10 @@ const resolveLinkKey = (source: KeySource, link: Link, isLeaf: boolean): Effect.
 }
 
 /**
- * Verifies a mandate and its whole chain offline, failing with `MandateInvalid`. Checks in order: shape
- * (MALFORMED), each link root first (key, key version, signature, revocation), the chain's structure, time, the
- * leaf's kind and grantee.
+ * Verifies a mandate and its whole chain offline, failing with `MandateInvalid`. Checks in order: shape (MALFORMED),
+ * the leaf's key, key version and signature, every link's constraints (MALFORMED), the other links root first (key,
+ * key version, signature), revocation of each link, the chain's structure, time, the leaf's kind and grantee. The
+ * leaf's signature comes before anything whose cost a token's author controls, so a forgery costs one verification.
  */
 export const verifyMandate = (
   token: string,
@@ -333,27 +356,35 @@ export const verifyMandate = (
   Effect.flatMap(Keys, (k) => {
     const parsed = parseChain(token)
     if (Either.isLeft(parsed)) return Effect.fail(parsed.left)
-    const { links, structural } = parsed.right
+    const chain = parsed.right
+    const { links } = chain
     const last = links.length - 1
     const revoked = keys instanceof Uint8Array ? undefined : keys.isMandateRevoked
-    const checkLink = (i: number): Effect.Effect<void, MandateInvalid> => {
+    const checkSignature = (i: number): Effect.Effect<void, MandateInvalid> => {
       const link = links[i]!
       return Effect.flatMap(resolveLinkKey(keys, link, i === last), (publicKey) =>
         Effect.flatMap(
           Effect.mapError(k.verify(publicKey, link.signingInput, link.signature), (e) => invalid("SIGNATURE_INVALID", e.message)),
-          (ok): Effect.Effect<void, MandateInvalid> => {
-            if (!ok) return Effect.fail(invalid("SIGNATURE_INVALID", `link ${i}: signature does not verify under ${link.mandate.grantor}'s key`))
-            const next = i < last ? checkLink(i + 1) : Effect.void
-            if (revoked === undefined) return next
-            return Effect.flatMap(revoked(link.mandate.jti, link.mandate.grantor), (r) =>
-              r ? Effect.fail(invalid("REVOKED", `link ${i}: mandate ${link.mandate.jti} was revoked`)) : next
-            )
-          }
+          (ok): Effect.Effect<void, MandateInvalid> =>
+            ok ? Effect.void : Effect.fail(invalid("SIGNATURE_INVALID", `link ${i}: signature does not verify under ${link.mandate.grantor}'s key`))
         )
       )
     }
-    return Effect.flatMap(checkLink(0), () =>
-      Effect.flatMap(Clock.currentTimeMillis, (nowMs) => {
+    const checkParents = (i: number): Effect.Effect<void, MandateInvalid> =>
+      i >= last ? Effect.void : Effect.flatMap(checkSignature(i), () => checkParents(i + 1))
+    const checkRevoked = (i: number): Effect.Effect<void, MandateInvalid> => {
+      if (revoked === undefined || i > last) return Effect.void
+      const m = links[i]!.mandate
+      return Effect.flatMap(revoked(m.jti, m.grantor), (r) =>
+        r ? Effect.fail(invalid("REVOKED", `link ${i}: mandate ${m.jti} was revoked`)) : checkRevoked(i + 1)
+      )
+    }
+    return checkSignature(last).pipe(
+      Effect.flatMap(() => (chain.constraints === undefined ? checkParents(0) : Effect.fail(chain.constraints))),
+      Effect.flatMap(() => checkRevoked(0)),
+      Effect.flatMap(() => Clock.currentTimeMillis),
+      Effect.flatMap((nowMs) => {
+        const structural = structuralOf(chain)
         if (structural !== undefined) return Effect.fail(structural)
         const now = Math.floor(nowMs / 1000)
         const tolerance = options.clockToleranceSeconds ?? DEFAULT_CLOCK_TOLERANCE_SECONDS
@@ -370,7 +401,8 @@ export const verifyMandate = (
           return Effect.fail(invalid("GRANTEE_MISMATCH", `granted to ${leaf.grantee}, presented by ${options.expectedGrantee}`))
         }
         return Effect.succeed(leaf)
-      }))
+      })
+    )
   })
 
 /** `verifyMandate` with the `KeyResolver` service as key source. */
@@ -382,7 +414,9 @@ export const verifyMandateChain = (
 
 /** Decodes a token and its chain without checking any signature, time or key: for display and routing only. */
 export const decodeUnverified = (token: string): Either.Either<Mandate, MandateInvalid> =>
-  Either.map(parseChain(token), ({ links }) => links[links.length - 1]!.mandate)
+  Either.flatMap(parseChain(token), ({ links, constraints }) =>
+    constraints === undefined ? Either.right(links[links.length - 1]!.mandate) : Either.left(constraints)
+  )
 
 // ---------------------------------------------------------------------------------------------------------------
 // Issuing
@@ -479,10 +513,10 @@ const sign = <K extends MandateKind>(req: SignRequest): Effect.Effect<Mandate<K>
     const signingInput = `${toBase64Url(utf8(JSON.stringify(header)))}.${toBase64Url(utf8(JSON.stringify(payload)))}`
     const signature = yield* keys.sign(key, utf8(signingInput))
     const token = `${signingInput}.${toBase64Url(signature)}`
-    const parsed = parseChain(token)
+    const parsed = decodeUnverified(token)
     // Unreachable unless validation and parsing disagree; a defect, not a caller's error.
     if (Either.isLeft(parsed)) return yield* Effect.die(parsed.left)
-    return parsed.right.links[parsed.right.links.length - 1]!.mandate as Mandate<K>
+    return parsed.right as Mandate<K>
   })
 
 const parentMandate = (parent: Mandate | string): Either.Either<Mandate, MandateIssueError> =>
@@ -508,11 +542,9 @@ const attenuate = <K extends MandateKind>(
     })
   )
 
-const dropUndefined = <T extends object>(o: T): T => {
-  const out: Record<string, unknown> = {}
-  for (const [k, v] of Object.entries(o)) if (v !== undefined) out[k] = v
-  return out as T
-}
+// fromEntries defines members, so a caller's own `__proto__` stays a member (and is refused as unknown) rather than
+// becoming the copy's prototype, as assignment would make it.
+const dropUndefined = <T extends object>(o: T): T => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as T
 
 /** Issues an intent mandate: the root of a spending chain, bounding total spend and (optionally) merchants. */
 export const issueIntentMandate = (

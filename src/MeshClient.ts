@@ -217,9 +217,11 @@ export const make = (options: MeshClientOptions) =>
 const resolvedFromDocument = (did: string, document: unknown, keyVersion: number) =>
   Effect.map(
     // The key of the DID that was asked for (not of whatever document came back); a revoked key stays KeyRevoked.
-    Effect.catchTag(extractPublicKey(document, verificationMethodId(did)), "MalformedDidDocument", (e) =>
-      Effect.fail(new KeyNotFound({ code: "KEY_NOT_FOUND", message: e.message, did }))
-    ),
+    // A refused key (INVALID_PUBLIC_KEY) is no usable key: nothing signed under it may verify.
+    Effect.catchTags(extractPublicKey(document, verificationMethodId(did)), {
+      MalformedDidDocument: (e) => Effect.fail(new KeyNotFound({ code: "KEY_NOT_FOUND", message: e.message, did })),
+      MalformedKey: (e) => Effect.fail(new KeyNotFound({ code: "KEY_NOT_FOUND", message: `${e.code}: ${e.message}`, did }))
+    }),
     (publicKey): ResolvedKey => ({ publicKey, keyVersion })
   )
 

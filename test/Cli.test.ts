@@ -40,6 +40,53 @@ describe("mesh CLI", () => {
       assert.strictEqual(JSON.parse(fs.readFileSync(out, "utf8")).did, forced.did)
     }).pipe(Effect.provide(env)))
 
+  it.effect("keygen refuses a dangling symbolic link at the path and never creates its target; --force replaces the link", () =>
+    Effect.gen(function* () {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "mesh-cli-link-"))
+      const target = path.join(dir, "elsewhere", "stolen.json")
+      fs.mkdirSync(path.dirname(target))
+      const link = path.join(dir, "alice.json")
+      fs.symlinkSync(target, link)
+      const e = yield* Effect.flip(keygen({ name: "alice", namespace: none, endpoint: none, out: Option.some(link), force: false }))
+      assert.strictEqual(e.code, "FILE_EXISTS")
+      assert.isFalse(fs.existsSync(target))
+      assert.isTrue(fs.lstatSync(link).isSymbolicLink())
+
+      const forced = yield* keygen({ name: "alice", namespace: none, endpoint: none, out: Option.some(link), force: true })
+      assert.isFalse(fs.existsSync(target))
+      const st = fs.lstatSync(link)
+      assert.isTrue(st.isFile())
+      assert.strictEqual(st.mode & 0o777, 0o600)
+      assert.strictEqual(JSON.parse(fs.readFileSync(link, "utf8")).did, forced.did)
+      // Nothing is left beside it.
+      assert.deepStrictEqual(fs.readdirSync(dir).sort(), ["alice.json", "elsewhere"])
+
+      // A link to an existing file: --force replaces the link, the file it pointed at is untouched.
+      fs.writeFileSync(target, "keep me")
+      fs.rmSync(link)
+      fs.symlinkSync(target, link)
+      yield* keygen({ name: "alice", namespace: none, endpoint: none, out: Option.some(link), force: true })
+      assert.strictEqual(fs.readFileSync(target, "utf8"), "keep me")
+      assert.isTrue(fs.lstatSync(link).isFile())
+    }).pipe(Effect.provide(env)))
+
+  it("the built `mesh` binary refuses a dangling link at --out with FILE_EXISTS and exit code 1", () => {
+    const bin = path.resolve("dist/bin/mesh.js")
+    if (!fs.existsSync(bin)) execFileSync("npm", ["run", "build"], { stdio: "ignore" })
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "mesh-bin-link-"))
+    const target = path.join(dir, "target.json")
+    fs.symlinkSync(target, path.join(dir, "c.json"))
+    let status: number | null = null
+    try {
+      execFileSync("node", [bin, "keygen", "carol", "--out", path.join(dir, "c.json")], { stdio: "pipe" })
+    } catch (e) {
+      status = (e as { status: number | null }).status
+      assert.include(String((e as { stderr: Buffer }).stderr), "FILE_EXISTS")
+    }
+    assert.strictEqual(status, 1)
+    assert.isFalse(fs.existsSync(target))
+  })
+
   it("the built `mesh` binary answers --version and keygen (after npm run build)", () => {
     const bin = path.resolve("dist/bin/mesh.js")
     // `npm ci` runs the build (prepare); on a tree without it, build first.

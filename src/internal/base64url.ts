@@ -4,6 +4,7 @@
  * checked. Built on the web-standard `atob` (every runtime we target has it), which is several times faster than
  * a JavaScript loop; this runs on every link of every chain verified.
  */
+import { parseJsonStrict } from "./json.js"
 
 // `atob` is forgiving: it also takes `+`, `/`, `=` padding and ASCII whitespace. Those are the only characters
 // outside the base64url alphabet it does not reject itself, so refusing them up front leaves exactly base64url
@@ -78,21 +79,23 @@ const hasNonAscii = (u: unknown, skipKey: string | undefined): boolean => {
 const NON_ASCII_ANY = /[^\x20-\x7e]/
 
 /**
- * Decodes canonical unpadded base64url holding UTF-8 JSON; undefined for anything else. Parses the decoded bytes
- * as if they were ASCII first, which is exact whenever no string came out with a character outside printable
- * ASCII; only then is the text decoded as UTF-8 (fatal) and parsed again. `opaqueKey` names a top-level member
- * whose string the caller checks itself (a nested token: base64url and dots only), so it is not scanned here.
+ * Decodes canonical unpadded base64url holding UTF-8 I-JSON; undefined for anything else, a duplicate member name
+ * or a `__proto__` member included (a JWS header or payload naming a claim twice reads differently in another
+ * parser). Parses the decoded bytes as if they were ASCII first, which is exact whenever no string came out with a
+ * character outside printable ASCII; only then is the text decoded as UTF-8 (fatal) and parsed again. `opaqueKey`
+ * names a top-level member whose string the caller checks itself (a nested token: base64url and dots only), so it
+ * is not scanned here.
  */
 export const decodeBase64UrlJson = (s: string, opaqueKey?: string): unknown => {
   const bin = decodeToBinaryString(s)
   if (bin === undefined) return undefined
   try {
     // A short text is cheapest to scan whole; a long one is mostly the opaque member, so scan the parsed strings.
-    if (bin.length <= 1024 && !NON_ASCII.test(bin)) return JSON.parse(bin)
-    const fast: unknown = JSON.parse(bin)
+    if (bin.length <= 1024 && !NON_ASCII.test(bin)) return parseJsonStrict(bin)
+    const fast: unknown = parseJsonStrict(bin)
     if (!hasNonAscii(fast, opaqueKey)) return fast
     const text = binaryToText(bin)
-    return text === undefined ? undefined : JSON.parse(text)
+    return text === undefined ? undefined : parseJsonStrict(text)
   } catch {
     return undefined
   }

@@ -5,9 +5,12 @@
  * signature. A `__proto__` member is refused too, because code that copies the parsed object (spread, Schema
  * decoding) would replace the copy's prototype with it.
  *
- * Cost: `JSON.parse` does the parsing. Member names in the text are counted with one regular expression (a string's
- * closing quote followed by a colon), which can only over-count (a `\":` inside a string), and compared with the
- * members of the result. Equal counts prove there is no duplicate; only a text where they differ is scanned exactly.
+ * Cost: `JSON.parse` does the parsing. Member names in the text are counted as the colons preceded (across any JSON
+ * whitespace) by a double quote, and compared with the members of the result. Every member name is such a quote, so
+ * the count never under-counts; it over-counts only where a string holds `\":`. The result has one member per
+ * distinct name of each object, so equal counts prove there is no duplicate; only a text where they differ (or a
+ * result holding `__proto__`, or one too deep to count recursively) is scanned exactly. Colons are found with
+ * `indexOf`, which runs at memchr speed, rather than a regular expression: about half the cost on a 1 KB body.
  */
 
 /** Why a text was refused. */
@@ -27,8 +30,21 @@ export class StrictJsonError extends Error {
   }
 }
 
-const NAME_END = /"[\t\n\r ]*:/g
 const hasOwn = Object.prototype.hasOwnProperty
+
+/** Colons preceded, across JSON whitespace, by a `"`: at least the number of member names in a JSON text. */
+const countNameEnds = (text: string): number => {
+  let n = 0
+  let i = text.indexOf(":")
+  while (i >= 0) {
+    let j = i - 1
+    let c = text.charCodeAt(j)
+    while (c === 0x20 || c === 0x0a || c === 0x09 || c === 0x0d) c = text.charCodeAt(--j)
+    if (c === 0x22 /* " */) n++
+    i = text.indexOf(":", i + 1)
+  }
+  return n
+}
 
 /** Members in a parsed value, or -1 when an object holds its own `__proto__`. */
 const countMembers = (v: unknown): number => {
@@ -115,12 +131,7 @@ export const parseJsonStrict = (text: string): unknown => {
     // Nesting too deep for the recursion: the iterative scan decides.
     members = -1
   }
-  if (members >= 0) {
-    NAME_END.lastIndex = 0
-    let names = 0
-    while (NAME_END.test(text)) names++
-    if (names === members) return value
-  }
+  if (members >= 0 && countNameEnds(text) === members) return value
   const refusal = exactScan(text)
   if (refusal) throw refusal
   return value
