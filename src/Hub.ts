@@ -9,10 +9,12 @@ import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import * as Database from "./Database.js"
 import { HubApi, PlatformApi } from "./HubApi.js"
-import { HandlersLive, PlatformOnlyLive } from "./HubHttp.js"
+import { HandlersLive, HubPublicUrl, PlatformOnlyLive } from "./HubHttp.js"
 import { KeyNotFound, KeyResolver, KeyResolverUnavailable } from "./KeyResolver.js"
 import type { Keys } from "./Keys.js"
 import * as Ledger from "./Ledger.js"
+import type { NonceStore } from "./NonceStore.js"
+import * as NonceStoreSql from "./NonceStoreSql.js"
 import * as Platform from "./Platform.js"
 import type { RateLimitOptions } from "./RateLimiter.js"
 import * as Registry from "./Registry.js"
@@ -30,6 +32,8 @@ export interface HubOptions {
   readonly maxBodyBytes?: number
   /** Per-address limits of the platform's challenge endpoints. */
   readonly rateLimit?: RateLimitOptions
+  /** The URL clients reach the hub at, which signed ledger requests name; default the address a request arrived on. */
+  readonly publicUrl?: string
 }
 
 /** A running hub. */
@@ -58,10 +62,17 @@ export const layerRegistryKeyResolver: Layer.Layer<KeyResolver, never, Registry.
   }))
 )
 
-/** Registry, ledger and platform over a database; needs `Keys`. */
+/**
+ * Registry, ledger and platform over a database, with the key resolver and the nonce store that check signed ledger
+ * requests; needs `Keys`.
+ */
 export const layerServices = (
   options: Pick<HubOptions, "database" | "rateLimit">
-): Layer.Layer<Registry.Registry | Ledger.Ledger | Platform.Platform | RegistryStore.RegistryStore, Database.DatabaseError, Keys> => {
+): Layer.Layer<
+  Registry.Registry | Ledger.Ledger | Platform.Platform | RegistryStore.RegistryStore | KeyResolver | NonceStore,
+  Database.DatabaseError,
+  Keys
+> => {
   const db = Database.layerSqlite(options.database)
   const store = RegistryStore.layer.pipe(Layer.provide(db))
   const registry = Registry.layer.pipe(Layer.provideMerge(store))
@@ -70,7 +81,8 @@ export const layerServices = (
   const platform = Platform.layer({ ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }) }).pipe(
     Layer.provide(Platform.layerLocalGateway.pipe(Layer.provide(registry)))
   )
-  return Layer.mergeAll(registry, ledger, platform)
+  const nonces = NonceStoreSql.layer.pipe(Layer.provide(db))
+  return Layer.mergeAll(registry, ledger, platform, resolver, nonces)
 }
 
 /** Starts a hub; it stops when the scope closes. */
@@ -81,7 +93,10 @@ export const start = (options: HubOptions): Effect.Effect<RunningHub, Database.D
       port: options.port ?? 0,
       host: options.host ?? "127.0.0.1",
       ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes })
-    }).pipe(Effect.provide(services))
+    }).pipe(
+      Effect.provide(services),
+      options.publicUrl === undefined ? (e) => e : Effect.provideService(HubPublicUrl, options.publicUrl)
+    )
     const admin = yield* Effect.mapError(
       Context.get(services, Registry.Registry).ensureAdmin,
       (e) => new Database.DatabaseError({ code: "DATABASE_ERROR", message: `cannot create the admin credential: ${e.message}` })

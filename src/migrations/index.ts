@@ -12,6 +12,7 @@ import m0006 from "./0006_revocations_by_grantor.js"
 import m0007 from "./0007_ledger_release_trigger.js"
 import m0008 from "./0008_paused_tasks.js"
 import m0009 from "./0009_agent_memory.js"
+import m0012 from "./0012_pool_owner_is_grantee.js"
 
 /** The migration record handed to `Migrator.fromRecord` (a record survives bundling, a glob does not). */
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
@@ -23,5 +24,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0006_revocations_by_grantor": m0006,
   "0007_ledger_release_trigger": m0007,
   "0008_paused_tasks": m0008,
-  "0009_agent_memory": m0009
+  "0009_agent_memory": m0009,
+  "0012_pool_owner_is_grantee": m0012
 }
