@@ -20,6 +20,7 @@ import { type Actor, Ledger } from "./Ledger.js"
 import { NonceStore } from "./NonceStore.js"
 import { Platform } from "./Platform.js"
 import { type CreatedApiKey, Registry } from "./Registry.js"
+import { RegistryStore } from "./RegistryStore.js"
 
 /** Bearer API keys, checked against the registry. */
 export const ApiKeyAuthLive = Layer.effect(
@@ -94,17 +95,22 @@ const targetUri = (req: HttpServerRequest.HttpServerRequest, publicUrl: string |
 
 /**
  * The DID a ledger request acts for. A request carrying `Signature-Input` is judged by its mesh-sig signature alone
- * (the signer's registered key, a fresh nonce, this hub's URL); otherwise an agent API key acts for the DID it was
- * issued to, and an admin or user key for nobody.
+ * (the signer's registered key, a fresh nonce, this hub's URL). Otherwise an agent API key acts for the DID it was
+ * issued to only when it is also the key that registered that DID's record: the challenge exchange issues agent
+ * keys for an unregistered DID to whoever holds any key, so an agent key alone proves nothing about the DID's
+ * registered key. An admin or user key acts for nobody.
  */
 const actorOf = (
-  verify: (req: HttpServerRequest.HttpServerRequest) => Effect.Effect<string, Unauthorized | Unavailable>
+  verify: (req: HttpServerRequest.HttpServerRequest) => Effect.Effect<string, Unauthorized | Unavailable>,
+  recordOwner: (did: string) => Effect.Effect<string | undefined, Unavailable>
 ): Effect.Effect<Actor, Unauthorized | Unavailable, Caller | HttpServerRequest.HttpServerRequest> =>
   Effect.gen(function* () {
     const req = yield* HttpServerRequest.HttpServerRequest
     if (req.headers["signature-input"] !== undefined || req.headers.signature !== undefined) return yield* verify(req)
     const caller = yield* Caller
-    return caller.kind === "agent" ? normalizeDid(caller.owner) : undefined
+    const did = caller.kind === "agent" ? normalizeDid(caller.owner) : undefined
+    if (did === undefined) return undefined
+    return (yield* recordOwner(did)) === caller.id ? did : undefined
   })
 
 /** The spending-ledger endpoints: each acts for the DID the request proved (see `actorOf`). */
@@ -114,6 +120,12 @@ export const SpendingLive = HttpApiBuilder.group(HubApi, "spending", (handlers) 
     const resolver = yield* KeyResolver
     const nonceStore = yield* NonceStore
     const keys = yield* Keys
+    const store = yield* RegistryStore
+    const recordOwner = (did: string) =>
+      store.entryByDid(did).pipe(
+        Effect.map((row) => Option.getOrUndefined(Option.map(row, (r) => r.owner_key_id))),
+        Effect.mapError((e) => errors.unavailable(e.message))
+      )
     const publicUrl = Option.getOrUndefined(yield* Effect.serviceOption(HubPublicUrl))
     const verify = (req: HttpServerRequest.HttpServerRequest) =>
       Effect.gen(function* () {
@@ -134,7 +146,7 @@ export const SpendingLive = HttpApiBuilder.group(HubApi, "spending", (handlers) 
         )
         return verified.did
       })
-    const actor = actorOf(verify)
+    const actor = actorOf(verify, recordOwner)
     return handlers
       .handle("openPool", ({ payload }) => Effect.flatMap(actor, (did) => ledger.openPool(did, payload.mandate)))
       .handle("getPool", ({ path }) => Effect.flatMap(actor, (did) => ledger.pool(did, path.poolId)))

@@ -107,6 +107,29 @@ describe("hub: a ledger pool belongs to its mandate's grantee", () => {
       })
     ))
 
+  it.live("an agent key minted for the grantee's DID before it registered (by someone else's key) acts for nobody", () =>
+    provide(
+      Effect.gen(function* () {
+        const { client } = yield* startHub()
+        const alice = yield* registeredAgent(client, "alice")
+        const mallory = yield* registeredAgent(client, "mallory")
+        const bob = yield* generateDid("bob")
+        // While Bob's DID is unregistered, the challenge exchange binds it to whatever key answers: Mallory's.
+        const minted = yield* client.requestAgentKey({ ...bob, publicKey: mallory.identity.publicKey, privateKey: mallory.identity.privateKey })
+        assert.strictEqual(minted.did, bob.did)
+        const bobKey = (yield* client.createApiKey({ owner: bob.did })).apiKey
+        yield* client.registerAgent({ manifest: { name: "bob", meshProtocolVersion: "1.0" }, endpointUrl: "http://127.0.0.1:9/b", identity: bob, apiKey: bobKey })
+        const intent = yield* issueIntentMandate({ grantorDid: alice.identity.did, granteeDid: bob.did, constraints: { spendLimitUsd: 100 }, privateKey: alice.identity.privateKey })
+        assert.strictEqual((yield* Effect.flip(client.openPool(intent.token, { apiKey: minted.apiKey }))).code, "NOT_OWNER")
+        const pool = yield* client.openPool(intent.token, { apiKey: bobKey })
+        const child = yield* attenuateToCart({ parent: intent, granteeDid: "did:mesh:merchant", narrowed: { spendLimitUsd: 5 }, grantorPrivateKey: bob.privateKey })
+        assert.strictEqual((yield* Effect.flip(client.allocate({ poolId: pool.poolId, childMandate: child.token, idempotencyKey: "m", apiKey: minted.apiKey }))).code, "NOT_OWNER")
+        assert.strictEqual((yield* Effect.flip(client.getPool(pool.poolId, { apiKey: minted.apiKey }))).code, "NOT_OWNER")
+        // Bob's own signature works on any key, including a key he obtained later.
+        assert.strictEqual((yield* client.getPool(pool.poolId, { apiKey: minted.apiKey, identity: bob })).limitUsd, 100)
+      })
+    ))
+
   it.live("the grantee's signature proves ownership on any API key; MeshClient signs when given the identity", () =>
     provide(
       Effect.gen(function* () {
