@@ -1,6 +1,7 @@
 /**
  * The hub's client library, generated from `HubApi`: registry, API keys, the agent-key challenge flow, mandate
- * revocation and the spending ledger, plus a registry-backed `KeyResolver`. Failures carry the spec's codes;
+ * revocation and the spending ledger (whose requests it signs with mesh-sig when given the pool mandate's grantee's
+ * identity), plus a registry-backed `KeyResolver`. Failures carry the spec's codes;
  * REGISTRY_UNREACHABLE (the hub cannot be reached) and RATE_LIMITED are retried with backoff, honoring
  * `retryAfterSeconds`.
  */
