@@ -78,9 +78,11 @@ describe.each([
                 { concurrency: "unbounded" }
               )
               const after = yield* ledger.pool(bob.did, pool.poolId)
-              const allocatedCents = Math.round(after.allocatedUsd * 100)
+              // In micro-dollars, so not even one micro-dollar of drift hides in rounding.
+              const allocatedMicros = Math.round(after.allocatedUsd * 1_000_000)
+              const allocatedCents = allocatedMicros / 10_000
               // Never more than the limit.
-              assert.isAtMost(allocatedCents, limitCents)
+              assert.isAtMost(allocatedMicros, limitCents * 10_000)
               // Exactly what the allocations hold: an active one its amount, a released one what it used.
               let expected = 0
               outcomes.forEach((o, i) => {
@@ -92,7 +94,7 @@ describe.each([
                   else assert.strictEqual(r.right.allocationId, o.won!.allocationId)
                 }
               })
-              assert.strictEqual(allocatedCents, expected)
+              assert.strictEqual(allocatedMicros, expected * 10_000)
               // Without releases the pool only fills, so a refusal is never spurious: the amount exceeds even what is left at the end.
               if (children.every((c) => c.release === undefined)) {
                 outcomes.forEach((o, i) => {
