@@ -43,7 +43,7 @@ export const run = async (): Promise<void> => {
   const rt = ManagedRuntime.make(Db.layerSqlite(path.join(dir, "mesh.db")) as Layer.Layer<SqlClient.SqlClient | Db.HotReads, Db.DatabaseError>)
   const sql = await rt.runPromise(SqlClient.SqlClient)
   const fast = reserveFast(await rt.runPromise(Db.HotReads))
-  await rt.runPromise(sql`INSERT INTO mesh_pools (id, token, grantor, grantee, limit_micros, allocated_micros, expires_at, owner_key_id, created_at)
+  await rt.runPromise(sql`INSERT INTO mesh_pools (id, token, grantor, grantee, limit_micros, allocated_micros, expires_at, opened_by, created_at)
     VALUES ('p', 't', 'did:mesh:a', 'did:mesh:b', ${BIG}, 0, 0, 'k', 0)`)
   let m = 0
   const one = Effect.suspend(() => {

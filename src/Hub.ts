@@ -9,10 +9,12 @@ import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import * as Database from "./Database.js"
 import { HubApi, PlatformApi } from "./HubApi.js"
-import { HandlersLive, PlatformOnlyLive } from "./HubHttp.js"
+import { HandlersLive, HubPublicUrl, PlatformOnlyLive } from "./HubHttp.js"
 import { KeyNotFound, KeyResolver, KeyResolverUnavailable } from "./KeyResolver.js"
 import type { Keys } from "./Keys.js"
 import * as Ledger from "./Ledger.js"
+import type { NonceStore } from "./NonceStore.js"
+import * as NonceStoreSql from "./NonceStoreSql.js"
 import * as Platform from "./Platform.js"
 import type { RateLimitOptions } from "./RateLimiter.js"
 import * as Registry from "./Registry.js"
@@ -42,6 +44,8 @@ export interface HubOptions {
   readonly newAdminKey?: boolean
   /** Overrides of the registry's search and size limits (`Registry.DEFAULT_LIMITS`). */
   readonly limits?: Partial<Registry.RegistryLimitsConfig>
+  /** The URL clients reach the hub at, which signed ledger requests name; default the address a request arrived on. */
+  readonly publicUrl?: string
 }
 
 /** A running hub. */
@@ -70,10 +74,17 @@ export const layerRegistryKeyResolver: Layer.Layer<KeyResolver, never, Registry.
   }))
 )
 
-/** Registry, ledger and platform over a database; needs `Keys`. */
+/**
+ * Registry, ledger and platform over a database, with the key resolver and the nonce store that check signed ledger
+ * requests; needs `Keys`.
+ */
 export const layerServices = (
   options: Pick<HubOptions, "database" | "rateLimit" | "writeQuota" | "challengePurge" | "limits">
-): Layer.Layer<Registry.Registry | Ledger.Ledger | Platform.Platform | RegistryStore.RegistryStore, Database.DatabaseError, Keys> => {
+): Layer.Layer<
+  Registry.Registry | Ledger.Ledger | Platform.Platform | RegistryStore.RegistryStore | KeyResolver | NonceStore,
+  Database.DatabaseError,
+  Keys
+> => {
   const db = Database.layerSqlite(options.database)
   const store = RegistryStore.layer.pipe(Layer.provide(db))
   const registry = Registry.layerWith({
@@ -86,7 +97,8 @@ export const layerServices = (
   const platform = Platform.layer({ ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }) }).pipe(
     Layer.provide(Platform.layerLocalGateway.pipe(Layer.provide(registry)))
   )
-  return Layer.mergeAll(registry, ledger, platform, purge)
+  const nonces = NonceStoreSql.layer.pipe(Layer.provide(db))
+  return Layer.mergeAll(registry, ledger, platform, purge, resolver, nonces)
 }
 
 /** Starts a hub; it stops when the scope closes. */
@@ -97,7 +109,10 @@ export const start = (options: HubOptions): Effect.Effect<RunningHub, Database.D
       port: options.port ?? 0,
       host: options.host ?? "127.0.0.1",
       ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes })
-    }).pipe(Effect.provide(services))
+    }).pipe(
+      Effect.provide(services),
+      options.publicUrl === undefined ? (e) => e : Effect.provideService(HubPublicUrl, options.publicUrl)
+    )
     const registry = Context.get(services, Registry.Registry)
     const admin = yield* Effect.mapError(
       options.newAdminKey === true ? Effect.map(registry.issueAdminKey, Option.some) : registry.ensureAdmin,

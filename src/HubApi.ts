@@ -142,10 +142,17 @@ export class KeysGroup extends HttpApiGroup.make("keys")
   .addError(Unavailable)
   .middleware(ApiKeyAuth) {}
 
-/** The spending ledger. */
+/**
+ * The spending ledger. Every endpoint acts only for the grantee of the pool's mandate, proven by a mesh-sig
+ * signature of the request or an agent API key bound to that DID (403 `NOT_OWNER` otherwise; 401 for a signature
+ * that does not hold).
+ */
 export class SpendingGroup extends HttpApiGroup.make("spending")
-  .add(HttpApiEndpoint.post("openPool", "/pools").setPayload(Schema.Struct({ mandate: Schema.String })).addSuccess(Pool, { status: 201 }).addError(Unprocessable))
-  .add(HttpApiEndpoint.get("getPool", "/pools/:poolId").setPath(Schema.Struct({ poolId: Schema.String })).addSuccess(Pool).addError(NotFound))
+  .add(
+    HttpApiEndpoint.post("openPool", "/pools").setPayload(Schema.Struct({ mandate: Schema.String })).addSuccess(Pool, { status: 201 })
+      .addError(Forbidden).addError(Unprocessable)
+  )
+  .add(HttpApiEndpoint.get("getPool", "/pools/:poolId").setPath(Schema.Struct({ poolId: Schema.String })).addSuccess(Pool).addError(NotFound).addError(Forbidden))
   .add(
     HttpApiEndpoint.post("allocate", "/pools/:poolId/allocations").setPath(Schema.Struct({ poolId: Schema.String }))
       .setPayload(Schema.Struct({ childMandate: Schema.String, idempotencyKey: Schema.String }))
@@ -156,6 +163,7 @@ export class SpendingGroup extends HttpApiGroup.make("spending")
       .setPayload(Schema.Struct({ usedUsd: Schema.Number }))
       .addSuccess(Schema.Struct({ allocation: Allocation, pool: Pool })).addError(NotFound).addError(Forbidden).addError(Conflict).addError(Unprocessable)
   )
+  .addError(Unauthorized)
   .addError(Unavailable)
   .middleware(ApiKeyAuth)
   .prefix("/v1/spending") {}

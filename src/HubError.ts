@@ -12,10 +12,10 @@ export class BadRequest extends Schema.TaggedError<BadRequest>()(
   HttpApiSchema.annotations({ status: 400 })
 ) {}
 
-/** 401: no, an unknown, a revoked or a malformed credential; or a challenge answer that does not hold. */
+/** 401: no, an unknown, a revoked or a malformed credential; a challenge answer or a request signature that does not hold. */
 export class Unauthorized extends Schema.TaggedError<Unauthorized>()(
   "Unauthorized",
-  { code: Schema.Literal("INVALID_API_KEY", "CHALLENGE_INVALID", "SIGNATURE_INVALID"), message: Schema.String },
+  { code: Schema.Literal("INVALID_API_KEY", "CHALLENGE_INVALID", "SIGNATURE_INVALID", "SIGNATURE_EXPIRED", "REPLAYED"), message: Schema.String },
   HttpApiSchema.annotations({ status: 401 })
 ) {}
 

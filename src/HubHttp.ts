@@ -4,15 +4,23 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as OpenApi from "@effect/platform/OpenApi"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
+import { normalizeDid } from "./Did.js"
 import { ApiKeyAuth, Caller, HubApi, PlatformApi } from "./HubApi.js"
-import { errors, type Forbidden, type Unavailable } from "./HubError.js"
-import { Ledger } from "./Ledger.js"
+import { errors, type Forbidden, Unauthorized, type Unavailable } from "./HubError.js"
+import { HttpSignatureRefusalCode, verifyRequest } from "./HttpSignature.js"
+import { LeanRequest } from "./http/LeanRequest.js"
+import { KeyResolver } from "./KeyResolver.js"
+import { Keys } from "./Keys.js"
+import { type Actor, Ledger } from "./Ledger.js"
+import { NonceStore } from "./NonceStore.js"
 import { Platform } from "./Platform.js"
 import { type CreatedApiKey, Registry } from "./Registry.js"
+import { RegistryStore } from "./RegistryStore.js"
 
 /** Bearer API keys, checked against the registry. */
 export const ApiKeyAuthLive = Layer.effect(
@@ -66,17 +74,89 @@ export const KeysLive = HttpApiBuilder.group(HubApi, "keys", (handlers) =>
   )
 )
 
-/** The spending-ledger endpoints. */
+/**
+ * The hub's public base URL (`https://hub.example`), the origin ledger requests are signed for. Without it, the
+ * address the connection arrived on (`http://<local address>:<port>`) — never the `Host` header, which the sender
+ * chooses, so a request signed for another server cannot be replayed here.
+ */
+export class HubPublicUrl extends Context.Tag("agent-mesh/hub/PublicUrl")<HubPublicUrl, string>() {}
+
+// A refusal says the request does not hold (401); any other code says the hub could not decide (503, retry).
+const refusals = new Set<string>(HttpSignatureRefusalCode.literals)
+
+/** The URL a ledger request must have been signed for, or undefined when it cannot be rebuilt. */
+const targetUri = (req: HttpServerRequest.HttpServerRequest, publicUrl: string | undefined): string | undefined => {
+  let base = publicUrl?.replace(/\/+$/, "")
+  if (base === undefined && req instanceof LeanRequest) {
+    const { localAddress, localPort } = req.source.socket
+    if (localAddress !== undefined && localPort !== undefined) base = `http://${localAddress.includes(":") ? `[${localAddress}]` : localAddress}:${localPort}`
+  }
+  const target = `${base ?? ""}${req.url}`
+  return base !== undefined && URL.canParse(target) ? new URL(target).href : undefined
+}
+
+/**
+ * The DID a ledger request acts for. A request carrying `Signature-Input` is judged by its mesh-sig signature alone
+ * (the signer's registered key, a fresh nonce, this hub's URL). Otherwise an agent API key acts for the DID it was
+ * issued to only when it is also the key that registered that DID's record: the challenge exchange issues agent
+ * keys for an unregistered DID to whoever holds any key, so an agent key alone proves nothing about the DID's
+ * registered key. An admin or user key acts for nobody.
+ */
+const actorOf = (
+  verify: (req: HttpServerRequest.HttpServerRequest) => Effect.Effect<string, Unauthorized | Unavailable>,
+  recordOwner: (did: string) => Effect.Effect<string | undefined, Unavailable>
+): Effect.Effect<Actor, Unauthorized | Unavailable, Caller | HttpServerRequest.HttpServerRequest> =>
+  Effect.gen(function* () {
+    const req = yield* HttpServerRequest.HttpServerRequest
+    if (req.headers["signature-input"] !== undefined || req.headers.signature !== undefined) return yield* verify(req)
+    const caller = yield* Caller
+    const did = caller.kind === "agent" ? normalizeDid(caller.owner) : undefined
+    if (did === undefined) return undefined
+    return (yield* recordOwner(did)) === caller.id ? did : undefined
+  })
+
+/** The spending-ledger endpoints: each acts for the DID the request proved (see `actorOf`). */
 export const SpendingLive = HttpApiBuilder.group(HubApi, "spending", (handlers) =>
-  Effect.map(Ledger, (ledger) =>
-    handlers
-      .handle("openPool", ({ payload }) => Effect.flatMap(Caller, (caller) => ledger.openPool(caller, payload.mandate)))
-      .handle("getPool", ({ path }) => ledger.pool(path.poolId))
-      .handle("allocate", ({ path, payload }) =>
-        Effect.flatMap(Caller, (caller) => ledger.allocate(caller, path.poolId, { childToken: payload.childMandate, idempotencyKey: payload.idempotencyKey }))
+  Effect.gen(function* () {
+    const ledger = yield* Ledger
+    const resolver = yield* KeyResolver
+    const nonceStore = yield* NonceStore
+    const keys = yield* Keys
+    const store = yield* RegistryStore
+    const recordOwner = (did: string) =>
+      store.entryByDid(did).pipe(
+        Effect.map((row) => Option.getOrUndefined(Option.map(row, (r) => r.owner_key_id))),
+        Effect.mapError((e) => errors.unavailable(e.message))
       )
-      .handle("release", ({ path, payload }) => Effect.flatMap(Caller, (caller) => ledger.release(caller, path.allocationId, payload)))
-  )
+    const publicUrl = Option.getOrUndefined(yield* Effect.serviceOption(HubPublicUrl))
+    const verify = (req: HttpServerRequest.HttpServerRequest) =>
+      Effect.gen(function* () {
+        const url = targetUri(req, publicUrl)
+        if (url === undefined) return yield* Effect.fail(new Unauthorized({ code: "SIGNATURE_INVALID", message: "the hub cannot rebuild the URL this request was signed for" }))
+        // The body was read before the handler ran; failing to hand it over is a defect, not the caller's fault.
+        const body = new Uint8Array(yield* Effect.orDie(req.arrayBuffer))
+        const verified = yield* verifyRequest({ method: req.method, url, headers: req.headers, body }, { resolveKey: resolver.resolve, nonceStore }).pipe(
+          Effect.provideService(Keys, keys),
+          Effect.mapError(({ code, message }) =>
+            !refusals.has(code)
+              ? errors.unavailable(`${code}: ${message}`)
+              : new Unauthorized({
+                  code: code === "REPLAYED" ? "REPLAYED" : code === "SIGNATURE_EXPIRED" || code === "SIGNATURE_NOT_YET_VALID" ? "SIGNATURE_EXPIRED" : "SIGNATURE_INVALID",
+                  message: `${code}: ${message}`
+                })
+          )
+        )
+        return verified.did
+      })
+    const actor = actorOf(verify, recordOwner)
+    return handlers
+      .handle("openPool", ({ payload }) => Effect.flatMap(actor, (did) => ledger.openPool(did, payload.mandate)))
+      .handle("getPool", ({ path }) => Effect.flatMap(actor, (did) => ledger.pool(did, path.poolId)))
+      .handle("allocate", ({ path, payload }) =>
+        Effect.flatMap(actor, (did) => ledger.allocate(did, path.poolId, { childToken: payload.childMandate, idempotencyKey: payload.idempotencyKey }))
+      )
+      .handle("release", ({ path, payload }) => Effect.flatMap(actor, (did) => ledger.release(did, path.allocationId, payload)))
+  })
 )
 
 const clientIp = Effect.map(HttpServerRequest.HttpServerRequest, (req) => Option.getOrElse(req.remoteAddress, () => "unknown"))

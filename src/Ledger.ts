@@ -2,6 +2,10 @@
  * The spending ledger: a budget pool per parent spending mandate, from which child mandates get allocations, so a
  * parent budget is never over-allocated. Allocation is one conditional UPDATE inside a transaction that writes
  * first (no read-then-upgrade), so it stays exact across fibers and across processes sharing one database.
+ *
+ * A pool belongs to the grantee of its mandate, never to whoever posted the token first: every child carries the
+ * parent token in `prf`, so anyone downstream holds it. Each operation therefore takes the DID the request proved
+ * (docs/hub.md, "Spending ledger") and refuses everyone but the grantee, before anything is read back or written.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -19,7 +23,6 @@ import { KeyResolver } from "./KeyResolver.js"
 import type { Keys } from "./Keys.js"
 import { decodeUnverified, type Mandate, verifyMandate } from "./Mandate.js"
 import { formatUsd, type Micros, parseUsd } from "./Money.js"
-import type { ApiKeyRow } from "./RegistryStore.js"
 import { sha256 } from "@noble/hashes/sha2.js"
 import { base32 } from "multiformats/bases/base32"
 import { randomBytes, toBase64Url, utf8 } from "./internal/bytes.js"
@@ -54,23 +57,30 @@ export type Allocation = typeof Allocation.Type
 
 type LedgerError = Unprocessable | Unavailable
 
-/** The operations of the ledger. */
+/**
+ * The DID a request proved it acts for (a signature by its key, or an API key bound to it), or undefined when it
+ * proved none. Only the grantee of a pool's mandate may act on the pool.
+ */
+export type Actor = string | undefined
+
+/** The operations of the ledger; each refuses (403 `NOT_OWNER`) an actor other than the pool mandate's grantee. */
 export interface LedgerApi {
   /** Opens (or returns the open) pool of a verified intent or cart mandate; its size is the mandate's spend limit. */
-  readonly openPool: (caller: ApiKeyRow, parentToken: string) => Effect.Effect<Pool, LedgerError>
-  readonly pool: (poolId: string) => Effect.Effect<Pool, NotFound | Unavailable>
+  readonly openPool: (actor: Actor, parentToken: string) => Effect.Effect<Pool, Forbidden | LedgerError>
+  /** Reads a pool. */
+  readonly pool: (actor: Actor, poolId: string) => Effect.Effect<Pool, NotFound | Forbidden | Unavailable>
   /**
    * Allocates to a child mandate attenuated from the pool's mandate, for the child's whole limit (its
    * `spendLimitUsd`, or `amountUsd` for a payment). The same idempotency key returns the same allocation.
    */
   readonly allocate: (
-    caller: ApiKeyRow,
+    actor: Actor,
     poolId: string,
     input: { readonly childToken: string; readonly idempotencyKey: string }
   ) => Effect.Effect<Allocation, BadRequest | NotFound | Forbidden | Conflict | LedgerError>
   /** Releases an allocation; what was not used returns to the pool. Only once. */
   readonly release: (
-    caller: ApiKeyRow,
+    actor: Actor,
     allocationId: string,
     input: { readonly usedUsd: number }
   ) => Effect.Effect<{ readonly allocation: Allocation; readonly pool: Pool }, NotFound | Forbidden | Conflict | LedgerError>
@@ -87,7 +97,7 @@ const PoolRow = Schema.Struct({
   limit_micros: Schema.Number,
   allocated_micros: Schema.Number,
   expires_at: Schema.Number,
-  owner_key_id: Schema.String,
+  opened_by: Schema.String,
   created_at: Schema.Number
 })
 type PoolRow = typeof PoolRow.Type
@@ -130,6 +140,13 @@ const toAllocation = (r: AllocationRow): Allocation => ({
 })
 
 const mandateInvalid = (message: string) => new Unprocessable({ code: "MANDATE_INVALID", message })
+
+// The same answer whatever the actor is, so a refusal tells nothing about whose pool it is.
+const notGrantee = () => errors.notOwner("only the grantee of the pool's mandate may use the pool: sign the request with its key, or use an API key bound to its DID")
+
+/** Passes only the grantee of the pool's mandate. */
+const ownedBy = (actor: Actor, grantee: string): Effect.Effect<void, Forbidden> =>
+  actor !== undefined && actor === grantee ? Effect.void : Effect.fail(notGrantee())
 
 /** The spend limit a spending mandate grants: `spendLimitUsd` (intent, cart) or `amountUsd` (payment). */
 const limitOf = (m: Mandate): Either.Either<Micros, Unprocessable> => {
@@ -175,27 +192,31 @@ export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyReso
     )
 
   return {
-    openPool: (caller, token) =>
+    openPool: (actor, token) =>
       Effect.gen(function* () {
         const m = yield* verify(token, ["intent", "cart"])
+        // Before the insert: a refused opener must not leave a pool behind, nor learn whether one exists.
+        yield* ownedBy(actor, m.grantee)
         const limit = yield* limitOf(m)
         const now = yield* Clock.currentTimeMillis
         // The id comes from the exact signed token, so nobody can claim another grantor's pool with a reused jti.
         const id = poolIdOf(token)
         yield* sql`INSERT INTO mesh_pools ${sql.insert({
           id, token, grantor: m.grantor, grantee: m.grantee, limit_micros: limit, allocated_micros: 0,
-          expires_at: m.expiresAt, owner_key_id: caller.id, created_at: now
+          expires_at: m.expiresAt, opened_by: m.grantee, created_at: now
         })} ON CONFLICT (id) DO NOTHING`.pipe(Effect.mapError(unavailable))
         return toPool(yield* Effect.catchTag(poolRow(id), "NotFound", () => Effect.die("pool vanished after insert")))
       }),
-    pool: (id) => Effect.map(poolRow(id), toPool),
-    allocate: (caller, poolId, input) =>
+    pool: (actor, id) =>
+      Effect.flatMap(poolRow(id), (row) => Effect.as(ownedBy(actor, row.grantee), toPool(row))),
+    allocate: (actor, poolId, input) =>
       Effect.gen(function* () {
         if (input.idempotencyKey.length === 0 || input.idempotencyKey.length > 200) {
           return yield* Effect.fail(new BadRequest({ code: "INVALID_REQUEST", message: "idempotencyKey must be 1 to 200 characters" }))
         }
         const pool = yield* poolRow(poolId)
-        if (caller.kind !== "admin" && caller.id !== pool.owner_key_id) return yield* Effect.fail(errors.notOwner("this API key did not open the pool"))
+        // Before the idempotent answer too: an earlier allocation is the grantee's to see.
+        yield* ownedBy(actor, pool.grantee)
         // A retry is answered from the record before anything is verified or counted again.
         const settled = (row: AllocationRow | undefined, childJti: string | undefined) =>
           row === undefined
@@ -231,7 +252,7 @@ export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyReso
         }
         return yield* Effect.die(`allocation ${id} vanished`)
       }),
-    release: (caller, allocationId, input) =>
+    release: (actor, allocationId, input) =>
       Effect.gen(function* () {
         const used = parseUsd(input.usedUsd)
         if (Either.isLeft(used)) return yield* Effect.fail(new Unprocessable({ code: "INVALID_AMOUNT", message: used.left.message }))
@@ -239,7 +260,7 @@ export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyReso
         if (rows.length === 0) return yield* Effect.fail(errors.notFound(`no allocation ${allocationId}`))
         const alloc = decodeAllocation(rows[0])
         const pool = yield* poolRow(alloc.pool_id)
-        if (caller.kind !== "admin" && caller.id !== pool.owner_key_id) return yield* Effect.fail(errors.notOwner("this API key did not open the pool"))
+        yield* ownedBy(actor, pool.grantee)
         if (used.right > alloc.amount_micros) {
           return yield* Effect.fail(new Unprocessable({ code: "INVALID_AMOUNT", message: "usedUsd exceeds the allocation" }))
         }

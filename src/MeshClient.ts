@@ -1,6 +1,7 @@
 /**
  * The hub's client library, generated from `HubApi`: registry, API keys, the agent-key challenge flow, mandate
- * revocation and the spending ledger, plus a registry-backed `KeyResolver`. Failures carry the spec's codes;
+ * revocation and the spending ledger (whose requests it signs with mesh-sig when given the pool mandate's grantee's
+ * identity), plus a registry-backed `KeyResolver`. Failures carry the spec's codes;
  * REGISTRY_UNREACHABLE (the hub cannot be reached) and RATE_LIMITED are retried with backoff, honoring
  * `retryAfterSeconds`.
  *
@@ -17,12 +18,14 @@ import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import type { MeshIdentity } from "./Did.js"
 import { didHash, extractPublicKey, verificationMethodId } from "./Did.js"
 import { HubApi } from "./HubApi.js"
 import { BadRequest, RegistryUnreachable } from "./HubError.js"
 import { KeyNotFound, KeyResolver, type KeyResolverApi, KeyResolverUnavailable, type ResolvedKey } from "./KeyResolver.js"
 import { Keys } from "./Keys.js"
+import { signRequest } from "./HttpSignature.js"
 import { signMessage } from "./Proof.js"
 import { registrationDocument, rotationDocument, WRITE_PROOF_PURPOSE } from "./Registry.js"
 import { randomBytes, toBase64, toHex, utf8 } from "./internal/bytes.js"
@@ -39,12 +42,39 @@ export interface MeshClientOptions {
   readonly retry?: { readonly times?: number; readonly baseDelayMs?: number; readonly maxDelayMs?: number }
   /** How long resolved keys stay cached by `keyResolver` (default 30 s). */
   readonly keyCacheTtlMs?: number
+  /**
+   * Default identity for the spending ledger: its key signs each ledger request (mesh-sig), proving the caller acts
+   * for that DID, the grantee of the pool's mandate. Not needed with an agent API key issued to that DID.
+   */
+  readonly identity?: MeshIdentity
 }
 
-const makeClient = (http: HttpClient.HttpClient, hubUrl: string, apiKey: string | undefined) =>
+/** How a ledger call proves it acts for the pool mandate's grantee: an API key bound to its DID, or its key's signature. */
+export interface LedgerAuth {
+  readonly apiKey?: string
+  /** The grantee's identity; its private key signs the request. Default: the client's `identity`. */
+  readonly identity?: MeshIdentity
+}
+
+/** Signs a request for `identity` (mesh-sig over method, absolute URL and body digest; fresh nonce, 60 s). */
+const signWith = (keys: Keys["Type"], identity: MeshIdentity) => (req: HttpClientRequest.HttpClientRequest) =>
+  Effect.gen(function* () {
+    const url = Option.getOrUndefined(HttpClientRequest.toUrl(req))
+    if (url === undefined) return yield* Effect.dieMessage(`cannot sign a request to ${req.url}`)
+    const body = req.body._tag === "Uint8Array" ? req.body.body : new Uint8Array(0)
+    const headers = yield* signRequest({ method: req.method, url: url.href, body }, { privateKey: identity.privateKey, keyId: verificationMethodId(identity.did) })
+    return HttpClientRequest.setHeaders(req, headers)
+  }).pipe(Effect.provideService(Keys, keys), Effect.orDie)
+
+// The base URL is prepended inside transformClient, not by HttpApiClient's `baseUrl` (which runs last), so that a
+// signer sees the absolute URL the request goes to.
+const makeClient = (http: HttpClient.HttpClient, hubUrl: string, apiKey: string | undefined, sign?: (req: HttpClientRequest.HttpClientRequest) => Effect.Effect<HttpClientRequest.HttpClientRequest>) =>
   HttpApiClient.make(HubApi, {
-    baseUrl: hubUrl,
-    transformClient: (c) => (apiKey === undefined ? c : HttpClient.mapRequest(c, HttpClientRequest.bearerToken(apiKey)))
+    transformClient: (c) => {
+      const based = HttpClient.mapRequest(c, HttpClientRequest.prependUrl(hubUrl))
+      const keyed = apiKey === undefined ? based : HttpClient.mapRequest(based, HttpClientRequest.bearerToken(apiKey))
+      return sign === undefined ? keyed : HttpClient.mapRequestEffect(keyed, sign)
+    }
   }).pipe(Effect.provideService(HttpClient.HttpClient, http))
 
 type Client = Effect.Effect.Success<ReturnType<typeof makeClient>>
@@ -80,12 +110,19 @@ export const make = (options: MeshClientOptions) =>
     const base = options.retry?.baseDelayMs ?? 200
     const cap = options.retry?.maxDelayMs ?? 10_000
     const clients = new Map<string, Client>()
-    const clientFor = (apiKey: string | undefined, url: string) =>
+    // Signing clients are cached per identity object, weakly, so the client never keeps a private key alive.
+    const signing = new WeakMap<MeshIdentity, Map<string, Client>>()
+    const clientFor = (apiKey: string | undefined, url: string, signer?: MeshIdentity) =>
       Effect.suspend(() => {
         const id = `${url} ${apiKey ?? ""}`
-        const hit = clients.get(id)
+        let cache = clients
+        if (signer !== undefined) {
+          cache = signing.get(signer) ?? new Map()
+          signing.set(signer, cache)
+        }
+        const hit = cache.get(id)
         if (hit !== undefined) return Effect.succeed(hit)
-        return Effect.tap(makeClient(http, url, apiKey), (c) => Effect.sync(() => clients.set(id, c)))
+        return Effect.tap(makeClient(http, url, apiKey, signer === undefined ? undefined : signWith(keys, signer)), (c) => Effect.sync(() => cache.set(id, c)))
       })
 
     /**
@@ -93,8 +130,9 @@ export const make = (options: MeshClientOptions) =>
      * (after `retryAfterSeconds`); not retried: an unreadable answer, since the hub may already have acted on it.
      * Transport failures then surface as REGISTRY_UNREACHABLE.
      */
-    const call = <A, E>(apiKey: string | undefined, f: (c: Client) => Effect.Effect<A, E>, url = options.hubUrl): Effect.Effect<A, Mapped<E>> => {
-      const once = Effect.flatMap(clientFor(apiKey, url), f)
+    const call = <A, E>(apiKey: string | undefined, f: (c: Client) => Effect.Effect<A, E>, url = options.hubUrl, signer?: MeshIdentity): Effect.Effect<A, Mapped<E>> => {
+      // A retry goes through the signer again, so it carries a fresh nonce.
+      const once = Effect.flatMap(clientFor(apiKey, url, signer), f)
       const attempt = (n: number): Effect.Effect<A, Mapped<E>> =>
         Effect.catchAll(once, (e): Effect.Effect<A, Mapped<E>> => {
           const tag = (e as { readonly _tag?: unknown })._tag
@@ -110,6 +148,8 @@ export const make = (options: MeshClientOptions) =>
     /** A write proof (docs/hub.md) by the identity's `#key-1`; a key we hold always signs, so failure is a defect. */
     const prove = <T extends Record<string, unknown>>(document: T, identity: MeshIdentity) =>
       Effect.orDie(signMessage(document, identity.privateKey, verificationMethodId(identity.did), { proofPurpose: WRITE_PROOF_PURPOSE }).pipe(Effect.provideService(Keys, keys)))
+    const ledgerCall = <A, E>(auth: LedgerAuth, f: (c: Client) => Effect.Effect<A, E>) =>
+      call(key(auth.apiKey), f, options.hubUrl, auth.identity ?? options.identity)
     const platformUrl = options.platformUrl ?? options.hubUrl
 
     const api = {
@@ -180,14 +220,18 @@ export const make = (options: MeshClientOptions) =>
         ),
       isMandateRevoked: (jti: string, grantor: string) =>
         Effect.map(call(undefined, (c) => c.registry.mandateRevoked({ path: { jti }, urlParams: { grantor } })), (r) => r.revoked),
-      openPool: (mandate: string, apiKey?: string) => call(key(apiKey), (c) => c.spending.openPool({ payload: { mandate } })),
-      getPool: (poolId: string, apiKey?: string) => call(key(apiKey), (c) => c.spending.getPool({ path: { poolId } })),
-      allocate: (input: { readonly poolId: string; readonly childMandate: string; readonly idempotencyKey: string; readonly apiKey?: string }) =>
-        call(key(input.apiKey), (c) =>
+      /** Opens the pool of a parent mandate; the caller must prove it is the mandate's grantee (`LedgerAuth`). */
+      openPool: (mandate: string, auth: LedgerAuth = {}) => ledgerCall(auth, (c) => c.spending.openPool({ payload: { mandate } })),
+      /** Reads a pool (its mandate's grantee only). */
+      getPool: (poolId: string, auth: LedgerAuth = {}) => ledgerCall(auth, (c) => c.spending.getPool({ path: { poolId } })),
+      /** Allocates a child mandate from a pool (its mandate's grantee only). */
+      allocate: (input: { readonly poolId: string; readonly childMandate: string; readonly idempotencyKey: string } & LedgerAuth) =>
+        ledgerCall(input, (c) =>
           c.spending.allocate({ path: { poolId: input.poolId }, payload: { childMandate: input.childMandate, idempotencyKey: input.idempotencyKey } })
         ),
-      release: (input: { readonly allocationId: string; readonly usedUsd: number; readonly apiKey?: string }) =>
-        call(key(input.apiKey), (c) => c.spending.release({ path: { allocationId: input.allocationId }, payload: { usedUsd: input.usedUsd } }))
+      /** Releases an allocation (the pool mandate's grantee only). */
+      release: (input: { readonly allocationId: string; readonly usedUsd: number } & LedgerAuth) =>
+        ledgerCall(input, (c) => c.spending.release({ path: { allocationId: input.allocationId }, payload: { usedUsd: input.usedUsd } }))
     }
 
     const ttl = options.keyCacheTtlMs ?? 30_000

@@ -68,50 +68,52 @@ describe.each([
   it.live("open, allocate (idempotent), exhaust, release; every refusal code", () =>
     provide(
       Effect.gen(function* () {
-        const { hub, client, adminKey } = yield* startHub(database === undefined ? {} : { database })
+        const { hub, client } = yield* startHub(database === undefined ? {} : { database })
         const { intent, cart, shopper, merchant } = yield* parties(client)
-        const pool = yield* client.openPool(intent.token)
+        // The shopper (the intent's grantee) acts through its agent API key, bound to its DID.
+        const as = { apiKey: shopper.apiKey }
+        const pool = yield* client.openPool(intent.token, as)
         assert.deepStrictEqual([pool.poolId, pool.limitUsd, pool.allocatedUsd, pool.remainingUsd], [poolIdOf(intent.token), 100, 0, 100])
-        assert.strictEqual((yield* client.openPool(intent.token)).poolId, pool.poolId) // opening again is idempotent
+        assert.strictEqual((yield* client.openPool(intent.token, as)).poolId, pool.poolId) // opening again is idempotent
 
         const c30 = yield* cart(30)
-        const a = yield* client.allocate({ poolId: pool.poolId, childMandate: c30.token, idempotencyKey: "order-1" })
+        const a = yield* client.allocate({ poolId: pool.poolId, childMandate: c30.token, idempotencyKey: "order-1", ...as })
         assert.deepStrictEqual([a.amountUsd, a.status, a.childJti], [30, "active", c30.jti])
-        const retried = yield* client.allocate({ poolId: pool.poolId, childMandate: c30.token, idempotencyKey: "order-1" })
+        const retried = yield* client.allocate({ poolId: pool.poolId, childMandate: c30.token, idempotencyKey: "order-1", ...as })
         assert.strictEqual(retried.allocationId, a.allocationId)
-        assert.strictEqual((yield* client.getPool(pool.poolId)).allocatedUsd, 30)
+        assert.strictEqual((yield* client.getPool(pool.poolId, as)).allocatedUsd, 30)
 
         const c10 = yield* cart(10)
-        assert.strictEqual((yield* Effect.flip(client.allocate({ poolId: pool.poolId, childMandate: c10.token, idempotencyKey: "order-1" }))).code, "IDEMPOTENCY_KEY_REUSED")
+        assert.strictEqual((yield* Effect.flip(client.allocate({ poolId: pool.poolId, childMandate: c10.token, idempotencyKey: "order-1", ...as }))).code, "IDEMPOTENCY_KEY_REUSED")
         const c80 = yield* cart(80)
-        const exhausted = yield* Effect.flip(client.allocate({ poolId: pool.poolId, childMandate: c80.token, idempotencyKey: "order-2" }))
+        const exhausted = yield* Effect.flip(client.allocate({ poolId: pool.poolId, childMandate: c80.token, idempotencyKey: "order-2", ...as }))
         assert.strictEqual(exhausted.code, "BUDGET_EXHAUSTED")
-        const raw = yield* request(`${hub.url}/v1/spending/pools/${pool.poolId}/allocations`, "POST", { childMandate: c80.token, idempotencyKey: "order-3" }, adminKey)
+        const raw = yield* request(`${hub.url}/v1/spending/pools/${pool.poolId}/allocations`, "POST", { childMandate: c80.token, idempotencyKey: "order-3" }, shopper.apiKey)
         assert.strictEqual(raw.status, 409)
 
-        const released = yield* client.release({ allocationId: a.allocationId, usedUsd: 10.5 })
+        const released = yield* client.release({ allocationId: a.allocationId, usedUsd: 10.5, ...as })
         assert.deepStrictEqual([released.allocation.usedUsd, released.allocation.releasedUsd, released.pool.allocatedUsd, released.pool.remainingUsd], [10.5, 19.5, 10.5, 89.5])
-        assert.strictEqual((yield* Effect.flip(client.release({ allocationId: a.allocationId, usedUsd: 1 }))).code, "ALREADY_REVOKED")
+        assert.strictEqual((yield* Effect.flip(client.release({ allocationId: a.allocationId, usedUsd: 1, ...as }))).code, "ALREADY_REVOKED")
         // Now 80 fits.
-        assert.strictEqual((yield* client.allocate({ poolId: pool.poolId, childMandate: c80.token, idempotencyKey: "order-2" })).amountUsd, 80)
+        assert.strictEqual((yield* client.allocate({ poolId: pool.poolId, childMandate: c80.token, idempotencyKey: "order-2", ...as })).amountUsd, 80)
 
         // A child of another pool's mandate, a garbage token, an unknown pool, an over-release.
         const otherIntent = yield* issueIntentMandate({ grantorDid: shopper.identity.did, granteeDid: merchant.did, constraints: { spendLimitUsd: 1 }, privateKey: shopper.identity.privateKey })
-        assert.strictEqual((yield* Effect.flip(client.allocate({ poolId: pool.poolId, childMandate: otherIntent.token, idempotencyKey: "x" }))).code, "MANDATE_INVALID")
-        assert.strictEqual((yield* Effect.flip(client.openPool("not.a.token"))).code, "MANDATE_INVALID")
-        assert.strictEqual((yield* Effect.flip(client.getPool("nope"))).code, "NOT_FOUND")
+        assert.strictEqual((yield* Effect.flip(client.allocate({ poolId: pool.poolId, childMandate: otherIntent.token, idempotencyKey: "x", ...as }))).code, "MANDATE_INVALID")
+        assert.strictEqual((yield* Effect.flip(client.openPool("not.a.token", as))).code, "MANDATE_INVALID")
+        assert.strictEqual((yield* Effect.flip(client.getPool("nope", as))).code, "NOT_FOUND")
         const c10b = yield* cart(10)
-        const over = yield* Effect.flip(client.allocate({ poolId: pool.poolId, childMandate: c10b.token, idempotencyKey: "o5" }))
+        const over = yield* Effect.flip(client.allocate({ poolId: pool.poolId, childMandate: c10b.token, idempotencyKey: "o5", ...as }))
         assert.strictEqual(over.code, "BUDGET_EXHAUSTED") // 10.5 + 80 + 10 > 100
         const other = yield* client.createApiKey({ owner: "stranger" })
         const c1 = yield* cart(1)
-        // Only the key that opened the pool (or the admin) allocates from it.
+        // Only the grantee of the pool's mandate allocates from it: a user key acts for nobody.
         assert.strictEqual((yield* Effect.flip(client.allocate({ poolId: pool.poolId, childMandate: c1.token, idempotencyKey: "o6", apiKey: other.apiKey }))).code, "NOT_OWNER")
-        const a1 = yield* client.allocate({ poolId: pool.poolId, childMandate: c1.token, idempotencyKey: "o6" })
+        const a1 = yield* client.allocate({ poolId: pool.poolId, childMandate: c1.token, idempotencyKey: "o6", ...as })
         // One child mandate, one allocation: another idempotency key does not allocate it again.
-        assert.strictEqual((yield* Effect.flip(client.allocate({ poolId: pool.poolId, childMandate: c1.token, idempotencyKey: "o7" }))).code, "ALREADY_ALLOCATED")
-        assert.strictEqual((yield* Effect.flip(client.allocate({ poolId: pool.poolId, childMandate: c1.token, idempotencyKey: "" }))).code, "INVALID_REQUEST")
-        assert.strictEqual((yield* Effect.flip(client.release({ allocationId: a1.allocationId, usedUsd: 2 }))).code, "INVALID_AMOUNT")
+        assert.strictEqual((yield* Effect.flip(client.allocate({ poolId: pool.poolId, childMandate: c1.token, idempotencyKey: "o7", ...as }))).code, "ALREADY_ALLOCATED")
+        assert.strictEqual((yield* Effect.flip(client.allocate({ poolId: pool.poolId, childMandate: c1.token, idempotencyKey: "", ...as }))).code, "INVALID_REQUEST")
+        assert.strictEqual((yield* Effect.flip(client.release({ allocationId: a1.allocationId, usedUsd: 2, ...as }))).code, "INVALID_AMOUNT")
         assert.strictEqual((yield* Effect.flip(client.release({ allocationId: a1.allocationId, usedUsd: 0, apiKey: other.apiKey }))).code, "NOT_OWNER")
       })
     ))
@@ -120,15 +122,16 @@ describe.each([
     provide(
       Effect.gen(function* () {
         const { client } = yield* startHub(database === undefined ? {} : { database })
-        const { intent, cart } = yield* parties(client)
-        const pool = yield* client.openPool(intent.token)
+        const { intent, cart, shopper } = yield* parties(client)
+        const as = { apiKey: shopper.apiKey }
+        const pool = yield* client.openPool(intent.token, as)
         // 200 children of 0.75 USD against 100 USD: 133 fit (99.75), 67 do not.
         const children = yield* Effect.forEach(Array.from({ length: 200 }), () => cart(0.75))
-        const results = yield* Effect.forEach(children, (c, i) => Effect.either(client.allocate({ poolId: pool.poolId, childMandate: c.token, idempotencyKey: `k${i}` })), { concurrency: "unbounded" })
+        const results = yield* Effect.forEach(children, (c, i) => Effect.either(client.allocate({ poolId: pool.poolId, childMandate: c.token, idempotencyKey: `k${i}`, ...as })), { concurrency: "unbounded" })
         const ok = results.filter((r) => r._tag === "Right").length
         const exhausted = results.filter((r) => r._tag === "Left" && r.left.code === "BUDGET_EXHAUSTED").length
         assert.deepStrictEqual([ok, exhausted], [133, 67])
-        const after = yield* client.getPool(pool.poolId)
+        const after = yield* client.getPool(pool.poolId, as)
         assert.strictEqual(after.allocatedUsd, 99.75)
         assert.strictEqual(after.remainingUsd, 0.25)
       })

@@ -58,20 +58,22 @@ describe("hub processes", () => {
         // B sees what A wrote.
         assert.strictEqual((yield* cb.resolveAgent(shopper.record.didHash)).did, shopper.identity.did)
         const intent = yield* issueIntentMandate({ grantorDid: buyer.identity.did, granteeDid: shopper.identity.did, constraints: { spendLimitUsd: 50 }, privateKey: buyer.identity.privateKey })
-        const pool = yield* ca.openPool(intent.token)
+        // The intent's grantee acts through its agent key, bound to its DID.
+        const as = { apiKey: shopper.apiKey }
+        const pool = yield* ca.openPool(intent.token, as)
         const children = yield* Effect.forEach(Array.from({ length: 200 }), () =>
           attenuateToCart({ parent: intent, granteeDid: "did:mesh:merchant", narrowed: { spendLimitUsd: 0.3 }, grantorPrivateKey: shopper.identity.privateKey })
         )
         const results = yield* Effect.forEach(
           children,
-          (c, i) => Effect.either((i % 2 === 0 ? ca : cb).allocate({ poolId: pool.poolId, childMandate: c.token, idempotencyKey: `k${i}` })),
+          (c, i) => Effect.either((i % 2 === 0 ? ca : cb).allocate({ poolId: pool.poolId, childMandate: c.token, idempotencyKey: `k${i}`, ...as })),
           { concurrency: "unbounded" }
         )
         const ok = results.filter((r) => r._tag === "Right").length
         const exhausted = results.filter((r) => r._tag === "Left" && r.left.code === "BUDGET_EXHAUSTED").length
         // 50 / 0.3 = 166.67: 166 fit, 34 do not.
         assert.deepStrictEqual([ok, exhausted], [166, 34], JSON.stringify(results.find((r) => r._tag === "Left" && r.left.code !== "BUDGET_EXHAUSTED")))
-        assert.strictEqual((yield* cb.getPool(pool.poolId)).allocatedUsd, 49.8)
+        assert.strictEqual((yield* cb.getPool(pool.poolId, as)).allocatedUsd, 49.8)
       })
     ), 60_000)
 
