@@ -14,6 +14,7 @@ import {
   AgentConflict,
   AgentForbidden,
   AgentNotFound,
+  AgentRateLimited,
   AgentUnauthorized,
   AgentUnavailable,
   HandlerFailed,
@@ -112,7 +113,7 @@ export class CurrentCaller extends Context.Tag("agent-mesh/agent/CurrentCaller")
 /** The server's auth mode, as middleware (bearer or mesh-sig; `none` lets every caller through as `anonymous`). */
 export class AgentAuth extends HttpApiMiddleware.Tag<AgentAuth>()("agent-mesh/agent/AgentAuth", {
   provides: CurrentCaller,
-  failure: Schema.Union(AgentUnauthorized, AgentForbidden, AgentUnavailable)
+  failure: Schema.Union(AgentUnauthorized, AgentForbidden, AgentRateLimited, AgentUnavailable)
 }) {}
 
 /** Running and resuming tasks. */
@@ -140,6 +141,7 @@ export class AgentApi extends HttpApi.make("agent")
   .add(InfoGroup)
   .addError(AgentBadRequest)
   .addError(AgentUnauthorized)
+  .addError(AgentRateLimited)
   .addError(InvalidJson)
   .addError(PayloadTooLarge)
   .addError(RouteNotFound)

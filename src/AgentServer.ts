@@ -46,6 +46,7 @@ import {
   AgentForbidden,
   type ForbiddenCode,
   AgentNotFound,
+  AgentRateLimited,
   AgentUnauthorized,
   AgentUnavailable,
   HandlerFailed,
@@ -57,14 +58,14 @@ import * as AgentMemorySql from "./AgentMemorySql.js"
 import { resumeTask } from "./Approval.js"
 import * as Database from "./Database.js"
 import { didHash, type InvalidDid, normalizeDid, verificationMethodId } from "./Did.js"
-import { HttpSignatureRefusalCode, verifyRequest } from "./HttpSignature.js"
+import { checkRequest, type HttpSignatureError, HttpSignatureRefusalCode, HttpSignatureThrottledCode, recordNonce } from "./HttpSignature.js"
 import { KeyNotFound, KeyResolver, type KeyResolverApi, KeyResolverUnavailable, type ResolvedKey } from "./KeyResolver.js"
 import { Keys, type MalformedKey, type PrivateKeyInput } from "./Keys.js"
 import { decodeUnverified } from "./Mandate.js"
 import * as MeshClient from "./MeshClient.js"
 import type { ModelError, ModelProviderApi } from "./ModelProvider.js"
 import * as ModelProviderOpenAi from "./ModelProviderOpenAi.js"
-import { makeMemory as memoryNonceStore, NonceStore } from "./NonceStore.js"
+import { makeMemory as memoryNonceStore, NonceStore, type NonceStoreApi } from "./NonceStore.js"
 import * as NonceStoreSql from "./NonceStoreSql.js"
 import { signMessage } from "./Proof.js"
 import * as TaskGuard from "./TaskGuard.js"
@@ -182,6 +183,11 @@ export interface AgentServerOptions {
   readonly runRetentionMs?: number
   /** Streamed runs in progress at most; more get 503 AGENT_BUSY. Default 256. */
   readonly maxLiveRuns?: number
+  /**
+   * Where mesh-sig nonces are recorded. Default: the agent's database (SQL, 6 250 live nonces per caller), or a
+   * bounded memory store (100 000, 6 250 per caller) when the database is `:memory:`.
+   */
+  readonly nonceStore?: NonceStoreApi
 }
 
 /** A running agent server. */
@@ -347,6 +353,7 @@ const noResolver: KeyResolverApi = {
 }
 
 const isRefusal = Schema.is(HttpSignatureRefusalCode)
+const isThrottled = Schema.is(HttpSignatureThrottledCode)
 
 const sha256 = (s: string): Buffer => crypto.createHash("sha256").update(s).digest()
 
@@ -395,7 +402,9 @@ export const make = (
     // An in-memory database dies with the process anyway: its nonces may as well live in (bounded) memory, which
     // costs a fraction of a SQL round trip per request.
     const nonceStore =
-      database === ":memory:"
+      options.nonceStore !== undefined
+        ? options.nonceStore
+        : database === ":memory:"
         ? memoryNonceStore()
         : Context.get(yield* Layer.build(NonceStoreSql.layer.pipe(Layer.provide(Layer.succeedContext(db)))), NonceStore)
     const memoryMode = options.memory ?? "none"
@@ -752,6 +761,7 @@ export const make = (
         const caller = yield* CurrentCaller
         const lastEventId = req.headers["last-event-id"]
         if (lastEventId !== undefined) return yield* reconnect(req, lastEventId, caller)
+        if (payload.mandate !== undefined && caller.did !== undefined) yield* presentedByGrantor(payload.mandate, caller.did)
         const sessionId = payload.sessionId ?? crypto.randomUUID()
         const history =
           memory.mode === "none" ? (payload.history ?? []) : yield* Effect.mapError(memory.load(did, caller.principal, sessionId), storeUnavailable)
@@ -767,6 +777,21 @@ export const make = (
         }
         return yield* answer(x0(state), req, caller)
       })
+
+    /**
+     * Under mesh-sig a task mandate is bound to its presenter: the leaf is granted to this agent (`aud`, checked by
+     * the guard) by the one who calls with it (`iss`). Otherwise a mandate seen once could be replayed by anyone to
+     * make this agent act on its grantor's authority. Under bearer and none the caller has no DID: the token is a
+     * bearer credential (docs/agent.md §5). A token that does not decode is refused by the guard on first use.
+     */
+    const presentedByGrantor = (token: string, callerDid: string): Effect.Effect<void, AgentForbidden> => {
+      const decoded = decodeUnverified(token)
+      if (Either.isLeft(decoded)) return Effect.void
+      const grantor = normalizeDid(decoded.right.grantor) ?? decoded.right.grantor
+      return grantor === callerDid
+        ? Effect.void
+        : Effect.fail(forbidden("MANDATE_GRANTOR_MISMATCH", `the mandate was granted by ${grantor}, not by the caller ${callerDid}`))
+    }
 
     const x0 = (state: TaskState, approval?: Execution["approval"]): Execution => ({
       state,
@@ -832,7 +857,7 @@ export const make = (
     }
     const allowed = options.allowedCallers === undefined ? undefined : new Set(options.allowedCallers.map((d) => normalizeDid(d) ?? d))
 
-    const authenticate: Effect.Effect<Caller, AgentUnauthorized | AgentForbidden | AgentUnavailable, HttpServerRequest.HttpServerRequest> = auth === "none" ? Effect.succeed(ANONYMOUS) : Effect.gen(function* () {
+    const authenticate: Effect.Effect<Caller, AgentUnauthorized | AgentForbidden | AgentRateLimited | AgentUnavailable, HttpServerRequest.HttpServerRequest> = auth === "none" ? Effect.succeed(ANONYMOUS) : Effect.gen(function* () {
       const req = yield* HttpServerRequest.HttpServerRequest
       if (auth === "bearer") {
         const header = req.headers["authorization"]
@@ -847,19 +872,23 @@ export const make = (
       const target = `${(baseUrl ?? "").replace(/\/+$/, "")}${req.url}`
       const url = URL.canParse(target) ? new URL(target).href : undefined
       if (url === undefined) return yield* Effect.fail(new AgentUnauthorized({ code: "SIGNATURE_MALFORMED", message: "the request's target URI cannot be rebuilt (Host header)" }))
-      const verified = yield* verifyRequest(
+      const signatureError = ({ code, message }: HttpSignatureError) =>
+        isRefusal(code)
+          ? new AgentUnauthorized({ code, message })
+          : isThrottled(code)
+            ? new AgentRateLimited({ code, message, retryAfterSeconds: 1 })
+            : new AgentUnavailable({ code, message })
+      const checked = yield* checkRequest(
         { method: req.method, url, headers: req.headers, body: yield* bodyOf(req) },
-        { resolveKey: resolver.resolve, nonceStore, clockToleranceMs: tolerance }
-      ).pipe(
-        Effect.provideService(Keys, keys),
-        Effect.mapError(({ code, message }) =>
-          isRefusal(code) ? new AgentUnauthorized({ code, message }) : new AgentUnavailable({ code, message })
-        )
-      )
-      if (allowed !== undefined && !allowed.has(verified.did)) {
-        return yield* Effect.fail(forbidden("CALLER_NOT_ALLOWED", `${verified.did} is not an allowed caller`))
+        { resolveKey: resolver.resolve, clockToleranceMs: tolerance }
+      ).pipe(Effect.provideService(Keys, keys), Effect.mapError(signatureError))
+      // Authorized before its nonce is recorded: a caller that is not allowed, however well it signs, holds no
+      // room in the nonce store that allowed callers need.
+      if (allowed !== undefined && !allowed.has(checked.did)) {
+        return yield* Effect.fail(forbidden("CALLER_NOT_ALLOWED", `${checked.did} is not an allowed caller`))
       }
-      return { auth, did: verified.did, principal: verified.did }
+      yield* Effect.mapError(recordNonce(checked, nonceStore), signatureError)
+      return { auth, did: checked.did, principal: checked.did }
     })
 
     let discovery: unknown = undefined
