@@ -76,6 +76,7 @@ import { CorrelationId } from "./http/CorrelationId.js"
 import { errorBody } from "./http/ErrorBody.js"
 import { LeanRequest } from "./http/LeanRequest.js"
 import * as Serve from "./http/Serve.js"
+import * as Sse from "./Sse.js"
 import { fromBase64, toBase64 } from "./internal/bytes.js"
 
 /** What a handler declares about an action it asks the guard for. */
@@ -184,6 +185,12 @@ export interface AgentServerOptions {
   /** Streamed runs in progress at most; more get 503 AGENT_BUSY. Default 256. */
   readonly maxLiveRuns?: number
   /**
+   * Bytes of events all streamed runs together keep for reconnects; default 64 MiB. Past it the oldest finished
+   * runs are let go first, then a live run's oldest events; while live runs alone hold it, new streamed runs get
+   * 503 AGENT_BUSY. One run keeps at most 4 MiB (or this, if smaller).
+   */
+  readonly maxRetainedEventBytes?: number
+  /**
    * Where mesh-sig nonces are recorded. Default: the agent's database (SQL, 6 250 live nonces per caller), or a
    * bounded memory store (100 000, 6 250 per caller) when the database is `:memory:`.
    */
@@ -197,6 +204,8 @@ export interface RunningAgent {
   readonly did: string
   readonly didHash: string
   readonly publicKeyB64: string
+  /** Streamed runs kept for reconnects, and the bytes of their events. */
+  readonly stats: () => { readonly streamedRuns: number; readonly retainedEventBytes: number }
   readonly close: Effect.Effect<void>
 }
 
@@ -213,12 +222,12 @@ export type RunEventType = "chunk" | "approval_required" | "done" | "error"
 interface StreamedRun {
   readonly id: string
   readonly principal: string
-  /** The SSE frames still kept, from event number `first` on. */
-  readonly events: Array<string>
+  /** The SSE frames still kept (UTF-8), from event number `first` on. */
+  readonly events: Array<Uint8Array>
   first: number
   /** The events sent so far (kept or not). */
   sent: number
-  /** Characters held in `events`. */
+  /** Bytes held in `events`. */
   bytes: number
   readonly listeners: Set<() => void>
   done: boolean
@@ -248,9 +257,12 @@ type Outcome = { readonly _tag: "Completed"; readonly message: string } | { read
 const DEFAULT_RETENTION_MS = 5 * 60_000
 const MAX_RETAINED_RUNS = 1000
 const DEFAULT_MAX_LIVE_RUNS = 256
-/** Characters of SSE frames a streamed run keeps for reconnects (about 4 MiB); older events are let go. */
-const MAX_RUN_RETAINED_CHARS = 4 * 1024 * 1024
-const SSE = "text/event-stream"
+/** Bytes of SSE frames one streamed run keeps for reconnects; older events are let go. */
+const MAX_RUN_RETAINED_BYTES = 4 * 1024 * 1024
+/** Default bytes of SSE frames all streamed runs together keep for reconnects. */
+export const DEFAULT_MAX_RETAINED_EVENT_BYTES = 64 * 1024 * 1024
+const SSE = Sse.CONTENT_TYPE
+const utf8Encoder = new TextEncoder()
 const ANONYMOUS: Caller = { auth: "none", principal: "anonymous" }
 const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost"])
 
@@ -318,7 +330,8 @@ const jsonResponse = (body: unknown, options?: { readonly status?: number }): Ht
   })
 }
 
-const sseFrame = (id: string, type: RunEventType, data: unknown): string => `id: ${id}\nevent: ${type}\ndata: ${JSON.stringify(data)}\n\n`
+const sseFrame = (id: string, type: RunEventType, data: unknown): Uint8Array =>
+  utf8Encoder.encode(Sse.encodeEvent({ id, event: type, data: JSON.stringify(data) }))
 
 const acceptsStream = (req: HttpServerRequest.HttpServerRequest): boolean => (req.headers["accept"] ?? "").includes(SSE)
 
@@ -632,22 +645,53 @@ export const make = (
     // --- streamed runs, kept for reconnects -----------------------------------------------------------------
 
     const runs = new Map<string, StreamedRun>()
+    const maxRetained = options.maxRetainedEventBytes ?? DEFAULT_MAX_RETAINED_EVENT_BYTES
+    const maxPerRun = Math.min(MAX_RUN_RETAINED_BYTES, maxRetained)
+    /** Bytes held in the events of every kept run. */
+    let retained = 0
+
+    /** Lets a run's events go; a follower still reading it ends, and a reconnect finds it gone. */
+    const drop = (run: StreamedRun) => {
+      runs.delete(run.id)
+      retained -= run.bytes
+      run.bytes = 0
+      run.events.length = 0
+      run.first = run.sent
+      for (const l of run.listeners) l()
+    }
 
     const prune = (now: number) => {
-      for (const [id, run] of runs) {
-        if (run.done && (now - run.finishedAt > retention || runs.size > MAX_RETAINED_RUNS)) runs.delete(id)
+      for (const run of runs.values()) {
+        if (run.done && (now - run.finishedAt > retention || runs.size > MAX_RETAINED_RUNS)) drop(run)
       }
+    }
+
+    /** Lets finished runs go, those that finished first first, until at most `limit` bytes are kept. */
+    const evictFinished = (limit: number) => {
+      if (retained <= limit) return
+      const finished = [...runs.values()].filter((r) => r.done).sort((a, b) => a.finishedAt - b.finishedAt)
+      for (const run of finished) {
+        if (retained <= limit) return
+        drop(run)
+      }
+    }
+
+    const shift = (run: StreamedRun) => {
+      const n = run.events.shift()!.length
+      run.bytes -= n
+      retained -= n
+      run.first++
     }
 
     const push = (run: StreamedRun, type: RunEventType, data: unknown) => {
       const frame = sseFrame(`${run.id}:${run.sent++}`, type, data)
       run.events.push(frame)
       run.bytes += frame.length
-      // A long run keeps only its latest events for reconnects: memory stays bounded per run.
-      while (run.bytes > MAX_RUN_RETAINED_CHARS && run.events.length > 1) {
-        run.bytes -= run.events.shift()!.length
-        run.first++
-      }
+      retained += frame.length
+      // A long run keeps only its latest events for reconnects: memory stays bounded per run and across runs.
+      while (run.bytes > maxPerRun && run.events.length > 1) shift(run)
+      evictFinished(maxRetained)
+      while (retained > maxRetained && run.events.length > 1) shift(run)
       for (const l of run.listeners) l()
     }
 
@@ -655,14 +699,13 @@ export const make = (
     const follow = (run: StreamedRun, from: number): Stream.Stream<Uint8Array> =>
       Stream.async<Uint8Array>((emit) => {
         let next = from
-        const encoder = new TextEncoder()
         const pump = (): boolean => {
           // A follower that fell behind what is kept ends here; reconnecting tells it those events are gone.
           if (next < run.first) {
             void emit.end()
             return true
           }
-          while (next < run.sent) void emit.single(encoder.encode(run.events[next++ - run.first]!))
+          while (next < run.sent) void emit.single(run.events[next++ - run.first]!)
           if (run.done) void emit.end()
           return run.done
         }
@@ -675,10 +718,7 @@ export const make = (
       })
 
     const sseResponse = (run: StreamedRun, from: number) =>
-      HttpServerResponse.stream(follow(run, from), {
-        contentType: SSE,
-        headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
-      })
+      HttpServerResponse.stream(follow(run, from), { contentType: SSE, headers: Sse.RESPONSE_HEADERS })
 
     /** Starts `x` in the background, streaming its events; the run outlives the request that started it. */
     const startStreamed = (x: Execution, caller: Caller, cid: string) =>
@@ -689,6 +729,13 @@ export const make = (
         for (const r of runs.values()) if (!r.done) live++
         if (live >= maxLiveRuns) {
           return yield* Effect.fail(new AgentUnavailable({ code: "AGENT_BUSY", message: `${live} streamed runs are in progress; retry shortly`, retryAfterSeconds: 1 }))
+        }
+        // Room for a new run: finished runs give way; live runs alone at the cap make the server busy.
+        evictFinished(maxRetained - 1)
+        if (retained >= maxRetained) {
+          return yield* Effect.fail(
+            new AgentUnavailable({ code: "AGENT_BUSY", message: `streamed runs in progress hold ${retained} bytes of events; retry shortly`, retryAfterSeconds: 1 })
+          )
         }
         const run: StreamedRun = {
           id: crypto.randomUUID(),
@@ -945,7 +992,8 @@ export const make = (
     })
     baseUrl ??= server.url
     yield* Effect.logInfo(`agent ${options.name} (${did}) listening on ${server.url}, auth ${auth}, memory ${memoryMode}`)
-    return { url: server.url, port: server.port, did, didHash: didHash(did), publicKeyB64, close: server.close }
+    const stats = () => ({ streamedRuns: runs.size, retainedEventBytes: retained })
+    return { url: server.url, port: server.port, did, didHash: didHash(did), publicKeyB64, stats, close: server.close }
   })
 
 /** `make` as a layer: the server runs while the layer is alive. */

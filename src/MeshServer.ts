@@ -45,6 +45,7 @@ import {
 } from "./MeshServerApi.js"
 import { makeMemory, NonceStore, type NonceStoreApi } from "./NonceStore.js"
 import * as RateLimiter from "./RateLimiter.js"
+import * as Sse from "./Sse.js"
 import { MESH_PROTOCOL_VERSION } from "./Version.js"
 import { CorrelationId } from "./http/CorrelationId.js"
 import { errorBody } from "./http/ErrorBody.js"
@@ -262,7 +263,7 @@ interface Outgoing {
 type Item = Outgoing | { readonly _tag: "Done" } | { readonly _tag: "Failed"; readonly cause: Cause.Cause<MessageRefusal> }
 const DONE: Item = { _tag: "Done" }
 
-const wantsEventStream = (accept: string | undefined): boolean => accept !== undefined && accept.toLowerCase().includes("text/event-stream")
+const wantsEventStream = (accept: string | undefined): boolean => accept !== undefined && accept.toLowerCase().includes(Sse.CONTENT_TYPE)
 
 /** Starts a MeshServer; it stops when the scope closes. */
 export const make = <R = never>(
@@ -446,13 +447,13 @@ export const make = <R = never>(
                   cid
                 )
           const log = refusal === undefined ? Effect.logError("message handler failed", cause).pipe(Effect.annotateLogs("correlationId", cid)) : Effect.void
-          return Effect.as(log, { text: `event: error\ndata: ${data}\n\n`, last: true })
+          return Effect.as(log, { text: Sse.encodeEvent({ event: "error", data }), last: true })
         }
         const encode = (item: Outgoing | Extract<Item, { _tag: "Failed" }>): Effect.Effect<{ readonly text: string; readonly last: boolean }> =>
           item._tag === "Failed"
             ? errorEvent(item.cause)
             : sign(envelope, item).pipe(
-                Effect.map((reply) => ({ text: `id: ${++seq}\ndata: ${JSON.stringify(reply)}\n\n`, last: false })),
+                Effect.map((reply) => ({ text: Sse.encodeEvent({ id: String(++seq), data: JSON.stringify(reply) }), last: false })),
                 Effect.catchAllCause(errorEvent)
               )
         const rest = Stream.repeatEffectOption(
@@ -469,10 +470,7 @@ export const make = <R = never>(
             })
           )
         )
-        return HttpServerResponse.stream(body, {
-          contentType: "text/event-stream",
-          headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
-        })
+        return HttpServerResponse.stream(body, { contentType: Sse.CONTENT_TYPE, headers: Sse.RESPONSE_HEADERS })
       })
 
     const receive = (payload: unknown): Effect.Effect<HttpServerResponse.HttpServerResponse, MessageRefusal, R | Keys | HttpServerRequest.HttpServerRequest | CorrelationId> =>
