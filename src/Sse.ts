@@ -3,7 +3,7 @@
  * a limit per event and per stream, and `encodeEvent` frames one event. A reader must be bounded because the peer
  * decides the sizes: one unterminated event would otherwise grow the reader until it dies. Past a limit the stream
  * fails with `SseLimitExceeded` as soon as the chunk that crosses it arrives, so a reader holds at most the limit
- * plus one chunk. Core module: no I/O, bytes in and events out (docs/protocol.md §9).
+ * plus one chunk. Core module: no I/O, bytes in and events out (docs/agent.md §3 and §7, docs/mesh-server.md §4 and §7).
  */
 import * as Data from "effect/Data"
 import * as Either from "effect/Either"
