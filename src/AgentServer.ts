@@ -368,6 +368,14 @@ const noResolver: KeyResolverApi = {
 const isRefusal = Schema.is(HttpSignatureRefusalCode)
 const isThrottled = Schema.is(HttpSignatureThrottledCode)
 
+/** A refused signature as the agent answers it: 401, 429 over the nonce quota, 503 when it cannot decide. */
+const signatureError = ({ code, message }: HttpSignatureError): AgentUnauthorized | AgentRateLimited | AgentUnavailable =>
+  isRefusal(code)
+    ? new AgentUnauthorized({ code, message })
+    : isThrottled(code)
+      ? new AgentRateLimited({ code, message, retryAfterSeconds: 1 })
+      : new AgentUnavailable({ code, message })
+
 const sha256 = (s: string): Buffer => crypto.createHash("sha256").update(s).digest()
 
 /** A guard call as one string: the capability and every option, with defaults filled in. */
@@ -919,12 +927,6 @@ export const make = (
       const target = `${(baseUrl ?? "").replace(/\/+$/, "")}${req.url}`
       const url = URL.canParse(target) ? new URL(target).href : undefined
       if (url === undefined) return yield* Effect.fail(new AgentUnauthorized({ code: "SIGNATURE_MALFORMED", message: "the request's target URI cannot be rebuilt (Host header)" }))
-      const signatureError = ({ code, message }: HttpSignatureError) =>
-        isRefusal(code)
-          ? new AgentUnauthorized({ code, message })
-          : isThrottled(code)
-            ? new AgentRateLimited({ code, message, retryAfterSeconds: 1 })
-            : new AgentUnavailable({ code, message })
       const checked = yield* checkRequest(
         { method: req.method, url, headers: req.headers, body: yield* bodyOf(req) },
         { resolveKey: resolver.resolve, clockToleranceMs: tolerance }
