@@ -4,7 +4,7 @@
  *
  * Every store holds at most `perSenderQuota` live nonces per sender, so one sender (however validly it signs) cannot
  * crowd the others out of a bounded store: past its quota it is refused with `NonceQuotaExceeded`, and only it is.
- * Callers record a nonce only once the sender is authentic and authorized (docs/protocol.md §10.5).
+ * Callers record a nonce only once the sender is authentic and authorized (docs/protocol.md §10.3).
  */
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"

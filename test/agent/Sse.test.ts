@@ -32,9 +32,10 @@ const parseAll = (chunks: ReadonlyArray<string | Uint8Array>, limits?: Sse.SseLi
  * counting the bytes it has handed out.
  */
 const fakePeer = (next: (i: number) => Uint8Array | undefined, contentType = Sse.CONTENT_TYPE) => {
-  const sent = { bytes: 0 }
+  const sent = { bytes: 0, requests: 0 }
   const client = HttpClient.make((request) =>
     Effect.sync(() => {
+      sent.requests++
       let i = 0
       const body = new ReadableStream<Uint8Array>(
         {
@@ -108,10 +109,15 @@ describe("SSE", () => {
   it.effect("AgentClient: the limits are configurable; a stream past maxStreamBytes is SSE_LIMIT_EXCEEDED too, and not retried", () =>
     Effect.gen(function* () {
       const keepAlive = bytes(`: ${"k".repeat(1022)}\n`)
-      const peer = fakePeer((i) => (i < SOURCE_CAP * 64 ? keepAlive : undefined))
+      // A first event with an id, so a client that took the limit for a dropped connection would reconnect.
+      const first = bytes(`id: r:0\nevent: chunk\ndata: {"text":"a"}\n\n`)
+      const peer = fakePeer((i) => (i === 0 ? first : i < SOURCE_CAP * 64 ? keepAlive : undefined))
       const client = yield* AgentClient.make({ sse: { maxStreamBytes: 256 * 1024 } }).pipe(Effect.provide(peer.layer))
-      const result = yield* Effect.either(Stream.runDrain(client.stream("http://agent.test", "go")))
+      const seen: Array<AgentClient.StreamEvent> = []
+      const result = yield* Effect.either(Stream.runForEach(client.stream("http://agent.test", "go"), (e) => Effect.sync(() => void seen.push(e))))
       assert.isTrue(Either.isLeft(result) && result.left.code === "SSE_LIMIT_EXCEEDED")
+      assert.deepStrictEqual(seen, [{ type: "chunk", text: "a" }])
+      assert.strictEqual(peer.sent.requests, 1)
       assert.isAtMost(peer.sent.bytes, 256 * 1024 + 2 * keepAlive.length)
     }).pipe(Effect.provide(KeysNative.layer)))
 
