@@ -369,11 +369,11 @@ const isRefusal = Schema.is(HttpSignatureRefusalCode)
 const isThrottled = Schema.is(HttpSignatureThrottledCode)
 
 /** A refused signature as the agent answers it: 401, 429 over the nonce quota, 503 when it cannot decide. */
-const signatureError = ({ code, message }: HttpSignatureError): AgentUnauthorized | AgentRateLimited | AgentUnavailable =>
+const signatureError = ({ code, message, retryAfterSeconds }: HttpSignatureError): AgentUnauthorized | AgentRateLimited | AgentUnavailable =>
   isRefusal(code)
     ? new AgentUnauthorized({ code, message })
     : isThrottled(code)
-      ? new AgentRateLimited({ code, message, retryAfterSeconds: 1 })
+      ? new AgentRateLimited({ code, message, retryAfterSeconds: retryAfterSeconds ?? 1 })
       : new AgentUnavailable({ code, message })
 
 const sha256 = (s: string): Buffer => crypto.createHash("sha256").update(s).digest()

@@ -72,7 +72,9 @@ export type HttpSignatureErrorCode = typeof HttpSignatureErrorCode.Type
 /** A signed request that was refused; `code` says why. */
 export class HttpSignatureError extends Schema.TaggedError<HttpSignatureError>()("HttpSignatureError", {
   code: HttpSignatureErrorCode,
-  message: Schema.String
+  message: Schema.String,
+  /** NONCE_QUOTA_EXCEEDED: when the signer's next nonce expires, in whole seconds. */
+  retryAfterSeconds: Schema.optional(Schema.Number)
 }) {}
 
 // An Either, so the same helper serves the pure base builder and, being yieldable, the effects.
@@ -348,7 +350,14 @@ export const recordNonce = (checked: CheckedSignature, nonceStore: NonceStoreApi
   nonceStore.record(checked.did, checked.nonce, checked.retainUntilMs).pipe(
     Effect.catchTags({
       NonceReplayed: () => fail("REPLAYED", `nonce ${checked.nonce} from ${checked.did} was already used`),
-      NonceQuotaExceeded: (e) => fail("NONCE_QUOTA_EXCEEDED", `${checked.did} holds its quota of ${e.quota} live nonces; retry when earlier signatures expire`),
+      NonceQuotaExceeded: (e) =>
+        Effect.fail(
+          new HttpSignatureError({
+            code: "NONCE_QUOTA_EXCEEDED",
+            message: `${checked.did} holds its quota of ${e.quota} live nonces; retry when earlier signatures expire`,
+            retryAfterSeconds: Math.max(1, Math.ceil(e.retryAfterMs / 1000))
+          })
+        ),
       NonceStoreFull: (e) => fail("NONCE_STORE_FULL", `nonce store holds ${e.capacity} live nonces`),
       NonceStoreUnavailable: (e) => fail("NONCE_STORE_UNAVAILABLE", e.message)
     })

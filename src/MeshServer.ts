@@ -352,7 +352,13 @@ export const make = <R = never>(
         Effect.catchTags({
           NonceReplayed: () => Effect.fail(refusalOf(new EnvelopeError({ code: "REPLAYED", message: `nonce ${envelope.nonce} from ${envelope.from} was already used` }))),
           NonceQuotaExceeded: (e) =>
-            Effect.fail(refusalOf(new EnvelopeError({ code: "NONCE_QUOTA_EXCEEDED", message: `${envelope.from} holds its quota of ${e.quota} live nonces` }))),
+            Effect.fail(
+              new MessageRateLimited({
+                code: "NONCE_QUOTA_EXCEEDED",
+                message: `${envelope.from} holds its quota of ${e.quota} live nonces; retry when earlier envelopes expire`,
+                retryAfterSeconds: Math.max(1, Math.ceil(e.retryAfterMs / 1000))
+              })
+            ),
           NonceStoreFull: (e) => Effect.fail(refusalOf(new EnvelopeError({ code: "NONCE_STORE_FULL", message: `nonce store holds ${e.capacity} live nonces` }))),
           NonceStoreUnavailable: (e) => Effect.fail(refusalOf(new EnvelopeError({ code: "NONCE_STORE_UNAVAILABLE", message: e.message })))
         })

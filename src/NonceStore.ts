@@ -18,8 +18,12 @@ export class NonceReplayed extends Data.TaggedError("NonceReplayed")<{ readonly 
 /** The bounded store is full of live nonces; it refuses rather than forget one. */
 export class NonceStoreFull extends Data.TaggedError("NonceStoreFull")<{ readonly capacity: number }> {}
 
-/** This sender already holds its quota of live nonces; the others are not affected. */
-export class NonceQuotaExceeded extends Data.TaggedError("NonceQuotaExceeded")<{ readonly sender: string; readonly quota: number }> {}
+/** This sender already holds its quota of live nonces; the others are not affected. Its next one expires in `retryAfterMs`. */
+export class NonceQuotaExceeded extends Data.TaggedError("NonceQuotaExceeded")<{
+  readonly sender: string
+  readonly quota: number
+  readonly retryAfterMs: number
+}> {}
 
 /** The store's backing database failed; the envelope is refused (fail closed). */
 export class NonceStoreUnavailable extends Data.TaggedError("NonceStoreUnavailable")<{ readonly message: string }> {}
@@ -116,7 +120,7 @@ export const makeMemory = (options: MemoryOptions = {}): MemoryNonceStore => {
         if (held === undefined) {
           if (s !== undefined && s.nonces.size >= quota) {
             if (s.earliest <= now) sweepSender(s, now)
-            if (s.nonces.size >= quota) return Effect.fail(new NonceQuotaExceeded({ sender, quota }))
+            if (s.nonces.size >= quota) return Effect.fail(new NonceQuotaExceeded({ sender, quota, retryAfterMs: Math.max(0, s.earliest - now) }))
           }
           if (size >= capacity) {
             if (earliest <= now) sweep(now)

@@ -68,10 +68,13 @@ export const make = (options: SqlOptions = {}): Effect.Effect<NonceStoreApi, nev
             WHERE mesh_nonces.expires_at <= ${now}
             RETURNING sender`.pipe(Effect.mapError(unavailable))
           if (rows.length > 0) return
-          // Refused: say whether it is a replay or the quota (the rare path pays the second query).
-          const held = yield* sql<{ n: number }>`
-            SELECT 1 AS n FROM mesh_nonces WHERE sender = ${sender} AND nonce = ${nonce} AND expires_at > ${now}`.pipe(Effect.mapError(unavailable))
-          return yield* held.length > 0 ? Effect.fail(new NonceReplayed({ sender, nonce })) : Effect.fail(new NonceQuotaExceeded({ sender, quota }))
+          // Refused: say whether it is a replay or the quota, and when the sender's next nonce expires (the rare path
+          // pays the second query).
+          const [live] = yield* sql<{ held: number | null; earliest: number | null }>`
+            SELECT MAX(CASE WHEN nonce = ${nonce} THEN 1 ELSE 0 END) AS held, MIN(expires_at) AS earliest
+            FROM mesh_nonces WHERE sender = ${sender} AND expires_at > ${now}`.pipe(Effect.mapError(unavailable))
+          if (live?.held === 1) return yield* Effect.fail(new NonceReplayed({ sender, nonce }))
+          return yield* Effect.fail(new NonceQuotaExceeded({ sender, quota, retryAfterMs: Math.max(0, (live?.earliest ?? now) - now) }))
         })
     }
   })
