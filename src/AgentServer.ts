@@ -17,12 +17,14 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
+import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
@@ -257,6 +259,8 @@ type Outcome = { readonly _tag: "Completed"; readonly message: string } | { read
 const DEFAULT_RETENTION_MS = 5 * 60_000
 const MAX_RETAINED_RUNS = 1000
 const DEFAULT_MAX_LIVE_RUNS = 256
+/** How often finished streamed runs past their retention are let go (or every `runRetentionMs`, if shorter). */
+const PRUNE_INTERVAL_MS = 60_000
 /** Bytes of SSE frames one streamed run keeps for reconnects; older events are let go. */
 const MAX_RUN_RETAINED_BYTES = 4 * 1024 * 1024
 /** Default bytes of SSE frames all streamed runs together keep for reconnects. */
@@ -673,6 +677,13 @@ export const make = (
         if (run.done && (now - run.finishedAt > retention || runs.size > MAX_RETAINED_RUNS)) drop(run)
       }
     }
+
+    // Finished runs are let go on a schedule too, not only when a new run starts: an idle server frees them as well.
+    yield* Clock.currentTimeMillis.pipe(
+      Effect.flatMap((now) => Effect.sync(() => prune(now))),
+      Effect.repeat(Schedule.spaced(Duration.millis(Math.min(retention, PRUNE_INTERVAL_MS)))),
+      Effect.forkIn(scope)
+    )
 
     /** Lets finished runs go, those that finished first first, until at most `limit` bytes are kept. */
     const evictFinished = (limit: number) => {

@@ -73,6 +73,20 @@ describe("streamed-run retention", () => {
       })
     ))
 
+  it.effect("an idle server lets finished runs go on a schedule, with no new run to trigger it (TestClock)", () =>
+    provide(
+      Effect.gen(function* () {
+        const agent = yield* AgentServer.make({ name: "idle", database: ":memory:", runRetentionMs: 60_000, handler: () => "hi" })
+        yield* readSse(`${agent.url}/v1/run`, { message: "one" })
+        assert.strictEqual(agent.stats().streamedRuns, 1)
+        assert.isAbove(agent.stats().retainedEventBytes, 0)
+        yield* TestClock.adjust("61 seconds")
+        assert.strictEqual(agent.stats().streamedRuns, 1)
+        yield* TestClock.adjust("60 seconds")
+        assert.deepStrictEqual(agent.stats(), { streamedRuns: 0, retainedEventBytes: 0 })
+      })
+    ))
+
   it.effect("a finished run is let go once runRetentionMs has passed on the Clock (TestClock)", () =>
     provide(
       Effect.gen(function* () {
