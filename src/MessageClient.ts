@@ -15,7 +15,7 @@ import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { type Envelope, isEnvelope, validateEnvelope } from "./Envelope.js"
 import { Keys } from "./Keys.js"
-import { makeMemory, type NonceStoreApi } from "./NonceStore.js"
+import { DEFAULT_MEMORY_CAPACITY, makeMemory, type NonceStoreApi } from "./NonceStore.js"
 import * as Sse from "./Sse.js"
 import { tryParseJsonStrict } from "./internal/json.js"
 import { runWithKeys } from "./internal/promiseRuntime.js"
@@ -51,7 +51,7 @@ export const SSE_LIMIT_EXCEEDED = "SSE_LIMIT_EXCEEDED"
 
 /** Client settings. */
 export interface MessageClientOptions {
-  /** Remembers reply nonces when replies are verified; default a bounded memory store of the client's own. */
+  /** Remembers reply nonces when replies are verified; default a bounded memory store of the client's own (100 000, no per-server quota). */
   readonly nonceStore?: NonceStoreApi
   /** Allowed clock skew when verifying replies, in ms; default 30 000. */
   readonly clockToleranceMs?: number
@@ -117,12 +117,18 @@ const parseJson = (text: string): Option.Option<unknown> => {
   return parsed.ok ? Option.some(parsed.value) : Option.none()
 }
 
+/**
+ * A client's store of reply nonces: bounded, with no per-sender quota, since it holds only replies this client asked
+ * for from servers it chose, and one busy server must not make its own replies fail.
+ */
+const replyNonceStore = (): NonceStoreApi => makeMemory({ perSenderQuota: DEFAULT_MEMORY_CAPACITY })
+
 /** Builds a client over the `HttpClient` in context. */
 export const make = (options: MessageClientOptions = {}): Effect.Effect<MessageClientApi, never, HttpClient.HttpClient | Keys> =>
   Effect.gen(function* () {
     const http = yield* HttpClient.HttpClient
     const keys = yield* Keys
-    const nonceStore = options.nonceStore ?? makeMemory()
+    const nonceStore = options.nonceStore ?? replyNonceStore()
     const sseLimits = options.sse
     const validateOptions = options.clockToleranceMs === undefined ? {} : { clockToleranceMs: options.clockToleranceMs }
 
@@ -226,7 +232,7 @@ export const stream = (endpoint: string, envelope: Envelope, options?: SendOptio
 
 // One nonce store for every Promise call, so a replayed reply is caught across calls too.
 let promiseNonceStore: NonceStoreApi | undefined
-const promiseClient = Effect.suspend(() => make({ nonceStore: (promiseNonceStore ??= makeMemory()) })).pipe(Effect.provide(FetchHttpClient.layer))
+const promiseClient = Effect.suspend(() => make({ nonceStore: (promiseNonceStore ??= replyNonceStore()) })).pipe(Effect.provide(FetchHttpClient.layer))
 
 /**
  * The Promise facade (fetch, node:crypto keys): `send` resolves with the reply or null, `stream` is an async
