@@ -50,6 +50,7 @@ import { RunReply, RunRequest } from "../src/AgentApi.js"
 import * as AgentServer from "../src/AgentServer.js"
 import * as Serve from "../src/http/Serve.js"
 import { signRequest } from "../src/HttpSignature.js"
+import { DEFAULT_MEMORY_CAPACITY, makeMemory } from "../src/NonceStore.js"
 import { Keys } from "../src/Keys.js"
 import * as KeysNative from "../src/KeysNative.js"
 import { report, type Measurement } from "./harness.js"
@@ -138,7 +139,10 @@ const startAgent = async (auth: "none" | "mesh-sig"): Promise<number> => {
         database: ":memory:",
         port: 0,
         auth,
-        ...(auth === "mesh-sig" ? { resolveCallerKey: (did: string) => (did === CALLER ? callerKey : null) } : {})
+        // One caller sends every signed request within one signature lifetime: its nonce quota must hold them all.
+        ...(auth === "mesh-sig"
+          ? { resolveCallerKey: (did: string) => (did === CALLER ? callerKey : null), nonceStore: makeMemory({ perSenderQuota: DEFAULT_MEMORY_CAPACITY }) }
+          : {})
       }),
       scope
     ).pipe(Effect.provide(KeysNative.layer))

@@ -15,6 +15,7 @@ import {
   AgentConflict,
   AgentForbidden,
   AgentNotFound,
+  AgentRateLimited,
   AgentUnauthorized,
   AgentUnavailable,
   HandlerFailed,
@@ -114,7 +115,7 @@ export class CurrentCaller extends Context.Tag("agent-mesh/agent/CurrentCaller")
 /** The server's auth mode, as middleware (bearer or mesh-sig; `none` lets every caller through as `anonymous`). */
 export class AgentAuth extends HttpApiMiddleware.Tag<AgentAuth>()("agent-mesh/agent/AgentAuth", {
   provides: CurrentCaller,
-  failure: Schema.Union(AgentUnauthorized, AgentForbidden, AgentUnavailable)
+  failure: Schema.Union(AgentUnauthorized, AgentForbidden, AgentRateLimited, AgentUnavailable)
 }) {}
 
 // The streamed form of a 200 (docs/agent.md §3): HttpApi declares one body per status, so the alternative media
@@ -161,6 +162,7 @@ export class AgentApi extends HttpApi.make("agent")
   .add(DocsGroup)
   .addError(AgentBadRequest)
   .addError(AgentUnauthorized)
+  .addError(AgentRateLimited)
   .addError(InvalidJson)
   .addError(PayloadTooLarge)
   .addError(RouteNotFound)

@@ -18,8 +18,13 @@ import { verificationMethodId } from "./Did.js"
 import { signRequest } from "./HttpSignature.js"
 import { Keys, type PrivateKeyInput } from "./Keys.js"
 import * as MeshClient from "./MeshClient.js"
+import * as Sse from "./Sse.js"
+import { tryParseJsonStrict } from "./internal/json.js"
 
-/** A call failed; `code` is the agent's (or the hub's) error code, or one of AGENT_NOT_FOUND, AGENT_UNREACHABLE, BAD_RESPONSE. */
+/**
+ * A call failed; `code` is the agent's (or the hub's) error code, or one of AGENT_NOT_FOUND, AGENT_UNREACHABLE,
+ * BAD_RESPONSE, SSE_LIMIT_EXCEEDED (a streamed reply sent an event or a stream past the client's `sse` limits).
+ */
 export class AgentCallError extends Schema.TaggedError<AgentCallError>()("AgentCallError", {
   code: Schema.String,
   message: Schema.String,
@@ -63,6 +68,8 @@ export interface AgentClientOptions {
   readonly cacheTtlMs?: number
   /** Reconnects of a dropped stream; default 3. */
   readonly reconnects?: number
+  /** How large a streamed reply may be: default 1 MiB per event, 64 MiB per stream (each connection counted apart). */
+  readonly sse?: Sse.SseLimits
 }
 
 /** The operations of an agent client. */
@@ -73,6 +80,8 @@ export interface AgentClientApi {
   readonly call: (target: string, message: string, options?: CallOptions) => Effect.Effect<CallResult, AgentCallError>
   /** Runs `message` and streams the reply's events. */
   readonly stream: (target: string, message: string, options?: CallOptions) => Stream.Stream<StreamEvent, AgentCallError>
+  /** The agent's signed discovery document (`/.well-known/mesh-agent.json`), as a JSON object. */
+  readonly discover: (target: string) => Effect.Effect<Readonly<Record<string, unknown>>, AgentCallError>
   /** Resumes a task paused at a human gate with the grantor's signed approval. */
   readonly resume: (
     target: string,
@@ -100,48 +109,6 @@ const fromErrorBody = (body: unknown, status?: number): AgentCallError =>
     : badResponse(`unexpected answer${status === undefined ? "" : ` (HTTP ${status})`}`, status)
 
 const isHttpUrl = (s: string) => /^https?:\/\//i.test(s)
-
-interface SseAccumulator {
-  readonly id: string | undefined
-  readonly event: string
-  readonly data: ReadonlyArray<string>
-}
-
-const SSE_START: SseAccumulator = { id: undefined, event: "message", data: [] }
-
-interface SseEvent {
-  readonly id: string | undefined
-  readonly event: string
-  readonly data: string
-}
-
-/** Splits an SSE byte stream into events (text/event-stream, WHATWG HTML §9.2). */
-const parseSse = <E>(bytes: Stream.Stream<Uint8Array, E>): Stream.Stream<SseEvent, E> =>
-  bytes.pipe(
-    Stream.decodeText(),
-    Stream.splitLines,
-    Stream.mapAccum(SSE_START, (acc, line: string): readonly [SseAccumulator, ReadonlyArray<SseEvent>] => {
-      if (line === "") {
-        if (acc.data.length === 0) return [{ ...acc, event: "message" }, []]
-        return [{ id: acc.id, event: "message", data: [] }, [{ id: acc.id, event: acc.event, data: acc.data.join("\n") }]]
-      }
-      if (line.startsWith(":")) return [acc, []]
-      const colon = line.indexOf(":")
-      const field = colon < 0 ? line : line.slice(0, colon)
-      const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "")
-      switch (field) {
-        case "id":
-          return [{ ...acc, id: value }, []]
-        case "event":
-          return [{ ...acc, event: value }, []]
-        case "data":
-          return [{ ...acc, data: [...acc.data, value] }, []]
-        default:
-          return [acc, []]
-      }
-    }),
-    Stream.flattenIterables
-  )
 
 /** Builds the client over an `HttpClient`. */
 export const make = (options: AgentClientOptions = {}): Effect.Effect<AgentClientApi, never, HttpClient.HttpClient | Keys> =>
@@ -206,9 +173,18 @@ export const make = (options: AgentClientOptions = {}): Effect.Effect<AgentClien
       ...(o.mandate === undefined ? {} : { mandate: o.mandate })
     })
 
+    /** A response body as strict JSON (I-JSON: no duplicate names, no `__proto__`). */
+    const readJson = (response: HttpClientResponse.HttpClientResponse): Effect.Effect<unknown, AgentCallError> =>
+      Effect.flatMap(Effect.mapError(response.text, unreachable), (text) => {
+        const parsed = tryParseJsonStrict(text)
+        return parsed.ok
+          ? Effect.succeed(parsed.value)
+          : Effect.fail(badResponse(`the agent answered HTTP ${response.status} without JSON (${parsed.error.reason})`, response.status))
+      })
+
     const readResult = (response: HttpClientResponse.HttpClientResponse): Effect.Effect<CallResult, AgentCallError> =>
       Effect.flatMap(
-        Effect.mapError(response.json, () => badResponse(`the agent answered HTTP ${response.status} without JSON`, response.status)),
+        readJson(response),
         (body): Effect.Effect<CallResult, AgentCallError> => {
           if (response.status === 200 && isRecord(body) && typeof body.message === "string" && typeof body.sessionId === "string") {
             return Effect.succeed({ message: body.message, sessionId: body.sessionId })
@@ -228,13 +204,21 @@ export const make = (options: AgentClientOptions = {}): Effect.Effect<AgentClien
         Effect.flatMap(post(`${base}/v1/resume`, { taskId, approval }, o, { accept: "application/json" }), readResult)
       )
 
-    const toEvent = (e: SseEvent): Effect.Effect<StreamEvent | undefined, AgentCallError> => {
-      let data: unknown
-      try {
-        data = JSON.parse(e.data)
-      } catch {
-        return Effect.fail(badResponse(`an event's data is not JSON`))
-      }
+    const discover = (target: string) =>
+      Effect.flatMap(endpointOf(target), (base) =>
+        Effect.flatMap(
+          Effect.mapError(http.execute(HttpClientRequest.get(`${base}/.well-known/mesh-agent.json`, { acceptJson: true })), unreachable),
+          (response) =>
+            Effect.flatMap(readJson(response), (body): Effect.Effect<Readonly<Record<string, unknown>>, AgentCallError> =>
+              response.status === 200 && isRecord(body) ? Effect.succeed(body) : Effect.fail(fromErrorBody(body, response.status))
+            )
+        )
+      )
+
+    const toEvent = (e: Sse.SseEvent): Effect.Effect<StreamEvent | undefined, AgentCallError> => {
+      const parsed = tryParseJsonStrict(e.data)
+      if (!parsed.ok) return Effect.fail(badResponse(`an event's data is not JSON (${parsed.error.reason})`))
+      const data = parsed.value
       if (!isRecord(data)) return Effect.fail(badResponse("an event's data is not an object"))
       switch (e.event) {
         case "chunk":
@@ -261,9 +245,10 @@ export const make = (options: AgentClientOptions = {}): Effect.Effect<AgentClien
         return Stream.unwrap(
           Effect.map(post(url, payload, o, headers), (response) => {
             if (response.status !== 200 || !(response.headers["content-type"] ?? "").includes("text/event-stream")) {
-              return Stream.fromEffect(Effect.flatMap(Effect.orElseSucceed(response.json, () => undefined), (b) => Effect.fail(fromErrorBody(b, response.status))))
+              return Stream.fromEffect(Effect.flatMap(Effect.orElseSucceed(readJson(response), () => undefined), (b) => Effect.fail(fromErrorBody(b, response.status))))
             }
-            const events = parseSse(Stream.mapError(response.stream, unreachable)).pipe(
+            const events = Sse.parse(Stream.mapError(response.stream, unreachable), options.sse).pipe(
+              Stream.catchTag("SseLimitExceeded", (e) => Stream.fail(new AgentCallError({ code: "SSE_LIMIT_EXCEEDED", message: e.message }))),
               Stream.mapEffect((e) => {
                 if (e.id !== undefined) last = e.id
                 if (e.event === "done" || e.event === "approval_required" || e.event === "error") finished = true
@@ -283,7 +268,7 @@ export const make = (options: AgentClientOptions = {}): Effect.Effect<AgentClien
       return Stream.unwrap(Effect.map(endpointOf(target), (base) => attempt(`${base}/v1/run`, undefined, reconnects)))
     }
 
-    return { endpointOf, call, stream, resume }
+    return { endpointOf, call, stream, discover, resume }
   })
 
 /** The `AgentClient` service. */

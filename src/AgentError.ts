@@ -4,7 +4,7 @@
  */
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as Schema from "effect/Schema"
-import { HttpSignatureRefusalCode, HttpSignatureUnavailableCode } from "./HttpSignature.js"
+import { HttpSignatureRefusalCode, HttpSignatureThrottledCode, HttpSignatureUnavailableCode } from "./HttpSignature.js"
 
 /** 400: the request cannot be read. */
 export class AgentBadRequest extends Schema.TaggedError<AgentBadRequest>()(
@@ -31,6 +31,7 @@ export const ForbiddenCode = Schema.Literal(
   "RUN_CANCELLED",
   "MANDATE_REQUIRED",
   "MANDATE_INVALID",
+  "MANDATE_GRANTOR_MISMATCH",
   "CAPABILITY_NOT_PERMITTED",
   "REVERSIBILITY_VIOLATION",
   "ACTION_LIMIT_EXCEEDED",
@@ -68,6 +69,13 @@ export class AgentConflict extends Schema.TaggedError<AgentConflict>()(
   "AgentConflict",
   { code: Schema.Literal("TASK_ALREADY_RESUMED", "TASK_EXPIRED"), message: Schema.String },
   HttpApiSchema.annotations({ status: 409 })
+) {}
+
+/** 429: this caller holds its quota of live signature nonces; the others are not affected. Retry after `retryAfterSeconds`. */
+export class AgentRateLimited extends Schema.TaggedError<AgentRateLimited>()(
+  "AgentRateLimited",
+  { code: HttpSignatureThrottledCode, message: Schema.String, retryAfterSeconds: Schema.Number },
+  HttpApiSchema.annotations({ status: 429 })
 ) {}
 
 /** 500: the handler failed; details stay in the server log. */

@@ -41,6 +41,8 @@ export interface AgentClientPromise {
     approval: unknown,
     options?: Pick<AgentClient.CallOptions, "signAs" | "bearerToken">
   ) => Promise<AgentClient.CallResult>
+  /** The agent's signed discovery document, read as strict JSON. */
+  readonly discover: (target: string) => Promise<Readonly<Record<string, unknown>>>
 }
 
 /** A client for calling agents by `didHash` (through `options.hubUrl`) or by URL. */
@@ -63,7 +65,8 @@ export const createAgentClient = (options: AgentClient.AgentClientOptions = {}):
         }
       }
     }),
-    resume: async (target, taskId, approval, o) => runWithKeys((await get()).resume(target, taskId, approval, o))
+    resume: async (target, taskId, approval, o) => runWithKeys((await get()).resume(target, taskId, approval, o)),
+    discover: async (target) => runWithKeys((await get()).discover(target))
   }
 }
 

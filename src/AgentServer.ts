@@ -18,12 +18,14 @@ import * as OpenApi from "@effect/platform/OpenApi"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
+import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
@@ -47,6 +49,7 @@ import {
   AgentForbidden,
   type ForbiddenCode,
   AgentNotFound,
+  AgentRateLimited,
   AgentUnauthorized,
   AgentUnavailable,
   HandlerFailed,
@@ -58,14 +61,14 @@ import * as AgentMemorySql from "./AgentMemorySql.js"
 import { resumeTask } from "./Approval.js"
 import * as Database from "./Database.js"
 import { didHash, type InvalidDid, normalizeDid, verificationMethodId } from "./Did.js"
-import { HttpSignatureRefusalCode, verifyRequest } from "./HttpSignature.js"
+import { checkRequest, type HttpSignatureError, HttpSignatureRefusalCode, HttpSignatureThrottledCode, recordNonce } from "./HttpSignature.js"
 import { KeyNotFound, KeyResolver, type KeyResolverApi, KeyResolverUnavailable, type ResolvedKey } from "./KeyResolver.js"
 import { Keys, type MalformedKey, type PrivateKeyInput } from "./Keys.js"
 import { decodeUnverified } from "./Mandate.js"
 import * as MeshClient from "./MeshClient.js"
 import type { ModelError, ModelProviderApi } from "./ModelProvider.js"
 import * as ModelProviderOpenAi from "./ModelProviderOpenAi.js"
-import { makeMemory as memoryNonceStore, NonceStore } from "./NonceStore.js"
+import { makeMemory as memoryNonceStore, NonceStore, type NonceStoreApi } from "./NonceStore.js"
 import * as NonceStoreSql from "./NonceStoreSql.js"
 import { signMessage } from "./Proof.js"
 import * as TaskGuard from "./TaskGuard.js"
@@ -76,6 +79,7 @@ import { CorrelationId } from "./http/CorrelationId.js"
 import { errorBody } from "./http/ErrorBody.js"
 import { LeanRequest } from "./http/LeanRequest.js"
 import * as Serve from "./http/Serve.js"
+import * as Sse from "./Sse.js"
 import { fromBase64, toBase64 } from "./internal/bytes.js"
 
 /** What a handler declares about an action it asks the guard for. */
@@ -183,6 +187,17 @@ export interface AgentServerOptions {
   readonly runRetentionMs?: number
   /** Streamed runs in progress at most; more get 503 AGENT_BUSY. Default 256. */
   readonly maxLiveRuns?: number
+  /**
+   * Bytes of events all streamed runs together keep for reconnects; default 64 MiB. Past it the oldest finished
+   * runs are let go first, then a live run's oldest events; while live runs alone hold it, new streamed runs get
+   * 503 AGENT_BUSY. One run keeps at most 4 MiB (or this, if smaller).
+   */
+  readonly maxRetainedEventBytes?: number
+  /**
+   * Where mesh-sig nonces are recorded. Default: the agent's database (SQL, 6 250 live nonces per caller), or a
+   * bounded memory store (100 000, 6 250 per caller) when the database is `:memory:`.
+   */
+  readonly nonceStore?: NonceStoreApi
 }
 
 /** A running agent server. */
@@ -192,6 +207,8 @@ export interface RunningAgent {
   readonly did: string
   readonly didHash: string
   readonly publicKeyB64: string
+  /** Streamed runs kept for reconnects, and the bytes of their events. */
+  readonly stats: () => { readonly streamedRuns: number; readonly retainedEventBytes: number }
   readonly close: Effect.Effect<void>
 }
 
@@ -208,12 +225,12 @@ export type RunEventType = "chunk" | "approval_required" | "done" | "error"
 interface StreamedRun {
   readonly id: string
   readonly principal: string
-  /** The SSE frames still kept, from event number `first` on. */
-  readonly events: Array<string>
+  /** The SSE frames still kept (UTF-8), from event number `first` on. */
+  readonly events: Array<Uint8Array>
   first: number
   /** The events sent so far (kept or not). */
   sent: number
-  /** Characters held in `events`. */
+  /** Bytes held in `events`. */
   bytes: number
   readonly listeners: Set<() => void>
   done: boolean
@@ -243,9 +260,14 @@ type Outcome = { readonly _tag: "Completed"; readonly message: string } | { read
 const DEFAULT_RETENTION_MS = 5 * 60_000
 const MAX_RETAINED_RUNS = 1000
 const DEFAULT_MAX_LIVE_RUNS = 256
-/** Characters of SSE frames a streamed run keeps for reconnects (about 4 MiB); older events are let go. */
-const MAX_RUN_RETAINED_CHARS = 4 * 1024 * 1024
-const SSE = "text/event-stream"
+/** How often finished streamed runs past their retention are let go (or every `runRetentionMs`, if shorter). */
+const PRUNE_INTERVAL_MS = 60_000
+/** Bytes of SSE frames one streamed run keeps for reconnects; older events are let go. */
+const MAX_RUN_RETAINED_BYTES = 4 * 1024 * 1024
+/** Default bytes of SSE frames all streamed runs together keep for reconnects. */
+export const DEFAULT_MAX_RETAINED_EVENT_BYTES = 64 * 1024 * 1024
+const SSE = Sse.CONTENT_TYPE
+const utf8Encoder = new TextEncoder()
 const ANONYMOUS: Caller = { auth: "none", principal: "anonymous" }
 const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost"])
 
@@ -313,7 +335,8 @@ const jsonResponse = (body: unknown, options?: { readonly status?: number }): Ht
   })
 }
 
-const sseFrame = (id: string, type: RunEventType, data: unknown): string => `id: ${id}\nevent: ${type}\ndata: ${JSON.stringify(data)}\n\n`
+const sseFrame = (id: string, type: RunEventType, data: unknown): Uint8Array =>
+  utf8Encoder.encode(Sse.encodeEvent({ id, event: type, data: JSON.stringify(data) }))
 
 const acceptsStream = (req: HttpServerRequest.HttpServerRequest): boolean => (req.headers["accept"] ?? "").includes(SSE)
 
@@ -348,6 +371,15 @@ const noResolver: KeyResolverApi = {
 }
 
 const isRefusal = Schema.is(HttpSignatureRefusalCode)
+const isThrottled = Schema.is(HttpSignatureThrottledCode)
+
+/** A refused signature as the agent answers it: 401, 429 over the nonce quota, 503 when it cannot decide. */
+const signatureError = ({ code, message, retryAfterSeconds }: HttpSignatureError): AgentUnauthorized | AgentRateLimited | AgentUnavailable =>
+  isRefusal(code)
+    ? new AgentUnauthorized({ code, message })
+    : isThrottled(code)
+      ? new AgentRateLimited({ code, message, retryAfterSeconds: retryAfterSeconds ?? 1 })
+      : new AgentUnavailable({ code, message })
 
 const sha256 = (s: string): Buffer => crypto.createHash("sha256").update(s).digest()
 
@@ -396,7 +428,9 @@ export const make = (
     // An in-memory database dies with the process anyway: its nonces may as well live in (bounded) memory, which
     // costs a fraction of a SQL round trip per request.
     const nonceStore =
-      database === ":memory:"
+      options.nonceStore !== undefined
+        ? options.nonceStore
+        : database === ":memory:"
         ? memoryNonceStore()
         : Context.get(yield* Layer.build(NonceStoreSql.layer.pipe(Layer.provide(Layer.succeedContext(db)))), NonceStore)
     const memoryMode = options.memory ?? "none"
@@ -624,22 +658,60 @@ export const make = (
     // --- streamed runs, kept for reconnects -----------------------------------------------------------------
 
     const runs = new Map<string, StreamedRun>()
+    const maxRetained = options.maxRetainedEventBytes ?? DEFAULT_MAX_RETAINED_EVENT_BYTES
+    const maxPerRun = Math.min(MAX_RUN_RETAINED_BYTES, maxRetained)
+    /** Bytes held in the events of every kept run. */
+    let retained = 0
+
+    /** Lets a run's events go; a follower still reading it ends, and a reconnect finds it gone. */
+    const drop = (run: StreamedRun) => {
+      runs.delete(run.id)
+      retained -= run.bytes
+      run.bytes = 0
+      run.events.length = 0
+      run.first = run.sent
+      for (const l of run.listeners) l()
+    }
 
     const prune = (now: number) => {
-      for (const [id, run] of runs) {
-        if (run.done && (now - run.finishedAt > retention || runs.size > MAX_RETAINED_RUNS)) runs.delete(id)
+      for (const run of runs.values()) {
+        if (run.done && (now - run.finishedAt > retention || runs.size > MAX_RETAINED_RUNS)) drop(run)
       }
+    }
+
+    // Finished runs are let go on a schedule too, not only when a new run starts: an idle server frees them as well.
+    yield* Clock.currentTimeMillis.pipe(
+      Effect.flatMap((now) => Effect.sync(() => prune(now))),
+      Effect.repeat(Schedule.spaced(Duration.millis(Math.min(retention, PRUNE_INTERVAL_MS)))),
+      Effect.forkIn(scope)
+    )
+
+    /** Lets finished runs go, those that finished first first, until at most `limit` bytes are kept. */
+    const evictFinished = (limit: number) => {
+      if (retained <= limit) return
+      const finished = [...runs.values()].filter((r) => r.done).sort((a, b) => a.finishedAt - b.finishedAt)
+      for (const run of finished) {
+        if (retained <= limit) return
+        drop(run)
+      }
+    }
+
+    const shift = (run: StreamedRun) => {
+      const n = run.events.shift()!.length
+      run.bytes -= n
+      retained -= n
+      run.first++
     }
 
     const push = (run: StreamedRun, type: RunEventType, data: unknown) => {
       const frame = sseFrame(`${run.id}:${run.sent++}`, type, data)
       run.events.push(frame)
       run.bytes += frame.length
-      // A long run keeps only its latest events for reconnects: memory stays bounded per run.
-      while (run.bytes > MAX_RUN_RETAINED_CHARS && run.events.length > 1) {
-        run.bytes -= run.events.shift()!.length
-        run.first++
-      }
+      retained += frame.length
+      // A long run keeps only its latest events for reconnects: memory stays bounded per run and across runs.
+      while (run.bytes > maxPerRun && run.events.length > 1) shift(run)
+      evictFinished(maxRetained)
+      while (retained > maxRetained && run.events.length > 1) shift(run)
       for (const l of run.listeners) l()
     }
 
@@ -647,14 +719,13 @@ export const make = (
     const follow = (run: StreamedRun, from: number): Stream.Stream<Uint8Array> =>
       Stream.async<Uint8Array>((emit) => {
         let next = from
-        const encoder = new TextEncoder()
         const pump = (): boolean => {
           // A follower that fell behind what is kept ends here; reconnecting tells it those events are gone.
           if (next < run.first) {
             void emit.end()
             return true
           }
-          while (next < run.sent) void emit.single(encoder.encode(run.events[next++ - run.first]!))
+          while (next < run.sent) void emit.single(run.events[next++ - run.first]!)
           if (run.done) void emit.end()
           return run.done
         }
@@ -667,10 +738,7 @@ export const make = (
       })
 
     const sseResponse = (run: StreamedRun, from: number) =>
-      HttpServerResponse.stream(follow(run, from), {
-        contentType: SSE,
-        headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
-      })
+      HttpServerResponse.stream(follow(run, from), { contentType: SSE, headers: Sse.RESPONSE_HEADERS })
 
     /** Starts `x` in the background, streaming its events; the run outlives the request that started it. */
     const startStreamed = (x: Execution, caller: Caller, cid: string) =>
@@ -681,6 +749,13 @@ export const make = (
         for (const r of runs.values()) if (!r.done) live++
         if (live >= maxLiveRuns) {
           return yield* Effect.fail(new AgentUnavailable({ code: "AGENT_BUSY", message: `${live} streamed runs are in progress; retry shortly`, retryAfterSeconds: 1 }))
+        }
+        // Room for a new run: finished runs give way; live runs alone at the cap make the server busy.
+        evictFinished(maxRetained - 1)
+        if (retained >= maxRetained) {
+          return yield* Effect.fail(
+            new AgentUnavailable({ code: "AGENT_BUSY", message: `streamed runs in progress hold ${retained} bytes of events; retry shortly`, retryAfterSeconds: 1 })
+          )
         }
         const run: StreamedRun = {
           id: crypto.randomUUID(),
@@ -753,6 +828,7 @@ export const make = (
         const caller = yield* CurrentCaller
         const lastEventId = req.headers["last-event-id"]
         if (lastEventId !== undefined) return yield* reconnect(req, lastEventId, caller)
+        if (payload.mandate !== undefined && caller.did !== undefined) yield* presentedByGrantor(payload.mandate, caller.did)
         const sessionId = payload.sessionId ?? crypto.randomUUID()
         const history =
           memory.mode === "none" ? (payload.history ?? []) : yield* Effect.mapError(memory.load(did, caller.principal, sessionId), storeUnavailable)
@@ -768,6 +844,21 @@ export const make = (
         }
         return yield* answer(x0(state), req, caller)
       })
+
+    /**
+     * Under mesh-sig a task mandate is bound to its presenter: the leaf is granted to this agent (`aud`, checked by
+     * the guard) by the one who calls with it (`iss`). Otherwise a mandate seen once could be replayed by anyone to
+     * make this agent act on its grantor's authority. Under bearer and none the caller has no DID: the token is a
+     * bearer credential (docs/agent.md §5). A token that does not decode is refused by the guard on first use.
+     */
+    const presentedByGrantor = (token: string, callerDid: string): Effect.Effect<void, AgentForbidden> => {
+      const decoded = decodeUnverified(token)
+      if (Either.isLeft(decoded)) return Effect.void
+      const grantor = normalizeDid(decoded.right.grantor) ?? decoded.right.grantor
+      return grantor === callerDid
+        ? Effect.void
+        : Effect.fail(forbidden("MANDATE_GRANTOR_MISMATCH", `the mandate was granted by ${grantor}, not by the caller ${callerDid}`))
+    }
 
     const x0 = (state: TaskState, approval?: Execution["approval"]): Execution => ({
       state,
@@ -833,7 +924,7 @@ export const make = (
     }
     const allowed = options.allowedCallers === undefined ? undefined : new Set(options.allowedCallers.map((d) => normalizeDid(d) ?? d))
 
-    const authenticate: Effect.Effect<Caller, AgentUnauthorized | AgentForbidden | AgentUnavailable, HttpServerRequest.HttpServerRequest> = auth === "none" ? Effect.succeed(ANONYMOUS) : Effect.gen(function* () {
+    const authenticate: Effect.Effect<Caller, AgentUnauthorized | AgentForbidden | AgentRateLimited | AgentUnavailable, HttpServerRequest.HttpServerRequest> = auth === "none" ? Effect.succeed(ANONYMOUS) : Effect.gen(function* () {
       const req = yield* HttpServerRequest.HttpServerRequest
       if (auth === "bearer") {
         const header = req.headers["authorization"]
@@ -848,19 +939,17 @@ export const make = (
       const target = `${(baseUrl ?? "").replace(/\/+$/, "")}${req.url}`
       const url = URL.canParse(target) ? new URL(target).href : undefined
       if (url === undefined) return yield* Effect.fail(new AgentUnauthorized({ code: "SIGNATURE_MALFORMED", message: "the request's target URI cannot be rebuilt (Host header)" }))
-      const verified = yield* verifyRequest(
+      const checked = yield* checkRequest(
         { method: req.method, url, headers: req.headers, body: yield* bodyOf(req) },
-        { resolveKey: resolver.resolve, nonceStore, clockToleranceMs: tolerance }
-      ).pipe(
-        Effect.provideService(Keys, keys),
-        Effect.mapError(({ code, message }) =>
-          isRefusal(code) ? new AgentUnauthorized({ code, message }) : new AgentUnavailable({ code, message })
-        )
-      )
-      if (allowed !== undefined && !allowed.has(verified.did)) {
-        return yield* Effect.fail(forbidden("CALLER_NOT_ALLOWED", `${verified.did} is not an allowed caller`))
+        { resolveKey: resolver.resolve, clockToleranceMs: tolerance }
+      ).pipe(Effect.provideService(Keys, keys), Effect.mapError(signatureError))
+      // Authorized before its nonce is recorded: a caller that is not allowed, however well it signs, holds no
+      // room in the nonce store that allowed callers need.
+      if (allowed !== undefined && !allowed.has(checked.did)) {
+        return yield* Effect.fail(forbidden("CALLER_NOT_ALLOWED", `${checked.did} is not an allowed caller`))
       }
-      return { auth, did: verified.did, principal: verified.did }
+      yield* Effect.mapError(recordNonce(checked, nonceStore), signatureError)
+      return { auth, did: checked.did, principal: checked.did }
     })
 
     let discovery: unknown = undefined
@@ -918,7 +1007,8 @@ export const make = (
     })
     baseUrl ??= server.url
     yield* Effect.logInfo(`agent ${options.name} (${did}) listening on ${server.url}, auth ${auth}, memory ${memoryMode}`)
-    return { url: server.url, port: server.port, did, didHash: didHash(did), publicKeyB64, close: server.close }
+    const stats = () => ({ streamedRuns: runs.size, retainedEventBytes: retained })
+    return { url: server.url, port: server.port, did, didHash: didHash(did), publicKeyB64, stats, close: server.close }
   })
 
 /** `make` as a layer: the server runs while the layer is alive. */

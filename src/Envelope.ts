@@ -25,6 +25,7 @@ export const EnvelopeErrorCode = Schema.Literal(
   "SIGNATURE_INVALID",
   "REPLAYED",
   "NONCE_STORE_FULL",
+  "NONCE_QUOTA_EXCEEDED",
   "NONCE_STORE_UNAVAILABLE"
 )
 /** The closed set of reasons an envelope is refused. */
@@ -297,6 +298,7 @@ export const validateEnvelope = (
       Effect.catchTags({
         NonceReplayed: () => fail("REPLAYED", `nonce ${env.nonce} from ${env.from} was already used`),
         NonceStoreFull: (e) => fail("NONCE_STORE_FULL", `nonce store holds ${e.capacity} live nonces`),
+        NonceQuotaExceeded: (e) => fail("NONCE_QUOTA_EXCEEDED", `${env.from} holds its quota of ${e.quota} live nonces`),
         NonceStoreUnavailable: (e) => fail("NONCE_STORE_UNAVAILABLE", e.message)
       })
     )

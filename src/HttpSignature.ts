@@ -2,6 +2,8 @@
  * mesh-sig: RFC 9421 HTTP Message Signatures over `@method`, `@target-uri` and an RFC 9530 `content-digest`, signed
  * with the caller's `did:mesh` key (docs/protocol.md §10). Verification checks, in this order, the fields, the time
  * window, the digest, the key, the signature, and only then the nonce, so forged traffic cannot burn nonces.
+ * `checkRequest` stops before the nonce so a server can authorize the signer first (an authentic but unwelcome
+ * caller must not fill the store either); `recordNonce` then records it, `verifyRequest` does both.
  */
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
@@ -55,15 +57,24 @@ export const HttpSignatureRefusalCode = Schema.Literal(
 /** Reasons the verifier could not decide: a store or the resolver is down (HTTP 503; retry). */
 export const HttpSignatureUnavailableCode = Schema.Literal("RESOLVER_UNAVAILABLE", "NONCE_STORE_FULL", "NONCE_STORE_UNAVAILABLE")
 
+/** The signer holds its quota of live nonces (HTTP 429; retry once its earlier signatures expire). */
+export const HttpSignatureThrottledCode = Schema.Literal("NONCE_QUOTA_EXCEEDED")
+
 /** The closed set of reasons a signed request is refused (docs/protocol.md §10). */
-export const HttpSignatureErrorCode = Schema.Literal(...HttpSignatureRefusalCode.literals, ...HttpSignatureUnavailableCode.literals)
+export const HttpSignatureErrorCode = Schema.Literal(
+  ...HttpSignatureRefusalCode.literals,
+  ...HttpSignatureUnavailableCode.literals,
+  ...HttpSignatureThrottledCode.literals
+)
 /** The closed set of reasons a signed request is refused. */
 export type HttpSignatureErrorCode = typeof HttpSignatureErrorCode.Type
 
 /** A signed request that was refused; `code` says why. */
 export class HttpSignatureError extends Schema.TaggedError<HttpSignatureError>()("HttpSignatureError", {
   code: HttpSignatureErrorCode,
-  message: Schema.String
+  message: Schema.String,
+  /** NONCE_QUOTA_EXCEEDED: when the signer's next nonce expires, in whole seconds. */
+  retryAfterSeconds: Schema.optional(Schema.Number)
 }) {}
 
 // An Either, so the same helper serves the pure base builder and, being yieldable, the effects.
@@ -221,6 +232,11 @@ export interface VerifiedSignature {
   readonly nonce: string
 }
 
+/** A signature that verified, whose nonce is still to be recorded (`recordNonce`) until `retainUntilMs`. */
+export interface CheckedSignature extends VerifiedSignature {
+  readonly retainUntilMs: number
+}
+
 const parseField = (value: string, name: string): Either.Either<Dictionary, HttpSignatureError> =>
   Either.try({
     try: () => parseDictionary(value),
@@ -251,10 +267,13 @@ const signerOf = (keyId: BareItem | undefined): { readonly did: Did; readonly ke
 const isInteger = (u: BareItem | undefined): u is number => typeof u === "number" && Number.isSafeInteger(u)
 
 /**
- * Verifies the mesh-sig signature of a request and records its nonce under the signer's DID once everything else
- * holds. Other signatures on the request are ignored.
+ * Verifies the mesh-sig signature of a request, everything but the nonce, which the caller records with
+ * `recordNonce` once it has authorized the signer. Other signatures on the request are ignored.
  */
-export const verifyRequest = (req: SignableRequest, options: VerifyRequestOptions): Effect.Effect<VerifiedSignature, HttpSignatureError, Keys> =>
+export const checkRequest = (
+  req: SignableRequest,
+  options: Omit<VerifyRequestOptions, "nonceStore">
+): Effect.Effect<CheckedSignature, HttpSignatureError, Keys> =>
   Effect.gen(function* () {
     // 1. parse
     const inputField = fieldValue(req.headers, "signature-input")
@@ -323,13 +342,32 @@ export const verifyRequest = (req: SignableRequest, options: VerifyRequestOption
     const ok = yield* Effect.catchTag(keys.verify(key.publicKey, utf8(base), signature), "MalformedKey", () => Effect.succeed(false))
     if (!ok) return yield* fail("SIGNATURE_INVALID", `${label} does not verify under the key of ${did}`)
 
-    // 8. nonce, only now that the request is authentic
-    yield* options.nonceStore.record(did, nonce, validUntil + tolerance).pipe(
-      Effect.catchTags({
-        NonceReplayed: () => fail("REPLAYED", `nonce ${nonce} from ${did} was already used`),
-        NonceStoreFull: (e) => fail("NONCE_STORE_FULL", `nonce store holds ${e.capacity} live nonces`),
-        NonceStoreUnavailable: (e) => fail("NONCE_STORE_UNAVAILABLE", e.message)
-      })
-    )
-    return { did, keyId, created, nonce }
+    return { did, keyId, created, nonce, retainUntilMs: validUntil + tolerance }
   })
+
+/** Records the nonce of a checked signature: REPLAYED if it was used, NONCE_QUOTA_EXCEEDED past the signer's quota. */
+export const recordNonce = (checked: CheckedSignature, nonceStore: NonceStoreApi): Effect.Effect<void, HttpSignatureError> =>
+  nonceStore.record(checked.did, checked.nonce, checked.retainUntilMs).pipe(
+    Effect.catchTags({
+      NonceReplayed: () => fail("REPLAYED", `nonce ${checked.nonce} from ${checked.did} was already used`),
+      NonceQuotaExceeded: (e) =>
+        Effect.fail(
+          new HttpSignatureError({
+            code: "NONCE_QUOTA_EXCEEDED",
+            message: `${checked.did} holds its quota of ${e.quota} live nonces; retry when earlier signatures expire`,
+            retryAfterSeconds: Math.max(1, Math.ceil(e.retryAfterMs / 1000))
+          })
+        ),
+      NonceStoreFull: (e) => fail("NONCE_STORE_FULL", `nonce store holds ${e.capacity} live nonces`),
+      NonceStoreUnavailable: (e) => fail("NONCE_STORE_UNAVAILABLE", e.message)
+    })
+  )
+
+/**
+ * Verifies the mesh-sig signature of a request and records its nonce under the signer's DID once everything else
+ * holds (`checkRequest`, then `recordNonce`). Other signatures on the request are ignored.
+ */
+export const verifyRequest = (req: SignableRequest, options: VerifyRequestOptions): Effect.Effect<VerifiedSignature, HttpSignatureError, Keys> =>
+  Effect.flatMap(checkRequest(req, options), (checked) =>
+    Effect.as(recordNonce(checked, options.nonceStore), { did: checked.did, keyId: checked.keyId, created: checked.created, nonce: checked.nonce })
+  )

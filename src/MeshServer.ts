@@ -25,6 +25,7 @@ import {
   buildEnvelope,
   DEFAULT_CLOCK_TOLERANCE_MS,
   type Envelope,
+  EnvelopeError,
   isEnvelope,
   MESH_RESPONSE,
   validateEnvelope,
@@ -42,8 +43,9 @@ import {
   MessageUnavailable,
   refusalOf
 } from "./MeshServerApi.js"
-import { makeMemory, NonceStore } from "./NonceStore.js"
+import { makeMemory, NonceStore, type NonceStoreApi } from "./NonceStore.js"
 import * as RateLimiter from "./RateLimiter.js"
+import * as Sse from "./Sse.js"
 import { MESH_PROTOCOL_VERSION } from "./Version.js"
 import { CorrelationId } from "./http/CorrelationId.js"
 import { errorBody } from "./http/ErrorBody.js"
@@ -130,7 +132,10 @@ export interface MeshServerOptions<R = never> {
   readonly trustLevelOf?: TrustLevelOf
   /** Allowed clock skew in ms, both ways; default 30 000. */
   readonly clockToleranceMs?: number
-  /** Longest envelope lifetime accepted; default 86 400 s. */
+  /**
+   * Longest envelope lifetime accepted; default 300 s (the envelope builder's default lifetime). It also bounds how
+   * long each nonce is held, so a longer one makes a full nonce store more likely.
+   */
   readonly maxTtlSeconds?: number
   /** Largest request body; larger ones get 413 before parsing. Default 1 MiB. */
   readonly maxBodyBytes?: number
@@ -244,6 +249,9 @@ const DEV_MODE_BANNER = (did: string) => {
 }
 
 const NO_KEY = new Uint8Array(0)
+
+/** Default longest envelope lifetime a MeshServer accepts, in seconds. */
+export const DEFAULT_MAX_TTL_SECONDS = 300
 const ACCEPTED = HttpServerResponse.empty({ status: 202 })
 const encoder = new TextEncoder()
 
@@ -255,7 +263,7 @@ interface Outgoing {
 type Item = Outgoing | { readonly _tag: "Done" } | { readonly _tag: "Failed"; readonly cause: Cause.Cause<MessageRefusal> }
 const DONE: Item = { _tag: "Done" }
 
-const wantsEventStream = (accept: string | undefined): boolean => accept !== undefined && accept.toLowerCase().includes("text/event-stream")
+const wantsEventStream = (accept: string | undefined): boolean => accept !== undefined && accept.toLowerCase().includes(Sse.CONTENT_TYPE)
 
 /** Starts a MeshServer; it stops when the scope closes. */
 export const make = <R = never>(
@@ -277,7 +285,7 @@ export const make = <R = never>(
     const tolerance = options.clockToleranceMs ?? DEFAULT_CLOCK_TOLERANCE_MS
     const validateOptions: ValidateOptions = {
       clockToleranceMs: tolerance,
-      ...(options.maxTtlSeconds === undefined ? {} : { maxTtlSeconds: options.maxTtlSeconds }),
+      maxTtlSeconds: options.maxTtlSeconds ?? DEFAULT_MAX_TTL_SECONDS,
       ...(devMode ? { skipSignature: true } : {})
     }
     const middleware = options.middleware ?? []
@@ -318,8 +326,14 @@ export const make = <R = never>(
       return Effect.map(Clock.currentTimeMillis, (now) => created <= now + tolerance && expires > now - tolerance)
     }
 
-    const authenticate = (payload: unknown): Effect.Effect<Envelope, MessageRefusal, Keys> =>
+    /**
+     * Checks an envelope in every way but its nonce, which `validateEnvelope` hands to this probe instead of the
+     * store: the nonce is recorded only after the middleware authorized the sender (`recordNonce`).
+     */
+    const authenticate = (payload: unknown): Effect.Effect<{ readonly envelope: Envelope; readonly retainUntilMs: number }, MessageRefusal, Keys> =>
       Effect.gen(function* () {
+        let retainUntilMs = 0
+        const probe: NonceStoreApi = { record: (_sender, _nonce, until) => Effect.sync(() => void (retainUntilMs = until)) }
         let key: Uint8Array | string = NO_KEY
         if (!devMode && (yield* worthResolving(payload))) {
           const sender = (payload as Envelope).from
@@ -329,8 +343,26 @@ export const make = <R = never>(
           }
           key = resolved
         }
-        return yield* Effect.mapError(validateEnvelope(payload, key, did, nonceStore, validateOptions), refusalOf)
+        const envelope = yield* Effect.mapError(validateEnvelope(payload, key, did, probe, validateOptions), refusalOf)
+        return { envelope, retainUntilMs }
       })
+
+    const recordNonce = (envelope: Envelope, retainUntilMs: number): Effect.Effect<void, MessageRefusal> =>
+      nonceStore.record(envelope.from, envelope.nonce, retainUntilMs).pipe(
+        Effect.catchTags({
+          NonceReplayed: () => Effect.fail(refusalOf(new EnvelopeError({ code: "REPLAYED", message: `nonce ${envelope.nonce} from ${envelope.from} was already used` }))),
+          NonceQuotaExceeded: (e) =>
+            Effect.fail(
+              new MessageRateLimited({
+                code: "NONCE_QUOTA_EXCEEDED",
+                message: `${envelope.from} holds its quota of ${e.quota} live nonces; retry when earlier envelopes expire`,
+                retryAfterSeconds: Math.max(1, Math.ceil(e.retryAfterMs / 1000))
+              })
+            ),
+          NonceStoreFull: (e) => Effect.fail(refusalOf(new EnvelopeError({ code: "NONCE_STORE_FULL", message: `nonce store holds ${e.capacity} live nonces` }))),
+          NonceStoreUnavailable: (e) => Effect.fail(refusalOf(new EnvelopeError({ code: "NONCE_STORE_UNAVAILABLE", message: e.message })))
+        })
+      )
 
     const sign = (request: Envelope, out: Outgoing): Effect.Effect<Envelope> =>
       typeof out.body !== "object" || out.body === null || Array.isArray(out.body)
@@ -421,13 +453,13 @@ export const make = <R = never>(
                   cid
                 )
           const log = refusal === undefined ? Effect.logError("message handler failed", cause).pipe(Effect.annotateLogs("correlationId", cid)) : Effect.void
-          return Effect.as(log, { text: `event: error\ndata: ${data}\n\n`, last: true })
+          return Effect.as(log, { text: Sse.encodeEvent({ event: "error", data }), last: true })
         }
         const encode = (item: Outgoing | Extract<Item, { _tag: "Failed" }>): Effect.Effect<{ readonly text: string; readonly last: boolean }> =>
           item._tag === "Failed"
             ? errorEvent(item.cause)
             : sign(envelope, item).pipe(
-                Effect.map((reply) => ({ text: `id: ${++seq}\ndata: ${JSON.stringify(reply)}\n\n`, last: false })),
+                Effect.map((reply) => ({ text: Sse.encodeEvent({ id: String(++seq), data: JSON.stringify(reply) }), last: false })),
                 Effect.catchAllCause(errorEvent)
               )
         const rest = Stream.repeatEffectOption(
@@ -444,19 +476,18 @@ export const make = <R = never>(
             })
           )
         )
-        return HttpServerResponse.stream(body, {
-          contentType: "text/event-stream",
-          headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
-        })
+        return HttpServerResponse.stream(body, { contentType: Sse.CONTENT_TYPE, headers: Sse.RESPONSE_HEADERS })
       })
 
     const receive = (payload: unknown): Effect.Effect<HttpServerResponse.HttpServerResponse, MessageRefusal, R | Keys | HttpServerRequest.HttpServerRequest | CorrelationId> =>
       Effect.gen(function* () {
-        const envelope = yield* authenticate(payload)
+        const { envelope, retainUntilMs } = yield* authenticate(payload)
         if (middleware.length > 0) {
           const context: MiddlewareContext = { envelope, sender: envelope.from, server: did, devMode, trustLevelOf }
           for (const m of middleware) yield* m.check(context)
         }
+        // Only a sender the middleware let through holds room in the nonce store.
+        yield* recordNonce(envelope, retainUntilMs)
         const request = yield* HttpServerRequest.HttpServerRequest
         return yield* wantsEventStream(request.headers["accept"]) ? replyEvents(envelope, request) : replyOnce(envelope)
       })

@@ -42,10 +42,13 @@ export class MessageForbidden extends Schema.TaggedError<MessageForbidden>()(
   HttpApiSchema.annotations({ status: 403 })
 ) {}
 
-/** 429: the sender sent too many messages; retry after `retryAfterSeconds` (also sent as `Retry-After`). */
+/**
+ * 429: the sender sent too many messages (RATE_LIMITED), or holds its quota of live nonces (NONCE_QUOTA_EXCEEDED);
+ * retry after `retryAfterSeconds` (also sent as `Retry-After`).
+ */
 export class MessageRateLimited extends Schema.TaggedError<MessageRateLimited>()(
   "MessageRateLimited",
-  { code: Schema.Literal("RATE_LIMITED"), message: Schema.String, retryAfterSeconds: Schema.Number },
+  { code: Schema.Literal("RATE_LIMITED", "NONCE_QUOTA_EXCEEDED"), message: Schema.String, retryAfterSeconds: Schema.Number },
   HttpApiSchema.annotations({ status: 429 })
 ) {}
 
@@ -65,7 +68,7 @@ export type MessageRefusal = typeof MessageRefusal.Type
 export const isMessageRefusal: (u: unknown) => u is MessageRefusal = Schema.is(MessageRefusal)
 
 /** The refusal answering an envelope that `validateEnvelope` turned down, by its code (docs/mesh-server.md). */
-export const refusalOf = (e: EnvelopeError): MessageInvalid | MessageMisdirected | MessageUnauthorized | MessageUnavailable => {
+export const refusalOf = (e: EnvelopeError): MessageInvalid | MessageMisdirected | MessageUnauthorized | MessageRateLimited | MessageUnavailable => {
   switch (e.code) {
     case "MALFORMED":
     case "TTL_TOO_LONG":
@@ -77,6 +80,8 @@ export const refusalOf = (e: EnvelopeError): MessageInvalid | MessageMisdirected
     case "SIGNATURE_INVALID":
     case "REPLAYED":
       return new MessageUnauthorized({ code: e.code, message: e.message })
+    case "NONCE_QUOTA_EXCEEDED":
+      return new MessageRateLimited({ code: e.code, message: e.message, retryAfterSeconds: 1 })
     case "NONCE_STORE_FULL":
     case "NONCE_STORE_UNAVAILABLE":
       return new MessageUnavailable({ code: e.code, message: e.message })

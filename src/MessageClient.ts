@@ -15,14 +15,17 @@ import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { type Envelope, isEnvelope, validateEnvelope } from "./Envelope.js"
 import { Keys } from "./Keys.js"
-import { makeMemory, type NonceStoreApi } from "./NonceStore.js"
+import { DEFAULT_MEMORY_CAPACITY, makeMemory, type NonceStoreApi } from "./NonceStore.js"
+import * as Sse from "./Sse.js"
+import { tryParseJsonStrict } from "./internal/json.js"
 import { runWithKeys } from "./internal/promiseRuntime.js"
 
 /**
  * A message that did not get through, or a reply that cannot be trusted. `code` is the server's code verbatim
  * (`SIGNATURE_INVALID`, `RATE_LIMITED`, …; servers may add codes) or one of the client's own: `TRANSPORT_ERROR`
- * (no answer: refused, reset, DNS), `INVALID_RESPONSE` (an answer that is not what the protocol says), or
- * `REPLY_INVALID` (a reply failing verification; `reason` says why).
+ * (no answer: refused, reset, DNS), `INVALID_RESPONSE` (an answer that is not what the protocol says),
+ * `REPLY_INVALID` (a reply failing verification; `reason` says why), or `SSE_LIMIT_EXCEEDED` (an event or a stream
+ * of replies larger than the client's `sse` limits).
  */
 export class MessageClientError extends Schema.TaggedError<MessageClientError>()("MessageClientError", {
   code: Schema.String,
@@ -43,13 +46,17 @@ export const TRANSPORT_ERROR = "TRANSPORT_ERROR"
 export const INVALID_RESPONSE = "INVALID_RESPONSE"
 /** The client's own codes, beside the server's. */
 export const REPLY_INVALID = "REPLY_INVALID"
+/** The client's own codes, beside the server's. */
+export const SSE_LIMIT_EXCEEDED = "SSE_LIMIT_EXCEEDED"
 
 /** Client settings. */
 export interface MessageClientOptions {
-  /** Remembers reply nonces when replies are verified; default a bounded memory store of the client's own. */
+  /** Remembers reply nonces when replies are verified; default a bounded memory store of the client's own (100 000, no per-server quota). */
   readonly nonceStore?: NonceStoreApi
   /** Allowed clock skew when verifying replies, in ms; default 30 000. */
   readonly clockToleranceMs?: number
+  /** How large a stream of replies may be: default 1 MiB per event, 64 MiB per stream (`SSE_LIMIT_EXCEEDED` past it). */
+  readonly sse?: Sse.SseLimits
 }
 
 /** Per-call settings. */
@@ -104,55 +111,25 @@ const refusalFrom = (status: number, body: unknown, retryAfterHeader: string | u
   })
 }
 
+/** Outside JSON, strictly (I-JSON: no duplicate names, no `__proto__`). */
 const parseJson = (text: string): Option.Option<unknown> => {
-  try {
-    return Option.some(JSON.parse(text))
-  } catch {
-    return Option.none()
-  }
+  const parsed = tryParseJsonStrict(text)
+  return parsed.ok ? Option.some(parsed.value) : Option.none()
 }
 
-/** One server-sent event. */
-interface SseEvent {
-  readonly event: string
-  readonly data: string
-}
-
-interface SseState {
-  readonly event: string
-  readonly data: ReadonlyArray<string>
-}
-const EMPTY_STATE: SseState = { event: "", data: [] }
-
-/** The events of an SSE body (WHATWG HTML §9.2.6): `data` lines joined by newlines; comments and `id`/`retry` ignored. */
-const sseEvents = <E>(bytes: Stream.Stream<Uint8Array, E>): Stream.Stream<SseEvent, E> =>
-  bytes.pipe(
-    Stream.decodeText(),
-    Stream.splitLines,
-    Stream.mapAccum(EMPTY_STATE, (state, line): readonly [SseState, Option.Option<SseEvent>] => {
-      if (line === "") {
-        return state.data.length === 0
-          ? [EMPTY_STATE, Option.none()]
-          : [EMPTY_STATE, Option.some({ event: state.event === "" ? "message" : state.event, data: state.data.join("\n") })]
-      }
-      if (line.startsWith(":")) return [state, Option.none()]
-      const colon = line.indexOf(":")
-      const field = colon < 0 ? line : line.slice(0, colon)
-      const raw = colon < 0 ? "" : line.slice(colon + 1)
-      const value = raw.startsWith(" ") ? raw.slice(1) : raw
-      if (field === "data") return [{ ...state, data: [...state.data, value] }, Option.none()]
-      if (field === "event") return [{ ...state, event: value }, Option.none()]
-      return [state, Option.none()]
-    }),
-    Stream.filterMap((e) => e)
-  )
+/**
+ * A client's store of reply nonces: bounded, with no per-sender quota, since it holds only replies this client asked
+ * for from servers it chose, and one busy server must not make its own replies fail.
+ */
+const replyNonceStore = (): NonceStoreApi => makeMemory({ perSenderQuota: DEFAULT_MEMORY_CAPACITY })
 
 /** Builds a client over the `HttpClient` in context. */
 export const make = (options: MessageClientOptions = {}): Effect.Effect<MessageClientApi, never, HttpClient.HttpClient | Keys> =>
   Effect.gen(function* () {
     const http = yield* HttpClient.HttpClient
     const keys = yield* Keys
-    const nonceStore = options.nonceStore ?? makeMemory()
+    const nonceStore = options.nonceStore ?? replyNonceStore()
+    const sseLimits = options.sse
     const validateOptions = options.clockToleranceMs === undefined ? {} : { clockToleranceMs: options.clockToleranceMs }
 
     const request = (url: string, envelope: Envelope, accept: string) =>
@@ -220,7 +197,8 @@ export const make = (options: MessageClientOptions = {}): Effect.Effect<MessageC
           if (res.status !== 200) return Stream.fail(invalidResponse(`unexpected status ${res.status}`, res.status))
           // A server may answer a single reply even when asked for events.
           if (!isEventStream(res)) return Stream.fromEffect(Effect.flatMap(readText(url, res), (text) => parseReply(envelope, text, options)))
-          return sseEvents(Stream.mapError(res.stream, (e) => transportError(url, e))).pipe(
+          return Sse.parse(Stream.mapError(res.stream, (e) => transportError(url, e)), sseLimits).pipe(
+            Stream.catchTag("SseLimitExceeded", (e) => Stream.fail(new MessageClientError({ code: SSE_LIMIT_EXCEEDED, message: `${url}: ${e.message}` }))),
             Stream.mapEffect((event): Effect.Effect<Envelope, MessageClientError> => {
               const json = parseJson(event.data)
               if (event.event === "error") {
@@ -254,7 +232,7 @@ export const stream = (endpoint: string, envelope: Envelope, options?: SendOptio
 
 // One nonce store for every Promise call, so a replayed reply is caught across calls too.
 let promiseNonceStore: NonceStoreApi | undefined
-const promiseClient = Effect.suspend(() => make({ nonceStore: (promiseNonceStore ??= makeMemory()) })).pipe(Effect.provide(FetchHttpClient.layer))
+const promiseClient = Effect.suspend(() => make({ nonceStore: (promiseNonceStore ??= replyNonceStore()) })).pipe(Effect.provide(FetchHttpClient.layer))
 
 /**
  * The Promise facade (fetch, node:crypto keys): `send` resolves with the reply or null, `stream` is an async

@@ -200,8 +200,11 @@ describe("HttpSignature", () => {
       assert.strictEqual(yield* v(req, { resolveKey: () => Effect.fail(down) }), "RESOLVER_UNAVAILABLE")
 
       const full = makeMemory({ capacity: 1 })
-      yield* verifyRequest(yield* signedBy(alice), { resolveKey, nonceStore: full })
+      yield* full.record("did:mesh:someone-else", "n", Number.MAX_SAFE_INTEGER)
       assert.strictEqual(yield* v(req, { nonceStore: full }), "NONCE_STORE_FULL")
+      const quota = makeMemory({ capacity: 4, perSenderQuota: 1 })
+      yield* verifyRequest(yield* signedBy(alice), { resolveKey, nonceStore: quota })
+      assert.strictEqual(yield* v(req, { nonceStore: quota }), "NONCE_QUOTA_EXCEEDED")
       const broken = { record: () => Effect.fail(new NonceStoreUnavailable({ message: "database locked" })) }
       assert.strictEqual(yield* v(req, { nonceStore: broken }), "NONCE_STORE_UNAVAILABLE")
 

@@ -509,7 +509,65 @@ describe("MeshServer", () => {
       const p = yield* parties
       const server = yield* start(p).pipe(Effect.provide(NonceStore.layerMemory({ capacity: 1 })))
       assert.isNotNull(yield* MessageClient.send(server.url, yield* request(ALICE, p.alice)))
-      assert.deepInclude(yield* refusal(MessageClient.send(server.url, yield* request(ALICE, p.alice))), { code: "NONCE_STORE_FULL", status: 503 })
+      assert.deepInclude(yield* refusal(MessageClient.send(server.url, yield* request(BOB, p.bob))), { code: "NONCE_STORE_FULL", status: 503 })
+    }).pipe(Effect.provide(TestLayer)))
+
+  it.scoped("a sender the rbac middleware refuses records no nonce, so its flood leaves room for trusted senders", () =>
+    Effect.gen(function* () {
+      const p = yield* parties
+      const capacity = 8
+      // A quota as large as the store: only the order of authorization and recording keeps the store free.
+      const store = NonceStore.makeMemory({ capacity, perSenderQuota: capacity })
+      const levels: Record<string, number> = { [ALICE]: 2, [BOB]: 1 }
+      const server = yield* start(p, { middleware: [MeshServer.rbacMiddleware(2)], trustLevelOf: (did) => levels[did] }).pipe(
+        Effect.provideService(NonceStore.NonceStore, store)
+      )
+      const codes = new Set<string>()
+      for (let i = 0; i < capacity + 10; i++) {
+        const e = yield* refusal(MessageClient.send(server.url, yield* request(BOB, p.bob)))
+        codes.add(`${e.status} ${e.code}`)
+      }
+      const recorded = store.size()
+      const after = yield* Effect.either(MessageClient.send(server.url, yield* request(ALICE, p.alice)))
+      assert.isTrue(Either.isRight(after), Either.isLeft(after) ? after.left.code : "")
+      assert.deepStrictEqual([...codes], ["403 TRUST_LEVEL_INSUFFICIENT"])
+      assert.strictEqual(recorded, 0)
+      assert.strictEqual(store.size(), 1)
+    }).pipe(Effect.provide(TestLayer)))
+
+  it.scoped("a rate-limited sender records no nonce past its limit; a sender past its nonce quota gets 429 NONCE_QUOTA_EXCEEDED alone", () =>
+    Effect.gen(function* () {
+      const p = yield* parties
+      const store = NonceStore.makeMemory({ capacity: 8, perSenderQuota: 3 })
+      const limited = yield* start(p, { middleware: [MeshServer.rateLimitMiddleware(2)] }).pipe(Effect.provideService(NonceStore.NonceStore, store))
+      for (let i = 0; i < 2; i++) assert.isNotNull(yield* MessageClient.send(limited.url, yield* request(ALICE, p.alice)))
+      for (let i = 0; i < 10; i++) {
+        assert.deepInclude(yield* refusal(MessageClient.send(limited.url, yield* request(ALICE, p.alice))), { code: "RATE_LIMITED", status: 429 })
+      }
+      assert.strictEqual(store.size(), 2)
+
+      const open = yield* start(p).pipe(Effect.provideService(NonceStore.NonceStore, store))
+      assert.isNotNull(yield* MessageClient.send(open.url, yield* request(ALICE, p.alice)))
+      assert.deepInclude(yield* refusal(MessageClient.send(open.url, yield* request(ALICE, p.alice))), {
+        code: "NONCE_QUOTA_EXCEEDED",
+        status: 429,
+        // Until the first envelope (300 s, plus the 30 s tolerance) expires.
+        retryAfterSeconds: 330
+      })
+      assert.isNotNull(yield* MessageClient.send(open.url, yield* request(BOB, p.bob)))
+    }).pipe(Effect.provide(TestLayer)))
+
+  it.scoped("accepts envelopes living up to 300 s by default; a longer lifetime is 400 TTL_TOO_LONG unless configured", () =>
+    Effect.gen(function* () {
+      const p = yield* parties
+      const server = yield* start(p)
+      assert.isNotNull(yield* MessageClient.send(server.url, yield* request(ALICE, p.alice, { n: 1 }, { ttlSeconds: 300 })))
+      assert.deepInclude(yield* refusal(MessageClient.send(server.url, yield* request(ALICE, p.alice, { n: 1 }, { ttlSeconds: 301 }))), {
+        code: "TTL_TOO_LONG",
+        status: 400
+      })
+      const longer = yield* start(p, { maxTtlSeconds: 3600 })
+      assert.isNotNull(yield* MessageClient.send(longer.url, yield* request(ALICE, p.alice, { n: 1 }, { ttlSeconds: 3600 })))
     }).pipe(Effect.provide(TestLayer)))
 
   it.scoped("serves /health and declares its contract in OpenAPI", () =>

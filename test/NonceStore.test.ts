@@ -31,15 +31,50 @@ describe("NonceStore (memory)", () => {
   it.effect("when full of live nonces it refuses new ones instead of forgetting; expired ones make room", () =>
     Effect.gen(function* () {
       const store = makeMemory({ capacity: 3 })
-      yield* store.record("s", "a", 1000)
-      yield* store.record("s", "b", 5000)
-      yield* store.record("s", "c", 5000)
-      assert.strictEqual((yield* Effect.flip(store.record("s", "d", 5000)))._tag, "NonceStoreFull")
+      yield* store.record("s1", "a", 1000)
+      yield* store.record("s2", "b", 5000)
+      yield* store.record("s3", "c", 5000)
+      assert.strictEqual((yield* Effect.flip(store.record("s4", "d", 5000)))._tag, "NonceStoreFull")
       // The live ones are still remembered.
-      assert.strictEqual((yield* Effect.flip(store.record("s", "b", 5000)))._tag, "NonceReplayed")
+      assert.strictEqual((yield* Effect.flip(store.record("s2", "b", 5000)))._tag, "NonceReplayed")
       yield* TestClock.setTime(1000)
-      yield* store.record("s", "d", 5000) // "a" expired and was swept
-      assert.strictEqual((yield* Effect.flip(store.record("s", "e", 5000)))._tag, "NonceStoreFull")
+      yield* store.record("s4", "d", 5000) // "a" expired and was swept
+      assert.strictEqual((yield* Effect.flip(store.record("s5", "e", 5000)))._tag, "NonceStoreFull")
+    }))
+})
+
+describe("NonceStore (memory) quotas and eviction", () => {
+  it.effect("holds at most perSenderQuota live nonces per sender; the others keep their room", () =>
+    Effect.gen(function* () {
+      const store = makeMemory({ capacity: 10, perSenderQuota: 2 })
+      yield* store.record("did:mesh:a", "n1", 1000)
+      yield* store.record("did:mesh:a", "n2", 5000)
+      const over = yield* Effect.flip(store.record("did:mesh:a", "n3", 5000))
+      assert.strictEqual(over._tag, "NonceQuotaExceeded")
+      assert.strictEqual(over._tag === "NonceQuotaExceeded" ? over.retryAfterMs : -1, 1000)
+      assert.strictEqual((yield* Effect.flip(store.record("did:mesh:a", "n2", 5000)))._tag, "NonceReplayed")
+      for (const n of ["x", "y"]) yield* store.record("did:mesh:b", n, 5000)
+      assert.strictEqual(store.size(), 4)
+      yield* TestClock.setTime(1000)
+      yield* store.record("did:mesh:a", "n3", 5000) // n1 expired: swept to make room
+      assert.strictEqual(store.size(), 4)
+    }))
+
+  it.effect("the default quota is 1/16 of the capacity", () =>
+    Effect.gen(function* () {
+      const store = makeMemory({ capacity: 64 })
+      for (let i = 0; i < 4; i++) yield* store.record("did:mesh:a", `n${i}`, 1000)
+      assert.strictEqual((yield* Effect.flip(store.record("did:mesh:a", "n4", 1000)))._tag, "NonceQuotaExceeded")
+    }))
+
+  it.effect("evicts expired entries as it goes, so it holds the live window and not its capacity", () =>
+    Effect.gen(function* () {
+      const store = makeMemory({ capacity: 100_000, perSenderQuota: 100_000 })
+      for (let i = 0; i < 4000; i++) yield* store.record("did:mesh:a", `old${i}`, 100)
+      assert.strictEqual(store.size(), 4000)
+      yield* TestClock.setTime(200)
+      for (let i = 0; i < 200; i++) yield* store.record("did:mesh:a", `new${i}`, 10_000)
+      assert.isAtMost(store.size(), 200)
     }))
 })
 
@@ -80,14 +115,30 @@ describe("NonceStore (SQL)", () => {
       assert.strictEqual((yield* Effect.flip(store.record("did:mesh:a", "same", 20_000)))._tag, "NonceReplayed")
     }).pipe(Effect.provide(sqlStore(":memory:"))))
 
-  it.effect("purges expired rows as it goes", () =>
+  it.effect("purges expired rows on a schedule (every purgeIntervalMs), keeping the live ones", () =>
     Effect.gen(function* () {
       const store = yield* NonceStore
       const sql = yield* SqlClient.SqlClient
+      const count = Effect.map(sql<{ n: number }>`SELECT count(*) AS n FROM mesh_nonces`, (rows) => rows[0]!.n)
       yield* Effect.forEach(Array.from({ length: 1000 }, (_, i) => i), (i) => store.record("s", `n${i}`, 100))
-      yield* TestClock.setTime(200)
-      yield* Effect.forEach(Array.from({ length: 100 }, (_, i) => i), (i) => store.record("s", `m${i}`, 1000))
-      const [row] = yield* sql<{ n: number }>`SELECT count(*) AS n FROM mesh_nonces`
-      assert.isBelow(row!.n, 1100)
-    }).pipe(Effect.provide(sqlStore(":memory:"))))
+      yield* store.record("t", "live", 120_000)
+      yield* TestClock.adjust("59 seconds")
+      assert.strictEqual(yield* count, 1001)
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual(yield* count, 1)
+    }).pipe(Effect.provide(NonceStoreSql.layerWith({ perSenderQuota: 2000 }).pipe(Layer.provideMerge(Database.layerSqlite(":memory:"))))))
+
+  it.effect("holds at most perSenderQuota live nonces per sender; a replay is still told apart; other senders are unaffected", () =>
+    Effect.gen(function* () {
+      const store = yield* NonceStore
+      yield* store.record("did:mesh:a", "n1", 1000)
+      yield* store.record("did:mesh:a", "n2", 5000)
+      const over = yield* Effect.flip(store.record("did:mesh:a", "n3", 5000))
+      assert.strictEqual(over._tag, "NonceQuotaExceeded")
+      assert.strictEqual(over._tag === "NonceQuotaExceeded" ? over.retryAfterMs : -1, 1000)
+      assert.strictEqual((yield* Effect.flip(store.record("did:mesh:a", "n2", 5000)))._tag, "NonceReplayed")
+      yield* store.record("did:mesh:b", "n1", 5000)
+      yield* TestClock.setTime(1000)
+      yield* store.record("did:mesh:a", "n3", 5000) // n1 expired: room again
+    }).pipe(Effect.provide(NonceStoreSql.layerWith({ perSenderQuota: 2 }).pipe(Layer.provideMerge(Database.layerSqlite(":memory:"))))))
 })

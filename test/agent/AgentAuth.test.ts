@@ -7,7 +7,7 @@ import * as AgentServer from "../../src/AgentServer.js"
 import { generateDid, type MeshIdentity, verificationMethodId } from "../../src/Did.js"
 import { signRequest } from "../../src/HttpSignature.js"
 import * as KeysNative from "../../src/KeysNative.js"
-import { post } from "./support.js"
+import { post, readSse } from "./support.js"
 
 const provide = <A, E, R>(e: Effect.Effect<A, E, R>) => e.pipe(Effect.scoped, Effect.provide(KeysNative.layer))
 
@@ -100,6 +100,37 @@ describe("agent server auth", () => {
         // Signed for another address: the target URI is covered.
         const elsewhere = yield* signedRun("http://127.0.0.1:1", alice, { message: "hi" })
         assert.strictEqual((yield* send(agent.url, elsewhere.bytes, elsewhere.headers)).body.code, "SIGNATURE_INVALID")
+      })
+    ))
+
+  it.live("mesh-sig: a stream reconnect must be signed afresh; one reusing the first request's signature is 401 REPLAYED", () =>
+    provide(
+      Effect.gen(function* () {
+        const alice = yield* generateDid("alice")
+        const agent = yield* AgentServer.make({
+          name: "signed-stream",
+          auth: "mesh-sig",
+          database: ":memory:",
+          resolveCallerKey: (did) => (did === alice.did ? alice.publicKey : null),
+          handler: async function* () {
+            yield "a"
+            yield "b"
+          }
+        })
+        const body = { message: "go" }
+        const first = yield* signedRun(agent.url, alice, body)
+        const started = yield* readSse(`${agent.url}/v1/run`, body, first.headers, () => true)
+        assert.strictEqual(started.status, 200)
+        const last = started.events[0]!.id
+
+        const reused = yield* readSse(`${agent.url}/v1/run`, body, { ...first.headers, "last-event-id": last })
+        assert.strictEqual(reused.status, 401)
+        assert.strictEqual(reused.body.code, "REPLAYED")
+
+        const fresh = yield* signedRun(agent.url, alice, body)
+        const resumed = yield* readSse(`${agent.url}/v1/run`, body, { ...fresh.headers, "last-event-id": last })
+        assert.strictEqual(resumed.status, 200)
+        assert.deepStrictEqual(resumed.events.map((e) => e.event), ["chunk", "done"])
       })
     ))
 

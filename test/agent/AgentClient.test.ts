@@ -7,6 +7,7 @@ import * as Http from "node:http"
 import type * as Net from "node:net"
 import * as AgentClient from "../../src/AgentClient.js"
 import * as AgentServer from "../../src/AgentServer.js"
+import { generateDid } from "../../src/Did.js"
 import * as KeysNative from "../../src/KeysNative.js"
 import { startHub } from "../hub/support.js"
 
@@ -16,12 +17,22 @@ const frame = (id: string, event: string, data: unknown) => `id: ${id}\nevent: $
 
 /** An SSE server that drops the first connection after two events and finishes the run for whoever reconnects from `r:1`. */
 const flakyServer = Effect.acquireRelease(
-  Effect.async<{ readonly url: string; readonly lastEventIds: Array<string | undefined>; readonly server: Http.Server }>((resume) => {
+  Effect.async<{
+    readonly url: string
+    readonly lastEventIds: Array<string | undefined>
+    readonly signatureInputs: Array<string | undefined>
+    readonly signatures: Array<string | undefined>
+    readonly server: Http.Server
+  }>((resume) => {
     const lastEventIds: Array<string | undefined> = []
+    const signatureInputs: Array<string | undefined> = []
+    const signatures: Array<string | undefined> = []
     const server = Http.createServer((req, res) => {
       req.resume()
       const last = req.headers["last-event-id"] as string | undefined
       lastEventIds.push(last)
+      signatureInputs.push(req.headers["signature-input"] as string | undefined)
+      signatures.push(req.headers["signature"] as string | undefined)
       res.writeHead(200, { "content-type": "text/event-stream" })
       if (last === undefined) {
         res.write(frame("r:0", "chunk", { text: "a" }) + frame("r:1", "chunk", { text: "b" }))
@@ -30,7 +41,8 @@ const flakyServer = Effect.acquireRelease(
         res.end(frame("r:2", "chunk", { text: "c" }) + frame("r:3", "done", { message: "abc", sessionId: "s" }))
       } else res.end(frame("r:9", "error", { _tag: "AgentNotFound", error: "no", code: "RUN_NOT_FOUND", correlationId: "x" }))
     })
-    server.listen(0, "127.0.0.1", () => resume(Effect.succeed({ url: `http://127.0.0.1:${(server.address() as Net.AddressInfo).port}`, lastEventIds, server })))
+    server.listen(0, "127.0.0.1", () => resume(Effect.succeed({ url: `http://127.0.0.1:${(server.address() as Net.AddressInfo).port}`, lastEventIds, signatureInputs, signatures, server }))
+    )
   }),
   ({ server }) => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)))
 )
@@ -49,6 +61,24 @@ describe("agent client", () => {
           { type: "done", message: "abc", sessionId: "s" }
         ])
         assert.deepStrictEqual(fake.lastEventIds, [undefined, "r:1"])
+      })
+    ))
+
+  it.live("with signAs, every reconnect is signed afresh: a new nonce and a new signature", () =>
+    provide(
+      Effect.gen(function* () {
+        const fake = yield* flakyServer
+        const alice = yield* generateDid("alice")
+        const client = yield* AgentClient.make()
+        const events = Chunk.toReadonlyArray(yield* Stream.runCollect(client.stream(fake.url, "go", { signAs: { did: alice.did, privateKey: alice.privateKey } })))
+        assert.strictEqual(events.length, 4)
+        assert.deepStrictEqual(fake.lastEventIds, [undefined, "r:1"])
+        const nonces = fake.signatureInputs.map((input) => /;nonce="([^"]+)"/.exec(input ?? "")?.[1])
+        assert.strictEqual(nonces.length, 2)
+        assert.isString(nonces[0])
+        assert.isString(nonces[1])
+        assert.notStrictEqual(nonces[0], nonces[1])
+        assert.notStrictEqual(fake.signatures[0], fake.signatures[1])
       })
     ))
 
