@@ -18,28 +18,9 @@ import { issueIntentMandate, verifyMandate } from "../src/Mandate.js"
 import * as MeshClient from "../src/MeshClient.js"
 import { fromHex, toBase64, toHex } from "../src/internal/bytes.js"
 import { publicToSpki } from "../src/internal/ed25519.js"
+import { NON_CANONICAL_HEX, SMALL_ORDER_HEX } from "./support/weakKeys.js"
 
-// The eight points of small order, plus the sign-bit variants of the two with x = 0.
-const SMALL_ORDER = [
-  "0100000000000000000000000000000000000000000000000000000000000000",
-  "0100000000000000000000000000000000000000000000000000000000000080",
-  "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
-  "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff",
-  "0000000000000000000000000000000000000000000000000000000000000000",
-  "0000000000000000000000000000000000000000000000000000000000000080",
-  "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
-  "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa",
-  "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",
-  "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc85"
-]
-
-// Every y ≥ p = 2^255 − 19 (low byte 0xed..0xff, then 0xff…, top byte 0x7f), with the sign bit clear and set:
-// non-canonical spellings, among them y = p + 1 (the identity again) and y = p (the order-4 point with y = 0).
-const NON_CANONICAL = Array.from({ length: 19 }, (_, i) => 0xed + i).flatMap((low) =>
-  ["7f", "ff"].map((top) => `${low.toString(16)}${"ff".repeat(30)}${top}`)
-)
-
-const REFUSED = [...SMALL_ORDER, ...NON_CANONICAL].map(fromHex)
+const REFUSED = [...SMALL_ORDER_HEX, ...NON_CANONICAL_HEX].map(fromHex)
 
 const env = Layer.merge(NodeContext.layer, KeysNative.layer)
 
@@ -60,7 +41,7 @@ describe("public keys that enter from outside", () => {
   })
 
   it("a stock verifier (node:crypto on OpenSSL) accepts R = identity, S = 0 under the identity key for any message", () => {
-    const identity = fromHex(SMALL_ORDER[0]!)
+    const identity = fromHex(SMALL_ORDER_HEX[0]!)
     const key = crypto.createPublicKey({ key: Buffer.from(publicToSpki(identity)), format: "der", type: "spki" })
     const forgery = Buffer.concat([identity, new Uint8Array(32)])
     for (const message of ["pay 1000 USD to mallory", "{\"iss\":\"did:mesh:alice\"}"]) {

@@ -5,27 +5,13 @@ import * as KeysNative from "../../src/KeysNative.js"
 import { signMessage } from "../../src/Proof.js"
 import { rotationDocument, WRITE_PROOF_PURPOSE } from "../../src/Registry.js"
 import { fromHex, toBase64 } from "../../src/internal/bytes.js"
+import { NON_CANONICAL_HEX, SMALL_ORDER_HEX } from "../support/weakKeys.js"
 import { registeredAgent, registrationBody, request, startHub } from "./support.js"
 
 const provide = <A, E, R>(e: Effect.Effect<A, E, R>) => e.pipe(Effect.scoped, Effect.provide(KeysNative.layer))
 
-// The eight points of small order with the sign-bit variants of the two with x = 0 (src/internal/ed25519.ts), and
-// encodings whose y is at least p (non-canonical): y = p (≡ 0), p + 1 (≡ 1, the identity), p + 2.
-const WEAK_HEX = [
-  "0100000000000000000000000000000000000000000000000000000000000000",
-  "0100000000000000000000000000000000000000000000000000000000000080",
-  "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
-  "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff",
-  "0000000000000000000000000000000000000000000000000000000000000000",
-  "0000000000000000000000000000000000000000000000000000000000000080",
-  "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
-  "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa",
-  "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",
-  "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc85",
-  "edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
-  "eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
-  "efffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f"
-]
+// The small-order encodings and the first three non-canonical ones: y = p (≡ 0), p + 1 (≡ 1, the identity), p + 2.
+const WEAK_HEX = [...SMALL_ORDER_HEX, ...NON_CANONICAL_HEX.filter((h) => h.endsWith("7f")).slice(0, 3)]
 // Each in its padded and its unpadded spelling.
 const WEAK = WEAK_HEX.flatMap((h) => {
   const b64 = toBase64(fromHex(h))
