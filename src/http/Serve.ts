@@ -79,12 +79,21 @@ export interface Options {
   readonly keepAliveTimeoutMs?: number
   /** Open connections in total; further ones are closed at once. Default 1024. */
   readonly maxConnections?: number
-  /** Open connections from one remote address; further ones are closed at once. Default 64. */
+  /** Open connections from one remote address; further ones are closed at once. Default 256. */
   readonly maxConnectionsPerAddress?: number
   /** Requests being handled at once; further ones get 503 OVERLOADED with `Retry-After` at once. Default 256. */
   readonly maxInFlight?: number
   /** Paths (exact) never shed by `maxInFlight`, so probes still answer under load. Default `["/health"]`. */
   readonly shedExemptPaths?: ReadonlyArray<string>
+}
+
+/** The serving guards and limits a surface (hub, agent, mesh server) passes through from its own options. */
+export type Guards = Omit<Options, "port" | "host" | "maxBodyBytes">
+
+/** `guards` with the host of `publicUrl` (the name callers use, behind a proxy or DNS) added to `allowedHosts`. */
+export const withPublicUrl = (guards: Guards | undefined, publicUrl: string | undefined): Guards => {
+  const host = HostGuard.hostOfUrl(publicUrl)
+  return host === undefined ? { ...guards } : { ...guards, allowedHosts: [...(guards?.allowedHosts ?? []), host] }
 }
 
 /** The options `listener` uses (the others belong to the node:http server `make` creates). */
@@ -132,7 +141,7 @@ const DEFAULT_HEADERS_TIMEOUT = 10_000
 const DEFAULT_REQUEST_TIMEOUT = 30_000
 const DEFAULT_KEEP_ALIVE_TIMEOUT = 5_000
 const DEFAULT_MAX_CONNECTIONS = 1024
-const DEFAULT_MAX_PER_ADDRESS = 64
+const DEFAULT_MAX_PER_ADDRESS = 256
 const DEFAULT_MAX_IN_FLIGHT = 256
 const DEFAULT_SHED_EXEMPT: ReadonlyArray<string> = ["/health"]
 /** Seconds a shed request is told to wait (`Retry-After`): shedding ends as soon as requests in flight drop. */
