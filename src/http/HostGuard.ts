@@ -53,10 +53,17 @@ export const make = (allowedHosts: ReadonlyArray<string> = [], allowedOrigins: R
   const anyOrigin = allowedOrigins.includes("*")
   const origins = new Set(allowedOrigins.map((o) => o.trim().toLowerCase().replace(/\/+$/, "")))
 
+  // Clients send the same Host on every request: the last verdict answers most of them without slicing.
+  let lastHost = ""
+  let lastVerdict = false
   const hostAllowed = (host: string | undefined): boolean => {
     if (anyHost || host === undefined) return true
+    if (host === lastHost) return lastVerdict
     const name = hostName(host)
-    return names.has(name) || isIpLiteral(name) || exact.has(host.toLowerCase())
+    const verdict = names.has(name) || isIpLiteral(name) || exact.has(host.toLowerCase())
+    lastHost = host
+    lastVerdict = verdict
+    return verdict
   }
 
   const origin = (value: string, host: string | undefined): "same" | "allowed" | "refused" => {
