@@ -169,6 +169,8 @@ export interface AgentServerOptions {
   readonly port?: number
   /** Default 1 MiB; larger bodies get 413 before parsing. */
   readonly maxBodyBytes?: number
+  /** Serving guards and limits (Host/Origin, timeouts, connections, load shedding); the host of `publicUrl` is allowed too; docs/protocol.md, "HTTP serving rules". */
+  readonly serving?: Serve.Guards
   /** The agent's DID; default `did:mesh:<name>` with a fresh key (logged as a warning: nobody can know it). */
   readonly did?: string
   /** The agent's private key (seed, PKCS#8, base64 or `PrivateKey`). */
@@ -1001,6 +1003,7 @@ export const make = (
     ).pipe(Layer.provide(Layer.succeed(AgentAuth, authenticate)))
 
     const server = yield* Serve.make(AgentApi, handlers, {
+      ...Serve.withPublicUrl(options.serving, options.publicUrl),
       port: options.port ?? 0,
       host: options.host ?? "127.0.0.1",
       ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes })

@@ -20,6 +20,7 @@ import { importPublicKey, Keys, type MalformedKey } from "./Keys.js"
 import { equalBytes, randomBytes, toBase64, toHex } from "./internal/bytes.js"
 import { tryParseJsonStrict } from "./internal/json.js"
 import * as AgentServer from "./AgentServer.js"
+import type * as Serve from "./http/Serve.js"
 import * as NodePath from "node:path"
 import { pathToFileURL } from "node:url"
 
@@ -125,15 +126,27 @@ export const readIdentityFile = (
     }
     return id
   })
+/** `--allowed-host` / `--allowed-origin` of `mesh hub` and `mesh agent`. */
+export interface ServingFlags {
+  readonly allowedHosts?: ReadonlyArray<string>
+  readonly allowedOrigins?: ReadonlyArray<string>
+}
+
+// The flags add to what a module already allows.
+const servingOf = (flags: ServingFlags, base: Serve.Guards = {}): Serve.Guards => ({
+  ...base,
+  allowedHosts: [...(base.allowedHosts ?? []), ...(flags.allowedHosts ?? [])],
+  allowedOrigins: [...(base.allowedOrigins ?? []), ...(flags.allowedOrigins ?? [])]
+})
 
 /** Where `mesh hub` keeps its database unless told otherwise. */
 export const DEFAULT_DATABASE = ".mesh/hub.db"
 
 /** Runs a hub until interrupted (SIGINT/SIGTERM), printing its URLs and, on first start, the admin credential. */
-export const runHub = (args: { readonly port: number; readonly host: string; readonly db: string }) =>
+export const runHub = (args: { readonly port: number; readonly host: string; readonly db: string } & ServingFlags) =>
   Effect.scoped(
     Effect.gen(function* () {
-      const hub = yield* Hub.start({ database: args.db, port: args.port, host: args.host })
+      const hub = yield* Hub.start({ database: args.db, port: args.port, host: args.host, serving: servingOf(args) })
       if (Option.isSome(hub.admin)) {
         yield* Console.log(`admin credential (shown once, store it now; send as "Authorization: Bearer <key>"):\n${hub.admin.value.apiKey}\n`)
       }
@@ -198,6 +211,8 @@ const importAgentModule = (file: string): Effect.Effect<AgentServer.AgentServerO
 /** Runs the agent a module exports until interrupted; flags override the module's options. */
 export const runAgent = (args: {
   readonly module: string
+  readonly allowedHosts?: ReadonlyArray<string>
+  readonly allowedOrigins?: ReadonlyArray<string>
   readonly port: Option.Option<number>
   readonly host: Option.Option<string>
   readonly db: Option.Option<string>
@@ -214,7 +229,8 @@ export const runAgent = (args: {
         ...(Option.isSome(args.host) ? { host: args.host.value } : {}),
         ...(Option.isSome(args.db) ? { database: args.db.value } : {}),
         ...(Option.isSome(args.hub) ? { hubUrl: args.hub.value } : {}),
-        ...(identity === undefined ? {} : { did: identity.did, privateKey: identity.privateKeyPkcs8B64 })
+        ...(identity === undefined ? {} : { did: identity.did, privateKey: identity.privateKeyPkcs8B64 }),
+        serving: servingOf(args, loaded.serving)
       }
       const agent = yield* AgentServer.make(options)
       yield* Console.log(`agent-mesh agent ${options.name} ${VERSION} listening on ${agent.url}`)

@@ -30,6 +30,8 @@ export interface HubOptions {
   /** Address to listen on. Default 127.0.0.1. */
   readonly host?: string
   readonly maxBodyBytes?: number
+  /** Serving guards and limits (Host/Origin, timeouts, connections, load shedding); docs/protocol.md, "HTTP serving rules". */
+  readonly serving?: Serve.Guards
   /** Per-address limits of the platform's challenge endpoints. */
   readonly rateLimit?: RateLimitOptions
   /** Writes per API key and window (default `Registry.DEFAULT_WRITE_QUOTA`). */
@@ -106,6 +108,8 @@ export const start = (options: HubOptions): Effect.Effect<RunningHub, Database.D
   Effect.gen(function* () {
     const services = yield* Layer.build(layerServices(options))
     const server = yield* Serve.make(HubApi, HandlersLive, {
+      shedExemptPaths: ["/api/status"],
+      ...options.serving,
       port: options.port ?? 0,
       host: options.host ?? "127.0.0.1",
       ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes })

@@ -139,6 +139,8 @@ export interface MeshServerOptions<R = never> {
   readonly maxTtlSeconds?: number
   /** Largest request body; larger ones get 413 before parsing. Default 1 MiB. */
   readonly maxBodyBytes?: number
+  /** Serving guards and limits (Host/Origin, timeouts, connections, load shedding); docs/protocol.md, "HTTP serving rules". */
+  readonly serving?: Serve.Guards
   /** Lifetime of reply envelopes; default 300 s. */
   readonly replyTtlSeconds?: number
 }
@@ -497,6 +499,7 @@ export const make = <R = never>(
       Effect.succeed(h.handle("send", ({ payload }) => receive(payload)).handle("health", () => Effect.succeed(health)))
     )
     const server = yield* Serve.make(MeshServerApi, handlers, {
+      ...options.serving,
       port: options.port ?? 0,
       host: options.host ?? "127.0.0.1",
       ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes })

@@ -34,7 +34,10 @@ const host = Options.text("host").pipe(Options.withFallbackConfig(Config.string(
 const db = Options.text("db").pipe(Options.withFallbackConfig(Config.string("MESH_DB")), Options.withDefault(DEFAULT_DATABASE), Options.withDescription("SQLite file (env MESH_DB)"))
 const logLevel = Options.choice("log-level", ["debug", "info", "warning", "error"]).pipe(Options.withDefault("info" as const), Options.withDescription("least severe log level printed"))
 
-const hubCommand = Command.make("hub", { port, host, db, logLevel }, (args) =>
+const allowedHosts = Options.text("allowed-host").pipe(Options.repeated, Options.withDescription("a DNS name (name or name:port) clients may use in Host besides localhost and IP addresses; * for any (repeatable)"))
+const allowedOrigins = Options.text("allowed-origin").pipe(Options.repeated, Options.withDescription("a browser origin (scheme://host[:port]) allowed cross-origin requests; * for any (repeatable)"))
+
+const hubCommand = Command.make("hub", { port, host, db, allowedHosts, allowedOrigins, logLevel }, (args) =>
   runHub(args).pipe(Logger.withMinimumLogLevel(LogLevel.fromLiteral(args.logLevel === "warning" ? "Warning" : args.logLevel === "debug" ? "Debug" : args.logLevel === "error" ? "Error" : "Info")))
 ).pipe(Command.withDescription("run a hub: registry, spending ledger and platform API on a SQLite file; stops cleanly on SIGINT/SIGTERM"))
 
@@ -62,7 +65,7 @@ const agentDb = Options.text("db").pipe(Options.withFallbackConfig(Config.string
 const agentHub = Options.text("hub").pipe(Options.withFallbackConfig(Config.string("MESH_HUB")), Options.optional, Options.withDescription("hub whose registry resolves callers' and grantors' keys (env MESH_HUB)"))
 const agentIdentity = Options.file("identity").pipe(Options.optional, Options.withDescription("identity file from `mesh keygen`: the agent's DID and key"))
 
-const agentCommand = Command.make("agent", { module: agentModule, port: agentPort, host: agentHost, db: agentDb, hub: agentHub, identity: agentIdentity, logLevel }, (args) =>
+const agentCommand = Command.make("agent", { module: agentModule, port: agentPort, host: agentHost, db: agentDb, hub: agentHub, identity: agentIdentity, allowedHosts, allowedOrigins, logLevel }, (args) =>
   runAgent(args).pipe(Logger.withMinimumLogLevel(LogLevel.fromLiteral(args.logLevel === "warning" ? "Warning" : args.logLevel === "debug" ? "Debug" : args.logLevel === "error" ? "Error" : "Info")))
 ).pipe(Command.withDescription("run the agent a module exports (POST /v1/run, /v1/resume, /health, /.well-known/mesh-agent.json)"))
 

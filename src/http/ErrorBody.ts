@@ -40,6 +40,34 @@ export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()(
   HttpApiSchema.annotations({ status: 413 })
 ) {}
 
+/** A request body whose media type is not JSON was sent to a JSON endpoint. */
+export class UnsupportedMediaType extends Schema.TaggedError<UnsupportedMediaType>()(
+  "UnsupportedMediaType",
+  { code: Schema.Literal("UNSUPPORTED_MEDIA_TYPE"), message: Schema.String },
+  HttpApiSchema.annotations({ status: 415 })
+) {}
+
+/** The server is at its limit of requests in flight; come back after `retryAfterSeconds` (also `Retry-After`). */
+export class Overloaded extends Schema.TaggedError<Overloaded>()(
+  "Overloaded",
+  { code: Schema.Literal("OVERLOADED"), message: Schema.String, retryAfterSeconds: Schema.Number },
+  HttpApiSchema.annotations({ status: 503 })
+) {}
+
+/** The `Host` header names a host this server does not answer for (DNS rebinding guard). */
+export class HostNotAllowed extends Schema.TaggedError<HostNotAllowed>()(
+  "HostNotAllowed",
+  { code: Schema.Literal("HOST_NOT_ALLOWED"), message: Schema.String },
+  HttpApiSchema.annotations({ status: 421 })
+) {}
+
+/** A cross-origin request (or preflight) from an origin the server does not allow. */
+export class OriginNotAllowed extends Schema.TaggedError<OriginNotAllowed>()(
+  "OriginNotAllowed",
+  { code: Schema.Literal("ORIGIN_NOT_ALLOWED"), message: Schema.String },
+  HttpApiSchema.annotations({ status: 403 })
+) {}
+
 /** A defect in a handler; details stay in the server log. */
 export class InternalError extends Schema.TaggedError<InternalError>()(
   "InternalError",

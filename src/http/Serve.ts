@@ -5,14 +5,23 @@
  * natively. No per-request layer, scope, span or web `Request`. Errors go out as `{ _tag, error, code,
  * correlationId }` with the status annotated on the error schema.
  *
- * The serving layer's own errors (`InvalidJson`, `RouteNotFound`, `PayloadTooLarge`, `InternalError` from
- * ErrorBody.ts) go out in the same shape whether or not the api declares them; add them with `api.addError(…)` so
- * that `HttpApiClient` decodes them as typed errors and `OpenApi.fromApi` lists them.
+ * The serving layer's own errors (`InvalidJson`, `RouteNotFound`, `PayloadTooLarge`, `UnsupportedMediaType`,
+ * `Overloaded`, `HostNotAllowed`, `OriginNotAllowed`, `InternalError` from ErrorBody.ts) go out in the same shape
+ * whether or not the api declares them; add them with `api.addError(…)` so that `HttpApiClient` decodes them as
+ * typed errors and `OpenApi.fromApi` lists them.
+ *
+ * Every request passes the same guards before a handler runs, cheapest first (docs/protocol.md, "HTTP serving
+ * rules"): Host (421), Origin and CORS preflight (403), route (404), body size with a bounded drain (413), media
+ * type (415), strict JSON (400), requests in flight (503 with `Retry-After`). The server itself bounds header,
+ * request and keep-alive time and connections in total and per address. Every response says
+ * `X-Content-Type-Options: nosniff` and, unless the handler set its own, `Cache-Control: no-store` (API keys and
+ * tokens travel in bodies).
  *
  * Not supported on this path: `HttpApiMiddleware` attached to the whole api (attach it to the groups; `listener`
  * dies at start otherwise), global HttpApp middleware added with `HttpApiBuilder.middleware*` (ignored), multipart
  * bodies, websocket upgrades. Handlers get no per-request `Scope`.
  */
+import type * as Headers from "@effect/platform/Headers"
 import * as HttpApi from "@effect/platform/HttpApi"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import type * as HttpApiGroup from "@effect/platform/HttpApiGroup"
@@ -26,15 +35,18 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
+import * as ParseResult from "effect/ParseResult"
 import * as Runtime from "effect/Runtime"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Http from "node:http"
 import type * as Net from "node:net"
 import { CorrelationId, fromHeader, HEADER } from "./CorrelationId.js"
+import { parseJsonStrict, StrictJsonError } from "../internal/json.js"
 import { errorBody, INVALID_REQUEST } from "./ErrorBody.js"
+import * as HostGuard from "./HostGuard.js"
 import { LeanRequest } from "./LeanRequest.js"
-import { readBody } from "./ReadBody.js"
+import { discardBody, readBody } from "./ReadBody.js"
 import { RouteTable } from "./RouteTable.js"
 import { writeResponse } from "./WriteResponse.js"
 
@@ -45,13 +57,50 @@ export interface Options {
   /** Largest accepted request body; larger ones get 413 before anything is parsed. Default 1 MiB. */
   readonly maxBodyBytes?: number
   /**
-   * Host names (`name` or `name:port`) accepted in the `Host` header besides the loopback names when listening on
-   * loopback, and the listening address; `"*"` accepts any. Guards loopback servers against DNS rebinding.
+   * How much of a refused body (413, or any early refusal) is read and thrown away so the client can read the
+   * answer; past it the connection is closed. Default 4 × `maxBodyBytes`.
+   */
+  readonly maxDrainBytes?: number
+  /**
+   * DNS names (`name` or `name:port`) accepted in the `Host` header besides `localhost` and IP literals, which are
+   * always accepted; `"*"` accepts any. Guards against DNS rebinding: a name not listed gets 421 HOST_NOT_ALLOWED.
    */
   readonly allowedHosts?: ReadonlyArray<string>
-  /** Origins (`scheme://host[:port]`) whose cross-origin requests are served; others are refused. Default none. */
+  /**
+   * Origins (`scheme://host[:port]`, `"*"` for any) whose cross-origin requests are served and whose CORS
+   * preflights are answered; a request from another origin gets 403 ORIGIN_NOT_ALLOWED. Default none.
+   */
   readonly allowedOrigins?: ReadonlyArray<string>
+  /** Time to receive a request's headers; then 408 and close. Default 10 s. */
+  readonly headersTimeoutMs?: number
+  /** Time to receive a whole request, headers and body; then 408 and close. Default 30 s. */
+  readonly requestTimeoutMs?: number
+  /** How long an idle keep-alive connection is kept. Default 5 s. */
+  readonly keepAliveTimeoutMs?: number
+  /** Open connections in total; further ones are closed at once. Default 1024. */
+  readonly maxConnections?: number
+  /** Open connections from one remote address; further ones are closed at once. Default 256. */
+  readonly maxConnectionsPerAddress?: number
+  /** Requests being handled at once; further ones get 503 OVERLOADED with `Retry-After` at once. Default 256. */
+  readonly maxInFlight?: number
+  /** Paths (exact) never shed by `maxInFlight`, so probes still answer under load. Default `["/health"]`. */
+  readonly shedExemptPaths?: ReadonlyArray<string>
 }
+
+/** The serving guards and limits a surface (hub, agent, mesh server) passes through from its own options. */
+export type Guards = Omit<Options, "port" | "host" | "maxBodyBytes">
+
+/** `guards` with the host of `publicUrl` (the name callers use, behind a proxy or DNS) added to `allowedHosts`. */
+export const withPublicUrl = (guards: Guards | undefined, publicUrl: string | undefined): Guards => {
+  const host = HostGuard.hostOfUrl(publicUrl)
+  return host === undefined ? { ...guards } : { ...guards, allowedHosts: [...(guards?.allowedHosts ?? []), host] }
+}
+
+/** The options `listener` uses (the others belong to the node:http server `make` creates). */
+export type ListenerOptions = Pick<
+  Options,
+  "maxBodyBytes" | "maxDrainBytes" | "allowedHosts" | "allowedOrigins" | "maxInFlight" | "shedExemptPaths"
+>
 
 /** A running server. */
 export interface Server {
@@ -87,6 +136,18 @@ interface ErrorEncoder {
 }
 
 const DEFAULT_MAX_BODY = 1024 * 1024
+const DRAIN_FACTOR = 4
+const DEFAULT_HEADERS_TIMEOUT = 10_000
+const DEFAULT_REQUEST_TIMEOUT = 30_000
+const DEFAULT_KEEP_ALIVE_TIMEOUT = 5_000
+const DEFAULT_MAX_CONNECTIONS = 1024
+const DEFAULT_MAX_PER_ADDRESS = 256
+const DEFAULT_MAX_IN_FLIGHT = 256
+const DEFAULT_SHED_EXEMPT: ReadonlyArray<string> = ["/health"]
+/** Seconds a shed request is told to wait (`Retry-After`): shedding ends as soon as requests in flight drop. */
+export const OVERLOADED_RETRY_AFTER_SECONDS = 1
+const CORS_METHODS = "GET, POST, PUT, PATCH, DELETE"
+const CORS_MAX_AGE = "600"
 const EMPTY_BODY = Buffer.alloc(0)
 const NO_SEARCH_PARAMS: Readonly<Record<string, string | Array<string>>> = Object.freeze({})
 const BODY_METHODS = new Set(["POST", "PUT", "PATCH", "DELETE"])
@@ -126,12 +187,53 @@ const sendError = (
 ): void => {
   if (res.headersSent || res.destroyed) return
   const body = errorBody(fields, tag, message, code, cid)
-  const headers: Http.OutgoingHttpHeaders = { "content-type": "application/json", "content-length": Buffer.byteLength(body), [HEADER]: cid }
+  const headers: Http.OutgoingHttpHeaders = {
+    "content-type": "application/json",
+    "content-length": Buffer.byteLength(body),
+    [HEADER]: cid,
+    "x-content-type-options": "nosniff",
+    "cache-control": "no-store"
+  }
   // An error that says when to come back (RATE_LIMITED) says it in the standard header too.
   const retryAfter = fields !== undefined && "retryAfterSeconds" in fields ? (fields as { retryAfterSeconds: unknown }).retryAfterSeconds : undefined
   if (typeof retryAfter === "number" && Number.isFinite(retryAfter)) headers["retry-after"] = String(Math.max(0, Math.ceil(retryAfter)))
   res.writeHead(status, headers)
   res.end(body)
+}
+
+// A schema error's message quotes the offending value ("actual \"sk-…\""), which came from the request body and may
+// be a secret; logs get the error's kind and the paths of its issues only.
+const summarize = (u: unknown): string | undefined => {
+  if (ParseResult.isParseError(u)) {
+    const paths = ParseResult.ArrayFormatter.formatErrorSync(u).map((issue) => `${issue._tag} at [${issue.path.join(".")}]`)
+    return `ParseError: ${paths.join(", ")}`
+  }
+  const tag = field(u, "_tag")
+  if (tag === "HttpApiDecodeError" && typeof u === "object" && u !== null && "issues" in u && Array.isArray(u.issues)) {
+    const issues = u.issues as ReadonlyArray<{ readonly _tag?: unknown; readonly path?: ReadonlyArray<unknown> }>
+    return `HttpApiDecodeError: ${issues.map((i) => `${String(i._tag)} at [${(i.path ?? []).join(".")}]`).join(", ")}`
+  }
+  return undefined
+}
+
+/**
+ * What to log of a failed request's cause without logging request data: typed failures by tag and code only (their
+ * fields may echo the request), schema errors by issue paths, other defects in full (their stacks are the point).
+ */
+const loggable = (cause: Cause.Cause<unknown>): Array<unknown> => {
+  const out: Array<unknown> = []
+  for (const e of Cause.failures(cause)) {
+    const tag = field(e, "_tag")
+    out.push(summarize(e) ?? `failure ${tag ?? typeof e}${field(e, "code") === undefined ? "" : ` (${field(e, "code")})`}`)
+  }
+  let defects: Cause.Cause<never> = Cause.empty
+  for (const d of Cause.defects(cause)) {
+    const summary = summarize(d)
+    if (summary === undefined) defects = Cause.parallel(defects, Cause.die(d))
+    else out.push(`defect ${summary}`)
+  }
+  if (!Cause.isEmpty(defects)) out.push(defects)
+  return out
 }
 
 /** Deepest nesting of arrays and objects a JSON body may have; deeper bodies would exhaust the stack downstream. */
@@ -154,6 +256,32 @@ export const nestsDeeperThan = (text: string, max: number): boolean => {
   return false
 }
 
+/** True for `application/json` and `application/*+json`, any case, with or without parameters (RFC 9110 §8.3.1). */
+export const isJsonMediaType = (type: string): boolean => {
+  if (type === "application/json") return true
+  const semi = type.indexOf(";")
+  const t = (semi < 0 ? type : type.slice(0, semi)).trim().toLowerCase()
+  return t === "application/json" || (t.startsWith("application/") && t.endsWith("+json"))
+}
+
+// Routes (`METHOD path`) whose payload is not JSON (text, bytes, url params, multipart): they skip the JSON checks.
+const nonJsonRoutes = (api: HttpApi.HttpApi.AnyWithProps): Set<string> => {
+  const out = new Set<string>()
+  for (const group of Object.values(api.groups)) {
+    for (const endpoint of Object.values(group.endpoints)) {
+      if (endpoint.payloadSchema._tag === "None") continue
+      const members = new Set<Schema.Schema.Any>()
+      HttpApiSchema.deunionize(members, endpoint.payloadSchema.value as Schema.Schema.Any)
+      for (const m of members) {
+        if (HttpApiSchema.getMultipart(m.ast) !== undefined || HttpApiSchema.getMultipartStream(m.ast) !== undefined || HttpApiSchema.getEncoding(m.ast).kind !== "Json") {
+          out.add(`${endpoint.method} ${endpoint.path}`)
+        }
+      }
+    }
+  }
+  return out
+}
+
 /**
  * Builds the handler layer in the current scope and returns the node:http listener serving `api`. Use it to
  * mount the API on a server you own, or in tests.
@@ -161,7 +289,7 @@ export const nestsDeeperThan = (text: string, max: number): boolean => {
 export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
   api: Api,
   handlers: HandlersLayer<Api, E, R>,
-  options: Pick<Options, "maxBodyBytes"> = {}
+  options: ListenerOptions = {}
 ): Effect.Effect<Listener, E, Scope.Scope | Exclude<R | ApiContext<Api>, Provided>> =>
   Effect.gen(function* () {
     const apiProps = api as unknown as HttpApi.HttpApi.AnyWithProps
@@ -169,6 +297,11 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
       return yield* Effect.dieMessage("Serve: api-level middleware is not supported; attach it to the groups")
     }
     const maxBody = options.maxBodyBytes ?? DEFAULT_MAX_BODY
+    const maxDrain = options.maxDrainBytes ?? DRAIN_FACTOR * maxBody
+    const maxInFlight = options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT
+    const shedExempt = new Set(options.shedExemptPaths ?? DEFAULT_SHED_EXEMPT)
+    const guard = HostGuard.make(options.allowedHosts, options.allowedOrigins)
+    let inFlight = 0
     // HttpApiBuilder.group registers each handler as a route on HttpApiBuilder.Router; building the layers here
     // gives exactly the routes the stock server would run, with the handlers' context already captured.
     const built: Layer.Layer<HttpApi.Api | HttpApiBuilder.Router, E, Exclude<R | ApiContext<Api>, Provided>> = HttpApiBuilder.api(
@@ -184,8 +317,12 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
     const baseMap: ReadonlyMap<string, unknown> = runtime.context.unsafeMap
 
     const table = new RouteTable<AnyRoute>()
+    const nonJson = nonJsonRoutes(apiProps)
+    const jsonOnly = new Set<AnyRoute>()
     for (const route of router.routes) {
-      table.add(route.method, typeof route.path === "string" ? route.path : String(route.path), route as AnyRoute)
+      const path = typeof route.path === "string" ? route.path : String(route.path)
+      table.add(route.method, path, route as AnyRoute)
+      if (!nonJson.has(`${route.method} ${path}`)) jsonOnly.add(route as AnyRoute)
     }
     const errors = collectErrors(apiProps)
 
@@ -205,7 +342,7 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
       } else if (Cause.isInterruptedOnly(cause)) {
         return void res.destroy()
       }
-      runFork(Effect.logError("request failed", cause).pipe(Effect.annotateLogs("correlationId", cid)))
+      runFork(Effect.logError("request failed", ...loggable(cause)).pipe(Effect.annotateLogs("correlationId", cid)))
       sendError(res, 500, undefined, "InternalError", "internal server error", "INTERNAL_ERROR", cid)
     }
 
@@ -217,24 +354,36 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
       params: Readonly<Record<string, string | undefined>>,
       url: string,
       query: number,
+      path: string,
       body: Buffer
     ): void => {
       let parsed: unknown = undefined
-      if (body.length > 0) {
+      let headers: Headers.Headers | undefined = undefined
+      if (body.length > 0 && jsonOnly.has(route)) {
+        // No Content-Type is read as JSON: browsers always send one with a body (a form's is urlencoded or
+        // multipart, a fetch string's text/plain), so only non-browser clients omit it.
         const type = req.headers["content-type"]
-        if (type === undefined || type.includes("json")) {
-          const text = body.toString("utf8")
-          if (nestsDeeperThan(text, MAX_JSON_DEPTH)) {
-            return sendError(res, 400, undefined, "InvalidJson", `request body nests deeper than ${MAX_JSON_DEPTH} levels`, "INVALID_JSON", cid)
-          }
-          try {
-            parsed = JSON.parse(text)
-          } catch {
-            return sendError(res, 400, undefined, "InvalidJson", "request body is not valid JSON", "INVALID_JSON", cid)
-          }
+        if (type !== undefined && !isJsonMediaType(type)) {
+          return sendError(res, 415, undefined, "UnsupportedMediaType", "request body must be application/json", "UNSUPPORTED_MEDIA_TYPE", cid)
+        }
+        // HttpApi reads a body as JSON only when its type contains "application/json"; `+json` types are JSON too.
+        if (type !== undefined && !type.toLowerCase().includes("application/json")) {
+          headers = { ...(req.headers as Headers.Headers), "content-type": "application/json" } as Headers.Headers
+        }
+        const text = body.toString("utf8")
+        if (nestsDeeperThan(text, MAX_JSON_DEPTH)) {
+          return sendError(res, 400, undefined, "InvalidJson", `request body nests deeper than ${MAX_JSON_DEPTH} levels`, "INVALID_JSON", cid)
+        }
+        try {
+          parsed = parseJsonStrict(text)
+        } catch (e) {
+          const message = e instanceof StrictJsonError && e.reason !== "syntax" ? `request body is not accepted JSON: ${e.message}` : "request body is not valid JSON"
+          return sendError(res, 400, undefined, "InvalidJson", message, "INVALID_JSON", cid)
         }
       }
-      const request = new LeanRequest(req, url, body, parsed)
+      if (inFlight >= maxInFlight && !shedExempt.has(path)) return overloaded(res, cid)
+      inFlight++
+      const request = new LeanRequest(req, url, body, parsed, headers)
       const map = new Map(baseMap)
       map.set(HttpServerRequest.HttpServerRequest.key, request)
       map.set(HttpRouter.RouteContext.key, { [HttpRouter.RouteContextTypeId]: HttpRouter.RouteContextTypeId, params, route })
@@ -246,7 +395,9 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
         Runtime.make({ context: Context.unsafeMake<never>(map), runtimeFlags: runtime.runtimeFlags, fiberRefs: runtime.fiberRefs }),
         route.handler as Effect.Effect<unknown, unknown>
       )
+      // In flight means the handler runs: a streamed response (SSE) that outlives it does not hold a slot.
       const done = (exit: Exit.Exit<unknown, unknown>): void => {
+        inFlight--
         if (Exit.isSuccess(exit)) return writeResponse(res, cid, exit.value, runFork, (cause) => respondFailure(res, cid, cause))
         respondFailure(res, cid, exit.cause)
       }
@@ -263,24 +414,76 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
       })
     }
 
+    const overloaded = (res: Http.ServerResponse, cid: string): void =>
+      sendError(
+        res,
+        503,
+        { retryAfterSeconds: OVERLOADED_RETRY_AFTER_SECONDS },
+        "Overloaded",
+        "the server is at its limit of requests in flight; retry later",
+        "OVERLOADED",
+        cid
+      )
+
+    // An answer given before the body is read: the body is drained (bounded) so the client can read the answer.
+    const refuseEarly = (req: Http.IncomingMessage, res: Http.ServerResponse, status: number, tag: string, message: string, code: string, cid: string) => {
+      if (BODY_METHODS.has(req.method ?? "") && !discardBody(req, maxDrain)) res.setHeader("connection", "close")
+      sendError(res, status, undefined, tag, message, code, cid)
+    }
+
+    const preflight = (req: Http.IncomingMessage, res: Http.ServerResponse, origin: string): void => {
+      const headers: Http.OutgoingHttpHeaders = {
+        "access-control-allow-origin": origin,
+        "access-control-allow-methods": CORS_METHODS,
+        "access-control-max-age": CORS_MAX_AGE,
+        vary: "Origin, Access-Control-Request-Method, Access-Control-Request-Headers",
+        "x-content-type-options": "nosniff",
+        "cache-control": "no-store",
+        "content-length": "0"
+      }
+      const asked = req.headers["access-control-request-headers"]
+      if (asked !== undefined) headers["access-control-allow-headers"] = asked
+      res.writeHead(204, headers)
+      res.end()
+    }
+
     return (req: Http.IncomingMessage, res: Http.ServerResponse): void => {
       const cid = fromHeader(req.headers[HEADER])
+      const host = req.headers.host
+      if (!guard.hostAllowed(host)) {
+        return refuseEarly(req, res, 421, "HostNotAllowed", "this server does not answer for the requested host", "HOST_NOT_ALLOWED", cid)
+      }
+      const method = req.method ?? "GET"
+      const origin = req.headers.origin
+      if (origin !== undefined) {
+        const verdict = guard.origin(origin, host)
+        if (verdict === "refused") {
+          return refuseEarly(req, res, 403, "OriginNotAllowed", "cross-origin requests from this origin are not allowed", "ORIGIN_NOT_ALLOWED", cid)
+        }
+        if (method === "OPTIONS" && req.headers["access-control-request-method"] !== undefined) {
+          req.resume()
+          return preflight(req, res, origin)
+        }
+        if (verdict === "allowed") {
+          res.setHeader("access-control-allow-origin", origin)
+          res.setHeader("access-control-expose-headers", "x-correlation-id, retry-after")
+          res.setHeader("vary", "Origin")
+        }
+      }
       const url = req.url ?? "/"
       const query = url.indexOf("?")
       const path = query < 0 ? url : url.slice(0, query)
-      const method = req.method ?? "GET"
       const match = table.find(method, path)
       if (match === undefined) {
-        req.resume()
-        return sendError(res, 404, undefined, "RouteNotFound", `no route for ${method} ${path}`, "ROUTE_NOT_FOUND", cid)
+        return refuseEarly(req, res, 404, "RouteNotFound", `no route for ${method} ${path}`, "ROUTE_NOT_FOUND", cid)
       }
-      if (!BODY_METHODS.has(method)) return dispatch(req, res, cid, match.route, match.params, url, query, EMPTY_BODY)
-      readBody(req, maxBody, (result) => {
+      if (!BODY_METHODS.has(method)) return dispatch(req, res, cid, match.route, match.params, url, query, path, EMPTY_BODY)
+      readBody(req, maxBody, maxDrain, (result) => {
         switch (result._tag) {
           case "Body":
-            return dispatch(req, res, cid, match.route, match.params, url, query, result.bytes)
+            return dispatch(req, res, cid, match.route, match.params, url, query, path, result.bytes)
           case "TooLarge":
-            res.setHeader("connection", "close")
+            if (result.close) res.setHeader("connection", "close")
             return sendError(res, 413, undefined, "PayloadTooLarge", `request body exceeds ${maxBody} bytes`, "PAYLOAD_TOO_LARGE", cid)
           case "Aborted":
             return void res.destroy()
@@ -297,7 +500,34 @@ export const make = <Api extends HttpApi.HttpApi.Any, E, R>(
 ): Effect.Effect<Server, E | ServeError, Scope.Scope | Exclude<R | ApiContext<Api>, Provided>> =>
   Effect.gen(function* () {
     const handle = yield* listener(api, handlers, options)
-    const server = Http.createServer({ keepAlive: true }, handle)
+    const requestTimeout = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT
+    // node:http refuses a headers timeout longer than the request timeout.
+    const headersTimeout = Math.min(options.headersTimeoutMs ?? DEFAULT_HEADERS_TIMEOUT, requestTimeout)
+    const server = Http.createServer(
+      {
+        keepAlive: true,
+        requestTimeout,
+        headersTimeout,
+        keepAliveTimeout: options.keepAliveTimeoutMs ?? DEFAULT_KEEP_ALIVE_TIMEOUT,
+        // node:http checks both timeouts on this interval (30 s by default, which would triple a 10 s limit).
+        connectionsCheckingInterval: Math.max(10, Math.min(1_000, Math.floor(headersTimeout / 4)))
+      },
+      handle
+    )
+    server.maxConnections = options.maxConnections ?? DEFAULT_MAX_CONNECTIONS
+    const perAddress = options.maxConnectionsPerAddress ?? DEFAULT_MAX_PER_ADDRESS
+    const open = new Map<string, number>()
+    server.on("connection", (socket: Net.Socket) => {
+      const address = socket.remoteAddress ?? ""
+      const n = (open.get(address) ?? 0) + 1
+      if (n > perAddress) return void socket.destroy()
+      open.set(address, n)
+      socket.once("close", () => {
+        const left = (open.get(address) ?? 1) - 1
+        if (left <= 0) open.delete(address)
+        else open.set(address, left)
+      })
+    })
     const close = Effect.async<void>((resume) => {
       server.close(() => resume(Effect.void))
       server.closeAllConnections()

@@ -1,5 +1,7 @@
 /**
- * Writes an `HttpServerResponse` straight to a node:http response, adding the correlation id header.
+ * Writes an `HttpServerResponse` straight to a node:http response, adding the correlation id header,
+ * `X-Content-Type-Options: nosniff` (a JSON body holding markup is never sniffed into a page) and, unless the handler
+ * chose its own (SSE says no-cache), `Cache-Control: no-store` (responses carry API keys and tokens).
  */
 import * as Cookies from "@effect/platform/Cookies"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
@@ -27,7 +29,8 @@ export const writeResponse = (
 ): void => {
   if (!HttpServerResponse.isServerResponse(value)) return fail(Cause.die(new Error("handler returned a non-response")))
   if (res.destroyed) return
-  const headers: Record<string, string | Array<string>> = { ...value.headers, [HEADER]: cid }
+  const headers: Record<string, string | Array<string>> = { ...value.headers, [HEADER]: cid, "x-content-type-options": "nosniff" }
+  headers["cache-control"] ??= "no-store"
   if (!Cookies.isEmpty(value.cookies)) headers["set-cookie"] = Cookies.toSetCookieHeaders(value.cookies)
   const body = value.body
   switch (body._tag) {

@@ -81,7 +81,9 @@ describe("agent server hardening", () => {
           handler: ({ message }) => message,
           auth: "mesh-sig",
           database: ":memory:",
-          resolveCallerKey: (did) => (did === alice.did ? alice.publicKey : null)
+          resolveCallerKey: (did) => (did === alice.did ? alice.publicKey : null),
+          // Past the Host check (which alone would refuse it with 421), so the signature binding is what refuses.
+          serving: { allowedHosts: ["agent-a.example"] }
         })
         const bytes = new TextEncoder().encode(JSON.stringify({ message: "transfer everything" }))
         const headers = yield* signRequest({ method: "POST", url: "http://agent-a.example/v1/run", body: bytes }, { privateKey: alice.privateKey, keyId: verificationMethodId(alice.did) })
