@@ -21,7 +21,17 @@ import {
   HandlerFailed,
   ProviderFailed
 } from "./AgentError.js"
-import { InternalError, InvalidJson, PayloadTooLarge, RouteNotFound, wireErrors } from "./http/ErrorBody.js"
+import {
+  HostNotAllowed,
+  InternalError,
+  InvalidJson,
+  OriginNotAllowed,
+  Overloaded,
+  PayloadTooLarge,
+  RouteNotFound,
+  UnsupportedMediaType,
+  wireErrors
+} from "./http/ErrorBody.js"
 import * as ModelProvider from "./ModelProvider.js"
 import { VERSION } from "./Version.js"
 
@@ -166,6 +176,10 @@ export class AgentApi extends HttpApi.make("agent")
   .addError(InvalidJson)
   .addError(PayloadTooLarge)
   .addError(RouteNotFound)
+  .addError(UnsupportedMediaType)
+  .addError(Overloaded)
+  .addError(HostNotAllowed)
+  .addError(OriginNotAllowed)
   .addError(InternalError)
   .annotate(OpenApi.Title, "agent-mesh agent server")
   .annotate(OpenApi.Version, VERSION)

@@ -13,7 +13,17 @@ import * as OpenApi from "@effect/platform/OpenApi"
 import * as Context from "effect/Context"
 import * as Schema from "effect/Schema"
 import { BadRequest, Conflict, Forbidden, NotFound, RateLimited, RegistryUnreachable, Unauthorized, Unavailable, Unprocessable } from "./HubError.js"
-import { InternalError, InvalidJson, PayloadTooLarge, RouteNotFound, wireErrors } from "./http/ErrorBody.js"
+import {
+  HostNotAllowed,
+  InternalError,
+  InvalidJson,
+  OriginNotAllowed,
+  Overloaded,
+  PayloadTooLarge,
+  RouteNotFound,
+  UnsupportedMediaType,
+  wireErrors
+} from "./http/ErrorBody.js"
 import { Allocation, Pool } from "./Ledger.js"
 import { AgentRecord, McpRecord, McpTool, SearchHit, SkillRecord, SkillType } from "./Registry.js"
 import type { ApiKeyRow } from "./RegistryStore.js"
@@ -210,6 +220,10 @@ export class HubApi extends HttpApi.make("hub")
   .addError(InvalidJson)
   .addError(PayloadTooLarge)
   .addError(RouteNotFound)
+  .addError(UnsupportedMediaType)
+  .addError(Overloaded)
+  .addError(HostNotAllowed)
+  .addError(OriginNotAllowed)
   .addError(InternalError)
   .addError(Unavailable)
   .addError(BadRequest)
@@ -225,6 +239,10 @@ export class PlatformApi extends HttpApi.make("platform")
   .addError(InvalidJson)
   .addError(PayloadTooLarge)
   .addError(RouteNotFound)
+  .addError(UnsupportedMediaType)
+  .addError(Overloaded)
+  .addError(HostNotAllowed)
+  .addError(OriginNotAllowed)
   .addError(InternalError)
   .addError(BadRequest)
   .annotate(OpenApi.Title, "agent-mesh platform")

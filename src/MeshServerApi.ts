@@ -11,7 +11,17 @@ import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as OpenApi from "@effect/platform/OpenApi"
 import * as Schema from "effect/Schema"
 import { Envelope, type EnvelopeError, JsonObject } from "./Envelope.js"
-import { InternalError, InvalidJson, PayloadTooLarge, RouteNotFound, wireErrors } from "./http/ErrorBody.js"
+import {
+  HostNotAllowed,
+  InternalError,
+  InvalidJson,
+  OriginNotAllowed,
+  Overloaded,
+  PayloadTooLarge,
+  RouteNotFound,
+  UnsupportedMediaType,
+  wireErrors
+} from "./http/ErrorBody.js"
 import { VERSION } from "./Version.js"
 
 /** 400: the body is not an envelope, or claims a lifetime longer than the server accepts. */
@@ -127,6 +137,10 @@ export class MeshServerApi extends HttpApi.make("meshServer")
   .addError(InvalidJson)
   .addError(PayloadTooLarge)
   .addError(RouteNotFound)
+  .addError(UnsupportedMediaType)
+  .addError(Overloaded)
+  .addError(HostNotAllowed)
+  .addError(OriginNotAllowed)
   .addError(InternalError)
   .annotate(OpenApi.Version, VERSION)
   .annotate(OpenApi.Transform, wireErrors)
