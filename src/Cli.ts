@@ -26,7 +26,7 @@ import { pathToFileURL } from "node:url"
 
 /** The CLI could not do what was asked; `code` says why. */
 export class CliError extends Schema.TaggedError<CliError>()("CliError", {
-  code: Schema.Literal("FILE_EXISTS", "IO_ERROR", "MODULE_INVALID", "IDENTITY_INVALID"),
+  code: Schema.Literal("FILE_EXISTS", "IO_ERROR", "MODULE_INVALID", "IDENTITY_INVALID", "INVALID_ARGUMENT"),
   message: Schema.String
 }) {}
 
@@ -126,6 +126,17 @@ export const readIdentityFile = (
     }
     return id
   })
+// The host (with its port, when the URL names one) of a `--public-url`, which clients will send as Host.
+const hostOfUrl = (url: string): Effect.Effect<string, CliError> =>
+  Effect.try({
+    try: () => {
+      const u = new URL(url)
+      if (u.protocol !== "http:" && u.protocol !== "https:") throw new Error("not http(s)")
+      return u.host
+    },
+    catch: () => new CliError({ code: "INVALID_ARGUMENT", message: `--public-url ${JSON.stringify(url)} is not an http(s) URL` })
+  })
+
 /** `--allowed-host` / `--allowed-origin` of `mesh hub` and `mesh agent`. */
 export interface ServingFlags {
   readonly allowedHosts?: ReadonlyArray<string>
@@ -143,10 +154,27 @@ const servingOf = (flags: ServingFlags, base: Serve.Guards = {}): Serve.Guards =
 export const DEFAULT_DATABASE = ".mesh/hub.db"
 
 /** Runs a hub until interrupted (SIGINT/SIGTERM), printing its URLs and, on first start, the admin credential. */
-export const runHub = (args: { readonly port: number; readonly host: string; readonly db: string } & ServingFlags) =>
+export const runHub = (
+  args: {
+    readonly port: number
+    readonly host: string
+    readonly db: string
+    readonly publicUrl?: Option.Option<string>
+    readonly newAdminKey?: boolean
+  } & ServingFlags
+) =>
   Effect.scoped(
     Effect.gen(function* () {
-      const hub = yield* Hub.start({ database: args.db, port: args.port, host: args.host, serving: servingOf(args) })
+      const publicUrl = Option.getOrUndefined(args.publicUrl ?? Option.none())
+      const publicHost = publicUrl === undefined ? undefined : yield* hostOfUrl(publicUrl)
+      const hub = yield* Hub.start({
+        database: args.db,
+        port: args.port,
+        host: args.host,
+        serving: servingOf(args, publicHost === undefined ? {} : { allowedHosts: [publicHost] }),
+        ...(publicUrl === undefined ? {} : { publicUrl }),
+        ...(args.newAdminKey === true ? { newAdminKey: true } : {})
+      })
       if (Option.isSome(hub.admin)) {
         yield* Console.log(`admin credential (shown once, store it now; send as "Authorization: Bearer <key>"):\n${hub.admin.value.apiKey}\n`)
       }

@@ -37,7 +37,14 @@ const logLevel = Options.choice("log-level", ["debug", "info", "warning", "error
 const allowedHosts = Options.text("allowed-host").pipe(Options.repeated, Options.withDescription("a DNS name (name or name:port) clients may use in Host besides localhost and IP addresses; * for any (repeatable)"))
 const allowedOrigins = Options.text("allowed-origin").pipe(Options.repeated, Options.withDescription("a browser origin (scheme://host[:port]) allowed cross-origin requests; * for any (repeatable)"))
 
-const hubCommand = Command.make("hub", { port, host, db, allowedHosts, allowedOrigins, logLevel }, (args) =>
+const publicUrl = Options.text("public-url").pipe(
+  Options.withFallbackConfig(Config.string("MESH_PUBLIC_URL")),
+  Options.optional,
+  Options.withDescription("the URL clients reach the hub at (env MESH_PUBLIC_URL): signed ledger requests name it, and its host is allowed in Host")
+)
+const newAdminKey = Options.boolean("new-admin-key").pipe(Options.withDescription("issue a new admin credential on this start (after the old one was revoked or lost)"))
+
+const hubCommand = Command.make("hub", { port, host, db, publicUrl, newAdminKey, allowedHosts, allowedOrigins, logLevel }, (args) =>
   runHub(args).pipe(Logger.withMinimumLogLevel(LogLevel.fromLiteral(args.logLevel === "warning" ? "Warning" : args.logLevel === "debug" ? "Debug" : args.logLevel === "error" ? "Error" : "Info")))
 ).pipe(Command.withDescription("run a hub: registry, spending ledger and platform API on a SQLite file; stops cleanly on SIGINT/SIGTERM"))
 
