@@ -21,17 +21,7 @@ import {
   HandlerFailed,
   ProviderFailed
 } from "./AgentError.js"
-import {
-  HostNotAllowed,
-  InternalError,
-  InvalidJson,
-  OriginNotAllowed,
-  Overloaded,
-  PayloadTooLarge,
-  RouteNotFound,
-  UnsupportedMediaType,
-  wireErrors
-} from "./http/ErrorBody.js"
+import { addServingErrors, wireErrors } from "./http/ErrorBody.js"
 import * as ModelProvider from "./ModelProvider.js"
 import { VERSION } from "./Version.js"
 
@@ -166,21 +156,15 @@ export class DocsGroup extends HttpApiGroup.make("docs")
   .add(HttpApiEndpoint.get("openapi", "/openapi.json").addSuccess(Schema.Unknown).annotate(OpenApi.Description, "This OpenAPI 3.1 document.")) {}
 
 /** The whole agent server. */
-export class AgentApi extends HttpApi.make("agent")
-  .add(RunGroup)
-  .add(InfoGroup)
-  .add(DocsGroup)
-  .addError(AgentBadRequest)
-  .addError(AgentUnauthorized)
-  .addError(AgentRateLimited)
-  .addError(InvalidJson)
-  .addError(PayloadTooLarge)
-  .addError(RouteNotFound)
-  .addError(UnsupportedMediaType)
-  .addError(Overloaded)
-  .addError(HostNotAllowed)
-  .addError(OriginNotAllowed)
-  .addError(InternalError)
+export class AgentApi extends addServingErrors(
+  HttpApi.make("agent")
+    .add(RunGroup)
+    .add(InfoGroup)
+    .add(DocsGroup)
+    .addError(AgentBadRequest)
+    .addError(AgentUnauthorized)
+    .addError(AgentRateLimited)
+)
   .annotate(OpenApi.Title, "agent-mesh agent server")
   .annotate(OpenApi.Version, VERSION)
   .annotate(OpenApi.Description, "Runs and resumes tasks of one agent. Errors are { _tag, error, code, correlationId }.")

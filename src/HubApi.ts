@@ -13,17 +13,7 @@ import * as OpenApi from "@effect/platform/OpenApi"
 import * as Context from "effect/Context"
 import * as Schema from "effect/Schema"
 import { BadRequest, Conflict, Forbidden, NotFound, RateLimited, RegistryUnreachable, Unauthorized, Unavailable, Unprocessable } from "./HubError.js"
-import {
-  HostNotAllowed,
-  InternalError,
-  InvalidJson,
-  OriginNotAllowed,
-  Overloaded,
-  PayloadTooLarge,
-  RouteNotFound,
-  UnsupportedMediaType,
-  wireErrors
-} from "./http/ErrorBody.js"
+import { addServingErrors, wireErrors } from "./http/ErrorBody.js"
 import { Allocation, Pool } from "./Ledger.js"
 import { AgentRecord, McpRecord, McpTool, SearchHit, SkillRecord, SkillType } from "./Registry.js"
 import type { ApiKeyRow } from "./RegistryStore.js"
@@ -211,20 +201,14 @@ export class DocsGroup extends HttpApiGroup.make("docs")
   .annotate(OpenApi.Description, "The contract, machine-readable and browsable.") {}
 
 /** The whole hub. */
-export class HubApi extends HttpApi.make("hub")
-  .add(RegistryGroup)
-  .add(KeysGroup)
-  .add(SpendingGroup)
-  .add(PlatformGroup)
-  .add(DocsGroup)
-  .addError(InvalidJson)
-  .addError(PayloadTooLarge)
-  .addError(RouteNotFound)
-  .addError(UnsupportedMediaType)
-  .addError(Overloaded)
-  .addError(HostNotAllowed)
-  .addError(OriginNotAllowed)
-  .addError(InternalError)
+export class HubApi extends addServingErrors(
+  HttpApi.make("hub")
+    .add(RegistryGroup)
+    .add(KeysGroup)
+    .add(SpendingGroup)
+    .add(PlatformGroup)
+    .add(DocsGroup)
+)
   .addError(Unavailable)
   .addError(BadRequest)
   .annotate(OpenApi.Title, "agent-mesh hub")
@@ -233,17 +217,11 @@ export class HubApi extends HttpApi.make("hub")
   .annotate(OpenApi.Transform, wireErrors) {}
 
 /** The platform alone, for a platform process running apart from the registry (`mesh platform`). */
-export class PlatformApi extends HttpApi.make("platform")
-  .add(PlatformGroup)
-  .add(DocsGroup)
-  .addError(InvalidJson)
-  .addError(PayloadTooLarge)
-  .addError(RouteNotFound)
-  .addError(UnsupportedMediaType)
-  .addError(Overloaded)
-  .addError(HostNotAllowed)
-  .addError(OriginNotAllowed)
-  .addError(InternalError)
+export class PlatformApi extends addServingErrors(
+  HttpApi.make("platform")
+    .add(PlatformGroup)
+    .add(DocsGroup)
+)
   .addError(BadRequest)
   .annotate(OpenApi.Title, "agent-mesh platform")
   .annotate(OpenApi.Version, VERSION)

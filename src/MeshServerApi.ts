@@ -11,17 +11,7 @@ import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as OpenApi from "@effect/platform/OpenApi"
 import * as Schema from "effect/Schema"
 import { Envelope, type EnvelopeError, JsonObject } from "./Envelope.js"
-import {
-  HostNotAllowed,
-  InternalError,
-  InvalidJson,
-  OriginNotAllowed,
-  Overloaded,
-  PayloadTooLarge,
-  RouteNotFound,
-  UnsupportedMediaType,
-  wireErrors
-} from "./http/ErrorBody.js"
+import { addServingErrors, wireErrors } from "./http/ErrorBody.js"
 import { VERSION } from "./Version.js"
 
 /** 400: the body is not an envelope, or claims a lifetime longer than the server accepts. */
@@ -132,16 +122,10 @@ export class MessagesGroup extends HttpApiGroup.make("messages")
   .add(HttpApiEndpoint.get("health", "/health").addSuccess(Health)) {}
 
 /** The whole MeshServer contract, with the serving layer's own errors so clients decode them too. */
-export class MeshServerApi extends HttpApi.make("meshServer")
-  .add(MessagesGroup)
-  .addError(InvalidJson)
-  .addError(PayloadTooLarge)
-  .addError(RouteNotFound)
-  .addError(UnsupportedMediaType)
-  .addError(Overloaded)
-  .addError(HostNotAllowed)
-  .addError(OriginNotAllowed)
-  .addError(InternalError)
+export class MeshServerApi extends addServingErrors(
+  HttpApi.make("meshServer")
+    .add(MessagesGroup)
+)
   .annotate(OpenApi.Version, VERSION)
   .annotate(OpenApi.Transform, wireErrors)
   .annotate(OpenApi.Title, "agent-mesh MeshServer")

@@ -6,6 +6,8 @@
  * without one, such as HttpApi's decode error) `code`, and its own refusals carry nothing else. `wireErrors` writes
  * the same into an OpenAPI document, so that a client generated from it accepts the bodies it will receive.
  */
+import type * as HttpApi from "@effect/platform/HttpApi"
+import type * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import type * as OpenApi from "@effect/platform/OpenApi"
 import * as Schema from "effect/Schema"
@@ -148,3 +150,18 @@ export const wireErrors = (spec: Record<string, unknown>): Record<string, unknow
   }
   return doc as unknown as Record<string, unknown>
 }
+
+/**
+ * Declares the serving layer's own errors on an api, so that its typed client decodes them and its OpenAPI document
+ * lists them: every surface served through `Serve` can answer with any of these.
+ */
+export const addServingErrors = <Id extends string, Groups extends HttpApiGroup.HttpApiGroup.Any, E, R>(api: HttpApi.HttpApi<Id, Groups, E, R>) =>
+  api
+    .addError(InvalidJson)
+    .addError(PayloadTooLarge)
+    .addError(RouteNotFound)
+    .addError(UnsupportedMediaType)
+    .addError(Overloaded)
+    .addError(HostNotAllowed)
+    .addError(OriginNotAllowed)
+    .addError(InternalError)
