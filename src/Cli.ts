@@ -126,16 +126,11 @@ export const readIdentityFile = (
     }
     return id
   })
-// The host (with its port, when the URL names one) of a `--public-url`, which clients will send as Host.
-const hostOfUrl = (url: string): Effect.Effect<string, CliError> =>
-  Effect.try({
-    try: () => {
-      const u = new URL(url)
-      if (u.protocol !== "http:" && u.protocol !== "https:") throw new Error("not http(s)")
-      return u.host
-    },
-    catch: () => new CliError({ code: "INVALID_ARGUMENT", message: `--public-url ${JSON.stringify(url)} is not an http(s) URL` })
-  })
+// A `--public-url` must be an http(s) URL: signed requests name it and its host is allowed in Host.
+const checkHttpUrl = (url: string): Effect.Effect<void, CliError> =>
+  URL.canParse(url) && /^https?:$/.test(new URL(url).protocol)
+    ? Effect.void
+    : Effect.fail(new CliError({ code: "INVALID_ARGUMENT", message: `--public-url ${JSON.stringify(url)} is not an http(s) URL` }))
 
 /** `--allowed-host` / `--allowed-origin` of `mesh hub` and `mesh agent`. */
 export interface ServingFlags {
@@ -166,12 +161,12 @@ export const runHub = (
   Effect.scoped(
     Effect.gen(function* () {
       const publicUrl = Option.getOrUndefined(args.publicUrl ?? Option.none())
-      const publicHost = publicUrl === undefined ? undefined : yield* hostOfUrl(publicUrl)
+      if (publicUrl !== undefined) yield* checkHttpUrl(publicUrl)
       const hub = yield* Hub.start({
         database: args.db,
         port: args.port,
         host: args.host,
-        serving: servingOf(args, publicHost === undefined ? {} : { allowedHosts: [publicHost] }),
+        serving: servingOf(args),
         ...(publicUrl === undefined ? {} : { publicUrl }),
         ...(args.newAdminKey === true ? { newAdminKey: true } : {})
       })
@@ -190,10 +185,18 @@ export const runHub = (
   ).pipe(Effect.onInterrupt(() => Console.log("hub stopped")))
 
 /** Runs a platform apart from its registry until interrupted. */
-export const runPlatform = (args: { readonly registryUrl: string; readonly registryKey: Redacted.Redacted<string>; readonly port: number; readonly host: string }) =>
+export const runPlatform = (
+  args: { readonly registryUrl: string; readonly registryKey: Redacted.Redacted<string>; readonly port: number; readonly host: string } & ServingFlags
+) =>
   Effect.scoped(
     Effect.gen(function* () {
-      const platform = yield* Hub.startPlatform({ registryUrl: args.registryUrl, apiKey: Redacted.value(args.registryKey), port: args.port, host: args.host })
+      const platform = yield* Hub.startPlatform({
+        registryUrl: args.registryUrl,
+        apiKey: Redacted.value(args.registryKey),
+        port: args.port,
+        host: args.host,
+        serving: servingOf(args)
+      })
       yield* Console.log(`agent-mesh platform ${VERSION} listening on ${platform.url} (registry ${args.registryUrl})`)
       return yield* Effect.never
     })

@@ -32,6 +32,8 @@ export interface HubOptions {
   readonly maxBodyBytes?: number
   /** Serving guards and limits (Host/Origin, timeouts, connections, load shedding); docs/protocol.md, "HTTP serving rules". */
   readonly serving?: Serve.Guards
+  /** Nonces of signed ledger requests: per-signer quota and purge interval (defaults of `NonceStoreSql`). */
+  readonly nonces?: NonceStoreSql.SqlOptions
   /** Per-address limits of the platform's challenge endpoints. */
   readonly rateLimit?: RateLimitOptions
   /** Writes per API key and window (default `Registry.DEFAULT_WRITE_QUOTA`). */
@@ -81,7 +83,7 @@ export const layerRegistryKeyResolver: Layer.Layer<KeyResolver, never, Registry.
  * requests; needs `Keys`.
  */
 export const layerServices = (
-  options: Pick<HubOptions, "database" | "rateLimit" | "writeQuota" | "challengePurge" | "limits">
+  options: Pick<HubOptions, "database" | "rateLimit" | "writeQuota" | "challengePurge" | "limits" | "nonces">
 ): Layer.Layer<
   Registry.Registry | Ledger.Ledger | Platform.Platform | RegistryStore.RegistryStore | KeyResolver | NonceStore,
   Database.DatabaseError,
@@ -99,8 +101,13 @@ export const layerServices = (
   const platform = Platform.layer({ ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }) }).pipe(
     Layer.provide(Platform.layerLocalGateway.pipe(Layer.provide(registry)))
   )
-  const nonces = NonceStoreSql.layer.pipe(Layer.provide(db))
+  const nonces = NonceStoreSql.layerWith(options.nonces ?? {}).pipe(Layer.provide(db))
   return Layer.mergeAll(registry, ledger, platform, purge, resolver, nonces)
+}
+
+const hostOf = (url: string | undefined): ReadonlyArray<string> => {
+  if (url === undefined || !URL.canParse(url)) return []
+  return [new URL(url).host]
 }
 
 /** Starts a hub; it stops when the scope closes. */
@@ -110,6 +117,8 @@ export const start = (options: HubOptions): Effect.Effect<RunningHub, Database.D
     const server = yield* Serve.make(HubApi, HandlersLive, {
       shedExemptPaths: ["/api/status"],
       ...options.serving,
+      // Clients that reach the hub at its public URL send that URL's host.
+      allowedHosts: [...(options.serving?.allowedHosts ?? []), ...hostOf(options.publicUrl)],
       port: options.port ?? 0,
       host: options.host ?? "127.0.0.1",
       ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes })
@@ -130,6 +139,8 @@ export interface PlatformOptions extends Platform.RemoteRegistryOptions {
   readonly port?: number
   readonly host?: string
   readonly rateLimit?: RateLimitOptions
+  /** Host, origin, timeout, connection and load-shedding guards of the serving path (`/api/status` is never shed). */
+  readonly serving?: Serve.Guards
 }
 
 /** Starts a platform-only server that reaches the registry over HTTP; it stops when the scope closes. */
@@ -139,6 +150,11 @@ export const startPlatform = (options: PlatformOptions): Effect.Effect<{ readonl
       Layer.provide(Platform.layerRemoteGateway({ registryUrl: options.registryUrl, apiKey: options.apiKey }))
     )
     const services = yield* Layer.build(platform)
-    const server = yield* Serve.make(PlatformApi, PlatformOnlyLive, { port: options.port ?? 0, host: options.host ?? "127.0.0.1" }).pipe(Effect.provide(services))
+    const server = yield* Serve.make(PlatformApi, PlatformOnlyLive, {
+      shedExemptPaths: ["/api/status"],
+      ...options.serving,
+      port: options.port ?? 0,
+      host: options.host ?? "127.0.0.1"
+    }).pipe(Effect.provide(services))
     return { url: server.url, port: server.port }
   })

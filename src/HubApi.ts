@@ -164,6 +164,7 @@ export class SpendingGroup extends HttpApiGroup.make("spending")
       .addSuccess(Schema.Struct({ allocation: Allocation, pool: Pool })).addError(NotFound).addError(Forbidden).addError(Conflict).addError(Unprocessable)
   )
   .addError(Unauthorized)
+  .addError(RateLimited)
   .addError(Unavailable)
   .middleware(ApiKeyAuth)
   .prefix("/v1/spending") {}

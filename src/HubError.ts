@@ -58,10 +58,13 @@ export class Unprocessable extends Schema.TaggedError<Unprocessable>()(
   HttpApiSchema.annotations({ status: 422 })
 ) {}
 
-/** 429: too many requests from this address; retry after the given seconds (also sent as `Retry-After`). */
+/**
+ * 429: too many requests from this address or key (`RATE_LIMITED`), or a signer holding its quota of live nonces
+ * (`NONCE_QUOTA_EXCEEDED`); retry after the given seconds (also sent as `Retry-After`).
+ */
 export class RateLimited extends Schema.TaggedError<RateLimited>()(
   "RateLimited",
-  { code: Schema.Literal("RATE_LIMITED"), message: Schema.String, retryAfterSeconds: Schema.Number },
+  { code: Schema.Literal("RATE_LIMITED", "NONCE_QUOTA_EXCEEDED"), message: Schema.String, retryAfterSeconds: Schema.Number },
   HttpApiSchema.annotations({ status: 429 })
 ) {}
 

@@ -11,7 +11,7 @@ import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import { normalizeDid } from "./Did.js"
 import { ApiKeyAuth, Caller, HubApi, PlatformApi } from "./HubApi.js"
-import { errors, type Forbidden, Unauthorized, type Unavailable } from "./HubError.js"
+import { errors, type Forbidden, RateLimited, Unauthorized, type Unavailable } from "./HubError.js"
 import { HttpSignatureRefusalCode, verifyRequest } from "./HttpSignature.js"
 import { LeanRequest } from "./http/LeanRequest.js"
 import { KeyResolver } from "./KeyResolver.js"
@@ -103,9 +103,9 @@ const targetUri = (req: HttpServerRequest.HttpServerRequest, publicUrl: string |
  * registered key. An admin or user key acts for nobody.
  */
 const actorOf = (
-  verify: (req: HttpServerRequest.HttpServerRequest) => Effect.Effect<string, Unauthorized | Unavailable>,
+  verify: (req: HttpServerRequest.HttpServerRequest) => Effect.Effect<string, Unauthorized | RateLimited | Unavailable>,
   recordOwner: (did: string) => Effect.Effect<string | undefined, Unavailable>
-): Effect.Effect<Actor, Unauthorized | Unavailable, Caller | HttpServerRequest.HttpServerRequest> =>
+): Effect.Effect<Actor, Unauthorized | RateLimited | Unavailable, Caller | HttpServerRequest.HttpServerRequest> =>
   Effect.gen(function* () {
     const req = yield* HttpServerRequest.HttpServerRequest
     if (req.headers["signature-input"] !== undefined || req.headers.signature !== undefined) return yield* verify(req)
@@ -137,8 +137,10 @@ export const SpendingLive = HttpApiBuilder.group(HubApi, "spending", (handlers) 
         const body = new Uint8Array(yield* Effect.orDie(req.arrayBuffer))
         const verified = yield* verifyRequest({ method: req.method, url, headers: req.headers, body }, { resolveKey: resolver.resolve, nonceStore }).pipe(
           Effect.provideService(Keys, keys),
-          Effect.mapError(({ code, message }) =>
-            !refusals.has(code)
+          Effect.mapError(({ code, message, retryAfterSeconds }) =>
+            code === "NONCE_QUOTA_EXCEEDED"
+              ? new RateLimited({ code, message, retryAfterSeconds: retryAfterSeconds ?? 1 })
+              : !refusals.has(code)
               ? errors.unavailable(`${code}: ${message}`)
               : new Unauthorized({
                   code: code === "REPLAYED" ? "REPLAYED" : code === "SIGNATURE_EXPIRED" || code === "SIGNATURE_NOT_YET_VALID" ? "SIGNATURE_EXPIRED" : "SIGNATURE_INVALID",

@@ -52,7 +52,7 @@ const registryUrl = Options.text("registry").pipe(Options.withFallbackConfig(Con
 const registryKey = Options.redacted("registry-key").pipe(Options.withFallbackConfig(Config.redacted("MESH_REGISTRY_KEY")), Options.withDescription("that hub's admin credential (env MESH_REGISTRY_KEY)"))
 const platformPort = Options.integer("port").pipe(Options.withFallbackConfig(Config.integer("MESH_PORT")), Options.withDefault(7701), Options.withDescription("port to listen on (env MESH_PORT)"))
 
-const platformCommand = Command.make("platform", { registryUrl, registryKey, port: platformPort, host }, (args) => runPlatform(args)).pipe(
+const platformCommand = Command.make("platform", { registryUrl, registryKey, port: platformPort, host, allowedHosts, allowedOrigins }, (args) => runPlatform(args)).pipe(
   Command.withDescription("run the platform API apart from the registry, reaching it over HTTP")
 )
 

@@ -168,6 +168,23 @@ describe("hub: a ledger pool belongs to its mandate's grantee", () => {
       })
     ))
 
+  it.live("a signer over its quota of live nonces gets 429 NONCE_QUOTA_EXCEEDED with Retry-After; other signers are served", () =>
+    provide(
+      Effect.gen(function* () {
+        const { hub, client } = yield* startHub({ nonces: { perSenderQuota: 2 } })
+        const { alice, bob, userKey, intent } = yield* cast(client)
+        const pool = yield* client.openPool(intent.token, { apiKey: bob.apiKey })
+        const url = `${hub.url}/v1/spending/pools/${pool.poolId}`
+        for (let i = 0; i < 2; i++) assert.strictEqual((yield* (yield* signed({ url, method: "GET", apiKey: userKey, identity: bob.identity })).send()).status, 200)
+        const over = yield* (yield* signed({ url, method: "GET", apiKey: userKey, identity: bob.identity })).send()
+        assert.deepStrictEqual([over.status, over.body.code], [429, "NONCE_QUOTA_EXCEEDED"])
+        assert.isAtLeast(Number(over.headers.get("retry-after")), 1)
+        // Alice signs too: her own quota is untouched (she is not the grantee, so the answer is 403, not 429).
+        const other = yield* (yield* signed({ url, method: "GET", apiKey: userKey, identity: alice.identity })).send()
+        assert.deepStrictEqual([other.status, other.body.code], [403, "NOT_OWNER"])
+      })
+    ))
+
   it.live("a signature by the wrong key is refused with 401 SIGNATURE_INVALID and opens nothing", () =>
     provide(
       Effect.gen(function* () {

@@ -13,7 +13,7 @@ import { Keys } from "../../src/Keys.js"
 import * as KeysNative from "../../src/KeysNative.js"
 import * as MeshClient from "../../src/MeshClient.js"
 import { toBase64, utf8 } from "../../src/internal/bytes.js"
-import { registeredAgent, request, startHub } from "./support.js"
+import { registeredAgent, request, startHub, statusWithHost } from "./support.js"
 
 /** Advances the TestClock while the fiber waits on it, letting real I/O run in between (bounded). */
 const drive = <A, E>(fiber: Fiber.RuntimeFiber<A, E>, step: Duration.DurationInput) =>
@@ -216,6 +216,25 @@ describe("platform API", () => {
         const raw = yield* request(`${orphan.url}/api/agent-keys/challenge`, "POST", { did: agent.did, publicKeyB64: agent.publicKey })
         assert.strictEqual(raw.status, 502)
         assert.strictEqual(raw.body.code, "REGISTRY_UNREACHABLE")
+      })
+    ))
+
+  it.live("a platform apart takes the serving guards: its allowed host is answered, another name is 421", () =>
+    provide(
+      Effect.gen(function* () {
+        const { hub, adminKey } = yield* startHub()
+        const platform = yield* Hub.startPlatform({ registryUrl: hub.url, apiKey: adminKey, serving: { allowedHosts: ["platform.example.test"] } })
+        assert.strictEqual(yield* statusWithHost(`${platform.url}/api/status`, "platform.example.test"), 200)
+        assert.strictEqual(yield* statusWithHost(`${platform.url}/api/status`, "rebound.example.test"), 421)
+      })
+    ))
+
+  it.live("a hub answers the host of its publicUrl", () =>
+    provide(
+      Effect.gen(function* () {
+        const { hub } = yield* startHub({ publicUrl: "https://hub.example.test" })
+        assert.strictEqual(yield* statusWithHost(`${hub.url}/api/status`, "hub.example.test"), 200)
+        assert.strictEqual(yield* statusWithHost(`${hub.url}/api/status`, "rebound.example.test"), 421)
       })
     ))
 

@@ -3,13 +3,12 @@ import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { type ChildProcess, spawn } from "node:child_process"
-import * as Http from "node:http"
 import * as Hub from "../../src/Hub.js"
 import * as KeysNative from "../../src/KeysNative.js"
 import { attenuateToCart, issueIntentMandate } from "../../src/Mandate.js"
 import * as MeshClient from "../../src/MeshClient.js"
 import { ensureBin } from "../support/bin.js"
-import { registeredAgent, tempDatabase } from "./support.js"
+import { registeredAgent, statusWithHost, tempDatabase } from "./support.js"
 
 /** Starts `mesh hub` as its own process on `db`; resolves once it prints its URL (and admin key on first start). */
 const spawnHub = (db: string, extra: ReadonlyArray<string> = []) =>
@@ -122,22 +121,13 @@ describe("hub processes", () => {
         assert.isDefined(first)
         const again = yield* Effect.scoped(Effect.map(spawnHub(db), (p) => p.adminKey))
         assert.isUndefined(again)
-        const statusWithHost = (url: string, host: string) =>
-          Effect.async<number, Error>((resume) => {
-            const req = Http.request(`${url}/api/status`, { headers: { host } }, (res) => {
-              res.resume()
-              resume(Effect.succeed(res.statusCode ?? 0))
-            })
-            req.once("error", (e) => resume(Effect.fail(e)))
-            req.end()
-          })
         yield* Effect.scoped(
           Effect.gen(function* () {
             const hub = yield* spawnHub(db, ["--new-admin-key", "--public-url", "https://hub.example.test"])
             assert.match(hub.adminKey ?? "", /^mk_/)
             assert.notStrictEqual(hub.adminKey, first)
-            assert.strictEqual(yield* statusWithHost(hub.url, "hub.example.test"), 200)
-            assert.strictEqual(yield* statusWithHost(hub.url, "rebound.example.test"), 421)
+            assert.strictEqual(yield* statusWithHost(`${hub.url}/api/status`, "hub.example.test"), 200)
+            assert.strictEqual(yield* statusWithHost(`${hub.url}/api/status`, "rebound.example.test"), 421)
             // The new credential is an admin's: it may create keys.
             const client = yield* clientOf(hub.url, hub.adminKey!)
             const created = yield* client.createApiKey({ owner: "ops", label: "after recovery" })

@@ -12,6 +12,7 @@ import * as Hub from "../../src/Hub.js"
 import * as MeshClient from "../../src/MeshClient.js"
 import { signMessage } from "../../src/Proof.js"
 import { registrationDocument, WRITE_PROOF_PURPOSE } from "../../src/Registry.js"
+import * as Http from "node:http"
 
 /** A fresh database file in its own temp folder. */
 export const tempDatabase = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "mesh-hub-")), "hub.db")
@@ -41,6 +42,17 @@ export const request = (url: string, method: string, body?: unknown, apiKey?: st
       json = { text }
     }
     return { status: res.status, body: json, headers: res.headers }
+  })
+
+/** The status of `GET path` sent with a `Host` header of our choosing (fetch will not send one). */
+export const statusWithHost = (url: string, host: string) =>
+  Effect.async<number, Error>((resume) => {
+    const req = Http.request(url, { headers: { host } }, (res) => {
+      res.resume()
+      resume(Effect.succeed(res.statusCode ?? 0))
+    })
+    req.once("error", (e) => resume(Effect.fail(e)))
+    req.end()
   })
 
 /** An agent identity registered in the hub with its own API key. */
