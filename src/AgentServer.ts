@@ -851,7 +851,7 @@ export const make = (
      * Under mesh-sig a task mandate is bound to its presenter: the leaf is granted to this agent (`aud`, checked by
      * the guard) by the one who calls with it (`iss`). Otherwise a mandate seen once could be replayed by anyone to
      * make this agent act on its grantor's authority. Under bearer and none the caller has no DID: the token is a
-     * bearer credential (docs/agent.md §5). A token that does not decode is refused by the guard on first use.
+     * bearer credential (docs/agent.md §4). A token that does not decode is refused by the guard on first use.
      */
     const presentedByGrantor = (token: string, callerDid: string): Effect.Effect<void, AgentForbidden> => {
       const decoded = decodeUnverified(token)
