@@ -3,11 +3,11 @@
  */
 import * as Effect from "effect/Effect"
 import * as crypto from "node:crypto"
-import { generateDid } from "../src/Did.js"
-import { buildEnvelope, validateEnvelope, type Envelope } from "../src/Envelope.js"
-import { Keys } from "../src/Keys.js"
-import * as KeysNative from "../src/KeysNative.js"
-import { makeMemory } from "../src/NonceStore.js"
+import { generateDid } from "../src/core/Did.js"
+import { buildEnvelope, validateEnvelope, type Envelope } from "../src/core/Envelope.js"
+import { Keys } from "../src/core/Keys.js"
+import * as KeysNative from "../src/node/KeysNative.js"
+import { makeMemory } from "../src/core/NonceStore.js"
 import { measureInterleaved, report, type Measurement } from "./harness.js"
 
 const BATCH = 64

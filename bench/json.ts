@@ -3,7 +3,7 @@
  * envelope-like body of about 1 KB, the same pretty-printed, and a body with non-ASCII text. Target: strict parsing
  * at most 1.3× the time of `JSON.parse` (ratio of rates ≥ 1 / 1.3).
  */
-import { parseJsonStrict } from "../src/internal/json.js"
+import { parseJsonStrict } from "../src/core/internal/json.js"
 import { measureInterleaved, report, type Row } from "./harness.js"
 
 const envelope = (text: string) => ({

@@ -3,8 +3,8 @@
  */
 import * as Effect from "effect/Effect"
 import * as crypto from "node:crypto"
-import { Keys, type KeysApi } from "../src/Keys.js"
-import * as KeysNative from "../src/KeysNative.js"
+import { Keys, type KeysApi } from "../src/core/Keys.js"
+import * as KeysNative from "../src/node/KeysNative.js"
 import { measureInterleaved, report, type Measurement } from "./harness.js"
 
 /** Runs `n` service calls inside one Effect, as a program using the service would. */

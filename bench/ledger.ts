@@ -13,8 +13,8 @@ import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import * as Db from "../src/Database.js"
-import { reserve, reserveFast } from "../src/Ledger.js"
+import * as Db from "../src/sql/Database.js"
+import { reserve, reserveFast } from "../src/hub/Ledger.js"
 import { measureInterleaved, report, type Measurement } from "./harness.js"
 
 const BATCH = 64

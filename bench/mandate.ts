@@ -6,10 +6,10 @@
 import * as crypto from "node:crypto"
 import * as Effect from "effect/Effect"
 import * as ManagedRuntime from "effect/ManagedRuntime"
-import { Keys, type PrivateKey } from "../src/Keys.js"
-import * as KeysNative from "../src/KeysNative.js"
-import { makeStatic, type ResolvedKey } from "../src/KeyResolver.js"
-import { attenuateTaskMandate, issueTaskMandate, type Mandate, verifyMandate } from "../src/Mandate.js"
+import { Keys, type PrivateKey } from "../src/core/Keys.js"
+import * as KeysNative from "../src/node/KeysNative.js"
+import { makeStatic, type ResolvedKey } from "../src/core/KeyResolver.js"
+import { attenuateTaskMandate, issueTaskMandate, type Mandate, verifyMandate } from "../src/core/Mandate.js"
 import { type Measurement, measureSync, median, report, type Row } from "./harness.js"
 
 const seed = (i: number) => new Uint8Array(32).fill(i + 1)

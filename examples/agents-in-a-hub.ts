@@ -13,12 +13,12 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { pathToFileURL } from "node:url"
-import * as AgentClient from "../src/AgentClient.js"
-import * as AgentServer from "../src/AgentServer.js"
-import { didHash, generateDid, type MeshIdentity } from "../src/Did.js"
-import * as Hub from "../src/Hub.js"
-import * as KeysNative from "../src/KeysNative.js"
-import * as MeshClient from "../src/MeshClient.js"
+import * as AgentClient from "../src/agent/AgentClient.js"
+import * as AgentServer from "../src/agent/AgentServer.js"
+import { didHash, generateDid, type MeshIdentity } from "../src/core/Did.js"
+import * as Hub from "../src/hub/Hub.js"
+import * as KeysNative from "../src/node/KeysNative.js"
+import * as MeshClient from "../src/hub/MeshClient.js"
 
 /** The whole scene; returns what the user got and what an unsigned caller got. */
 export const program = Effect.gen(function* () {

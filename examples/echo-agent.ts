@@ -5,8 +5,8 @@
  *   npx mesh agent examples/echo-agent.ts     serve it until Ctrl-C (needs tsx for a .ts module)
  */
 import { pathToFileURL } from "node:url"
-import { serve } from "../src/AgentPromise.js"
-import type { AgentServerOptions } from "../src/AgentServer.js"
+import { serve } from "../src/promise/AgentPromise.js"
+import type { AgentServerOptions } from "../src/agent/AgentServer.js"
 
 /** The agent: what `mesh agent` loads. */
 const echo: AgentServerOptions = {

@@ -7,10 +7,10 @@
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import { pathToFileURL } from "node:url"
-import { didHash, generateDid } from "../src/Did.js"
-import { buildEnvelope, MESH_REQUEST, MESH_RESPONSE, validateEnvelope } from "../src/Envelope.js"
-import * as KeysNative from "../src/KeysNative.js"
-import { makeMemory } from "../src/NonceStore.js"
+import { didHash, generateDid } from "../src/core/Did.js"
+import { buildEnvelope, MESH_REQUEST, MESH_RESPONSE, validateEnvelope } from "../src/core/Envelope.js"
+import * as KeysNative from "../src/node/KeysNative.js"
+import { makeMemory } from "../src/core/NonceStore.js"
 
 /** The whole exchange; returns what happened so a test can check it. */
 export const program = Effect.gen(function* () {

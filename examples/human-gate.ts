@@ -6,9 +6,9 @@
  *   npx tsx examples/human-gate.ts
  */
 import { pathToFileURL } from "node:url"
-import { createAgentClient, serve, signApproval } from "../src/AgentPromise.js"
-import { issueTaskMandate } from "../src/MandatePromise.js"
-import { generateDid } from "../src/Promise.js"
+import { createAgentClient, serve, signApproval } from "../src/promise/AgentPromise.js"
+import { issueTaskMandate } from "../src/promise/MandatePromise.js"
+import { generateDid } from "../src/promise/Promise.js"
 
 /** Runs the whole exchange and returns what each step answered. */
 export const main = async () => {

@@ -6,8 +6,8 @@
  *   npx tsx examples/streaming-agent.ts
  */
 import { pathToFileURL } from "node:url"
-import { createAgentClient, serve } from "../src/AgentPromise.js"
-import type { AgentServerOptions } from "../src/AgentServer.js"
+import { createAgentClient, serve } from "../src/promise/AgentPromise.js"
+import type { AgentServerOptions } from "../src/agent/AgentServer.js"
 
 /** The agent: it spells the message back one word at a time. */
 const spelling: AgentServerOptions = {

@@ -4,11 +4,11 @@
  */
 import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
-import { didHash, identityFromKey, parseDid, verificationMethodId } from "../src/Did.js"
-import { DEFAULT_CLOCK_TOLERANCE_MS } from "../src/Envelope.js"
-import { Keys } from "../src/Keys.js"
-import { CRYPTOSUITE, createProof, signMessage } from "../src/Proof.js"
-import { fromHex, toHex } from "../src/internal/bytes.js"
+import { didHash, identityFromKey, parseDid, verificationMethodId } from "../src/core/Did.js"
+import { DEFAULT_CLOCK_TOLERANCE_MS } from "../src/core/Envelope.js"
+import { Keys } from "../src/core/Keys.js"
+import { CRYPTOSUITE, createProof, signMessage } from "../src/core/Proof.js"
+import { fromHex, toHex } from "../src/core/internal/bytes.js"
 
 const seeds = {
   alice: "0101010101010101010101010101010101010101010101010101010101010101",

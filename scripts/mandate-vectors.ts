@@ -9,9 +9,9 @@ import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { Keys, type PrivateKey } from "../src/Keys.js"
-import * as KeysNative from "../src/KeysNative.js"
-import { fromHex, toBase64Url, toHex, utf8 } from "../src/internal/bytes.js"
+import { Keys, type PrivateKey } from "../src/core/Keys.js"
+import * as KeysNative from "../src/node/KeysNative.js"
+import { fromHex, toBase64Url, toHex, utf8 } from "../src/core/internal/bytes.js"
 
 /** Where the vectors live. */
 export const VECTORS_PATH = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "test", "vectors", "mandates.json")

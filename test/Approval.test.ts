@@ -10,16 +10,16 @@ import {
   signApproval,
   verifyApproval,
   type VerifyApprovalOptions
-} from "../src/Approval.js"
-import type { TaskConstraints } from "../src/Constraints.js"
-import { KeyRevoked } from "../src/Did.js"
-import { Keys } from "../src/Keys.js"
-import * as KeysNative from "../src/KeysNative.js"
-import { KeyResolver, type KeyResolverApi, KeyResolverUnavailable } from "../src/KeyResolver.js"
-import { issueTaskMandate } from "../src/Mandate.js"
-import { signMessage, toDateTimeSeconds } from "../src/Proof.js"
-import { TaskGuard } from "../src/TaskGuard.js"
-import { type PausedTask, TaskStore, layerMemory } from "../src/TaskStore.js"
+} from "../src/core/Approval.js"
+import type { TaskConstraints } from "../src/core/Constraints.js"
+import { KeyRevoked } from "../src/core/Did.js"
+import { Keys } from "../src/core/Keys.js"
+import * as KeysNative from "../src/node/KeysNative.js"
+import { KeyResolver, type KeyResolverApi, KeyResolverUnavailable } from "../src/core/KeyResolver.js"
+import { issueTaskMandate } from "../src/core/Mandate.js"
+import { signMessage, toDateTimeSeconds } from "../src/core/Proof.js"
+import { TaskGuard } from "../src/core/TaskGuard.js"
+import { type PausedTask, TaskStore, layerMemory } from "../src/core/TaskStore.js"
 import { cast, party, resolverFor } from "./support/mandates.js"
 
 const T0 = Date.UTC(2026, 0, 1)

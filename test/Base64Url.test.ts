@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import fc from "fast-check"
-import { decodeBase64UrlStrict, decodeBase64UrlText } from "../src/internal/base64url.js"
+import { decodeBase64UrlStrict, decodeBase64UrlText } from "../src/core/internal/base64url.js"
 
 /** The reference: a string is accepted exactly when it is the canonical base64url spelling of its bytes. */
 const isCanonical = (s: string) => /^[A-Za-z0-9_-]*$/.test(s) && Buffer.from(s, "base64url").toString("base64url") === s

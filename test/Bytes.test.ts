@@ -1,8 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as fc from "fast-check"
 import { base58btc } from "multiformats/bases/base58"
-import { decodeBase58, encodeBase58 } from "../src/internal/base58.js"
-import { fromBase64, fromMultibase58, randomNonceBytes, toBase64, toMultibase58 } from "../src/internal/bytes.js"
+import { decodeBase58, encodeBase58 } from "../src/core/internal/base58.js"
+import { fromBase64, fromMultibase58, randomNonceBytes, toBase64, toMultibase58 } from "../src/core/internal/bytes.js"
 
 describe("bytes", () => {
   it("base58btc agrees with multiformats on arbitrary bytes, leading zeros included", () => {

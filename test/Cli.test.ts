@@ -7,11 +7,11 @@ import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { keygen } from "../src/Cli.js"
-import { extractPublicKey } from "../src/Did.js"
-import { Keys } from "../src/Keys.js"
-import * as KeysNative from "../src/KeysNative.js"
-import { VERSION } from "../src/Version.js"
+import { keygen } from "../src/cli/Cli.js"
+import { extractPublicKey } from "../src/core/Did.js"
+import { Keys } from "../src/core/Keys.js"
+import * as KeysNative from "../src/node/KeysNative.js"
+import { VERSION } from "../src/core/Version.js"
 import pkg from "../package.json" with { type: "json" }
 
 const env = Layer.merge(NodeContext.layer, KeysNative.layer)

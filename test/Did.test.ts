@@ -1,9 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
-import { Did, DidFromString, didHash, didHashOf, extractPublicKey, generateDid, importIdentity, parseDid, publicKeyMultibase } from "../src/Did.js"
-import * as KeysNative from "../src/KeysNative.js"
-import { fromBase64 } from "../src/internal/bytes.js"
+import { Did, DidFromString, didHash, didHashOf, extractPublicKey, generateDid, importIdentity, parseDid, publicKeyMultibase } from "../src/core/Did.js"
+import * as KeysNative from "../src/node/KeysNative.js"
+import { fromBase64 } from "../src/core/internal/bytes.js"
 
 describe("Did", () => {
   it.effect("accepts did:mesh:<name> and did:mesh:<namespace>.<name>, normalized to lower case", () =>

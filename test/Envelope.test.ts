@@ -6,11 +6,11 @@ import * as Schema from "effect/Schema"
 import * as Logger from "effect/Logger"
 import * as TestClock from "effect/TestClock"
 import * as fc from "fast-check"
-import { generateDid, type MeshIdentity } from "../src/Did.js"
-import { buildEnvelope, canonicalEnvelope, Envelope, isEnvelope, MESH_REQUEST, newCorrelationId, validateEnvelope } from "../src/Envelope.js"
-import * as KeysNative from "../src/KeysNative.js"
-import { makeMemory } from "../src/NonceStore.js"
-import { toBase64 } from "../src/internal/bytes.js"
+import { generateDid, type MeshIdentity } from "../src/core/Did.js"
+import { buildEnvelope, canonicalEnvelope, Envelope, isEnvelope, MESH_REQUEST, newCorrelationId, validateEnvelope } from "../src/core/Envelope.js"
+import * as KeysNative from "../src/node/KeysNative.js"
+import { makeMemory } from "../src/core/NonceStore.js"
+import { toBase64 } from "../src/core/internal/bytes.js"
 
 const parties = Effect.gen(function* () {
   const alice = yield* generateDid("alice", "http://127.0.0.1:1")

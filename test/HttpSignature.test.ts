@@ -5,7 +5,7 @@ import { httpbis } from "http-message-signatures"
 import { createHash, createPrivateKey, createPublicKey, sign as nodeSign, verify as nodeVerify } from "node:crypto"
 import { isInnerList, parseDictionary } from "structured-headers"
 import { vi } from "vitest"
-import { generateDid, KeyRevoked, type MeshIdentity } from "../src/Did.js"
+import { generateDid, KeyRevoked, type MeshIdentity } from "../src/core/Did.js"
 import {
   contentDigest,
   REQUIRED_COMPONENTS,
@@ -15,12 +15,12 @@ import {
   type SignRequestOptions,
   verifyRequest,
   type VerifyRequestOptions
-} from "../src/HttpSignature.js"
-import { KeyResolverUnavailable, makeStatic } from "../src/KeyResolver.js"
-import { Keys } from "../src/Keys.js"
-import * as KeysNative from "../src/KeysNative.js"
-import { makeMemory, NonceStoreUnavailable } from "../src/NonceStore.js"
-import { fromBase64, fromHex, toBase64, toBase64Url, utf8 } from "../src/internal/bytes.js"
+} from "../src/core/HttpSignature.js"
+import { KeyResolverUnavailable, makeStatic } from "../src/core/KeyResolver.js"
+import { Keys } from "../src/core/Keys.js"
+import * as KeysNative from "../src/node/KeysNative.js"
+import { makeMemory, NonceStoreUnavailable } from "../src/core/NonceStore.js"
+import { fromBase64, fromHex, toBase64, toBase64Url, utf8 } from "../src/core/internal/bytes.js"
 import meshSig from "./vectors/mesh-sig.json" with { type: "json" }
 import b26 from "./vectors/rfc9421-b26.json" with { type: "json" }
 

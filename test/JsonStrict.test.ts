@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as fc from "fast-check"
-import { parseJsonStrict, StrictJsonError, tryParseJsonStrict } from "../src/internal/json.js"
+import { parseJsonStrict, StrictJsonError, tryParseJsonStrict } from "../src/core/internal/json.js"
 
 const hasOwn = Object.prototype.hasOwnProperty
 

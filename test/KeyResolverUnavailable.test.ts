@@ -1,9 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import { generateDid } from "../src/Did.js"
-import { KeyResolverUnavailable } from "../src/KeyResolver.js"
-import * as KeysNative from "../src/KeysNative.js"
-import { issueIntentMandate, verifyMandate } from "../src/Mandate.js"
+import { generateDid } from "../src/core/Did.js"
+import { KeyResolverUnavailable } from "../src/core/KeyResolver.js"
+import * as KeysNative from "../src/node/KeysNative.js"
+import { issueIntentMandate, verifyMandate } from "../src/core/Mandate.js"
 
 describe("a resolver that cannot answer", () => {
   it.effect("fails verification with RESOLVER_UNAVAILABLE, not as a verdict on the mandate", () =>

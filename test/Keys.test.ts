@@ -6,9 +6,9 @@ import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Keys, type KeysApi } from "../src/Keys.js"
-import * as KeysNative from "../src/KeysNative.js"
-import { fromHex, toBase64, toHex, utf8 } from "../src/internal/bytes.js"
+import { Keys, type KeysApi } from "../src/core/Keys.js"
+import * as KeysNative from "../src/node/KeysNative.js"
+import { fromHex, toBase64, toHex, utf8 } from "../src/core/internal/bytes.js"
 import rfc8032 from "./vectors/rfc8032-ed25519.json" with { type: "json" }
 import speccheck from "./vectors/ed25519-speccheck.json" with { type: "json" }
 import opensslKey from "./vectors/openssl-pkcs8.json" with { type: "json" }

@@ -1,10 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as TestClock from "effect/TestClock"
-import { KeyRevoked } from "../src/Did.js"
-import { Keys } from "../src/Keys.js"
-import * as KeysNative from "../src/KeysNative.js"
-import { KeyResolver, makeStatic } from "../src/KeyResolver.js"
+import { KeyRevoked } from "../src/core/Did.js"
+import { Keys } from "../src/core/Keys.js"
+import * as KeysNative from "../src/node/KeysNative.js"
+import { KeyResolver, makeStatic } from "../src/core/KeyResolver.js"
 import {
   attenuateModelBudgetMandate,
   attenuateTaskMandate,
@@ -20,7 +20,7 @@ import {
   type MandateInvalidReason,
   verifyMandate,
   verifyMandateChain
-} from "../src/Mandate.js"
+} from "../src/core/Mandate.js"
 import { cast, headerFor, type Party, payloadOf, resolverFor, signRaw } from "./support/mandates.js"
 
 const B64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"

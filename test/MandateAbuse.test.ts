@@ -1,11 +1,11 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as jose from "jose"
-import { MAX_LIST_ENTRIES } from "../src/Constraints.js"
-import { Keys, type PrivateKey } from "../src/Keys.js"
-import * as KeysNative from "../src/KeysNative.js"
-import { issueIntentMandate, issueTaskMandate, MAX_TOKEN_LENGTH, verifyMandate } from "../src/Mandate.js"
-import { toBase64Url, utf8 } from "../src/internal/bytes.js"
+import { MAX_LIST_ENTRIES } from "../src/core/Constraints.js"
+import { Keys, type PrivateKey } from "../src/core/Keys.js"
+import * as KeysNative from "../src/node/KeysNative.js"
+import { issueIntentMandate, issueTaskMandate, MAX_TOKEN_LENGTH, verifyMandate } from "../src/core/Mandate.js"
+import { toBase64Url, utf8 } from "../src/core/internal/bytes.js"
 import { cast, headerFor, payloadOf, resolverFor, signRaw } from "./support/mandates.js"
 
 const run = <A, E>(effect: Effect.Effect<A, E, Keys>) => Effect.provide(effect, KeysNative.layer)

@@ -1,8 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as jose from "jose"
-import * as KeysNative from "../src/KeysNative.js"
-import { attenuateToCart, issueIntentMandate, verifyMandate } from "../src/Mandate.js"
+import * as KeysNative from "../src/node/KeysNative.js"
+import { attenuateToCart, issueIntentMandate, verifyMandate } from "../src/core/Mandate.js"
 import { cast, payloadOf, resolverFor } from "./support/mandates.js"
 
 const b64url = (b: Uint8Array) => Buffer.from(b).toString("base64url")

@@ -1,5 +1,5 @@
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import * as M from "../src/MandatePromise.js"
+import * as M from "../src/promise/MandatePromise.js"
 
 const seed = (n: number) => new Uint8Array(32).fill(n)
 // Fixed seeds; the public keys are derived with node:crypto, independently of the code under test.

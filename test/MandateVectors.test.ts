@@ -4,11 +4,11 @@ import * as Exit from "effect/Exit"
 import * as TestClock from "effect/TestClock"
 import * as fs from "node:fs"
 import { buildVectors, VECTORS_PATH } from "../scripts/mandate-vectors.js"
-import { Keys } from "../src/Keys.js"
-import * as KeysNative from "../src/KeysNative.js"
-import { makeStatic, type ResolvedKey } from "../src/KeyResolver.js"
-import { verifyMandate } from "../src/Mandate.js"
-import { fromHex } from "../src/internal/bytes.js"
+import { Keys } from "../src/core/Keys.js"
+import * as KeysNative from "../src/node/KeysNative.js"
+import { makeStatic, type ResolvedKey } from "../src/core/KeyResolver.js"
+import { verifyMandate } from "../src/core/Mandate.js"
+import { fromHex } from "../src/core/internal/bytes.js"
 
 interface VectorFile {
   readonly defaultTime: number

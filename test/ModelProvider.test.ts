@@ -19,8 +19,8 @@ import {
   ModelProvider,
   parseRetryAfter,
   wordChunks
-} from "../src/ModelProvider.js"
-import * as OpenAi from "../src/ModelProviderOpenAi.js"
+} from "../src/core/ModelProvider.js"
+import * as OpenAi from "../src/model/ModelProviderOpenAi.js"
 import { type FakeMode, startFakeOpenAi } from "./support/fakeOpenAi.js"
 
 const KEY = "sk-test-0123456789abcdef"

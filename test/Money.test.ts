@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Either from "effect/Either"
 import fc from "fast-check"
-import { formatUsd, formatUsdString, MAX_MICROS, type Micros, parseUsd } from "../src/Money.js"
+import { formatUsd, formatUsdString, MAX_MICROS, type Micros, parseUsd } from "../src/core/Money.js"
 
 const micros = (x: number | string) => Either.getOrThrow(parseUsd(x))
 

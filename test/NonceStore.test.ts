@@ -7,12 +7,12 @@ import * as TestClock from "effect/TestClock"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import * as Database from "../src/Database.js"
-import { generateDid } from "../src/Did.js"
-import { buildEnvelope, validateEnvelope } from "../src/Envelope.js"
-import * as KeysNative from "../src/KeysNative.js"
-import { layerMemory, makeMemory, NonceStore } from "../src/NonceStore.js"
-import * as NonceStoreSql from "../src/NonceStoreSql.js"
+import * as Database from "../src/sql/Database.js"
+import { generateDid } from "../src/core/Did.js"
+import { buildEnvelope, validateEnvelope } from "../src/core/Envelope.js"
+import * as KeysNative from "../src/node/KeysNative.js"
+import { layerMemory, makeMemory, NonceStore } from "../src/core/NonceStore.js"
+import * as NonceStoreSql from "../src/sql/NonceStoreSql.js"
 
 const tempDb = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "mesh-nonces-")), "mesh.db")
 const sqlStore = (filename: string) => NonceStoreSql.layer.pipe(Layer.provideMerge(Database.layerSqlite(filename)))

@@ -2,7 +2,7 @@ import { afterAll, describe, expect, it } from "vitest"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import * as Mesh from "../src/Promise.js"
+import * as Mesh from "../src/promise/Promise.js"
 
 describe("Promise facade", () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "mesh-promise-"))

@@ -7,9 +7,9 @@ import * as TestClock from "effect/TestClock"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import * as Database from "../src/Database.js"
-import { type PausedTask, TaskStore, type TaskStoreApi, layerMemory } from "../src/TaskStore.js"
-import * as TaskStoreSql from "../src/TaskStoreSql.js"
+import * as Database from "../src/sql/Database.js"
+import { type PausedTask, TaskStore, type TaskStoreApi, layerMemory } from "../src/core/TaskStore.js"
+import * as TaskStoreSql from "../src/sql/TaskStoreSql.js"
 
 const tempDb = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "mesh-task-")), "mesh.db")
 const sqlStore = (filename: string) => TaskStoreSql.layer.pipe(Layer.provideMerge(Database.layerSqlite(filename)))

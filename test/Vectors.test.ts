@@ -1,13 +1,13 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as TestClock from "effect/TestClock"
-import { didHash, didKey, extractPublicKey, identityFromKey, makeDidDocument, parseDid, publicKeyMultibase } from "../src/Did.js"
-import { validateEnvelope } from "../src/Envelope.js"
-import { Keys } from "../src/Keys.js"
-import * as KeysNative from "../src/KeysNative.js"
-import { makeMemory } from "../src/NonceStore.js"
-import { signMessage, verifyMessage } from "../src/Proof.js"
-import { fromHex, fromMultibase58, toBase64, toHex } from "../src/internal/bytes.js"
+import { didHash, didKey, extractPublicKey, identityFromKey, makeDidDocument, parseDid, publicKeyMultibase } from "../src/core/Did.js"
+import { validateEnvelope } from "../src/core/Envelope.js"
+import { Keys } from "../src/core/Keys.js"
+import * as KeysNative from "../src/node/KeysNative.js"
+import { makeMemory } from "../src/core/NonceStore.js"
+import { signMessage, verifyMessage } from "../src/core/Proof.js"
+import { fromHex, fromMultibase58, toBase64, toHex } from "../src/core/internal/bytes.js"
 import envelopes from "./vectors/envelopes.json" with { type: "json" }
 import identities from "./vectors/identities.json" with { type: "json" }
 import w3c from "./vectors/w3c-eddsa-jcs-2022.json" with { type: "json" }

@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 /**
  * The `mesh` command. Bundled into dist/bin/mesh.js so it starts without resolving hundreds of modules.
+ *
+ * Floor: bin, the top (docs/architecture.md §3).
  */
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
@@ -13,9 +15,9 @@ import * as Layer from "effect/Layer"
 import * as Config from "effect/Config"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
-import { createKey, DEFAULT_DATABASE, keygen, runAgent, runHub, runPlatform } from "../Cli.js"
-import * as KeysNative from "../KeysNative.js"
-import { VERSION } from "../Version.js"
+import { createKey, DEFAULT_DATABASE, keygen, runAgent, runHub, runPlatform } from "../cli/Cli.js"
+import * as KeysNative from "../node/KeysNative.js"
+import { VERSION } from "../core/Version.js"
 
 const name = Args.text({ name: "name" }).pipe(Args.withDescription("the identity's name: did:mesh:[<namespace>.]<name>"))
 const namespace = Options.text("namespace").pipe(Options.optional, Options.withDescription("namespace of the DID"))

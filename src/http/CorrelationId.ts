@@ -1,6 +1,8 @@
 /**
  * The correlation id every response carries: taken from the request's `X-Correlation-Id` when it looks sane,
  * otherwise a fresh UUID from the platform CSPRNG.
+ *
+ * Floor: http (docs/architecture.md §3).
  */
 import * as Context from "effect/Context"
 import * as crypto from "node:crypto"

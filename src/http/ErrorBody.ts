@@ -5,6 +5,8 @@
  * An error class declares only its own fields; the serving layer adds `error`, `correlationId` and (for classes
  * without one, such as HttpApi's decode error) `code`, and its own refusals carry nothing else. `wireErrors` writes
  * the same into an OpenAPI document, so that a client generated from it accepts the bodies it will receive.
+ *
+ * Floor: http (docs/architecture.md §3).
  */
 import type * as HttpApi from "@effect/platform/HttpApi"
 import type * as HttpApiGroup from "@effect/platform/HttpApiGroup"

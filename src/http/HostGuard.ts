@@ -13,6 +13,8 @@
  * `Origin` authority is not its own `Host` is served only when the origin is in `allowedOrigins` (`"*"`: any);
  * `Origin: null` (sandboxed frames, files) is never same-origin. Requests without `Origin` (non-browser clients,
  * same-origin GETs) pass.
+ *
+ * Floor: http (docs/architecture.md §3).
  */
 
 /** The verdicts a server acts on. */

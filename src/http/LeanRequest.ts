@@ -1,6 +1,8 @@
 /**
  * A `HttpServerRequest` over a node:http request whose body has already been read (and, for JSON, parsed): what
  * HttpApi's route handlers see. Far cheaper than the platform-node request, which streams the body on demand.
+ *
+ * Floor: http (docs/architecture.md §3).
  */
 import type * as Headers from "@effect/platform/Headers"
 import * as IncomingMessage from "@effect/platform/HttpIncomingMessage"

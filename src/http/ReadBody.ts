@@ -6,6 +6,8 @@
  * http.client) write the whole body before they read, so closing on an unread body resets the connection under
  * them and they never see the 413. Past the bound the connection is closed: draining forever would let a client
  * hold the server's bandwidth for nothing.
+ *
+ * Floor: http (docs/architecture.md §3).
  */
 import type * as Http from "node:http"
 

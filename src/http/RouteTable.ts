@@ -1,6 +1,8 @@
 /**
  * Method + path matching for the routes an HttpApi declares (`/v1/agents/:didHash`), built once at start.
  * Static paths are one map lookup; parameterized paths are matched segment by segment.
+ *
+ * Floor: http (docs/architecture.md §3).
  */
 
 /** A match: the route and its decoded path parameters. */

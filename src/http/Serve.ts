@@ -20,6 +20,8 @@
  * Not supported on this path: `HttpApiMiddleware` attached to the whole api (attach it to the groups; `listener`
  * dies at start otherwise), global HttpApp middleware added with `HttpApiBuilder.middleware*` (ignored), multipart
  * bodies, websocket upgrades. Handlers get no per-request `Scope`.
+ *
+ * Floor: http (docs/architecture.md §3).
  */
 import type * as Headers from "@effect/platform/Headers"
 import * as HttpApi from "@effect/platform/HttpApi"
@@ -42,7 +44,7 @@ import type * as Scope from "effect/Scope"
 import * as Http from "node:http"
 import type * as Net from "node:net"
 import { CorrelationId, fromHeader, HEADER } from "./CorrelationId.js"
-import { parseJsonStrict, StrictJsonError } from "../internal/json.js"
+import { parseJsonStrict, StrictJsonError } from "../core/internal/json.js"
 import { errorBody, INVALID_REQUEST } from "./ErrorBody.js"
 import * as HostGuard from "./HostGuard.js"
 import { LeanRequest } from "./LeanRequest.js"

@@ -2,6 +2,8 @@
  * Writes an `HttpServerResponse` straight to a node:http response, adding the correlation id header,
  * `X-Content-Type-Options: nosniff` (a JSON body holding markup is never sniffed into a page) and, unless the handler
  * chose its own (SSE says no-cache), `Cache-Control: no-store` (responses carry API keys and tokens).
+ *
+ * Floor: http (docs/architecture.md §3).
  */
 import * as Cookies from "@effect/platform/Cookies"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"

@@ -4,12 +4,12 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as AgentServer from "../../src/AgentServer.js"
-import { generateDid, type MeshIdentity, verificationMethodId } from "../../src/Did.js"
-import { signRequest } from "../../src/HttpSignature.js"
-import * as KeysNative from "../../src/KeysNative.js"
-import { issueTaskMandate } from "../../src/Mandate.js"
-import { makeMemory } from "../../src/NonceStore.js"
+import * as AgentServer from "../../src/agent/AgentServer.js"
+import { generateDid, type MeshIdentity, verificationMethodId } from "../../src/core/Did.js"
+import { signRequest } from "../../src/core/HttpSignature.js"
+import * as KeysNative from "../../src/node/KeysNative.js"
+import { issueTaskMandate } from "../../src/core/Mandate.js"
+import { makeMemory } from "../../src/core/NonceStore.js"
 import { post } from "./support.js"
 
 const provide = <A, E, R>(e: Effect.Effect<A, E, R>) => e.pipe(Effect.scoped, Effect.provide(KeysNative.layer))

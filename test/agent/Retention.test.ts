@@ -5,8 +5,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as TestClock from "effect/TestClock"
-import * as AgentServer from "../../src/AgentServer.js"
-import * as KeysNative from "../../src/KeysNative.js"
+import * as AgentServer from "../../src/agent/AgentServer.js"
+import * as KeysNative from "../../src/node/KeysNative.js"
 import { readSse } from "./support.js"
 
 const provide = <A, E, R>(e: Effect.Effect<A, E, R>) => e.pipe(Effect.scoped, Effect.provide(KeysNative.layer))

@@ -4,9 +4,9 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as AgentServer from "../../src/AgentServer.js"
-import * as Hub from "../../src/Hub.js"
-import * as KeysNative from "../../src/KeysNative.js"
+import * as AgentServer from "../../src/agent/AgentServer.js"
+import * as Hub from "../../src/hub/Hub.js"
+import * as KeysNative from "../../src/node/KeysNative.js"
 import { json, request } from "./Harness.js"
 
 const provide = <A, E, R>(e: Effect.Effect<A, E, R>) => e.pipe(Effect.scoped, Effect.provide(KeysNative.layer))

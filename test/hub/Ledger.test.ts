@@ -1,10 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import { generateDid, identityFromKey } from "../../src/Did.js"
-import * as KeysNative from "../../src/KeysNative.js"
-import { attenuateToCart, issueIntentMandate, verifyMandateChain } from "../../src/Mandate.js"
-import { poolIdOf } from "../../src/Ledger.js"
-import * as MeshClient from "../../src/MeshClient.js"
+import { generateDid, identityFromKey } from "../../src/core/Did.js"
+import * as KeysNative from "../../src/node/KeysNative.js"
+import { attenuateToCart, issueIntentMandate, verifyMandateChain } from "../../src/core/Mandate.js"
+import { poolIdOf } from "../../src/hub/Ledger.js"
+import * as MeshClient from "../../src/hub/MeshClient.js"
 import { registeredAgent, request, startHub } from "./support.js"
 
 const provide = <A, E, R>(e: Effect.Effect<A, E, R>) => e.pipe(Effect.scoped, Effect.provide(KeysNative.layer))

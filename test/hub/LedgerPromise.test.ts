@@ -1,8 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as KeysNative from "../../src/KeysNative.js"
-import { attenuateToCart, issueIntentMandate } from "../../src/Mandate.js"
-import { createMeshClient } from "../../src/MeshClientPromise.js"
+import * as KeysNative from "../../src/node/KeysNative.js"
+import { attenuateToCart, issueIntentMandate } from "../../src/core/Mandate.js"
+import { createMeshClient } from "../../src/promise/MeshClientPromise.js"
 import { registeredAgent, startHub } from "./support.js"
 
 describe("MeshClient Promise facade: spending ledger", () => {

@@ -1,8 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import { generateDid } from "../../src/Did.js"
-import * as KeysNative from "../../src/KeysNative.js"
-import { createMeshClient } from "../../src/MeshClientPromise.js"
+import { generateDid } from "../../src/core/Did.js"
+import * as KeysNative from "../../src/node/KeysNative.js"
+import { createMeshClient } from "../../src/promise/MeshClientPromise.js"
 import { startHub } from "./support.js"
 
 describe("MeshClient Promise facade", () => {

@@ -3,9 +3,9 @@
  * payloads (to build tokens our issuing functions refuse to make, as a compromised or careless grantor might).
  */
 import * as Effect from "effect/Effect"
-import { Keys, type PrivateKey } from "../../src/Keys.js"
-import { type KeyResolverApi, makeStatic, type ResolvedKey } from "../../src/KeyResolver.js"
-import { toBase64Url, utf8 } from "../../src/internal/bytes.js"
+import { Keys, type PrivateKey } from "../../src/core/Keys.js"
+import { type KeyResolverApi, makeStatic, type ResolvedKey } from "../../src/core/KeyResolver.js"
+import { toBase64Url, utf8 } from "../../src/core/internal/bytes.js"
 
 /** A DID with its key. */
 export interface Party {

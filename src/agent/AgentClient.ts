@@ -1,0 +1,289 @@
+/**
+ * Calls between agents: `call` resolves an agent's `didHash` through the hub (cached), posts to its `/v1/run` and,
+ * with `signAs`, signs the request with mesh-sig; `stream` reads the reply as SSE and, when the connection drops
+ * mid-stream, reconnects with `Last-Event-ID` so no event is lost or repeated. A target that starts with `http://`
+ * or `https://` is used as the agent's base URL as is.
+ *
+ * Floor: agent (docs/architecture.md §3).
+ */
+import * as HttpClient from "@effect/platform/HttpClient"
+import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import type { ApprovalRequired, ChatMessage, RunReply } from "./AgentApi.js"
+import { verificationMethodId } from "../core/Did.js"
+import { signRequest } from "../core/HttpSignature.js"
+import { Keys, type PrivateKeyInput } from "../core/Keys.js"
+import * as MeshClient from "../hub/MeshClient.js"
+import * as Sse from "../core/Sse.js"
+import { tryParseJsonStrict } from "../core/internal/json.js"
+
+/**
+ * A call failed; `code` is the agent's (or the hub's) error code, or one of AGENT_NOT_FOUND, AGENT_UNREACHABLE,
+ * BAD_RESPONSE, SSE_LIMIT_EXCEEDED (a streamed reply sent an event or a stream past the client's `sse` limits).
+ */
+export class AgentCallError extends Schema.TaggedError<AgentCallError>()("AgentCallError", {
+  code: Schema.String,
+  message: Schema.String,
+  status: Schema.optional(Schema.Number),
+  correlationId: Schema.optional(Schema.String)
+}) {}
+
+/** The caller's identity for mesh-sig. */
+export interface SignAs {
+  readonly did: string
+  readonly privateKey: PrivateKeyInput
+}
+
+/** What a call sends beside the message. */
+export interface CallOptions {
+  readonly sessionId?: string
+  readonly history?: ReadonlyArray<ChatMessage>
+  readonly context?: Readonly<Record<string, unknown>>
+  /** A task mandate granted to the called agent. */
+  readonly mandate?: string
+  /** Sign the request with mesh-sig as this identity. */
+  readonly signAs?: SignAs
+  /** Send `Authorization: Bearer <token>` (agents with bearer auth). */
+  readonly bearerToken?: string
+}
+
+/** A call's result: the reply, or the task paused at a human gate. */
+export type CallResult = RunReply | ApprovalRequired
+
+/** One event of a streamed call. */
+export type StreamEvent =
+  | { readonly type: "chunk"; readonly text: string }
+  | { readonly type: "done"; readonly message: string; readonly sessionId: string }
+  | ({ readonly type: "approval_required" } & ApprovalRequired)
+
+/** Client settings. */
+export interface AgentClientOptions {
+  /** The hub that resolves `didHash` targets. */
+  readonly hubUrl?: string
+  /** How long a resolved endpoint is reused; default 30 s. */
+  readonly cacheTtlMs?: number
+  /** Reconnects of a dropped stream; default 3. */
+  readonly reconnects?: number
+  /** How large a streamed reply may be: default 1 MiB per event, 64 MiB per stream (each connection counted apart). */
+  readonly sse?: Sse.SseLimits
+}
+
+/** The operations of an agent client. */
+export interface AgentClientApi {
+  /** The base URL of the agent with this `didHash` (or the URL itself). */
+  readonly endpointOf: (target: string) => Effect.Effect<string, AgentCallError>
+  /** Runs `message` on the target agent. */
+  readonly call: (target: string, message: string, options?: CallOptions) => Effect.Effect<CallResult, AgentCallError>
+  /** Runs `message` and streams the reply's events. */
+  readonly stream: (target: string, message: string, options?: CallOptions) => Stream.Stream<StreamEvent, AgentCallError>
+  /** The agent's signed discovery document (`/.well-known/mesh-agent.json`), as a JSON object. */
+  readonly discover: (target: string) => Effect.Effect<Readonly<Record<string, unknown>>, AgentCallError>
+  /** Resumes a task paused at a human gate with the grantor's signed approval. */
+  readonly resume: (
+    target: string,
+    taskId: string,
+    approval: unknown,
+    options?: Pick<CallOptions, "signAs" | "bearerToken">
+  ) => Effect.Effect<CallResult, AgentCallError>
+}
+
+const unreachable = (e: { readonly message: string }) => new AgentCallError({ code: "AGENT_UNREACHABLE", message: e.message })
+const badResponse = (message: string, status?: number) =>
+  new AgentCallError(status === undefined ? { code: "BAD_RESPONSE", message } : { code: "BAD_RESPONSE", message, status })
+
+const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
+
+/** An error body `{ _tag, error, code, correlationId }` as an `AgentCallError`. */
+const fromErrorBody = (body: unknown, status?: number): AgentCallError =>
+  isRecord(body) && typeof body.code === "string"
+    ? new AgentCallError({
+        code: body.code,
+        message: typeof body.error === "string" ? body.error : body.code,
+        ...(status === undefined ? {} : { status }),
+        ...(typeof body.correlationId === "string" ? { correlationId: body.correlationId } : {})
+      })
+    : badResponse(`unexpected answer${status === undefined ? "" : ` (HTTP ${status})`}`, status)
+
+const isHttpUrl = (s: string) => /^https?:\/\//i.test(s)
+
+/** Builds the client over an `HttpClient`. */
+export const make = (options: AgentClientOptions = {}): Effect.Effect<AgentClientApi, never, HttpClient.HttpClient | Keys> =>
+  Effect.gen(function* () {
+    const http = yield* HttpClient.HttpClient
+    const keys = yield* Keys
+    const ttl = options.cacheTtlMs ?? 30_000
+    const reconnects = options.reconnects ?? 3
+    const hub = options.hubUrl === undefined ? undefined : yield* MeshClient.make({ hubUrl: options.hubUrl, retry: { times: 2 } })
+    const cache = new Map<string, { readonly url: string; readonly until: number }>()
+
+    const endpointOf = (target: string): Effect.Effect<string, AgentCallError> => {
+      if (isHttpUrl(target)) return Effect.succeed(target.replace(/\/+$/, ""))
+      if (hub === undefined) return Effect.fail(new AgentCallError({ code: "AGENT_NOT_FOUND", message: `no hubUrl to resolve ${target}` }))
+      return Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        const hit = cache.get(target)
+        if (hit !== undefined && hit.until > now) return Effect.succeed(hit.url)
+        return hub.resolveAgent(target).pipe(
+          Effect.mapError((e) =>
+            e._tag === "NotFound"
+              ? new AgentCallError({ code: "AGENT_NOT_FOUND", message: `no agent ${target} in the hub` })
+              : new AgentCallError({ code: e.code, message: e.message })
+          ),
+          Effect.map((record) => record.endpointUrl.replace(/\/+$/, "")),
+          Effect.tap((url) => Effect.sync(() => cache.set(target, { url, until: now + ttl })))
+        )
+      })
+    }
+
+    /** A POST of `payload`, signed and authorized as asked. */
+    const post = (
+      url: string,
+      payload: unknown,
+      options: Pick<CallOptions, "signAs" | "bearerToken">,
+      headers: Record<string, string>
+    ): Effect.Effect<HttpClientResponse.HttpClientResponse, AgentCallError> =>
+      Effect.gen(function* () {
+        const body = new TextEncoder().encode(JSON.stringify(payload))
+        let request = HttpClientRequest.post(url).pipe(
+          HttpClientRequest.setHeaders(headers),
+          HttpClientRequest.bodyUint8Array(body, "application/json")
+        )
+        if (options.bearerToken !== undefined) request = HttpClientRequest.bearerToken(request, options.bearerToken)
+        if (options.signAs !== undefined) {
+          const signed = yield* signRequest(
+            { method: "POST", url, body },
+            { privateKey: options.signAs.privateKey, keyId: verificationMethodId(options.signAs.did.toLowerCase()) }
+          ).pipe(
+            Effect.provideService(Keys, keys),
+            Effect.mapError((e) => new AgentCallError({ code: e.code, message: e.message }))
+          )
+          request = HttpClientRequest.setHeaders(request, signed)
+        }
+        return yield* Effect.mapError(http.execute(request), unreachable)
+      })
+
+    const runPayload = (message: string, o: CallOptions) => ({
+      message,
+      ...(o.sessionId === undefined ? {} : { sessionId: o.sessionId }),
+      ...(o.history === undefined ? {} : { history: o.history }),
+      ...(o.context === undefined ? {} : { context: o.context }),
+      ...(o.mandate === undefined ? {} : { mandate: o.mandate })
+    })
+
+    /** A response body as strict JSON (I-JSON: no duplicate names, no `__proto__`). */
+    const readJson = (response: HttpClientResponse.HttpClientResponse): Effect.Effect<unknown, AgentCallError> =>
+      Effect.flatMap(Effect.mapError(response.text, unreachable), (text) => {
+        const parsed = tryParseJsonStrict(text)
+        return parsed.ok
+          ? Effect.succeed(parsed.value)
+          : Effect.fail(badResponse(`the agent answered HTTP ${response.status} without JSON (${parsed.error.reason})`, response.status))
+      })
+
+    const readResult = (response: HttpClientResponse.HttpClientResponse): Effect.Effect<CallResult, AgentCallError> =>
+      Effect.flatMap(
+        readJson(response),
+        (body): Effect.Effect<CallResult, AgentCallError> => {
+          if (response.status === 200 && isRecord(body) && typeof body.message === "string" && typeof body.sessionId === "string") {
+            return Effect.succeed({ message: body.message, sessionId: body.sessionId })
+          }
+          if (response.status === 202 && isRecord(body) && body.status === "approval_required") return Effect.succeed(body as unknown as ApprovalRequired)
+          return Effect.fail(fromErrorBody(body, response.status))
+        }
+      )
+
+    const call = (target: string, message: string, o: CallOptions = {}) =>
+      Effect.flatMap(endpointOf(target), (base) =>
+        Effect.flatMap(post(`${base}/v1/run`, runPayload(message, o), o, { accept: "application/json" }), readResult)
+      )
+
+    const resume = (target: string, taskId: string, approval: unknown, o: Pick<CallOptions, "signAs" | "bearerToken"> = {}) =>
+      Effect.flatMap(endpointOf(target), (base) =>
+        Effect.flatMap(post(`${base}/v1/resume`, { taskId, approval }, o, { accept: "application/json" }), readResult)
+      )
+
+    const discover = (target: string) =>
+      Effect.flatMap(endpointOf(target), (base) =>
+        Effect.flatMap(
+          Effect.mapError(http.execute(HttpClientRequest.get(`${base}/.well-known/mesh-agent.json`, { acceptJson: true })), unreachable),
+          (response) =>
+            Effect.flatMap(readJson(response), (body): Effect.Effect<Readonly<Record<string, unknown>>, AgentCallError> =>
+              response.status === 200 && isRecord(body) ? Effect.succeed(body) : Effect.fail(fromErrorBody(body, response.status))
+            )
+        )
+      )
+
+    const toEvent = (e: Sse.SseEvent): Effect.Effect<StreamEvent | undefined, AgentCallError> => {
+      const parsed = tryParseJsonStrict(e.data)
+      if (!parsed.ok) return Effect.fail(badResponse(`an event's data is not JSON (${parsed.error.reason})`))
+      const data = parsed.value
+      if (!isRecord(data)) return Effect.fail(badResponse("an event's data is not an object"))
+      switch (e.event) {
+        case "chunk":
+          return Effect.succeed({ type: "chunk", text: String(data.text ?? "") })
+        case "done":
+          return Effect.succeed({ type: "done", message: String(data.message ?? ""), sessionId: String(data.sessionId ?? "") })
+        case "approval_required":
+          return Effect.succeed({ type: "approval_required", ...(data as unknown as ApprovalRequired) })
+        case "error":
+          return Effect.fail(fromErrorBody(data))
+        default:
+          return Effect.succeed(undefined)
+      }
+    }
+
+    const stream = (target: string, message: string, o: CallOptions = {}): Stream.Stream<StreamEvent, AgentCallError> => {
+      const payload = runPayload(message, o)
+      const attempt = (url: string, lastId: string | undefined, left: number): Stream.Stream<StreamEvent, AgentCallError> => {
+        let last = lastId
+        let finished = false
+        const again = (cause: AgentCallError): Stream.Stream<StreamEvent, AgentCallError> =>
+          finished ? Stream.empty : left > 0 && last !== undefined ? attempt(url, last, left - 1) : Stream.fail(cause)
+        const headers: Record<string, string> = { accept: "text/event-stream", ...(last === undefined ? {} : { "last-event-id": last }) }
+        return Stream.unwrap(
+          Effect.map(post(url, payload, o, headers), (response) => {
+            if (response.status !== 200 || !(response.headers["content-type"] ?? "").includes("text/event-stream")) {
+              return Stream.fromEffect(Effect.flatMap(Effect.orElseSucceed(readJson(response), () => undefined), (b) => Effect.fail(fromErrorBody(b, response.status))))
+            }
+            const events = Sse.parse(Stream.mapError(response.stream, unreachable), options.sse).pipe(
+              Stream.catchTag("SseLimitExceeded", (e) => Stream.fail(new AgentCallError({ code: "SSE_LIMIT_EXCEEDED", message: e.message }))),
+              Stream.mapEffect((e) => {
+                if (e.id !== undefined) last = e.id
+                if (e.event === "done" || e.event === "approval_required" || e.event === "error") finished = true
+                return toEvent(e)
+              }),
+              Stream.filter((e): e is StreamEvent => e !== undefined)
+            )
+            // A drop before the final event is a transport failure: reconnect from the last event seen.
+            let dropped: AgentCallError | undefined
+            return Stream.concat(
+              Stream.catchAll(events, (e) => (e.code === "AGENT_UNREACHABLE" ? Stream.sync(() => void (dropped = e)).pipe(Stream.drain) : Stream.fail(e))),
+              Stream.suspend(() => again(dropped ?? unreachable({ message: "the stream ended before its final event" })))
+            )
+          })
+        )
+      }
+      return Stream.unwrap(Effect.map(endpointOf(target), (base) => attempt(`${base}/v1/run`, undefined, reconnects)))
+    }
+
+    return { endpointOf, call, stream, discover, resume }
+  })
+
+/** The `AgentClient` service. */
+export class AgentClient extends Context.Tag("agent-mesh/AgentClient")<AgentClient, AgentClientApi>() {}
+
+/** The client as a layer. */
+export const layer = (options: AgentClientOptions = {}): Layer.Layer<AgentClient, never, HttpClient.HttpClient | Keys> =>
+  Layer.effect(AgentClient, make(options))
+
+/** Calls the agent with this `didHash` (resolved through the client's hub) → `{ message, sessionId }`, or the pause. */
+export const callAgent = (didHash: string, message: string, options?: CallOptions): Effect.Effect<CallResult, AgentCallError, AgentClient> =>
+  Effect.flatMap(AgentClient, (c) => c.call(didHash, message, options))
+
+/** `callAgent`, streamed. */
+export const callAgentStream = (didHash: string, message: string, options?: CallOptions): Stream.Stream<StreamEvent, AgentCallError, AgentClient> =>
+  Stream.unwrap(Effect.map(AgentClient, (c) => c.stream(didHash, message, options)))

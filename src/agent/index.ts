@@ -1,0 +1,8 @@
+/**
+ * Agent servers and calls between agents.
+ * Floor: agent (docs/architecture.md §3).
+ */
+export * as AgentApi from "./AgentApi.js"
+export * as AgentClient from "./AgentClient.js"
+export * as AgentError from "./AgentError.js"
+export * as AgentServer from "./AgentServer.js"

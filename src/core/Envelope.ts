@@ -1,0 +1,308 @@
+/**
+ * Signed envelopes: how agents talk. Build signs with eddsa-jcs-2022; validation checks, in this order, shape,
+ * addressee, time window, signature, and only then the nonce, so forged traffic cannot burn nonces.
+ *
+ * Floor: core (docs/architecture.md §3).
+ */
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import { Did, type InvalidDid, invalidDid, normalizeDid, verificationMethodId } from "./Did.js"
+import { canonicalJson, type NotCanonicalizable } from "./Canonical.js"
+import { Keys, type KeysApi, type MalformedKey, type PrivateKeyInput } from "./Keys.js"
+import type { NonceStoreApi } from "./NonceStore.js"
+import { CRYPTOSUITE, DataIntegrityProof, hashData, type ProofOptions } from "./Proof.js"
+import { concat, fromBase64, fromMultibase58, randomNonceBytes, toBase64Url, toMultibase58, utf8 } from "./internal/bytes.js"
+import { parseUtcTimestamp, UTC_TIMESTAMP } from "./internal/timestamp.js"
+
+/** The closed set of reasons an envelope is refused (docs/protocol.md §5). */
+export const EnvelopeErrorCode = Schema.Literal(
+  "MALFORMED",
+  "WRONG_RECIPIENT",
+  "NOT_YET_VALID",
+  "EXPIRED",
+  "TTL_TOO_LONG",
+  "SIGNATURE_INVALID",
+  "REPLAYED",
+  "NONCE_STORE_FULL",
+  "NONCE_QUOTA_EXCEEDED",
+  "NONCE_STORE_UNAVAILABLE"
+)
+/** The closed set of reasons an envelope is refused. */
+export type EnvelopeErrorCode = typeof EnvelopeErrorCode.Type
+
+/** An envelope that was refused, or could not be built; `code` says why. */
+export class EnvelopeError extends Schema.TaggedError<EnvelopeError>()("EnvelopeError", {
+  code: EnvelopeErrorCode,
+  message: Schema.String
+}) {}
+
+const fail = (code: EnvelopeErrorCode, message: string) => Effect.fail(new EnvelopeError({ code, message }))
+
+/**
+ * An RFC 3339 UTC timestamp: written as `Date.prototype.toISOString` does (`2026-01-01T00:00:00.000Z`), read in any
+ * UTC form (`Z`/`z`, `+00:00`, `-00:00`, a fraction of any length; docs/protocol.md §1).
+ */
+export const Timestamp = Schema.String.pipe(
+  Schema.maxLength(64),
+  Schema.pattern(UTC_TIMESTAMP),
+  Schema.filter((s) => parseUtcTimestamp(s) !== undefined, { message: () => "not a date (RFC 3339, UTC)" })
+)
+
+/** A JSON object (not an array, not null). */
+export const JsonObject = Schema.declare(
+  (u: unknown): u is { readonly [key: string]: unknown } => typeof u === "object" && u !== null && !Array.isArray(u),
+  { identifier: "JsonObject" }
+)
+
+const Bounded = (max: number) => Schema.String.pipe(Schema.minLength(1), Schema.maxLength(max))
+
+/** The wire form of an envelope. Every field is covered by the proof. */
+export const Envelope = Schema.Struct({
+  type: Bounded(128),
+  id: Bounded(256),
+  from: Did,
+  to: Did,
+  correlationId: Bounded(256),
+  nonce: Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9_-]{16,128}$/)),
+  createdAt: Timestamp,
+  expiresAt: Timestamp,
+  body: JsonObject,
+  proof: DataIntegrityProof
+})
+/** A signed envelope. */
+export type Envelope = typeof Envelope.Type
+
+/** The body of a `MeshRequest`. */
+export const RequestBody = Schema.Struct({ capability: Schema.String, params: Schema.Unknown })
+/** The body of a `MeshResponse`. */
+export const ResponseBody = Schema.Struct({ capability: Schema.String, result: Schema.Unknown })
+
+/** The usual envelope types; `type` is open, these are the ones the mesh itself sends. */
+export const MESH_REQUEST = "MeshRequest"
+/** The usual envelope types; `type` is open, these are the ones the mesh itself sends. */
+export const MESH_RESPONSE = "MeshResponse"
+
+/** Default envelope lifetime. */
+export const DEFAULT_TTL_SECONDS = 300
+/** Longest lifetime an envelope may claim, by default; bounds how long a nonce must be remembered. */
+export const DEFAULT_MAX_TTL_SECONDS = 86_400
+/** Default allowance for clock skew between sender and receiver. */
+export const DEFAULT_CLOCK_TOLERANCE_MS = 30_000
+
+/** A fresh correlation id (a random UUID from the platform CSPRNG). */
+export const newCorrelationId = (): string => crypto.randomUUID()
+
+/** A fresh 128-bit nonce, base64url. */
+export const newNonce = (): string => toBase64Url(randomNonceBytes(16))
+
+// Any UTF-16 surrogate: strings holding one take the library path, which refuses lone ones as JCS requires.
+const SURROGATE = /[\uD800-\uDFFF]/
+const str = (s: string): string | undefined => (SURROGATE.test(s) ? undefined : JSON.stringify(s))
+
+/**
+ * JCS of an envelope's unsecured members and of its proof options, written directly in sorted key order: the frame
+ * costs more through the generic canonicalizer than the body does. Undefined when a string needs the generic
+ * path; a property test keeps this equal to `canonicalize`.
+ */
+export const canonicalEnvelope = (
+  u: Omit<Envelope, "proof">,
+  o: ProofOptions
+): { readonly unsecured: string; readonly options: string } | undefined => {
+  if (o["@context"] !== undefined || o.created === undefined) return undefined
+  const body = canonicalJson(u.body)
+  if (Either.isLeft(body)) return undefined
+  const parts = [str(u.correlationId), str(u.createdAt), str(u.expiresAt), str(u.from), str(u.id), str(u.nonce), str(u.to), str(u.type)]
+  const opt = [str(o.created), str(o.cryptosuite), str(o.proofPurpose), str(o.type), str(o.verificationMethod)]
+  if (parts.includes(undefined) || opt.includes(undefined)) return undefined
+  return {
+    unsecured: `{"body":${body.right},"correlationId":${parts[0]},"createdAt":${parts[1]},"expiresAt":${parts[2]},"from":${parts[3]},"id":${parts[4]},"nonce":${parts[5]},"to":${parts[6]},"type":${parts[7]}}`,
+    options: `{"created":${opt[0]},"cryptosuite":${opt[1]},"proofPurpose":${opt[2]},"type":${opt[3]},"verificationMethod":${opt[4]}}`
+  }
+}
+
+/** The bytes an envelope's proof signs (eddsa-jcs-2022 hashData), by the fast path when it applies. */
+const envelopeHashData = (keys: KeysApi, u: Omit<Envelope, "proof">, o: ProofOptions): Either.Either<Uint8Array, NotCanonicalizable> => {
+  const fast = canonicalEnvelope(u, o)
+  return fast === undefined
+    ? hashData(keys, o, u)
+    : Either.right(concat(keys.sha256(utf8(fast.options)), keys.sha256(utf8(fast.unsecured))))
+}
+
+/** What `buildEnvelope` takes. */
+export interface BuildEnvelopeInput {
+  readonly type: string
+  readonly from: string
+  readonly to: string
+  readonly body: { readonly [key: string]: unknown }
+  readonly privateKey: PrivateKeyInput
+  /** Defaults to a new id; a response carries its request's. */
+  readonly correlationId?: string
+  /** Seconds until the envelope expires; default 300, at most 86 400. */
+  readonly ttlSeconds?: number
+}
+
+/** Builds and signs an envelope (`id`, `nonce` and times are filled in; time from Effect's Clock). */
+export const buildEnvelope = (
+  input: BuildEnvelopeInput
+): Effect.Effect<Envelope, EnvelopeError | InvalidDid | MalformedKey, Keys> =>
+  Effect.flatMap(Keys, (keys) =>
+    Effect.flatMap(keys.importPrivateKey(input.privateKey), (key): Effect.Effect<Envelope, EnvelopeError | InvalidDid> => {
+      const from = normalizeDid(input.from)
+      const to = normalizeDid(input.to)
+      if (from === undefined) return Effect.fail(invalidDid(input.from))
+      if (to === undefined) return Effect.fail(invalidDid(input.to))
+      const ttl = input.ttlSeconds ?? DEFAULT_TTL_SECONDS
+      if (!Number.isFinite(ttl) || ttl <= 0 || ttl > DEFAULT_MAX_TTL_SECONDS) {
+        return fail("TTL_TOO_LONG", `ttlSeconds must be in (0, ${DEFAULT_MAX_TTL_SECONDS}], got ${ttl}`)
+      }
+      if (typeof input.type !== "string" || input.type.length === 0 || input.type.length > 128) {
+        return fail("MALFORMED", "type must be a string of 1 to 128 characters")
+      }
+      return Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        const createdAt = new Date(now).toISOString()
+        const unsecured = {
+          type: input.type,
+          id: `urn:uuid:${crypto.randomUUID()}`,
+          from,
+          to,
+          correlationId: input.correlationId ?? newCorrelationId(),
+          nonce: newNonce(),
+          createdAt,
+          expiresAt: new Date(now + Math.round(ttl * 1000)).toISOString(),
+          body: input.body
+        }
+        const options: ProofOptions = {
+          type: "DataIntegrityProof",
+          cryptosuite: CRYPTOSUITE,
+          created: createdAt,
+          verificationMethod: verificationMethodId(from),
+          proofPurpose: "assertionMethod"
+        }
+        const data = envelopeHashData(keys, unsecured, options)
+        if (Either.isLeft(data)) return fail("MALFORMED", `body is not JSON: ${data.left.message}`)
+        return Effect.map(keys.sign(key, data.right), (sig): Envelope => ({ ...unsecured, proof: { ...options, proofValue: toMultibase58(sig) } }))
+      })
+    })
+  )
+
+/** Options of `validateEnvelope`. */
+export interface ValidateOptions {
+  /**
+   * Skip the signature check. Only for a trusted mesh (every hop authenticated some other way); each use logs a
+   * warning. The nonce is still recorded.
+   */
+  readonly skipSignature?: boolean
+  /** Allowed clock skew in ms, both ways; default 30 000. */
+  readonly clockToleranceMs?: number
+  /** Longest lifetime accepted; default 86 400 s. */
+  readonly maxTtlSeconds?: number
+}
+
+const decodeEnvelope = Schema.decodeUnknownEither(Envelope, { onExcessProperty: "error" })
+
+const ENVELOPE_KEYS = new Set(["type", "id", "from", "to", "correlationId", "nonce", "createdAt", "expiresAt", "body", "proof"])
+const PROOF_KEYS = new Set(["type", "cryptosuite", "created", "verificationMethod", "proofPurpose", "@context", "proofValue"])
+const NONCE = /^[A-Za-z0-9_-]{16,128}$/
+const bounded = (u: unknown, max: number): u is string => typeof u === "string" && u.length >= 1 && u.length <= max
+const isNormalizedDid = (u: unknown): boolean => typeof u === "string" && normalizeDid(u) === u
+const onlyKeys = (o: object, allowed: ReadonlySet<string>) => {
+  for (const k in o) if (!allowed.has(k)) return false
+  return true
+}
+const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
+const isTimestamp = (u: unknown): boolean => typeof u === "string" && u.length <= 64 && parseUtcTimestamp(u) !== undefined
+
+/**
+ * The same judgement as decoding with the `Envelope` schema (excess properties refused), written out by hand because
+ * it runs on every message: Schema decoding cost more than the rest of validation but the signature (a property
+ * test keeps the two equal). Schema still decodes a refused envelope, to say what is wrong.
+ */
+export const isEnvelope = (u: unknown): u is Envelope => {
+  if (!isRecord(u) || !onlyKeys(u, ENVELOPE_KEYS)) return false
+  const p = u.proof
+  if (!isRecord(p) || !onlyKeys(p, PROOF_KEYS)) return false
+  const ctx = p["@context"]
+  return (
+    bounded(u.type, 128) && bounded(u.id, 256) && isNormalizedDid(u.from) && isNormalizedDid(u.to) &&
+    bounded(u.correlationId, 256) && typeof u.nonce === "string" && NONCE.test(u.nonce) &&
+    isTimestamp(u.createdAt) && isTimestamp(u.expiresAt) && isRecord(u.body) &&
+    p.type === "DataIntegrityProof" && p.cryptosuite === CRYPTOSUITE &&
+    (p.created === undefined || typeof p.created === "string") &&
+    typeof p.verificationMethod === "string" && typeof p.proofPurpose === "string" &&
+    (ctx === undefined || (Array.isArray(ctx) && ctx.every((c) => typeof c === "string"))) &&
+    typeof p.proofValue === "string" && p.proofValue.startsWith("z")
+  )
+}
+
+/**
+ * Checks an envelope for `myDid` from a sender whose raw public key (bytes or publicKeyB64) is given, recording its
+ * nonce in `nonceStore` once everything else holds. Succeeds with the decoded envelope.
+ */
+export const validateEnvelope = (
+  envelope: unknown,
+  senderPublicKey: Uint8Array | string,
+  myDid: string,
+  nonceStore: NonceStoreApi,
+  options: ValidateOptions = {}
+): Effect.Effect<Envelope, EnvelopeError, Keys> =>
+  Effect.gen(function* () {
+    // 1. shape
+    if (!isEnvelope(envelope)) {
+      const decoded = decodeEnvelope(envelope)
+      return yield* fail("MALFORMED", Either.isLeft(decoded) ? ParseResult.TreeFormatter.formatErrorSync(decoded.left) : "not an envelope")
+    }
+    const env = envelope
+    if (env.proof.created !== env.createdAt) return yield* fail("MALFORMED", "proof.created must equal createdAt")
+    if (env.proof.verificationMethod !== verificationMethodId(env.from)) {
+      return yield* fail("MALFORMED", `proof must be by ${verificationMethodId(env.from)}`)
+    }
+    const createdMs = parseUtcTimestamp(env.createdAt)!
+    const expiresMs = parseUtcTimestamp(env.expiresAt)!
+    if (!(expiresMs > createdMs)) return yield* fail("MALFORMED", "expiresAt must be after createdAt")
+    const maxTtlMs = (options.maxTtlSeconds ?? DEFAULT_MAX_TTL_SECONDS) * 1000
+    if (expiresMs - createdMs > maxTtlMs) return yield* fail("TTL_TOO_LONG", `lifetime exceeds ${maxTtlMs / 1000} s`)
+
+    // 2. addressee
+    if (env.to !== myDid.toLowerCase()) return yield* fail("WRONG_RECIPIENT", `addressed to ${env.to}`)
+
+    // 3. time window
+    const tolerance = options.clockToleranceMs ?? DEFAULT_CLOCK_TOLERANCE_MS
+    const now = yield* Clock.currentTimeMillis
+    if (createdMs > now + tolerance) return yield* fail("NOT_YET_VALID", `created ${createdMs - now} ms in the future`)
+    if (expiresMs <= now - tolerance) return yield* fail("EXPIRED", `expired ${now - expiresMs} ms ago`)
+
+    // 4. signature
+    if (options.skipSignature === true) {
+      yield* Effect.logWarning(`envelope ${env.id} from ${env.from}: signature NOT checked (skipSignature; trusted mesh only)`)
+    } else {
+      const keys = yield* Keys
+      let publicKey: Uint8Array
+      let signature: Uint8Array
+      try {
+        publicKey = typeof senderPublicKey === "string" ? fromBase64(senderPublicKey) : senderPublicKey
+        signature = fromMultibase58(env.proof.proofValue)
+      } catch {
+        return yield* fail("SIGNATURE_INVALID", "public key or proofValue is not decodable")
+      }
+      const { proof, ...unsecured } = env
+      const { proofValue: _proofValue, ...proofOptions } = proof
+      const data = envelopeHashData(keys, unsecured, proofOptions)
+      if (Either.isLeft(data)) return yield* fail("MALFORMED", data.left.message)
+      const ok = yield* Effect.catchTag(keys.verify(publicKey, data.right, signature), "MalformedKey", () => Effect.succeed(false))
+      if (!ok) return yield* fail("SIGNATURE_INVALID", "signature does not verify")
+    }
+
+    // 5. nonce, only now that the envelope is authentic
+    yield* nonceStore.record(env.from, env.nonce, expiresMs + tolerance).pipe(
+      Effect.catchTags({
+        NonceReplayed: () => fail("REPLAYED", `nonce ${env.nonce} from ${env.from} was already used`),
+        NonceStoreFull: (e) => fail("NONCE_STORE_FULL", `nonce store holds ${e.capacity} live nonces`),
+        NonceQuotaExceeded: (e) => fail("NONCE_QUOTA_EXCEEDED", `${env.from} holds its quota of ${e.quota} live nonces`),
+        NonceStoreUnavailable: (e) => fail("NONCE_STORE_UNAVAILABLE", e.message)
+      })
+    )
+    return env
+  })

@@ -1,0 +1,162 @@
+/**
+ * A whole hub in one process: registry, spending ledger and platform over one SQLite database, served on the lean
+ * HttpApi server. `mesh hub` runs `Hub.start`.
+ *
+ * Floor: hub (docs/architecture.md §3).
+ */
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
+import * as Database from "../sql/Database.js"
+import { HubApi, PlatformApi } from "./HubApi.js"
+import { HandlersLive, HubPublicUrl, PlatformOnlyLive } from "./HubHttp.js"
+import { KeyNotFound, KeyResolver, KeyResolverUnavailable } from "../core/KeyResolver.js"
+import type { Keys } from "../core/Keys.js"
+import * as Ledger from "./Ledger.js"
+import type { NonceStore } from "../core/NonceStore.js"
+import * as NonceStoreSql from "../sql/NonceStoreSql.js"
+import * as Platform from "./Platform.js"
+import type { RateLimitOptions } from "./RateLimiter.js"
+import * as Registry from "./Registry.js"
+import * as RegistryStore from "../sql/RegistryStore.js"
+import * as Serve from "../http/Serve.js"
+
+/** How to run a hub. */
+export interface HubOptions {
+  /** SQLite file (created with its folder), or `:memory:`. */
+  readonly database: string
+  /** Port to listen on; 0 picks a free one. Default 0. */
+  readonly port?: number
+  /** Address to listen on. Default 127.0.0.1. */
+  readonly host?: string
+  readonly maxBodyBytes?: number
+  /** Serving guards and limits (Host/Origin, timeouts, connections, load shedding); docs/protocol.md, "HTTP serving rules". */
+  readonly serving?: Serve.Guards
+  /** Nonces of signed ledger requests: per-signer quota and purge interval (defaults of `NonceStoreSql`). */
+  readonly nonces?: NonceStoreSql.SqlOptions
+  /** Per-address limits of the platform's challenge endpoints. */
+  readonly rateLimit?: RateLimitOptions
+  /** Writes per API key and window (default `Registry.DEFAULT_WRITE_QUOTA`). */
+  readonly writeQuota?: Partial<Registry.WriteQuota>
+  /** How often spent challenges are deleted (default every 60 s, 1000 rows a statement). */
+  readonly challengePurge?: Platform.ChallengePurgeOptions
+  /**
+   * Issue a new admin credential on this start even though the database has had one (the explicit recovery path
+   * after the admin key was revoked or lost). Default false: the admin credential is made on a database's first
+   * start only.
+   */
+  readonly newAdminKey?: boolean
+  /** Overrides of the registry's search and size limits (`Registry.DEFAULT_LIMITS`). */
+  readonly limits?: Partial<Registry.RegistryLimitsConfig>
+  /** The URL clients reach the hub at, which signed ledger requests name; default the address a request arrived on. */
+  readonly publicUrl?: string
+}
+
+/** A running hub. */
+export interface RunningHub {
+  readonly url: string
+  readonly port: number
+  /** The admin credential, present only on the start that created it (first start on a database, or `newAdminKey`). */
+  readonly admin: Option.Option<Registry.CreatedApiKey>
+}
+
+/** The did:mesh resolver in process: keys and revocations straight from the registry. */
+export const layerRegistryKeyResolver: Layer.Layer<KeyResolver, never, Registry.Registry> = Layer.effect(
+  KeyResolver,
+  Effect.map(Registry.Registry, (registry) => ({
+    resolve: (did: string) =>
+      Effect.map(
+        Effect.mapError(registry.resolveDid(did), (e) =>
+          e._tag === "Unavailable"
+            ? new KeyResolverUnavailable({ code: "RESOLVER_UNAVAILABLE", message: e.message, did })
+            : new KeyNotFound({ code: "KEY_NOT_FOUND", message: e.message, did })
+        ),
+        (r) => ({ publicKey: r.publicKey, keyVersion: r.keyVersion })
+      ),
+    // A revocation list we cannot read must not let a revoked mandate through.
+    isMandateRevoked: (jti: string, issuer: string) => Effect.orElseSucceed(registry.isMandateRevoked(jti, issuer), () => true)
+  }))
+)
+
+/**
+ * Registry, ledger and platform over a database, with the key resolver and the nonce store that check signed ledger
+ * requests; needs `Keys`.
+ */
+export const layerServices = (
+  options: Pick<HubOptions, "database" | "rateLimit" | "writeQuota" | "challengePurge" | "limits" | "nonces">
+): Layer.Layer<
+  Registry.Registry | Ledger.Ledger | Platform.Platform | RegistryStore.RegistryStore | KeyResolver | NonceStore,
+  Database.DatabaseError,
+  Keys
+> => {
+  const db = Database.layerSqlite(options.database)
+  const store = RegistryStore.layer.pipe(Layer.provide(db))
+  const registry = Registry.layerWith({
+    ...(options.writeQuota === undefined ? {} : { writeQuota: options.writeQuota }),
+    ...(options.limits === undefined ? {} : { limits: options.limits })
+  }).pipe(Layer.provideMerge(store))
+  const purge = Platform.layerChallengePurge(options.challengePurge).pipe(Layer.provide(store))
+  const resolver = layerRegistryKeyResolver.pipe(Layer.provide(registry))
+  const ledger = Ledger.layer.pipe(Layer.provide(Layer.mergeAll(db, resolver)))
+  const platform = Platform.layer({ ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }) }).pipe(
+    Layer.provide(Platform.layerLocalGateway.pipe(Layer.provide(registry)))
+  )
+  const nonces = NonceStoreSql.layerWith(options.nonces ?? {}).pipe(Layer.provide(db))
+  return Layer.mergeAll(registry, ledger, platform, purge, resolver, nonces)
+}
+
+const hostOf = (url: string | undefined): ReadonlyArray<string> => {
+  if (url === undefined || !URL.canParse(url)) return []
+  return [new URL(url).host]
+}
+
+/** Starts a hub; it stops when the scope closes. */
+export const start = (options: HubOptions): Effect.Effect<RunningHub, Database.DatabaseError | Serve.ServeError, Scope.Scope | Keys> =>
+  Effect.gen(function* () {
+    const services = yield* Layer.build(layerServices(options))
+    const server = yield* Serve.make(HubApi, HandlersLive, {
+      shedExemptPaths: ["/api/status"],
+      ...options.serving,
+      // Clients that reach the hub at its public URL send that URL's host.
+      allowedHosts: [...(options.serving?.allowedHosts ?? []), ...hostOf(options.publicUrl)],
+      port: options.port ?? 0,
+      host: options.host ?? "127.0.0.1",
+      ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes })
+    }).pipe(
+      Effect.provide(services),
+      options.publicUrl === undefined ? (e) => e : Effect.provideService(HubPublicUrl, options.publicUrl)
+    )
+    const registry = Context.get(services, Registry.Registry)
+    const admin = yield* Effect.mapError(
+      options.newAdminKey === true ? Effect.map(registry.issueAdminKey, Option.some) : registry.ensureAdmin,
+      (e) => new Database.DatabaseError({ code: "DATABASE_ERROR", message: `cannot create the admin credential: ${e.message}` })
+    )
+    return { url: server.url, port: server.port, admin }
+  })
+
+/** How to run a platform apart from its registry. */
+export interface PlatformOptions extends Platform.RemoteRegistryOptions {
+  readonly port?: number
+  readonly host?: string
+  readonly rateLimit?: RateLimitOptions
+  /** Host, origin, timeout, connection and load-shedding guards of the serving path (`/api/status` is never shed). */
+  readonly serving?: Serve.Guards
+}
+
+/** Starts a platform-only server that reaches the registry over HTTP; it stops when the scope closes. */
+export const startPlatform = (options: PlatformOptions): Effect.Effect<{ readonly url: string; readonly port: number }, Serve.ServeError, Scope.Scope | Keys> =>
+  Effect.gen(function* () {
+    const platform = Platform.layer({ ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }) }).pipe(
+      Layer.provide(Platform.layerRemoteGateway({ registryUrl: options.registryUrl, apiKey: options.apiKey }))
+    )
+    const services = yield* Layer.build(platform)
+    const server = yield* Serve.make(PlatformApi, PlatformOnlyLive, {
+      shedExemptPaths: ["/api/status"],
+      ...options.serving,
+      port: options.port ?? 0,
+      host: options.host ?? "127.0.0.1"
+    }).pipe(Effect.provide(services))
+    return { url: server.url, port: server.port }
+  })

@@ -1,0 +1,232 @@
+/**
+ * The hub's HTTP contract, declared once: the server (`HubHttp`), the typed client (`MeshClient`) and the OpenAPI
+ * document all come from it. Registry under `/v1` and `/keys`, spending ledger under `/v1/spending`, platform
+ * under `/api`.
+ *
+ * Floor: hub (docs/architecture.md §3).
+ */
+import * as HttpApi from "@effect/platform/HttpApi"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
+import * as HttpApiSecurity from "@effect/platform/HttpApiSecurity"
+import * as OpenApi from "@effect/platform/OpenApi"
+import * as Context from "effect/Context"
+import * as Schema from "effect/Schema"
+import { BadRequest, Conflict, Forbidden, NotFound, RateLimited, RegistryUnreachable, Unauthorized, Unavailable, Unprocessable } from "./HubError.js"
+import { addServingErrors, wireErrors } from "../http/ErrorBody.js"
+import { Allocation, Pool } from "./Ledger.js"
+import { AgentRecord, McpRecord, McpTool, SearchHit, SkillRecord, SkillType } from "./Registry.js"
+import type { ApiKeyRow } from "../sql/RegistryStore.js"
+import { VERSION } from "../core/Version.js"
+
+/** The API key row of the authenticated caller. */
+export class Caller extends Context.Tag("agent-mesh/hub/Caller")<Caller, ApiKeyRow>() {}
+
+/** Bearer API key authentication (`Authorization: Bearer mk_…`). */
+export class ApiKeyAuth extends HttpApiMiddleware.Tag<ApiKeyAuth>()("agent-mesh/hub/ApiKeyAuth", {
+  provides: Caller,
+  failure: Schema.Union(Unauthorized, Unavailable),
+  security: { bearer: HttpApiSecurity.bearer }
+}) {}
+
+const DidHashPath = Schema.Struct({ didHash: Schema.String })
+const Page = Schema.Struct({
+  limit: Schema.optional(Schema.NumberFromString),
+  cursor: Schema.optional(Schema.String)
+})
+const pageOf = <A, I>(item: Schema.Schema<A, I>) => Schema.Struct({ items: Schema.Array(item), nextCursor: Schema.NullOr(Schema.String) })
+
+/** Registering an agent; `proof` is by the key being registered over `registrationDocument` (docs/hub.md). */
+export const RegisterAgent = Schema.Struct({
+  did: Schema.String,
+  manifestCID: Schema.String,
+  publicKeyB64: Schema.String,
+  endpointUrl: Schema.String,
+  proof: Schema.Object
+})
+
+/** Rotating an agent's key: proofs by the current key (the admin may omit it) and by the new key over `rotationDocument`. */
+export const RotateAgentKey = Schema.Struct({
+  publicKeyB64: Schema.String,
+  proof: Schema.optional(Schema.Object),
+  newKeyProof: Schema.Object
+})
+
+/** The platform's payloads are read by `Platform` itself, so each refusal gets the spec's code (an empty body is INVALID_JSON). */
+const PlatformPayload = Schema.Unknown
+
+/** A created API key; `apiKey` is shown this once. */
+export const CreatedKey = Schema.Struct({
+  id: Schema.String,
+  apiKey: Schema.String,
+  owner: Schema.String,
+  kind: Schema.Literal("admin", "user", "agent"),
+  label: Schema.NullOr(Schema.String)
+})
+
+/** The registry: manifests, agents, MCP servers, skills, search, DIDs, mandate revocation. */
+export class RegistryGroup extends HttpApiGroup.make("registry")
+  .add(
+    HttpApiEndpoint.post("pinManifest", "/manifests").setPayload(Schema.Unknown).addSuccess(Schema.Struct({ cid: Schema.String }), { status: 201 })
+      .addError(Unprocessable).addError(RateLimited).middleware(ApiKeyAuth)
+  )
+  .add(HttpApiEndpoint.get("getManifest", "/manifests/:cid").setPath(Schema.Struct({ cid: Schema.String })).addSuccess(Schema.Unknown).addError(NotFound))
+  .add(
+    HttpApiEndpoint.post("registerAgent", "/agents").setPayload(RegisterAgent).addSuccess(AgentRecord, { status: 201 })
+      .addError(Unprocessable).addError(Conflict).addError(Unauthorized).addError(Forbidden).addError(RateLimited).middleware(ApiKeyAuth)
+  )
+  .add(HttpApiEndpoint.get("listAgents", "/agents").setUrlParams(Page).addSuccess(pageOf(AgentRecord)))
+  .add(HttpApiEndpoint.get("resolveAgent", "/agents/:didHash").setPath(DidHashPath).addSuccess(AgentRecord).addError(NotFound))
+  .add(
+    HttpApiEndpoint.patch("updateAgent", "/agents/:didHash").setPath(DidHashPath)
+      .setPayload(Schema.Struct({ endpointUrl: Schema.optional(Schema.String), manifestCID: Schema.optional(Schema.String) }))
+      .addSuccess(AgentRecord).addError(NotFound).addError(Forbidden).addError(Unprocessable).middleware(ApiKeyAuth)
+  )
+  .add(
+    HttpApiEndpoint.post("rotateAgentKey", "/agents/:didHash/key").setPath(DidHashPath).setPayload(RotateAgentKey)
+      .addSuccess(AgentRecord).addError(NotFound).addError(Forbidden).addError(Unprocessable).addError(Unauthorized).middleware(ApiKeyAuth)
+  )
+  .add(
+    HttpApiEndpoint.del("deleteAgent", "/agents/:didHash").setPath(DidHashPath).addSuccess(Schema.Void, { status: 204 })
+      .addError(NotFound).addError(Forbidden).middleware(ApiKeyAuth)
+  )
+  .add(
+    HttpApiEndpoint.post("registerMcp", "/mcp")
+      .setPayload(Schema.Struct({ name: Schema.String, endpointUrl: Schema.String, tools: Schema.Array(McpTool), did: Schema.String }))
+      .addSuccess(McpRecord, { status: 201 }).addError(Unprocessable).addError(Conflict).addError(Forbidden).addError(RateLimited).middleware(ApiKeyAuth)
+  )
+  .add(HttpApiEndpoint.get("listMcp", "/mcp").setUrlParams(Page).addSuccess(pageOf(McpRecord)))
+  .add(HttpApiEndpoint.get("resolveMcp", "/mcp/:didHash").setPath(DidHashPath).addSuccess(McpRecord).addError(NotFound))
+  .add(
+    HttpApiEndpoint.post("registerSkill", "/skills")
+      .setPayload(Schema.Struct({ name: Schema.String, skillType: Schema.optional(SkillType), did: Schema.String }))
+      .addSuccess(SkillRecord, { status: 201 }).addError(Unprocessable).addError(Conflict).addError(Forbidden).addError(RateLimited).middleware(ApiKeyAuth)
+  )
+  .add(HttpApiEndpoint.get("listSkills", "/skills").setUrlParams(Page).addSuccess(pageOf(SkillRecord)))
+  .add(HttpApiEndpoint.get("resolveSkill", "/skills/:didHash").setPath(DidHashPath).addSuccess(SkillRecord).addError(NotFound))
+  .add(
+    HttpApiEndpoint.get("search", "/search")
+      .setUrlParams(Schema.Struct({ q: Schema.String, limit: Schema.optional(Schema.NumberFromString) }))
+      .addSuccess(Schema.Struct({ items: Schema.Array(SearchHit) }))
+      .addError(BadRequest).addError(RateLimited)
+  )
+  .add(
+    HttpApiEndpoint.get("resolveDid", "/dids/:did").setPath(Schema.Struct({ did: Schema.String }))
+      .addSuccess(Schema.Struct({ did: Schema.String, keyVersion: Schema.Number, document: Schema.Unknown }))
+      .addError(NotFound).addError(Unprocessable)
+  )
+  .add(
+    HttpApiEndpoint.post("revokeMandate", "/mandates/revocations").setPayload(Schema.Unknown)
+      .addSuccess(Schema.Struct({ jti: Schema.String }), { status: 201 })
+      .addError(BadRequest).addError(Unauthorized).addError(NotFound).addError(Conflict).addError(Unprocessable)
+  )
+  .add(
+    HttpApiEndpoint.get("mandateRevoked", "/mandates/revocations/:jti").setPath(Schema.Struct({ jti: Schema.String }))
+      .setUrlParams(Schema.Struct({ grantor: Schema.String }))
+      .addSuccess(Schema.Struct({ jti: Schema.String, grantor: Schema.String, revoked: Schema.Boolean }))
+  )
+  .addError(Unavailable)
+  .prefix("/v1") {}
+
+/** API keys for the signed-in user (the admin credential `mesh hub` prints on first start). */
+export class KeysGroup extends HttpApiGroup.make("keys")
+  .add(
+    HttpApiEndpoint.post("createKey", "/keys")
+      .setPayload(Schema.Struct({ owner: Schema.String.pipe(Schema.minLength(1)), label: Schema.optional(Schema.String) }))
+      .addSuccess(CreatedKey, { status: 201 }).addError(Forbidden)
+  )
+  .add(
+    HttpApiEndpoint.del("revokeKey", "/keys/:id").setPath(Schema.Struct({ id: Schema.String })).addSuccess(Schema.Void, { status: 204 })
+      .addError(NotFound).addError(Forbidden).addError(Conflict)
+  )
+  .addError(Unavailable)
+  .middleware(ApiKeyAuth) {}
+
+/**
+ * The spending ledger. Every endpoint acts only for the grantee of the pool's mandate, proven by a mesh-sig
+ * signature of the request or an agent API key bound to that DID (403 `NOT_OWNER` otherwise; 401 for a signature
+ * that does not hold).
+ */
+export class SpendingGroup extends HttpApiGroup.make("spending")
+  .add(
+    HttpApiEndpoint.post("openPool", "/pools").setPayload(Schema.Struct({ mandate: Schema.String })).addSuccess(Pool, { status: 201 })
+      .addError(Forbidden).addError(Unprocessable)
+  )
+  .add(HttpApiEndpoint.get("getPool", "/pools/:poolId").setPath(Schema.Struct({ poolId: Schema.String })).addSuccess(Pool).addError(NotFound).addError(Forbidden))
+  .add(
+    HttpApiEndpoint.post("allocate", "/pools/:poolId/allocations").setPath(Schema.Struct({ poolId: Schema.String }))
+      .setPayload(Schema.Struct({ childMandate: Schema.String, idempotencyKey: Schema.String }))
+      .addSuccess(Allocation, { status: 201 }).addError(BadRequest).addError(NotFound).addError(Forbidden).addError(Conflict).addError(Unprocessable)
+  )
+  .add(
+    HttpApiEndpoint.post("release", "/allocations/:allocationId/release").setPath(Schema.Struct({ allocationId: Schema.String }))
+      .setPayload(Schema.Struct({ usedUsd: Schema.Number }))
+      .addSuccess(Schema.Struct({ allocation: Allocation, pool: Pool })).addError(NotFound).addError(Forbidden).addError(Conflict).addError(Unprocessable)
+  )
+  .addError(Unauthorized)
+  .addError(RateLimited)
+  .addError(Unavailable)
+  .middleware(ApiKeyAuth)
+  .prefix("/v1/spending") {}
+
+/** What `/api/status` answers. */
+export const Status = Schema.Struct({
+  status: Schema.Literal("ok", "degraded"),
+  version: Schema.String,
+  registry: Schema.Struct({ reachable: Schema.Boolean, mode: Schema.Literal("local", "remote") })
+})
+
+/** The platform: status and the agent-key challenge exchange. */
+export class PlatformGroup extends HttpApiGroup.make("platform")
+  .add(HttpApiEndpoint.get("status", "/status").addSuccess(Status))
+  .add(
+    HttpApiEndpoint.post("challenge", "/agent-keys/challenge")
+      .setPayload(PlatformPayload.annotations({ description: "{ did, publicKeyB64 }" }))
+      .addSuccess(Schema.Struct({ challengeId: Schema.String, challenge: Schema.String, expiresAt: Schema.String }), { status: 201 })
+      .addError(Unprocessable).addError(RegistryUnreachable)
+  )
+  .add(
+    HttpApiEndpoint.post("agentKey", "/agent-keys")
+      .setPayload(PlatformPayload.annotations({ description: "{ challengeId, did, signature }" }))
+      .addSuccess(Schema.Struct({ apiKey: Schema.String, keyId: Schema.String, did: Schema.String }), { status: 201 })
+      .addError(Unauthorized).addError(Unprocessable).addError(RegistryUnreachable)
+  )
+  .addError(RateLimited)
+  .addError(Unavailable)
+  .prefix("/api") {}
+
+/** The OpenAPI document and a browsable page over it; listed in the document, which describes all a server answers. */
+export class DocsGroup extends HttpApiGroup.make("docs")
+  .add(HttpApiEndpoint.get("openapi", "/openapi.json").addSuccess(Schema.Unknown).annotate(OpenApi.Description, "This OpenAPI 3.1 document."))
+  .add(HttpApiEndpoint.get("docs", "/docs").addSuccess(HttpApiSchema.Text({ contentType: "text/html; charset=utf-8" })).annotate(OpenApi.Description, "A page listing every operation."))
+  .annotate(OpenApi.Description, "The contract, machine-readable and browsable.") {}
+
+/** The whole hub. */
+export class HubApi extends addServingErrors(
+  HttpApi.make("hub")
+    .add(RegistryGroup)
+    .add(KeysGroup)
+    .add(SpendingGroup)
+    .add(PlatformGroup)
+    .add(DocsGroup)
+)
+  .addError(Unavailable)
+  .addError(BadRequest)
+  .annotate(OpenApi.Title, "agent-mesh hub")
+  .annotate(OpenApi.Version, VERSION)
+  .annotate(OpenApi.Description, "Registry, spending ledger and platform API of an agent-mesh hub. Errors are { _tag, error, code, correlationId }.")
+  .annotate(OpenApi.Transform, wireErrors) {}
+
+/** The platform alone, for a platform process running apart from the registry (`mesh platform`). */
+export class PlatformApi extends addServingErrors(
+  HttpApi.make("platform")
+    .add(PlatformGroup)
+    .add(DocsGroup)
+)
+  .addError(BadRequest)
+  .annotate(OpenApi.Title, "agent-mesh platform")
+  .annotate(OpenApi.Version, VERSION)
+  .annotate(OpenApi.Description, "The platform API of an agent-mesh hub, served apart from its registry. Errors are { _tag, error, code, correlationId }.")
+  .annotate(OpenApi.Transform, wireErrors) {}

@@ -1,0 +1,230 @@
+/**
+ * The hub's handlers: each endpoint of `HubApi` delegates to `Registry`, `Ledger` or `Platform`.
+ *
+ * Floor: hub (docs/architecture.md §3).
+ */
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as OpenApi from "@effect/platform/OpenApi"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import { normalizeDid } from "../core/Did.js"
+import { ApiKeyAuth, Caller, HubApi, PlatformApi } from "./HubApi.js"
+import { errors, type Forbidden, RateLimited, Unauthorized, type Unavailable } from "./HubError.js"
+import { HttpSignatureRefusalCode, verifyRequest } from "../core/HttpSignature.js"
+import { LeanRequest } from "../http/LeanRequest.js"
+import { KeyResolver } from "../core/KeyResolver.js"
+import { Keys } from "../core/Keys.js"
+import { type Actor, Ledger } from "./Ledger.js"
+import { NonceStore } from "../core/NonceStore.js"
+import { Platform } from "./Platform.js"
+import { type CreatedApiKey, Registry } from "./Registry.js"
+import { RegistryStore } from "../sql/RegistryStore.js"
+
+/** Bearer API keys, checked against the registry. */
+export const ApiKeyAuthLive = Layer.effect(
+  ApiKeyAuth,
+  Effect.map(Registry, (registry) => ApiKeyAuth.of({ bearer: (token) => registry.authenticate(Redacted.value(token)) }))
+)
+
+/** The registry endpoints. */
+export const RegistryLive = HttpApiBuilder.group(HubApi, "registry", (handlers) =>
+  Effect.map(Registry, (registry) =>
+    handlers
+      .handle("pinManifest", ({ payload }) => Effect.flatMap(Caller, (caller) => registry.pinManifest(caller, payload)))
+      .handle("getManifest", ({ path }) => registry.manifest(path.cid))
+      .handle("registerAgent", ({ payload }) => Effect.flatMap(Caller, (caller) => registry.registerAgent(caller, payload)))
+      .handle("listAgents", ({ urlParams }) => registry.listAgents(urlParams.limit ?? 50, urlParams.cursor))
+      .handle("resolveAgent", ({ path }) => registry.resolveAgent(path.didHash))
+      .handle("updateAgent", ({ path, payload }) => Effect.flatMap(Caller, (caller) => registry.updateAgent(caller, path.didHash, payload)))
+      .handle("rotateAgentKey", ({ path, payload }) => Effect.flatMap(Caller, (caller) => registry.rotateAgentKey(caller, path.didHash, payload)))
+      .handle("deleteAgent", ({ path }) => Effect.flatMap(Caller, (caller) => registry.deleteAgent(caller, path.didHash)))
+      .handle("registerMcp", ({ payload }) => Effect.flatMap(Caller, (caller) => registry.registerMcp(caller, payload)))
+      .handle("listMcp", ({ urlParams }) => registry.listMcp(urlParams.limit ?? 50, urlParams.cursor))
+      .handle("resolveMcp", ({ path }) => registry.resolveMcp(path.didHash))
+      .handle("registerSkill", ({ payload }) => Effect.flatMap(Caller, (caller) => registry.registerSkill(caller, payload)))
+      .handle("listSkills", ({ urlParams }) => registry.listSkills(urlParams.limit ?? 50, urlParams.cursor))
+      .handle("resolveSkill", ({ path }) => registry.resolveSkill(path.didHash))
+      .handle("search", ({ urlParams }) =>
+        Effect.flatMap(clientIp, (ip) => Effect.map(registry.search(ip, urlParams.q, urlParams.limit ?? 50), (items) => ({ items })))
+      )
+      .handle("resolveDid", ({ path }) =>
+        Effect.map(registry.resolveDid(path.did), (r) => ({ did: r.document.id, keyVersion: r.keyVersion, document: r.document }))
+      )
+      .handle("revokeMandate", ({ payload }) => registry.revokeMandate(payload))
+      .handle("mandateRevoked", ({ path, urlParams }) =>
+        Effect.map(registry.isMandateRevoked(path.jti, urlParams.grantor), (revoked) => ({ jti: path.jti, grantor: urlParams.grantor, revoked }))
+      )
+  )
+)
+
+/** The API-key endpoints: the admin creates keys for anyone; a key's owner (or the admin) revokes it. */
+export const KeysLive = HttpApiBuilder.group(HubApi, "keys", (handlers) =>
+  Effect.map(Registry, (registry) =>
+    handlers
+      .handle("createKey", ({ payload }) =>
+        Effect.flatMap(Caller, (caller): Effect.Effect<CreatedApiKey, Forbidden | Unavailable> =>
+          caller.kind !== "admin"
+            ? Effect.fail(errors.adminRequired())
+            : registry.createApiKey(payload.owner, payload.owner.startsWith("did:") ? "agent" : "user", payload.label)
+        )
+      )
+      .handle("revokeKey", ({ path }) => Effect.flatMap(Caller, (caller) => registry.revokeApiKey(caller, path.id)))
+  )
+)
+
+/**
+ * The hub's public base URL (`https://hub.example`), the origin ledger requests are signed for. Without it, the
+ * address the connection arrived on (`http://<local address>:<port>`) — never the `Host` header, which the sender
+ * chooses, so a request signed for another server cannot be replayed here.
+ */
+export class HubPublicUrl extends Context.Tag("agent-mesh/hub/PublicUrl")<HubPublicUrl, string>() {}
+
+// A refusal says the request does not hold (401); any other code says the hub could not decide (503, retry).
+const refusals = new Set<string>(HttpSignatureRefusalCode.literals)
+
+/** The URL a ledger request must have been signed for, or undefined when it cannot be rebuilt. */
+const targetUri = (req: HttpServerRequest.HttpServerRequest, publicUrl: string | undefined): string | undefined => {
+  let base = publicUrl?.replace(/\/+$/, "")
+  if (base === undefined && req instanceof LeanRequest) {
+    const { localAddress, localPort } = req.source.socket
+    if (localAddress !== undefined && localPort !== undefined) base = `http://${localAddress.includes(":") ? `[${localAddress}]` : localAddress}:${localPort}`
+  }
+  const target = `${base ?? ""}${req.url}`
+  return base !== undefined && URL.canParse(target) ? new URL(target).href : undefined
+}
+
+/**
+ * The DID a ledger request acts for. A request carrying `Signature-Input` is judged by its mesh-sig signature alone
+ * (the signer's registered key, a fresh nonce, this hub's URL). Otherwise an agent API key acts for the DID it was
+ * issued to only when it is also the key that registered that DID's record: the challenge exchange issues agent
+ * keys for an unregistered DID to whoever holds any key, so an agent key alone proves nothing about the DID's
+ * registered key. An admin or user key acts for nobody.
+ */
+const actorOf = (
+  verify: (req: HttpServerRequest.HttpServerRequest) => Effect.Effect<string, Unauthorized | RateLimited | Unavailable>,
+  recordOwner: (did: string) => Effect.Effect<string | undefined, Unavailable>
+): Effect.Effect<Actor, Unauthorized | RateLimited | Unavailable, Caller | HttpServerRequest.HttpServerRequest> =>
+  Effect.gen(function* () {
+    const req = yield* HttpServerRequest.HttpServerRequest
+    if (req.headers["signature-input"] !== undefined || req.headers.signature !== undefined) return yield* verify(req)
+    const caller = yield* Caller
+    const did = caller.kind === "agent" ? normalizeDid(caller.owner) : undefined
+    if (did === undefined) return undefined
+    return (yield* recordOwner(did)) === caller.id ? did : undefined
+  })
+
+/** The spending-ledger endpoints: each acts for the DID the request proved (see `actorOf`). */
+export const SpendingLive = HttpApiBuilder.group(HubApi, "spending", (handlers) =>
+  Effect.gen(function* () {
+    const ledger = yield* Ledger
+    const resolver = yield* KeyResolver
+    const nonceStore = yield* NonceStore
+    const keys = yield* Keys
+    const store = yield* RegistryStore
+    const recordOwner = (did: string) =>
+      store.entryByDid(did).pipe(
+        Effect.map((row) => Option.getOrUndefined(Option.map(row, (r) => r.owner_key_id))),
+        Effect.mapError((e) => errors.unavailable(e.message))
+      )
+    const publicUrl = Option.getOrUndefined(yield* Effect.serviceOption(HubPublicUrl))
+    const verify = (req: HttpServerRequest.HttpServerRequest) =>
+      Effect.gen(function* () {
+        const url = targetUri(req, publicUrl)
+        if (url === undefined) return yield* Effect.fail(new Unauthorized({ code: "SIGNATURE_INVALID", message: "the hub cannot rebuild the URL this request was signed for" }))
+        // The body was read before the handler ran; failing to hand it over is a defect, not the caller's fault.
+        const body = new Uint8Array(yield* Effect.orDie(req.arrayBuffer))
+        const verified = yield* verifyRequest({ method: req.method, url, headers: req.headers, body }, { resolveKey: resolver.resolve, nonceStore }).pipe(
+          Effect.provideService(Keys, keys),
+          Effect.mapError(({ code, message, retryAfterSeconds }) =>
+            code === "NONCE_QUOTA_EXCEEDED"
+              ? new RateLimited({ code, message, retryAfterSeconds: retryAfterSeconds ?? 1 })
+              : !refusals.has(code)
+              ? errors.unavailable(`${code}: ${message}`)
+              : new Unauthorized({
+                  code: code === "REPLAYED" ? "REPLAYED" : code === "SIGNATURE_EXPIRED" || code === "SIGNATURE_NOT_YET_VALID" ? "SIGNATURE_EXPIRED" : "SIGNATURE_INVALID",
+                  message: `${code}: ${message}`
+                })
+          )
+        )
+        return verified.did
+      })
+    const actor = actorOf(verify, recordOwner)
+    return handlers
+      .handle("openPool", ({ payload }) => Effect.flatMap(actor, (did) => ledger.openPool(did, payload.mandate)))
+      .handle("getPool", ({ path }) => Effect.flatMap(actor, (did) => ledger.pool(did, path.poolId)))
+      .handle("allocate", ({ path, payload }) =>
+        Effect.flatMap(actor, (did) => ledger.allocate(did, path.poolId, { childToken: payload.childMandate, idempotencyKey: payload.idempotencyKey }))
+      )
+      .handle("release", ({ path, payload }) => Effect.flatMap(actor, (did) => ledger.release(did, path.allocationId, payload)))
+  })
+)
+
+const clientIp = Effect.map(HttpServerRequest.HttpServerRequest, (req) => Option.getOrElse(req.remoteAddress, () => "unknown"))
+
+/** The platform endpoints. */
+export const PlatformLive = HttpApiBuilder.group(HubApi, "platform", (handlers) =>
+  Effect.map(Platform, (platform) =>
+    handlers
+      .handle("status", () => platform.status)
+      .handle("challenge", ({ payload }) => Effect.flatMap(clientIp, (ip) => platform.challenge(ip, payload)))
+      .handle("agentKey", ({ payload }) => Effect.flatMap(clientIp, (ip) => platform.agentKey(ip, payload)))
+  )
+)
+
+
+const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
+
+/** A self-contained page listing every operation of the OpenAPI document (no external assets). */
+export const docsPage = (doc: OpenApi.OpenAPISpec): string => {
+  const rows = Object.entries(doc.paths).flatMap(([path, item]) =>
+    Object.entries(item as Record<string, { summary?: string; description?: string; operationId?: string; responses?: Record<string, unknown> }>)
+      .filter(([method]) => ["get", "post", "put", "patch", "delete"].includes(method))
+      .map(([method, op]) =>
+        `<tr><td class="m ${method}">${method.toUpperCase()}</td><td><code>${escapeHtml(path)}</code></td><td>${escapeHtml(op.operationId ?? "")}</td><td>${escapeHtml(Object.keys(op.responses ?? {}).join(" "))}</td></tr>`
+      )
+  )
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(doc.info.title)}</title>
+<style>body{font:14px system-ui,sans-serif;margin:2rem;color:#222}table{border-collapse:collapse}td,th{padding:.3rem .8rem;border-bottom:1px solid #ddd;text-align:left}
+.m{font-weight:600}.get{color:#0a7}.post{color:#07c}.patch{color:#a60}.delete{color:#c33}code{font-size:13px}</style></head>
+<body><h1>${escapeHtml(doc.info.title)} <small>${escapeHtml(doc.info.version)}</small></h1><p>${escapeHtml(doc.info.description ?? "")}</p>
+<p>Machine-readable: <a href="/openapi.json">/openapi.json</a></p>
+<table><thead><tr><th>method</th><th>path</th><th>operation</th><th>statuses</th></tr></thead><tbody>${rows.join("")}</tbody></table></body></html>`
+}
+
+/** `/openapi.json` and `/docs`, both computed once from `HubApi`. */
+export const DocsLive = HttpApiBuilder.group(HubApi, "docs", (handlers) =>
+  Effect.sync(() => {
+    const doc = OpenApi.fromApi(HubApi)
+    const page = docsPage(doc)
+    return handlers.handle("openapi", () => Effect.succeed(doc)).handle("docs", () => Effect.succeed(page))
+  })
+)
+
+/** The same two for a platform-only process, computed from `PlatformApi`. */
+const PlatformDocsLive = HttpApiBuilder.group(PlatformApi, "docs", (handlers) =>
+  Effect.sync(() => {
+    const doc = OpenApi.fromApi(PlatformApi)
+    const page = docsPage(doc)
+    return handlers.handle("openapi", () => Effect.succeed(doc)).handle("docs", () => Effect.succeed(page))
+  })
+)
+
+/** The platform endpoints of a platform-only process, with its OpenAPI document. */
+export const PlatformOnlyLive = Layer.merge(
+  HttpApiBuilder.group(PlatformApi, "platform", (handlers) =>
+    Effect.map(Platform, (platform) =>
+      handlers
+        .handle("status", () => platform.status)
+        .handle("challenge", ({ payload }) => Effect.flatMap(clientIp, (ip) => platform.challenge(ip, payload)))
+        .handle("agentKey", ({ payload }) => Effect.flatMap(clientIp, (ip) => platform.agentKey(ip, payload)))
+    )
+  ),
+  PlatformDocsLive
+)
+
+/** Every group of the hub, needing the services behind them. */
+export const HandlersLive = Layer.mergeAll(RegistryLive, KeysLive, SpendingLive, PlatformLive, DocsLive).pipe(Layer.provide(ApiKeyAuthLive))

@@ -1,0 +1,344 @@
+/**
+ * The spending ledger: a budget pool per parent spending mandate, from which child mandates get allocations, so a
+ * parent budget is never over-allocated. Allocation is one conditional UPDATE inside a transaction that writes
+ * first (no read-then-upgrade), so it stays exact across fibers and across processes sharing one database.
+ *
+ * A pool belongs to the grantee of its mandate, never to whoever posted the token first: every child carries the
+ * parent token in `prf`, so anyone downstream holds it. Each operation therefore takes the DID the request proved
+ * (docs/hub.md, "Spending ledger") and refuses everyone but the grantee, before anything is read back or written.
+ *
+ * Floor: hub (docs/architecture.md §3).
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import { HotReads } from "../sql/Database.js"
+import { BadRequest, Conflict, errors, type Forbidden, type NotFound, type Unavailable, Unprocessable } from "./HubError.js"
+import { KeyResolver } from "../core/KeyResolver.js"
+import type { Keys } from "../core/Keys.js"
+import { decodeUnverified, type Mandate, verifyMandate } from "../core/Mandate.js"
+import { formatUsd, type Micros, parseUsd } from "../core/Money.js"
+import { sha256 } from "@noble/hashes/sha2.js"
+import { base32 } from "multiformats/bases/base32"
+import { randomBytes, toBase64Url, utf8 } from "../core/internal/bytes.js"
+
+/** A pool as the ledger reports it (amounts in USD). */
+export const Pool = Schema.Struct({
+  poolId: Schema.String,
+  grantor: Schema.String,
+  grantee: Schema.String,
+  limitUsd: Schema.Number,
+  allocatedUsd: Schema.Number,
+  remainingUsd: Schema.Number,
+  expiresAt: Schema.String
+})
+/** A pool as the ledger reports it. */
+export type Pool = typeof Pool.Type
+
+/** An allocation as the ledger reports it. */
+export const Allocation = Schema.Struct({
+  allocationId: Schema.String,
+  poolId: Schema.String,
+  idempotencyKey: Schema.String,
+  childJti: Schema.String,
+  grantee: Schema.String,
+  amountUsd: Schema.Number,
+  usedUsd: Schema.NullOr(Schema.Number),
+  releasedUsd: Schema.NullOr(Schema.Number),
+  status: Schema.Literal("active", "released")
+})
+/** An allocation as the ledger reports it. */
+export type Allocation = typeof Allocation.Type
+
+type LedgerError = Unprocessable | Unavailable
+
+/**
+ * The DID a request proved it acts for (a signature by its key, or an API key bound to it), or undefined when it
+ * proved none. Only the grantee of a pool's mandate may act on the pool.
+ */
+export type Actor = string | undefined
+
+/** The operations of the ledger; each refuses (403 `NOT_OWNER`) an actor other than the pool mandate's grantee. */
+export interface LedgerApi {
+  /** Opens (or returns the open) pool of a verified intent or cart mandate; its size is the mandate's spend limit. */
+  readonly openPool: (actor: Actor, parentToken: string) => Effect.Effect<Pool, Forbidden | LedgerError>
+  /** Reads a pool. */
+  readonly pool: (actor: Actor, poolId: string) => Effect.Effect<Pool, NotFound | Forbidden | Unavailable>
+  /**
+   * Allocates to a child mandate attenuated from the pool's mandate, for the child's whole limit (its
+   * `spendLimitUsd`, or `amountUsd` for a payment). The same idempotency key returns the same allocation.
+   */
+  readonly allocate: (
+    actor: Actor,
+    poolId: string,
+    input: { readonly childToken: string; readonly idempotencyKey: string }
+  ) => Effect.Effect<Allocation, BadRequest | NotFound | Forbidden | Conflict | LedgerError>
+  /** Releases an allocation; what was not used returns to the pool. Only once. */
+  readonly release: (
+    actor: Actor,
+    allocationId: string,
+    input: { readonly usedUsd: number }
+  ) => Effect.Effect<{ readonly allocation: Allocation; readonly pool: Pool }, NotFound | Forbidden | Conflict | LedgerError>
+}
+
+/** The `Ledger` service. */
+export class Ledger extends Context.Tag("agent-mesh/Ledger")<Ledger, LedgerApi>() {}
+
+const PoolRow = Schema.Struct({
+  id: Schema.String,
+  token: Schema.String,
+  grantor: Schema.String,
+  grantee: Schema.String,
+  limit_micros: Schema.Number,
+  allocated_micros: Schema.Number,
+  expires_at: Schema.Number,
+  opened_by: Schema.String,
+  created_at: Schema.Number
+})
+type PoolRow = typeof PoolRow.Type
+
+/** An allocation as stored. */
+export const AllocationRow = Schema.Struct({
+  id: Schema.String,
+  pool_id: Schema.String,
+  idempotency_key: Schema.String,
+  child_jti: Schema.String,
+  grantee: Schema.String,
+  amount_micros: Schema.Number,
+  used_micros: Schema.NullOr(Schema.Number),
+  created_at: Schema.Number,
+  released_at: Schema.NullOr(Schema.Number)
+})
+/** An allocation as stored. */
+export type AllocationRow = typeof AllocationRow.Type
+
+const toPool = (r: PoolRow): Pool => ({
+  poolId: r.id,
+  grantor: r.grantor,
+  grantee: r.grantee,
+  limitUsd: formatUsd(r.limit_micros as Micros),
+  allocatedUsd: formatUsd(r.allocated_micros as Micros),
+  remainingUsd: formatUsd((r.limit_micros - r.allocated_micros) as Micros),
+  expiresAt: new Date(r.expires_at * 1000).toISOString()
+})
+
+const toAllocation = (r: AllocationRow): Allocation => ({
+  allocationId: r.id,
+  poolId: r.pool_id,
+  idempotencyKey: r.idempotency_key,
+  childJti: r.child_jti,
+  grantee: r.grantee,
+  amountUsd: formatUsd(r.amount_micros as Micros),
+  usedUsd: r.used_micros === null ? null : formatUsd(r.used_micros as Micros),
+  releasedUsd: r.used_micros === null ? null : formatUsd((r.amount_micros - r.used_micros) as Micros),
+  status: r.released_at === null ? "active" : "released"
+})
+
+const mandateInvalid = (message: string) => new Unprocessable({ code: "MANDATE_INVALID", message })
+
+// The same answer whatever the actor is, so a refusal tells nothing about whose pool it is.
+const notGrantee = () => errors.notOwner("only the grantee of the pool's mandate may use the pool: sign the request with its key, or use an API key bound to its DID")
+
+/** Passes only the grantee of the pool's mandate. */
+const ownedBy = (actor: Actor, grantee: string): Effect.Effect<void, Forbidden> =>
+  actor !== undefined && actor === grantee ? Effect.void : Effect.fail(notGrantee())
+
+/** The spend limit a spending mandate grants: `spendLimitUsd` (intent, cart) or `amountUsd` (payment). */
+const limitOf = (m: Mandate): Either.Either<Micros, Unprocessable> => {
+  const c = m.constraints as { readonly spendLimitUsd?: number; readonly amountUsd?: number }
+  const usd = m.kind === "payment" ? c.amountUsd : c.spendLimitUsd
+  if (usd === undefined) return Either.left(mandateInvalid(`a ${m.kind} mandate has no spend limit`))
+  return Either.mapLeft(parseUsd(usd), (e) => new Unprocessable({ code: "INVALID_AMOUNT", message: e.message }))
+}
+
+/** The ledger on a migrated `SqlClient`, verifying mandates through the `KeyResolver`. */
+export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyResolver | Keys> = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const resolver = yield* KeyResolver
+  const context = yield* Effect.context<Keys>()
+  const unavailable = (e: SqlError) => errors.unavailable(e.message)
+  const decodePool = Schema.decodeUnknownSync(PoolRow)
+  const decodeAllocation = Schema.decodeUnknownSync(AllocationRow)
+  const fast = Option.getOrUndefined(Option.map(yield* Effect.serviceOption(HotReads), reserveFast))
+
+  const verify = (token: string, kinds: ReadonlyArray<Mandate["kind"]>) =>
+    verifyMandate(token, resolver, { kinds }).pipe(
+      Effect.provide(context),
+      // A resolver that could not answer says nothing about the mandate: 503, so the caller retries.
+      Effect.mapError((e) => (e.reason === "RESOLVER_UNAVAILABLE" ? errors.unavailable(e.message) : mandateInvalid(`${e.reason}: ${e.message}`)))
+    )
+
+  const poolRow = (id: string) =>
+    sql`SELECT * FROM mesh_pools WHERE id = ${id}`.pipe(
+      Effect.mapError(unavailable),
+      Effect.flatMap((rows) => (rows.length === 0 ? Effect.fail(errors.notFound(`no pool ${id}`)) : Effect.succeed(decodePool(rows[0]))))
+    )
+
+  const allocationByChild = (poolId: string, childJti: string) =>
+    sql`SELECT * FROM mesh_allocations WHERE pool_id = ${poolId} AND child_jti = ${childJti}`.pipe(
+      Effect.mapError(unavailable),
+      Effect.map((rows) => (rows.length === 0 ? undefined : decodeAllocation(rows[0])))
+    )
+
+  const allocationByKey = (poolId: string, key: string) =>
+    sql`SELECT * FROM mesh_allocations WHERE pool_id = ${poolId} AND idempotency_key = ${key}`.pipe(
+      Effect.mapError(unavailable),
+      Effect.map((rows) => (rows.length === 0 ? undefined : decodeAllocation(rows[0])))
+    )
+
+  return {
+    openPool: (actor, token) =>
+      Effect.gen(function* () {
+        const m = yield* verify(token, ["intent", "cart"])
+        // Before the insert: a refused opener must not leave a pool behind, nor learn whether one exists.
+        yield* ownedBy(actor, m.grantee)
+        const limit = yield* limitOf(m)
+        const now = yield* Clock.currentTimeMillis
+        // The id comes from the exact signed token, so nobody can claim another grantor's pool with a reused jti.
+        const id = poolIdOf(token)
+        yield* sql`INSERT INTO mesh_pools ${sql.insert({
+          id, token, grantor: m.grantor, grantee: m.grantee, limit_micros: limit, allocated_micros: 0,
+          expires_at: m.expiresAt, opened_by: m.grantee, created_at: now
+        })} ON CONFLICT (id) DO NOTHING`.pipe(Effect.mapError(unavailable))
+        return toPool(yield* Effect.catchTag(poolRow(id), "NotFound", () => Effect.die("pool vanished after insert")))
+      }),
+    pool: (actor, id) =>
+      Effect.flatMap(poolRow(id), (row) => Effect.as(ownedBy(actor, row.grantee), toPool(row))),
+    allocate: (actor, poolId, input) =>
+      Effect.gen(function* () {
+        if (input.idempotencyKey.length === 0 || input.idempotencyKey.length > 200) {
+          return yield* Effect.fail(new BadRequest({ code: "INVALID_REQUEST", message: "idempotencyKey must be 1 to 200 characters" }))
+        }
+        const pool = yield* poolRow(poolId)
+        // Before the idempotent answer too: an earlier allocation is the grantee's to see.
+        yield* ownedBy(actor, pool.grantee)
+        // A retry is answered from the record before anything is verified or counted again.
+        const settled = (row: AllocationRow | undefined, childJti: string | undefined) =>
+          row === undefined
+            ? undefined
+            : row.child_jti === childJti
+              ? Effect.succeed(toAllocation(row))
+              : Effect.fail(new Conflict({ code: "IDEMPOTENCY_KEY_REUSED", message: "this idempotency key was used for another child mandate" }))
+        const earlier = settled(yield* allocationByKey(poolId, input.idempotencyKey), childJtiOf(input.childToken))
+        if (earlier !== undefined) return yield* earlier
+        const child = yield* verify(input.childToken, ["cart", "payment"])
+        if (child.parent === undefined || child.parent.token !== pool.token) {
+          return yield* Effect.fail(mandateInvalid("the child mandate is not attenuated from this pool's mandate"))
+        }
+        const alreadyAllocated = () =>
+          new Conflict({ code: "ALREADY_ALLOCATED", message: `child mandate ${child.jti} already has an allocation from this pool` })
+        if ((yield* allocationByChild(poolId, child.jti)) !== undefined) return yield* Effect.fail(alreadyAllocated())
+        const amount = yield* limitOf(child)
+        const id = `alloc_${toBase64Url(randomBytes(12))}`
+        const now = yield* Clock.currentTimeMillis
+        const row = {
+          id, pool_id: poolId, idempotency_key: input.idempotencyKey, child_jti: child.jti, grantee: child.grantee,
+          amount_micros: amount, used_micros: null, created_at: now, released_at: null
+        }
+        const outcome = yield* (fast === undefined
+          ? reserve(sql, row).pipe(Effect.catchIf(isUniqueViolation, () => Effect.succeed("duplicate-child" as const)), Effect.mapError(unavailable))
+          : Effect.mapError(fast(row), (e) => errors.unavailable(String(e.cause))))
+        if (outcome === "duplicate-child") return yield* Effect.fail(alreadyAllocated())
+        // Whatever happened, a concurrent request with the same key may have won: its allocation is the answer.
+        const now2 = settled(yield* allocationByKey(poolId, input.idempotencyKey), child.jti)
+        if (now2 !== undefined) return yield* now2
+        if (outcome === "exhausted") {
+          return yield* Effect.fail(new Conflict({ code: "BUDGET_EXHAUSTED", message: `pool ${poolId} cannot cover ${formatUsd(amount)} USD` }))
+        }
+        return yield* Effect.die(`allocation ${id} vanished`)
+      }),
+    release: (actor, allocationId, input) =>
+      Effect.gen(function* () {
+        const used = parseUsd(input.usedUsd)
+        if (Either.isLeft(used)) return yield* Effect.fail(new Unprocessable({ code: "INVALID_AMOUNT", message: used.left.message }))
+        const rows = yield* sql`SELECT * FROM mesh_allocations WHERE id = ${allocationId}`.pipe(Effect.mapError(unavailable))
+        if (rows.length === 0) return yield* Effect.fail(errors.notFound(`no allocation ${allocationId}`))
+        const alloc = decodeAllocation(rows[0])
+        const pool = yield* poolRow(alloc.pool_id)
+        yield* ownedBy(actor, pool.grantee)
+        if (used.right > alloc.amount_micros) {
+          return yield* Effect.fail(new Unprocessable({ code: "INVALID_AMOUNT", message: "usedUsd exceeds the allocation" }))
+        }
+        const now = yield* Clock.currentTimeMillis
+        // One statement: migration 0007's trigger returns the unused part to the pool; only the first release matches.
+        const released = yield* sql`UPDATE mesh_allocations SET used_micros = ${used.right}, released_at = ${now}
+          WHERE id = ${allocationId} AND released_at IS NULL RETURNING id`.pipe(
+          Effect.map((rows) => rows.length > 0),
+          Effect.mapError(unavailable)
+        )
+        if (!released) return yield* Effect.fail(new Conflict({ code: "ALREADY_REVOKED", message: `allocation ${allocationId} was already released` }))
+        const after = yield* sql`SELECT * FROM mesh_allocations WHERE id = ${allocationId}`.pipe(Effect.mapError(unavailable))
+        return { allocation: toAllocation(decodeAllocation(after[0])), pool: toPool(yield* poolRow(alloc.pool_id)) }
+      })
+  }
+})
+
+/**
+ * The allocation itself, one INSERT: migration 0005's triggers take the amount from the pool in the same statement,
+ * or abort it when the pool cannot cover it. A single statement is atomic, so fibers and processes sharing the
+ * database can never over-allocate, and there is no transaction to hold or upgrade. A conflict on the idempotency
+ * key inserts nothing ("raced": the caller reads back the winner).
+ */
+export const reserve = (
+  sql: SqlClient.SqlClient,
+  row: typeof AllocationRow.Encoded
+): Effect.Effect<"allocated" | "raced" | "exhausted", SqlError> =>
+  sql`INSERT INTO mesh_allocations ${sql.insert(row)} ON CONFLICT (pool_id, idempotency_key) DO NOTHING RETURNING id`.pipe(
+    Effect.map((rows) => (rows.length === 0 ? ("raced" as const) : ("allocated" as const))),
+    Effect.catchIf(isBudgetAbort, () => Effect.succeed("exhausted" as const))
+  )
+
+const RESERVE_SQL = `INSERT INTO mesh_allocations (id, pool_id, idempotency_key, child_jti, grantee, amount_micros, used_micros, created_at, released_at)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (pool_id, idempotency_key) DO NOTHING RETURNING id`
+
+/** `reserve` as one prepared statement on the `HotReads` connection: the same statement, without SqlClient's cost. */
+export const reserveFast = (
+  reads: HotReads["Type"]
+): ((row: typeof AllocationRow.Encoded) => Effect.Effect<"allocated" | "raced" | "exhausted" | "duplicate-child", StoreFailure>) => {
+  const insert = reads.prepareGet<{ id: string }>(RESERVE_SQL)
+  return (row) =>
+    Effect.try({
+      try: () =>
+        insert(row.id, row.pool_id, row.idempotency_key, row.child_jti, row.grantee, row.amount_micros, row.used_micros, row.created_at, row.released_at) ===
+          undefined
+          ? ("raced" as const)
+          : ("allocated" as const),
+      catch: (e) => new StoreFailure({ cause: e })
+    }).pipe(
+      Effect.catchTag("StoreFailure", (f) => {
+        const code = (f.cause as { readonly code?: unknown } | undefined)?.code
+        const message = String((f.cause as { readonly message?: unknown } | undefined)?.message)
+        if (code === "SQLITE_CONSTRAINT_TRIGGER" && message.includes("BUDGET_EXHAUSTED")) return Effect.succeed("exhausted" as const)
+        if (code === "SQLITE_CONSTRAINT_UNIQUE") return Effect.succeed("duplicate-child" as const)
+        return Effect.fail(f)
+      })
+    )
+}
+
+/** A statement on the fast path failed. */
+export class StoreFailure extends Data.TaggedError("StoreFailure")<{ readonly cause: unknown }> {}
+
+// A second allocation of the same child mandate (another idempotency key) hits the unique (pool, child) index.
+const isUniqueViolation = (e: SqlError): boolean => (e.cause as { readonly code?: unknown } | undefined)?.code === "SQLITE_CONSTRAINT_UNIQUE"
+
+/** A pool's id: base32 of the first 15 bytes of SHA-256 over the exact parent token. */
+export const poolIdOf = (token: string): string => `pool_${base32.baseEncode(sha256(utf8(token)).subarray(0, 15))}`
+
+// The trigger's RAISE(ABORT) surfaces as SQLite's SQLITE_CONSTRAINT_TRIGGER, carrying our own message.
+const isBudgetAbort = (e: SqlError): boolean => {
+  const cause = e.cause as { readonly code?: unknown; readonly message?: unknown } | undefined
+  return cause?.code === "SQLITE_CONSTRAINT_TRIGGER" && String(cause.message).includes("BUDGET_EXHAUSTED")
+}
+
+/** The jti a token names, read without verification (only to answer an idempotent retry). */
+const childJtiOf = (token: string): string | undefined => Either.getOrUndefined(Either.map(decodeUnverified(token), (m) => m.jti))
+
+/** The ledger on SQL; needs a migrated `SqlClient`, a `KeyResolver` and `Keys`. */
+export const layer: Layer.Layer<Ledger, never, SqlClient.SqlClient | KeyResolver | Keys> = Layer.effect(Ledger, make)

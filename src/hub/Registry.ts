@@ -1,0 +1,659 @@
+/**
+ * The hub's registry rules over `RegistryStore`: API keys (random 256-bit, stored as SHA-256, compared in constant
+ * time), content-addressed manifests (CIDv1), agents, MCP servers and skills by didHash, the did:mesh resolver and
+ * mandate revocation signed by the grantor.
+ *
+ * Who may write what (docs/hub.md, "Proof of possession"): registering an agent needs a proof by the key being
+ * registered, and rotating needs proofs by the current and the new key, because a bearer key alone (anyone can get
+ * one from the challenge exchange) must not be enough to claim or take over a DID. A key issued to a DID (`agent`
+ * kind) registers only that DID, and MCP servers and skills only under it (`<did>.<name>`). Writes are counted per
+ * API key in fixed windows; a deleted agent leaves a tombstone so its key version never restarts at 1.
+ *
+ * Floor: hub (docs/architecture.md §3).
+ */
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import { CID } from "multiformats/cid"
+import * as Digest from "multiformats/hashes/digest"
+import { canonicalBytes } from "../core/Canonical.js"
+import { type DidDocument, didHash, makeDidDocument, normalizeDid, verificationMethodId } from "../core/Did.js"
+import { BadRequest, type Conflict, errors, type Forbidden, type NotFound, RateLimited, Unauthorized, type Unavailable, type Unprocessable } from "./HubError.js"
+import { PayloadTooLarge } from "../http/ErrorBody.js"
+import { Keys, type KeysApi } from "../core/Keys.js"
+import { verifyMessage } from "../core/Proof.js"
+import * as RateLimiter from "./RateLimiter.js"
+import { type ApiKeyRow, type EntryKind, type EntryRow, RegistryStore, type RegistryStoreApi, type StoreUnavailable } from "../sql/RegistryStore.js"
+import { MESH_PROTOCOL_VERSION } from "../core/Version.js"
+import { equalBytes, fromBase64, randomBytes, toBase64, toBase64Url, toHex, utf8 } from "../core/internal/bytes.js"
+import { canonicalPublicKeyB64, decodePublicKeyB64, isAcceptablePublicKey } from "../core/internal/ed25519.js"
+
+/** An agent as the registry returns it. */
+export const AgentRecord = Schema.Struct({
+  did: Schema.String,
+  didHash: Schema.String,
+  manifestCID: Schema.String,
+  publicKeyB64: Schema.String,
+  keyVersion: Schema.Number,
+  endpointUrl: Schema.String,
+  document: Schema.Unknown,
+  createdAt: Schema.String,
+  updatedAt: Schema.String
+})
+/** An agent as the registry returns it. */
+export type AgentRecord = typeof AgentRecord.Type
+
+/** A tool an MCP server offers: a name, optionally with its input JSON Schema. */
+export const McpTool = Schema.Union(Schema.String, Schema.Struct({ name: Schema.String, inputSchema: Schema.optional(Schema.Unknown) }))
+
+/** An MCP server as the registry returns it. */
+export const McpRecord = Schema.Struct({
+  did: Schema.String,
+  didHash: Schema.String,
+  name: Schema.String,
+  endpointUrl: Schema.String,
+  tools: Schema.Array(Schema.Struct({ name: Schema.String, inputSchema: Schema.optional(Schema.Unknown) })),
+  createdAt: Schema.String
+})
+/** An MCP server as the registry returns it. */
+export type McpRecord = typeof McpRecord.Type
+
+/** The kinds of skill. */
+export const SkillType = Schema.Literal("rag", "web-search", "memory", "code", "data", "custom")
+
+/** A skill as the registry returns it. */
+export const SkillRecord = Schema.Struct({
+  did: Schema.String,
+  didHash: Schema.String,
+  name: Schema.String,
+  skillType: SkillType,
+  createdAt: Schema.String
+})
+/** A skill as the registry returns it. */
+export type SkillRecord = typeof SkillRecord.Type
+
+/** A search hit across agents, MCP servers and skills. */
+export const SearchHit = Schema.Struct({ kind: Schema.Literal("agent", "mcp", "skill"), did: Schema.String, didHash: Schema.String, name: Schema.String })
+
+/**
+ * Size limits of search and of registration. Search reads an index of bounded fields (migration 0010) and pages are
+ * bounded, so no query's cost grows with what was registered; registration refuses records over these sizes with
+ * 413 `PAYLOAD_TOO_LARGE`, so no record can make reading or indexing it expensive (docs/hub.md, "Limits").
+ */
+export interface RegistryLimitsConfig {
+  /** Longest search query `q`, in characters (UTF-16 code units); longer is 400 `INVALID_REQUEST`. */
+  readonly maxQueryLength: number
+  /** Most whitespace-separated terms in `q`; more is 400 `INVALID_REQUEST`. */
+  readonly maxQueryTerms: number
+  /** Most hits in one search answer (`limit` is clamped to it). */
+  readonly maxSearchResults: number
+  /** Per-address token bucket of `GET /v1/search`; over it, 429 `RATE_LIMITED` with `Retry-After`. */
+  readonly searchRateLimit: RateLimiter.RateLimitOptions
+  /** Largest manifest, in bytes of its JCS form. */
+  readonly maxManifestBytes: number
+  /** Most tools of one MCP server. */
+  readonly maxTools: number
+  /** Largest single tool (`{ name, inputSchema }` as JSON), in bytes. */
+  readonly maxToolBytes: number
+  /** Largest tool list of one MCP server (as JSON), in bytes. */
+  readonly maxToolListBytes: number
+  /** Longest tool name, in characters. */
+  readonly maxToolNameLength: number
+  /** Longest MCP server or skill name, in characters. */
+  readonly maxNameLength: number
+}
+
+/** The defaults of `RegistryLimitsConfig`. */
+export const DEFAULT_LIMITS: RegistryLimitsConfig = {
+  maxQueryLength: 256,
+  maxQueryTerms: 16,
+  maxSearchResults: 100,
+  searchRateLimit: { capacity: 30, perMinute: 120 },
+  maxManifestBytes: 64 * 1024,
+  maxTools: 256,
+  maxToolBytes: 4 * 1024,
+  maxToolListBytes: 64 * 1024,
+  maxToolNameLength: 128,
+  maxNameLength: 256
+}
+
+/**
+ * The trigram index matches a term only from three characters on (a shorter term would match nothing), so shorter
+ * terms are dropped and a query with none left is refused rather than silently empty.
+ */
+export const MIN_TERM_LENGTH = 3
+
+/** What the did:mesh resolver answers. */
+export interface ResolvedDid {
+  readonly document: DidDocument
+  readonly keyVersion: number
+  readonly publicKey: Uint8Array
+}
+
+/** A newly made API key: the secret is shown this once and never stored. */
+export interface CreatedApiKey {
+  readonly id: string
+  readonly apiKey: string
+  readonly owner: string
+  readonly kind: ApiKeyRow["kind"]
+  readonly label: string | null
+}
+
+type Store = StoreUnavailable
+
+/** The operations of the registry. */
+export interface RegistryApi {
+  /** The key row for a bearer secret; 401 for a missing, unknown, revoked or malformed key. */
+  readonly authenticate: (secret: string | undefined) => Effect.Effect<ApiKeyRow, Unauthorized | Unavailable>
+  readonly createApiKey: (owner: string, kind: ApiKeyRow["kind"], label?: string) => Effect.Effect<CreatedApiKey, Unavailable>
+  /** Revokes a key: the admin may revoke any, others only keys they own. */
+  readonly revokeApiKey: (caller: ApiKeyRow, id: string) => Effect.Effect<void, NotFound | Forbidden | Conflict | Unavailable>
+  /**
+   * Creates the admin credential on a database's first start only; its secret is returned that once. Later starts
+   * answer none, even when every admin key has since been revoked.
+   */
+  readonly ensureAdmin: Effect.Effect<Option.Option<CreatedApiKey>, Unavailable>
+  /** Creates a new admin credential unconditionally (the explicit recovery path, `Hub.start({ newAdminKey: true })`). */
+  readonly issueAdminKey: Effect.Effect<CreatedApiKey, Unavailable>
+  readonly pinManifest: (caller: ApiKeyRow, manifest: unknown) => Effect.Effect<{ readonly cid: string }, Unprocessable | PayloadTooLarge | RateLimited | Unavailable>
+  readonly manifest: (cid: string) => Effect.Effect<unknown, NotFound | Unavailable>
+  readonly registerAgent: (
+    caller: ApiKeyRow,
+    input: { readonly did: string; readonly manifestCID: string; readonly publicKeyB64: string; readonly endpointUrl: string; readonly proof: unknown }
+  ) => Effect.Effect<AgentRecord, Unprocessable | Conflict | Unauthorized | Forbidden | RateLimited | Unavailable>
+  readonly resolveAgent: (didHash: string) => Effect.Effect<AgentRecord, NotFound | Unavailable>
+  readonly listAgents: (limit: number, cursor?: string) => Effect.Effect<{ readonly items: ReadonlyArray<AgentRecord>; readonly nextCursor: string | null }, Unavailable>
+  readonly updateAgent: (
+    caller: ApiKeyRow,
+    didHash: string,
+    patch: { readonly endpointUrl?: string | undefined; readonly manifestCID?: string | undefined }
+  ) => Effect.Effect<AgentRecord, NotFound | Forbidden | Unprocessable | Unavailable>
+  /** Rotation: `proof` by the current key (the admin may omit it), `newKeyProof` by the new key, both over `rotationDocument`. */
+  readonly rotateAgentKey: (
+    caller: ApiKeyRow,
+    didHash: string,
+    input: { readonly publicKeyB64: string; readonly proof?: unknown; readonly newKeyProof: unknown }
+  ) => Effect.Effect<AgentRecord, NotFound | Forbidden | Unprocessable | Unauthorized | Unavailable>
+  readonly deleteAgent: (caller: ApiKeyRow, didHash: string) => Effect.Effect<void, NotFound | Forbidden | Unavailable>
+  readonly registerMcp: (
+    caller: ApiKeyRow,
+    input: { readonly name: string; readonly endpointUrl: string; readonly tools: ReadonlyArray<typeof McpTool.Type>; readonly did: string }
+  ) => Effect.Effect<McpRecord, Unprocessable | PayloadTooLarge | Conflict | Forbidden | RateLimited | Unavailable>
+  readonly resolveMcp: (didHash: string) => Effect.Effect<McpRecord, NotFound | Unavailable>
+  readonly listMcp: (limit: number, cursor?: string) => Effect.Effect<{ readonly items: ReadonlyArray<McpRecord>; readonly nextCursor: string | null }, Unavailable>
+  readonly registerSkill: (
+    caller: ApiKeyRow,
+    input: { readonly name: string; readonly skillType?: typeof SkillType.Type | undefined; readonly did: string }
+  ) => Effect.Effect<SkillRecord, Unprocessable | PayloadTooLarge | Conflict | Forbidden | RateLimited | Unavailable>
+  readonly resolveSkill: (didHash: string) => Effect.Effect<SkillRecord, NotFound | Unavailable>
+  readonly listSkills: (limit: number, cursor?: string) => Effect.Effect<{ readonly items: ReadonlyArray<SkillRecord>; readonly nextCursor: string | null }, Unavailable>
+  /** Entries matching every term of `q` (see `RegistryLimitsConfig`); `client` keys the rate limit (its address). */
+  readonly search: (client: string, q: string, limit: number) => Effect.Effect<ReadonlyArray<typeof SearchHit.Type>, BadRequest | RateLimited | Unavailable>
+  /** The did:mesh resolver: current DID document, key and key version of a registered agent. */
+  readonly resolveDid: (did: string) => Effect.Effect<ResolvedDid, NotFound | Unprocessable | Unavailable>
+  /** Revokes a mandate by `jti`; the request must be signed (signMessage) by the grantor's registered key. */
+  readonly revokeMandate: (signed: unknown) => Effect.Effect<{ readonly jti: string }, BadRequest | Unauthorized | NotFound | Conflict | Unprocessable | Unavailable>
+  /** True when `grantor` revoked its mandate `jti` (a jti means something only with its grantor). */
+  readonly isMandateRevoked: (jti: string, grantor: string) => Effect.Effect<boolean, Unavailable>
+  /** True when the database answers. */
+  readonly ping: Effect.Effect<boolean>
+}
+
+/** The `Registry` service. */
+export class Registry extends Context.Tag("agent-mesh/Registry")<Registry, RegistryApi>() {}
+
+/** The manifest fields the registry requires; everything else is kept as given. */
+export const Manifest = Schema.Struct({ name: Schema.String.pipe(Schema.minLength(1)), meshProtocolVersion: Schema.Literal(MESH_PROTOCOL_VERSION) })
+
+const RAW_CODEC = 0x55
+const SHA2_256 = 0x12
+
+/**
+ * CIDv1 of a manifest: the `raw` codec over the UTF-8 of its JCS form, sha2-256. `ipfs add --cid-version 1
+ * --raw-leaves` of those bytes gives the same id.
+ */
+export const manifestCid = (keys: KeysApi, canonical: Uint8Array): string => CID.createV1(RAW_CODEC, Digest.create(SHA2_256, keys.sha256(canonical))).toString()
+
+/** The one-line form of a revocation request (signed by the grantor with `signMessage`). */
+export const RevocationRequest = Schema.Struct({ type: Schema.Literal("MandateRevocation"), jti: Schema.String.pipe(Schema.minLength(1)), grantor: Schema.String, proof: Schema.Unknown })
+
+/** What a registration proof signs: the request's fields as sent, under a type no other signed message has. */
+export const registrationDocument = (input: { readonly did: string; readonly manifestCID: string; readonly publicKeyB64: string; readonly endpointUrl: string }) => ({
+  type: "AgentRegistration",
+  did: input.did,
+  manifestCID: input.manifestCID,
+  publicKeyB64: input.publicKeyB64,
+  endpointUrl: input.endpointUrl
+})
+
+/** What both rotation proofs sign; `keyVersion` is the version being replaced, so a rotation proof works once. */
+export const rotationDocument = (input: { readonly did: string; readonly keyVersion: number; readonly publicKeyB64: string }) => ({
+  type: "AgentKeyRotation",
+  did: input.did,
+  keyVersion: input.keyVersion,
+  publicKeyB64: input.publicKeyB64
+})
+
+/** The proof purpose of registration and rotation proofs (revocations use `assertionMethod`). */
+export const WRITE_PROOF_PURPOSE = "authentication"
+
+/** Writes each API key may make per window; the admin credential is not counted. */
+export interface WriteQuota {
+  /** Agents, MCP servers and skills registered (default 100). */
+  readonly entries: number
+  /** Bytes of manifests pinned, counted in their canonical form (default 8 MiB). */
+  readonly manifestBytes: number
+  /** Window length (default 1 hour). */
+  readonly windowMs: number
+}
+
+/** Default write quota per API key. */
+export const DEFAULT_WRITE_QUOTA: WriteQuota = { entries: 100, manifestBytes: 8 * 1024 * 1024, windowMs: 60 * 60_000 }
+
+/** How far a registration or rotation proof's `created` may lie from the hub's clock (default 5 minutes). */
+export const DEFAULT_PROOF_MAX_AGE_MS = 5 * 60_000
+
+/** Registry settings. */
+export interface RegistryOptions {
+  readonly writeQuota?: Partial<WriteQuota>
+  readonly proofMaxAgeMs?: number
+  /** Overrides of the search and size limits (`DEFAULT_LIMITS`). */
+  readonly limits?: Partial<RegistryLimitsConfig>
+}
+
+const API_KEY_PREFIX = "mk_"
+const MAX_LIMIT = 200
+const MAX_QUOTA_KEYS = 10_000
+
+const iso = (ms: number) => new Date(ms).toISOString()
+const storeError = (e: Store) => errors.unavailable(e.message)
+
+const isHttpUrl = (u: string) => {
+  try {
+    const url = new URL(u)
+    return url.protocol === "http:" || url.protocol === "https:"
+  } catch {
+    return false
+  }
+}
+
+/** The bytes of an acceptable public key (32 bytes, canonical, not small-order), whatever its base64 padding. */
+const acceptableKey = (b64: unknown): Uint8Array | undefined => {
+  const b = typeof b64 === "string" ? decodePublicKeyB64(b64) : undefined
+  return b !== undefined && isAcceptablePublicKey(b) ? b : undefined
+}
+
+const invalidKey = () =>
+  errors.unprocessable("INVALID_PUBLIC_KEY", "publicKeyB64 must be standard base64 of a raw 32-byte Ed25519 key, canonical and not of small order")
+
+/** A stored key in its padded spelling; rows written before keys were normalized may lack the padding. */
+const canonicalStored = (b64: string | null): string => (b64 === null ? "" : canonicalPublicKeyB64(b64) ?? b64)
+
+/** Builds the registry over the store and the key service. */
+export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryApi, never, RegistryStore | Keys> => Effect.gen(function* () {
+  const store: RegistryStoreApi = yield* RegistryStore
+  const keys = yield* Keys
+  const quota: WriteQuota = { ...DEFAULT_WRITE_QUOTA, ...options.writeQuota }
+  const proofMaxAgeMs = options.proofMaxAgeMs ?? DEFAULT_PROOF_MAX_AGE_MS
+  const hashSecret = (secret: string) => toHex(keys.sha256(utf8(secret)))
+  const q = <A>(e: Effect.Effect<A, Store>): Effect.Effect<A, Unavailable> => Effect.mapError(e, storeError)
+  const limits: RegistryLimitsConfig = { ...DEFAULT_LIMITS, ...options.limits }
+  const searchLimiter = RateLimiter.make(limits.searchRateLimit)
+  const tooLarge = (message: string) => Effect.fail(new PayloadTooLarge({ code: "PAYLOAD_TOO_LARGE", message }))
+  const invalidQuery = (message: string) => Effect.fail(new BadRequest({ code: "INVALID_REQUEST", message }))
+  // Names and tools are checked against the caps before anything is stored, so every stored record is bounded.
+  const nameTooLong = (name: string) => (name.length > limits.maxNameLength ? tooLarge(`name is longer than ${limits.maxNameLength} characters`) : Effect.void)
+  const toolsTooLarge = (tools: ReadonlyArray<{ readonly name: string; readonly inputSchema?: unknown }>) => {
+    if (tools.length > limits.maxTools) return tooLarge(`more than ${limits.maxTools} tools`)
+    let total = 2
+    for (const t of tools) {
+      if (t.name.length > limits.maxToolNameLength) return tooLarge(`tool name longer than ${limits.maxToolNameLength} characters`)
+      const bytes = utf8(JSON.stringify(t)).length
+      if (bytes > limits.maxToolBytes) return tooLarge(`tool ${JSON.stringify(t.name.slice(0, 64))} is larger than ${limits.maxToolBytes} bytes`)
+      total += bytes + 1
+    }
+    return total > limits.maxToolListBytes ? tooLarge(`the tool list is larger than ${limits.maxToolListBytes} bytes`) : Effect.void
+  }
+
+  const createApiKey = (owner: string, kind: ApiKeyRow["kind"], label?: string) =>
+    Effect.gen(function* () {
+      const secret = `${API_KEY_PREFIX}${toBase64Url(randomBytes(32))}`
+      const id = `key_${toBase64Url(randomBytes(9))}`
+      const now = yield* Clock.currentTimeMillis
+      yield* store.insertApiKey({ id, key_hash: hashSecret(secret), owner, kind, label: label ?? null, created_at: now, revoked_at: null })
+      return { id, apiKey: secret, owner, kind, label: label ?? null }
+    }).pipe(Effect.catchTags({ StoreUnavailable: (e) => Effect.fail(storeError(e)), StoreConflict: (e) => Effect.die(e) }))
+
+  const authenticate = (secret: string | undefined) =>
+    Effect.gen(function* () {
+      if (secret === undefined || !secret.startsWith(API_KEY_PREFIX) || secret.length !== API_KEY_PREFIX.length + 43) {
+        return yield* Effect.fail(errors.invalidApiKey())
+      }
+      const hash = hashSecret(secret)
+      const row = yield* q(store.apiKeyByHash(hash))
+      // The lookup is by hash; the explicit comparison keeps the decision itself constant-time.
+      if (Option.isNone(row) || !equalBytes(utf8(row.value.key_hash), utf8(hash)) || row.value.revoked_at !== null) {
+        return yield* Effect.fail(errors.invalidApiKey())
+      }
+      return row.value
+    })
+
+  // A DID document depends only on (did, key, endpoint); building it (base58, varint) on every resolve is waste.
+  const documents = new Map<string, DidDocument>()
+  const documentOf = (r: EntryRow): DidDocument => {
+    const id = `${r.did} ${r.public_key_b64 ?? ""} ${r.endpoint_url ?? ""}`
+    let doc = documents.get(id)
+    if (doc === undefined) {
+      if (documents.size >= 10_000) documents.delete(documents.keys().next().value as string)
+      doc = makeDidDocument(r.did as never, fromBase64(r.public_key_b64 ?? ""), r.endpoint_url ?? undefined)
+      documents.set(id, doc)
+    }
+    return doc
+  }
+
+  const toAgent = (r: EntryRow): AgentRecord => ({
+    did: r.did,
+    didHash: r.did_hash,
+    manifestCID: r.manifest_cid ?? "",
+    publicKeyB64: canonicalStored(r.public_key_b64),
+    keyVersion: r.key_version,
+    endpointUrl: r.endpoint_url ?? "",
+    document: documentOf(r),
+    createdAt: iso(r.created_at),
+    updatedAt: iso(r.updated_at)
+  })
+  const toMcp = (r: EntryRow): McpRecord => ({
+    did: r.did,
+    didHash: r.did_hash,
+    name: r.name,
+    endpointUrl: r.endpoint_url ?? "",
+    tools: JSON.parse(r.tools ?? "[]"),
+    createdAt: iso(r.created_at)
+  })
+  const toSkill = (r: EntryRow): SkillRecord => ({
+    did: r.did,
+    didHash: r.did_hash,
+    name: r.name,
+    skillType: Schema.is(SkillType)(r.skill_type) ? r.skill_type : "custom",
+    createdAt: iso(r.created_at)
+  })
+
+  const entry = (kind: EntryKind, didHash: string) =>
+    q(store.entryByHash(didHash)).pipe(
+      Effect.flatMap((o) => (Option.isSome(o) && o.value.kind === kind ? Effect.succeed(o.value) : Effect.fail(errors.notFound(`no ${kind} with didHash ${didHash}`))))
+    )
+
+  const owned = (caller: ApiKeyRow, kind: EntryKind, didHash: string) =>
+    Effect.flatMap(entry(kind, didHash), (row) =>
+      row.owner_key_id === caller.id || caller.kind === "admin" ? Effect.succeed(row) : Effect.fail(errors.notOwner())
+    )
+
+  // One row more than asked tells whether another page exists, so the last page says `nextCursor: null`.
+  const page = <A>(kind: EntryKind, to: (r: EntryRow) => A) => (limit: number, cursor?: string) => {
+    const n = Math.max(1, Math.min(MAX_LIMIT, Math.floor(limit) || 50))
+    return Effect.map(q(store.listEntries(kind, n + 1, cursor)), (rows) => {
+      const items = rows.slice(0, n)
+      return { items: items.map(to), nextCursor: rows.length > n ? items[items.length - 1]!.did_hash : null }
+    })
+  }
+
+  const pinnedOrFail = (cid: string) =>
+    Effect.flatMap(q(store.manifest(cid)), (o) => (Option.isSome(o) ? Effect.void : Effect.fail(errors.unprocessable("MANIFEST_NOT_PINNED", `manifest ${cid} is not pinned here`))))
+
+  const insert = (row: EntryRow) =>
+    store.insertEntry(row).pipe(
+      Effect.catchTags({
+        StoreUnavailable: (e) => Effect.fail(storeError(e)),
+        StoreConflict: () => Effect.fail(errors.conflict("DID_TAKEN", `${row.did} is already registered`))
+      })
+    )
+
+  const validDid = (given: string) => {
+    const did = normalizeDid(given)
+    return did === undefined ? Effect.fail(errors.unprocessable("INVALID_DID", `${JSON.stringify(given)} is not a did:mesh DID`)) : Effect.succeed(did)
+  }
+
+  // A key issued to a DID (the challenge exchange, or the admin naming a DID as owner) speaks for that DID only.
+  const ownDid = (caller: ApiKeyRow) => (caller.kind === "agent" ? normalizeDid(caller.owner) ?? caller.owner : undefined)
+  const mayRegisterAgent = (caller: ApiKeyRow, did: string) => {
+    const own = ownDid(caller)
+    return own === undefined || own === did ? Effect.void : Effect.fail(errors.notOwner(`a key issued to ${own} registers only that DID`))
+  }
+  const mayRegisterChild = (caller: ApiKeyRow, did: string) => {
+    const own = ownDid(caller)
+    return own === undefined || did.startsWith(`${own}.`) ? Effect.void : Effect.fail(errors.notOwner(`a key issued to ${own} registers MCP servers and skills only as ${own}.<name>`))
+  }
+
+  // Fixed windows per API key, in memory (per hub process). Bounded: past `MAX_QUOTA_KEYS` the oldest window is
+  // forgotten, which only ever errs toward letting a write through.
+  const usage = new Map<string, { start: number; entries: number; bytes: number }>()
+  const charge = (caller: ApiKeyRow, entries: number, bytes: number) =>
+    Effect.flatMap(Clock.currentTimeMillis, (now): Effect.Effect<void, RateLimited> => {
+      if (caller.kind === "admin") return Effect.void
+      let u = usage.get(caller.id)
+      if (u === undefined || now - u.start >= quota.windowMs) {
+        usage.delete(caller.id)
+        if (usage.size >= MAX_QUOTA_KEYS) usage.delete(usage.keys().next().value as string)
+        u = { start: now, entries: 0, bytes: 0 }
+        usage.set(caller.id, u)
+      }
+      if (u.entries + entries > quota.entries || u.bytes + bytes > quota.manifestBytes) {
+        const retryAfterSeconds = Math.max(1, Math.ceil((u.start + quota.windowMs - now) / 1000))
+        const what = u.entries + entries > quota.entries ? `${quota.entries} registrations` : `${quota.manifestBytes} manifest bytes`
+        return Effect.fail(new RateLimited({ code: "RATE_LIMITED", message: `write quota of this API key spent (${what} per window); retry in ${retryAfterSeconds} s`, retryAfterSeconds }))
+      }
+      u.entries += entries
+      u.bytes += bytes
+      return Effect.void
+    })
+
+  const signatureInvalid = (message: string) => new Unauthorized({ code: "SIGNATURE_INVALID", message })
+  /** Checks an eddsa-jcs-2022 proof by `did#key-1` under `publicKey` over `document`, created near the hub's clock. */
+  const checkProof = (document: Record<string, unknown>, proof: unknown, publicKey: Uint8Array, did: string, what: string) =>
+    Effect.gen(function* () {
+      yield* verifyMessage({ ...document, proof }, publicKey, { verificationMethod: verificationMethodId(did), proofPurpose: WRITE_PROOF_PURPOSE }).pipe(
+        Effect.provideService(Keys, keys),
+        Effect.mapError(() => signatureInvalid(`${what} is missing or does not verify under that key`))
+      )
+      const created = typeof proof === "object" && proof !== null ? (proof as { created?: unknown }).created : undefined
+      const at = typeof created === "string" ? Date.parse(created) : Number.NaN
+      const now = yield* Clock.currentTimeMillis
+      if (!Number.isFinite(at) || Math.abs(now - at) > proofMaxAgeMs) {
+        return yield* Effect.fail(signatureInvalid(`${what} must be created within ${proofMaxAgeMs / 1000} s of the hub's clock; sign again`))
+      }
+    })
+
+  const api: RegistryApi = {
+    authenticate,
+    createApiKey,
+    revokeApiKey: (caller, id) =>
+      Effect.gen(function* () {
+        const row = yield* q(store.apiKeyById(id))
+        if (Option.isNone(row)) return yield* Effect.fail(errors.notFound(`no API key ${id}`))
+        // Owner names are not identities (anyone can be issued a key "for" any name), so a non-admin key may revoke
+        // only itself; the admin may revoke any key.
+        if (caller.kind !== "admin" && row.value.id !== caller.id) return yield* Effect.fail(errors.notOwner("a key may revoke only itself; the admin may revoke any"))
+        const now = yield* Clock.currentTimeMillis
+        const revoked = yield* q(store.revokeApiKey(id, now))
+        if (!revoked) return yield* Effect.fail(errors.conflict("ALREADY_REVOKED", `API key ${id} is already revoked`))
+      }),
+    ensureAdmin: Effect.gen(function* () {
+      // The marker, not the count of live admin keys, decides: revoking the admin key must not mint a new one on the
+      // next start. Claiming it first also keeps two processes starting on one new file from making two.
+      const first = yield* q(store.claimSetting("admin_created", iso(yield* Clock.currentTimeMillis)))
+      if (!first) return Option.none()
+      return Option.some(yield* createApiKey("admin", "admin", "created on first start"))
+    }),
+    issueAdminKey: Effect.gen(function* () {
+      yield* q(store.claimSetting("admin_created", iso(yield* Clock.currentTimeMillis)))
+      return yield* createApiKey("admin", "admin", "issued on request")
+    }),
+    pinManifest: (caller, manifest) =>
+      Effect.gen(function* () {
+        if (typeof manifest !== "object" || manifest === null || Array.isArray(manifest)) {
+          return yield* Effect.fail(errors.unprocessable("INVALID_MANIFEST", "a manifest is a JSON object"))
+        }
+        if (!Schema.is(Manifest)(manifest)) {
+          return yield* Effect.fail(errors.unprocessable("INVALID_MANIFEST", `a manifest needs a non-empty name and meshProtocolVersion "${MESH_PROTOCOL_VERSION}"`))
+        }
+        const bytes = canonicalBytes(manifest)
+        if (bytes._tag === "Left") return yield* Effect.fail(errors.unprocessable("INVALID_MANIFEST", bytes.left.message))
+        if (bytes.right.length > limits.maxManifestBytes) return yield* tooLarge(`the manifest is larger than ${limits.maxManifestBytes} bytes (JCS form)`)
+        const cid = manifestCid(keys, bytes.right)
+        yield* charge(caller, 0, bytes.right.length)
+        yield* q(store.pinManifest(cid, new TextDecoder().decode(bytes.right), yield* Clock.currentTimeMillis))
+        return { cid }
+      }),
+    manifest: (cid) =>
+      Effect.flatMap(q(store.manifest(cid)), (o) => (Option.isSome(o) ? Effect.succeed(JSON.parse(o.value) as unknown) : Effect.fail(errors.notFound(`no manifest ${cid}`)))),
+    registerAgent: (caller, input) =>
+      Effect.gen(function* () {
+        const did = normalizeDid(input.did)
+        if (did === undefined) return yield* Effect.fail(errors.unprocessable("INVALID_DID", `${JSON.stringify(input.did)} is not a did:mesh DID`))
+        yield* mayRegisterAgent(caller, did)
+        const publicKey = acceptableKey(input.publicKeyB64)
+        if (publicKey === undefined) return yield* Effect.fail(invalidKey())
+        if (!isHttpUrl(input.endpointUrl)) return yield* Effect.fail(errors.unprocessable("INVALID_ENDPOINT", "endpointUrl must be an http(s) URL"))
+        yield* pinnedOrFail(input.manifestCID)
+        yield* checkProof(registrationDocument(input), input.proof, publicKey, did, "the registration proof")
+        // A deleted DID comes back only under its last key, and its key version continues where it stopped.
+        const tomb = yield* q(store.tombstone(did))
+        if (Option.isSome(tomb) && !equalBytes(decodePublicKeyB64(canonicalStored(tomb.value.public_key_b64)) ?? new Uint8Array(), publicKey)) {
+          return yield* Effect.fail(errors.conflict("DID_TAKEN", `${did} was deleted; only its last key may register it again`))
+        }
+        yield* charge(caller, 1, 0)
+        const now = yield* Clock.currentTimeMillis
+        const row: EntryRow = {
+          did, did_hash: didHash(did), kind: "agent", name: did, endpoint_url: input.endpointUrl, public_key_b64: toBase64(publicKey),
+          key_version: Option.isSome(tomb) ? tomb.value.key_version + 1 : 1, manifest_cid: input.manifestCID, skill_type: null, tools: null, owner_key_id: caller.id,
+          created_at: now, updated_at: now
+        }
+        yield* insert(row)
+        return toAgent(row)
+      }),
+    resolveAgent: (h) => Effect.map(entry("agent", h), toAgent),
+    listAgents: page("agent", toAgent),
+    updateAgent: (caller, h, patch) =>
+      Effect.gen(function* () {
+        const row = yield* owned(caller, "agent", h)
+        if (patch.endpointUrl !== undefined && !isHttpUrl(patch.endpointUrl)) return yield* Effect.fail(errors.unprocessable("INVALID_ENDPOINT", "endpointUrl must be an http(s) URL"))
+        if (patch.manifestCID !== undefined) yield* pinnedOrFail(patch.manifestCID)
+        const now = yield* Clock.currentTimeMillis
+        const next = { ...row, endpoint_url: patch.endpointUrl ?? row.endpoint_url, manifest_cid: patch.manifestCID ?? row.manifest_cid, updated_at: now }
+        yield* q(store.updateEntry(row.did, { endpoint_url: next.endpoint_url, manifest_cid: next.manifest_cid, updated_at: now }))
+        return toAgent(next)
+      }),
+    rotateAgentKey: (caller, h, input) =>
+      Effect.gen(function* () {
+        const row = yield* owned(caller, "agent", h)
+        const next = acceptableKey(input.publicKeyB64)
+        if (next === undefined) return yield* Effect.fail(invalidKey())
+        const document = rotationDocument({ did: row.did, keyVersion: row.key_version, publicKeyB64: input.publicKeyB64 })
+        // The current key authorizes the change (a stolen bearer key alone cannot take a DID over); the admin may
+        // stand in for a lost key. The new key proves it is held, so nobody rotates to a key they cannot sign with.
+        if (caller.kind !== "admin" || input.proof !== undefined) {
+          const current = decodePublicKeyB64(canonicalStored(row.public_key_b64)) ?? new Uint8Array()
+          yield* checkProof(document, input.proof, current, row.did, "the proof by the current key")
+        }
+        yield* checkProof(document, input.newKeyProof, next, row.did, "the proof by the new key")
+        const publicKeyB64 = toBase64(next)
+        const now = yield* Clock.currentTimeMillis
+        const version = yield* q(store.rotateKey(row.did, publicKeyB64, row.key_version, now))
+        if (version === 0) return yield* Effect.fail(signatureInvalid(`the key of ${row.did} changed meanwhile; sign the rotation for the current version again`))
+        return toAgent({ ...row, public_key_b64: publicKeyB64, key_version: version, updated_at: now })
+      }),
+    deleteAgent: (caller, h) =>
+      Effect.flatMap(owned(caller, "agent", h), (row) => Effect.flatMap(Clock.currentTimeMillis, (now) => q(store.deleteAgent(row, now)))),
+    registerMcp: (caller, input) =>
+      Effect.gen(function* () {
+        if (input.name.trim().length === 0) return yield* Effect.fail(errors.unprocessable("INVALID_MANIFEST", "name must not be empty"))
+        if (!isHttpUrl(input.endpointUrl)) return yield* Effect.fail(errors.unprocessable("INVALID_ENDPOINT", "endpointUrl must be an http(s) URL"))
+        yield* nameTooLong(input.name)
+        const did = yield* validDid(input.did)
+        yield* mayRegisterChild(caller, did)
+        const tools = input.tools.map((t) => (typeof t === "string" ? { name: t } : t))
+        yield* toolsTooLarge(tools)
+        yield* charge(caller, 1, 0)
+        const now = yield* Clock.currentTimeMillis
+        const row: EntryRow = {
+          did, did_hash: didHash(did), kind: "mcp", name: input.name, endpoint_url: input.endpointUrl, public_key_b64: null, key_version: 1,
+          manifest_cid: null, skill_type: null, tools: JSON.stringify(tools), owner_key_id: caller.id, created_at: now, updated_at: now
+        }
+        yield* insert(row)
+        return toMcp(row)
+      }),
+    resolveMcp: (h) => Effect.map(entry("mcp", h), toMcp),
+    listMcp: page("mcp", toMcp),
+    registerSkill: (caller, input) =>
+      Effect.gen(function* () {
+        if (input.name.trim().length === 0) return yield* Effect.fail(errors.unprocessable("INVALID_MANIFEST", "name must not be empty"))
+        yield* nameTooLong(input.name)
+        const did = yield* validDid(input.did)
+        yield* mayRegisterChild(caller, did)
+        yield* charge(caller, 1, 0)
+        const now = yield* Clock.currentTimeMillis
+        const row: EntryRow = {
+          did, did_hash: didHash(did), kind: "skill", name: input.name, endpoint_url: null, public_key_b64: null, key_version: 1,
+          manifest_cid: null, skill_type: input.skillType ?? "custom", tools: null, owner_key_id: caller.id, created_at: now, updated_at: now
+        }
+        yield* insert(row)
+        return toSkill(row)
+      }),
+    resolveSkill: (h) => Effect.map(entry("skill", h), toSkill),
+    listSkills: page("skill", toSkill),
+    search: (client, text, limit) =>
+      Effect.gen(function* () {
+        yield* Effect.mapError(searchLimiter.take(client), (e) =>
+          new RateLimited({ code: "RATE_LIMITED", message: `too many searches; retry in ${e.retryAfterSeconds} s`, retryAfterSeconds: e.retryAfterSeconds })
+        )
+        if (text.length > limits.maxQueryLength) return yield* invalidQuery(`q is longer than ${limits.maxQueryLength} characters`)
+        // Whitespace and control characters separate terms (a NUL inside a term would end the FTS query text early).
+        const terms = text.split(/[\s\p{Cc}]+/u).filter((t) => t.length > 0)
+        if (terms.length > limits.maxQueryTerms) return yield* invalidQuery(`q has more than ${limits.maxQueryTerms} terms`)
+        const usable = terms.filter((t) => [...t].length >= MIN_TERM_LENGTH)
+        if (usable.length === 0) return yield* invalidQuery(`q needs a term of at least ${MIN_TERM_LENGTH} characters`)
+        const rows = yield* q(store.search(usable, Math.max(1, Math.min(limits.maxSearchResults, Math.floor(limit) || 50))))
+        return rows.map((r) => ({ kind: r.kind, did: r.did, didHash: r.did_hash, name: r.kind === "agent" ? r.did : r.name }))
+      }),
+    resolveDid: (input) =>
+      Effect.gen(function* () {
+        const did = normalizeDid(input)
+        if (did === undefined) return yield* Effect.fail(errors.unprocessable("INVALID_DID", `${JSON.stringify(input)} is not a did:mesh DID`))
+        const row = yield* q(store.entryByDid(did))
+        if (Option.isNone(row) || row.value.public_key_b64 === null) return yield* Effect.fail(errors.notFound(`no key registered for ${did}`))
+        const publicKey = decodePublicKeyB64(canonicalStored(row.value.public_key_b64)) ?? fromBase64(row.value.public_key_b64)
+        return { document: makeDidDocument(did, publicKey, row.value.endpoint_url ?? undefined), keyVersion: row.value.key_version, publicKey }
+      }),
+    revokeMandate: (signed) =>
+      Effect.gen(function* () {
+        const req = Schema.decodeUnknownOption(RevocationRequest)(signed)
+        if (Option.isNone(req)) return yield* Effect.fail(new BadRequest({ code: "MISSING_FIELD", message: "expected { type: \"MandateRevocation\", jti, grantor, proof }" }))
+        const grantor = normalizeDid(req.value.grantor)
+        if (grantor === undefined) return yield* Effect.fail(errors.unprocessable("INVALID_DID", "grantor is not a did:mesh DID"))
+        const row = yield* q(store.entryByDid(grantor))
+        if (Option.isNone(row) || row.value.public_key_b64 === null) return yield* Effect.fail(errors.notFound(`no key registered for ${grantor}`))
+        yield* verifyMessage(signed as Record<string, unknown>, fromBase64(row.value.public_key_b64), { verificationMethod: verificationMethodId(grantor) }).pipe(
+          Effect.provideService(Keys, keys),
+          Effect.mapError(() => new Unauthorized({ code: "SIGNATURE_INVALID", message: "revocation is not signed by the grantor's current key" }))
+        )
+        const fresh = yield* q(store.revokeMandate(req.value.jti, grantor, yield* Clock.currentTimeMillis))
+        if (!fresh) return yield* Effect.fail(errors.conflict("ALREADY_REVOKED", `mandate ${req.value.jti} is already revoked`))
+        return { jti: req.value.jti }
+      }),
+    isMandateRevoked: (jti, grantor) => q(store.isMandateRevoked(jti, normalizeDid(grantor) ?? grantor)),
+    ping: store.ping
+  }
+  return api
+})
+
+/** The registry with default settings. */
+export const make: Effect.Effect<RegistryApi, never, RegistryStore | Keys> = makeWith()
+
+/** The registry over `RegistryStore` and `Keys`. */
+export const layer: Layer.Layer<Registry, never, RegistryStore | Keys> = Layer.effect(Registry, make)
+
+/** The registry with explicit settings (write quotas, proof freshness, search and size limits). */
+export const layerWith = (options: RegistryOptions): Layer.Layer<Registry, never, RegistryStore | Keys> => Layer.effect(Registry, makeWith(options))

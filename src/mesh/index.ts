@@ -1,0 +1,7 @@
+/**
+ * The low-level envelope transport: MeshServer and MessageClient.
+ * Floor: mesh (docs/architecture.md §3).
+ */
+export * as MeshServer from "./MeshServer.js"
+export * as MeshServerApi from "./MeshServerApi.js"
+export * as MessageClient from "./MessageClient.js"

@@ -1,0 +1,272 @@
+/**
+ * An OpenAI-compatible provider, meaning the Chat Completions API: `POST {baseUrl}/chat/completions`, with SSE
+ * `data: {choices:[{delta:{content}}]}` lines up to `data: [DONE]` when `stream: true`. OpenAI, Ollama, vLLM,
+ * LM Studio and llama.cpp's server all speak it.
+ *
+ * Built on `@effect/ai-openai`'s `OpenAiClient` for base URL, bearer auth, header redaction and SSE framing
+ * (`streamRequest`, over `@effect/experimental`'s parser), but not on the rest of it:
+ * - `OpenAiLanguageModel` only speaks the Responses API (`/responses`), which most local servers lack;
+ * - the generated `createChatCompletion` decodes with OpenAI's exact schema (`refusal` and `logprobs` required,
+ *   `finish_reason` from a closed set), which rejects Ollama's and llama.cpp's answers.
+ * So bodies are posted through the client's configured `HttpClient` and decoded here with lenient schemas asking only
+ * for what a `ChatResult` needs.
+ *
+ * `streamRequest` skips frames that are not JSON (that is how `[DONE]` goes by), so a stream counts as complete
+ * only once some chunk gave a `finish_reason`; one that ends before that fails with PROVIDER_BAD_RESPONSE.
+ * The timeout bounds a whole `chat` call, and in a stream each wait for the next piece, so a long answer that keeps
+ * coming is not cut off. Usage a server leaves out is estimated (4 characters a token) so that budgets still move.
+ *
+ * Floor: model (docs/architecture.md §3).
+ */
+import * as OpenAiClient from "@effect/ai-openai/OpenAiClient"
+import type * as AiError from "@effect/ai/AiError"
+import * as HttpBody from "@effect/platform/HttpBody"
+import type * as HttpClient from "@effect/platform/HttpClient"
+import type * as HttpClientError from "@effect/platform/HttpClientError"
+import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Predicate from "effect/Predicate"
+import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import {
+  type ChatRequest,
+  type ChatResult,
+  type ChatStreamEvent,
+  type ChatUsage,
+  deltaText,
+  fromHttpStatus,
+  ModelError,
+  ModelProvider,
+  type ModelProviderApi,
+  parseRetryAfter
+} from "../core/ModelProvider.js"
+
+/** Where and how to reach an OpenAI-compatible server. */
+export interface OpenAiCompatibleOptions {
+  /** The API root, e.g. `https://api.openai.com/v1` or `http://localhost:11434/v1` (Ollama). */
+  readonly baseUrl: string
+  /** Sent as a bearer token; absent or empty sends none (local servers usually need none). */
+  readonly apiKey?: string | Redacted.Redacted
+  /** Names the provider in error messages; default `openai-compatible`. */
+  readonly name?: string
+  /** Bound on a whole `chat` call and on each wait for the next piece of a stream; default 60 s. */
+  readonly timeoutMs?: number
+}
+
+const DEFAULT_TIMEOUT_MS = 60_000
+/** Longest provider text quoted in an error message; provider bodies can be pages of HTML. */
+const MAX_DETAIL = 300
+
+const Count = Schema.NullOr(Schema.NonNegativeInt)
+
+const Usage = Schema.Struct({
+  prompt_tokens: Schema.optional(Count),
+  completion_tokens: Schema.optional(Count)
+})
+
+const Completion = Schema.Struct({
+  model: Schema.optional(Schema.NullOr(Schema.String)),
+  choices: Schema.NonEmptyArray(
+    Schema.Struct({
+      message: Schema.Struct({ content: Schema.optional(Schema.NullOr(Schema.String)) }),
+      finish_reason: Schema.optional(Schema.NullOr(Schema.String))
+    })
+  ),
+  usage: Schema.optional(Schema.NullOr(Usage))
+})
+
+const CompletionChunk = Schema.Struct({
+  model: Schema.optional(Schema.NullOr(Schema.String)),
+  choices: Schema.optional(
+    Schema.NullOr(
+      Schema.Array(
+        Schema.Struct({
+          delta: Schema.optional(Schema.NullOr(Schema.Struct({ content: Schema.optional(Schema.NullOr(Schema.String)) }))),
+          finish_reason: Schema.optional(Schema.NullOr(Schema.String))
+        })
+      )
+    )
+  ),
+  usage: Schema.optional(Schema.NullOr(Usage)),
+  // OpenAI and vLLM report a failure after the 200 as a frame of its own.
+  error: Schema.optional(Schema.Unknown)
+})
+
+const decodeCompletion = Schema.decodeUnknown(Schema.parseJson(Completion))
+
+const estimateTokens = (text: string): number => Math.ceil(text.length / 4)
+
+const usageOf = (
+  usage: typeof Usage.Type | null | undefined,
+  request: ChatRequest,
+  text: string
+): ChatUsage => ({
+  inputTokens: usage?.prompt_tokens ?? estimateTokens(request.messages.map((m) => m.content).join("\n")),
+  outputTokens: usage?.completion_tokens ?? estimateTokens(text)
+})
+
+const requestBody = (request: ChatRequest, stream: boolean) => ({
+  model: request.model,
+  messages: request.messages.map(({ content, role }) => ({ role, content })),
+  // `max_tokens`, not OpenAI's newer `max_completion_tokens`: every compatible server reads the older name.
+  ...(request.maxTokens !== undefined ? { max_tokens: request.maxTokens } : {}),
+  ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
+  ...(stream ? { stream: true, stream_options: { include_usage: true } } : {})
+})
+
+/** The provider's own explanation from an error body (`{error:{message}}`, `{error:"…"}`, `{message}` or text). */
+const detailOf = (body: string | undefined): string => {
+  if (body === undefined) return ""
+  let text = body.trim()
+  try {
+    const json: unknown = JSON.parse(text)
+    const error = Predicate.hasProperty(json, "error") ? json.error : json
+    if (typeof error === "string") text = error
+    else if (Predicate.hasProperty(error, "message") && typeof error.message === "string") text = error.message
+  } catch {
+    // Not JSON: quote the text itself.
+  }
+  return text.length > MAX_DETAIL ? `${text.slice(0, MAX_DETAIL)}…` : text
+}
+
+/** An OpenAI-compatible provider over the `HttpClient` in context. */
+export const make = (options: OpenAiCompatibleOptions): Effect.Effect<ModelProviderApi, never, HttpClient.HttpClient> =>
+  Effect.gen(function* () {
+    const name = options.name ?? "openai-compatible"
+    const timeout = Duration.millis(options.timeoutMs ?? DEFAULT_TIMEOUT_MS)
+    const apiKey = typeof options.apiKey === "string" ? Redacted.make(options.apiKey) : options.apiKey
+    const keyText = apiKey === undefined ? "" : Redacted.value(apiKey)
+    // The scope only holds OpenAiClient's widening of the redacted header names to its organization and project
+    // headers, which we never send; the Authorization header is redacted by default.
+    const openAi = yield* Effect.scoped(
+      OpenAiClient.make({
+        apiUrl: options.baseUrl.replace(/\/+$/, ""),
+        ...(keyText.length > 0 ? { apiKey } : {})
+      })
+    )
+
+    // Some providers quote the key they were sent in their error text; it must not reach our callers or logs.
+    const scrub = (text: string): string => (keyText.length > 0 ? text.split(keyText).join("[redacted]") : text)
+
+    const unavailable = (message: string): ModelError =>
+      new ModelError({ code: "PROVIDER_UNAVAILABLE", message: scrub(`${name}: ${message}`) })
+    const badResponse = (message: string): ModelError =>
+      new ModelError({ code: "PROVIDER_BAD_RESPONSE", message: scrub(`${name}: ${message}`) })
+    const timedOut = () => unavailable(`no answer within ${Duration.format(timeout)}`)
+
+    const statusFailure = (status: number, headers: Readonly<Record<string, string>>, body: string | undefined) =>
+      Effect.map(Clock.currentTimeMillis, (now) => {
+        const retryAfter = parseRetryAfter(headers["retry-after"], now)
+        // The text of an auth failure is about the key; say nothing of it.
+        const detail = status === 401 || status === 403 ? "the API key was refused" : detailOf(body)
+        return fromHttpStatus(status, scrub(`${name}: HTTP ${status}${detail ? `: ${detail}` : ""}`), retryAfter)
+      })
+
+    const fromClientError = (error: HttpClientError.HttpClientError): ModelError =>
+      error._tag === "RequestError"
+        ? unavailable(`could not reach the server (${error.reason}${error.description ? `: ${error.description}` : ""})`)
+        : unavailable(`the answer broke off (${error.reason})`)
+
+    const fromAiError = (error: AiError.AiError): Effect.Effect<ModelError> => {
+      switch (error._tag) {
+        case "HttpRequestError":
+          return Effect.succeed(unavailable(`could not reach the server (${error.reason})`))
+        case "HttpResponseError":
+          return error.reason === "StatusCode"
+            ? statusFailure(error.response.status, error.response.headers, error.body)
+            : Effect.succeed(
+              error.reason === "EmptyBody" ? badResponse("empty stream") : unavailable(`the stream broke off (${error.reason})`)
+            )
+        case "MalformedOutput":
+          return Effect.succeed(badResponse("undecodable stream"))
+        default:
+          return Effect.succeed(unavailable(error.message))
+      }
+    }
+
+    const post = (request: ChatRequest, stream: boolean) =>
+      HttpClientRequest.post("/chat/completions", { body: HttpBody.unsafeJson(requestBody(request, stream)) })
+
+    const readCompletion = (response: HttpClientResponse.HttpClientResponse) =>
+      Effect.flatMap(response.text, (text) =>
+        response.status < 200 || response.status >= 300
+          ? Effect.flatMap(statusFailure(response.status, response.headers, text), Effect.fail)
+          : Effect.mapError(decodeCompletion(text), () => badResponse("undecodable chat completion"))
+      )
+
+    const chat = (request: ChatRequest): Effect.Effect<ChatResult, ModelError> =>
+      openAi.client.httpClient.execute(post(request, false)).pipe(
+        Effect.flatMap(readCompletion),
+        Effect.map((completion): ChatResult => {
+          const choice = completion.choices[0]
+          const text = choice.message.content ?? ""
+          return {
+            text,
+            usage: usageOf(completion.usage, request, text),
+            model: completion.model || request.model,
+            finishReason: choice.finish_reason ?? "stop"
+          }
+        }),
+        Effect.catchTags({
+          RequestError: (error) => Effect.fail(fromClientError(error)),
+          ResponseError: (error) => Effect.fail(fromClientError(error))
+        }),
+        Effect.timeoutFail({ duration: timeout, onTimeout: timedOut })
+      )
+
+    const streamEvents = (request: ChatRequest): Stream.Stream<ChatStreamEvent, ModelError> =>
+      Stream.suspend(() => {
+        let text = ""
+        let finishReason: string | undefined
+        let usage: typeof Usage.Type | null | undefined
+        let model: string | undefined
+        const deltas = openAi.streamRequest(post(request, true), CompletionChunk).pipe(
+          Stream.catchAll((error) => Stream.fromEffect(Effect.flatMap(fromAiError(error), Effect.fail))),
+          // A parser failure (an event over 10 MiB) is a defect in `streamRequest`; it is the server's fault.
+          Stream.catchAllCause((cause) =>
+            Option.match(Option.filter(Cause.dieOption(cause), Predicate.isTagged("SseError")), {
+              onNone: () => Stream.failCause(cause),
+              onSome: () => Stream.fail(badResponse("oversized stream event"))
+            })
+          ),
+          Stream.timeoutFail(timedOut, timeout),
+          Stream.mapConcatEffect((chunk) => {
+            if (chunk.error !== undefined) return Effect.fail(unavailable(`failed mid-stream: ${detailOf(JSON.stringify(chunk.error))}`))
+            if (chunk.usage) usage = chunk.usage
+            if (chunk.model) model = chunk.model
+            const choice = chunk.choices?.[0]
+            if (choice?.finish_reason) finishReason = choice.finish_reason
+            const delta = choice?.delta?.content ?? ""
+            text += delta
+            return Effect.succeed(delta.length > 0 ? [{ _tag: "Delta" as const, text: delta }] : [])
+          })
+        )
+        const done = Stream.suspend(() =>
+          finishReason === undefined
+            ? Stream.fail(badResponse("the stream ended before a finish reason"))
+            : Stream.succeed<ChatStreamEvent>({
+              _tag: "Done",
+              result: { text, usage: usageOf(usage, request, text), model: model ?? request.model, finishReason }
+            })
+        )
+        return Stream.concat(deltas, done)
+      })
+
+    return {
+      name,
+      chat,
+      stream: (request) => Stream.filterMap(streamEvents(request), deltaText),
+      streamEvents
+    }
+  })
+
+/** The `ModelProvider` layer for an OpenAI-compatible server. */
+export const layer = (options: OpenAiCompatibleOptions): Layer.Layer<ModelProvider, never, HttpClient.HttpClient> =>
+  Layer.effect(ModelProvider, make(options))

@@ -1,0 +1,104 @@
+/**
+ * The node:crypto layer of `Keys`: OpenSSL's Ed25519 with key objects cached, the default on Node.
+ *
+ * Floor: node (docs/architecture.md §3).
+ */
+import * as crypto from "node:crypto"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { Keys, type KeysApi, checkPublicKey, isPrivateKey, type PrivateKeyInput, privateKeyFromParts, privateKeyInputToBytes, type MalformedKey, PrivateKey } from "../core/Keys.js"
+import { toBase64 } from "../core/internal/bytes.js"
+import { passesStrictPrechecks, publicToSpki, seedToPkcs8 } from "../core/internal/ed25519.js"
+
+/** A Uint8Array view of a Buffer, without copying (a Buffer from node's pool may share its ArrayBuffer). */
+const view = (b: Buffer): Uint8Array => new Uint8Array(b.buffer, b.byteOffset, b.length)
+
+// crypto.hash (node ≥ 20.12) skips the Hash object; older 20.x lines fall back to createHash.
+const oneShotHash = (crypto as { hash?: (alg: string, data: Uint8Array, enc: "buffer") => Buffer }).hash
+
+/** A bounded map that forgets the least recently inserted entry first. */
+class BoundedCache<K, V> {
+  private readonly map = new Map<K, V>()
+  constructor(private readonly max: number) {}
+  get(k: K): V | undefined {
+    return this.map.get(k)
+  }
+  set(k: K, v: V): V {
+    if (this.map.size >= this.max) {
+      const oldest = this.map.keys().next()
+      if (!oldest.done) this.map.delete(oldest.value)
+    }
+    this.map.set(k, v)
+    return v
+  }
+}
+
+/** Builds a native `KeysApi` with its own caches (public keys by value, private keys by object). */
+export const makeNative = (options: { readonly cacheSize?: number } = {}): KeysApi => {
+  const cacheSize = options.cacheSize ?? 4096
+  const publicKeys = new BoundedCache<string, crypto.KeyObject>(cacheSize)
+  const privateKeyObjects = new WeakMap<PrivateKey, crypto.KeyObject>()
+
+  const privateKeyObject = (key: PrivateKey): crypto.KeyObject => {
+    let ko = privateKeyObjects.get(key)
+    if (ko === undefined) {
+      ko = crypto.createPrivateKey({ key: Buffer.from(seedToPkcs8(key.seed)), format: "der", type: "pkcs8" })
+      privateKeyObjects.set(key, ko)
+    }
+    return ko
+  }
+
+  const derivePublic = (seed: Uint8Array): Uint8Array => {
+    const ko = crypto.createPrivateKey({ key: Buffer.from(seedToPkcs8(seed)), format: "der", type: "pkcs8" })
+    const spki = crypto.createPublicKey(ko).export({ format: "der", type: "spki" })
+    return new Uint8Array(spki.subarray(spki.length - 32))
+  }
+
+  const publicKeyObject = (pub: Uint8Array): crypto.KeyObject => {
+    const id = toBase64(pub)
+    return publicKeys.get(id) ?? publicKeys.set(id, crypto.createPublicKey({ key: Buffer.from(publicToSpki(pub)), format: "der", type: "spki" }))
+  }
+
+  // Callers that pass raw bytes or base64 on every call (buildEnvelope's `privateKey`) should not pay an import each time.
+  const imported = new BoundedCache<string, PrivateKey>(256)
+  const importPrivateKey = (input: PrivateKeyInput): Effect.Effect<PrivateKey, MalformedKey> => {
+    if (isPrivateKey(input)) return Effect.succeed(input)
+    const cacheKey = typeof input === "string" ? input : input instanceof Uint8Array ? toBase64(input) : undefined
+    const hit = cacheKey === undefined ? undefined : imported.get(cacheKey)
+    if (hit !== undefined) return Effect.succeed(hit)
+    return Effect.flatMap(privateKeyInputToBytes(input), (parts) =>
+      Effect.map(privateKeyFromParts(parts, derivePublic), (key) => (cacheKey === undefined ? key : imported.set(cacheKey, key)))
+    )
+  }
+
+  return {
+    implementation: "native",
+    generate: Effect.sync(() => {
+      const seed = new Uint8Array(crypto.randomBytes(32))
+      return new PrivateKey(seed, derivePublic(seed))
+    }),
+    importPrivateKey,
+    sign: (key, message) => Effect.sync(() => view(crypto.sign(null, message, privateKeyObject(key)))),
+    verify: (publicKey, message, signature) =>
+      Effect.flatMap(checkPublicKey(publicKey), (pub) =>
+        Effect.sync(() => {
+          if (!passesStrictPrechecks(pub, signature)) return false
+          try {
+            return crypto.verify(null, message, publicKeyObject(pub), signature)
+          } catch {
+            // OpenSSL refuses some non-points as keys at import; under our rule that is just a bad signature.
+            return false
+          }
+        })
+      ),
+    sha256: oneShotHash === undefined
+      ? (data) => view(crypto.createHash("sha256").update(data).digest())
+      : (data) => view(oneShotHash("sha256", data, "buffer"))
+  }
+}
+
+/** `Keys` on node:crypto: the default on Node. */
+export const layer: Layer.Layer<Keys> = Layer.sync(Keys, () => makeNative())
+
+/** Same as `layer`; the name docs/architecture.md §2 gives it (`Keys.native`). */
+export const native = layer

@@ -1,0 +1,8 @@
+/**
+ * Promise facades, for callers that do not use Effect.
+ * Floor: promise (docs/architecture.md §3).
+ */
+export * as AgentPromise from "./AgentPromise.js"
+export * as MandatePromise from "./MandatePromise.js"
+export * as MeshClientPromise from "./MeshClientPromise.js"
+export * as MeshPromise from "./Promise.js"

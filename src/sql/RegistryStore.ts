@@ -1,0 +1,279 @@
+/**
+ * The hub's storage: API keys, pinned manifests, registry entries (agents, MCP servers, skills), revoked mandates
+ * and platform challenges, on a migrated `SqlClient` (`Database`). Rows only; rules live in `Registry`.
+ *
+ * Floor: sql (docs/architecture.md §3).
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import * as SqlSchema from "@effect/sql/SqlSchema"
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type { ParseError } from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import { HotReads } from "./Database.js"
+
+/** The database failed; callers answer 503 and the client retries. */
+export class StoreUnavailable extends Data.TaggedError("StoreUnavailable")<{ readonly message: string }> {}
+
+/** A unique key (DID, didHash, key hash) is taken. */
+export class StoreConflict extends Data.TaggedError("StoreConflict")<{ readonly message: string }> {}
+
+const unavailable = (e: SqlError | ParseError) => new StoreUnavailable({ message: e.message })
+
+/** The kinds of registry entry. */
+export const EntryKind = Schema.Literal("agent", "mcp", "skill")
+/** The kinds of registry entry. */
+export type EntryKind = typeof EntryKind.Type
+
+/** One registry entry as stored. */
+export const EntryRow = Schema.Struct({
+  did: Schema.String,
+  did_hash: Schema.String,
+  kind: EntryKind,
+  name: Schema.String,
+  endpoint_url: Schema.NullOr(Schema.String),
+  public_key_b64: Schema.NullOr(Schema.String),
+  key_version: Schema.Number,
+  manifest_cid: Schema.NullOr(Schema.String),
+  skill_type: Schema.NullOr(Schema.String),
+  tools: Schema.NullOr(Schema.String),
+  owner_key_id: Schema.String,
+  created_at: Schema.Number,
+  updated_at: Schema.Number
+})
+/** One registry entry as stored. */
+export type EntryRow = typeof EntryRow.Type
+
+/** One API key as stored (only the hash of the secret). */
+export const ApiKeyRow = Schema.Struct({
+  id: Schema.String,
+  key_hash: Schema.String,
+  owner: Schema.String,
+  kind: Schema.Literal("admin", "user", "agent"),
+  label: Schema.NullOr(Schema.String),
+  created_at: Schema.Number,
+  revoked_at: Schema.NullOr(Schema.Number)
+})
+/** One API key as stored. */
+export type ApiKeyRow = typeof ApiKeyRow.Type
+
+/** A platform challenge as stored. */
+export const ChallengeRow = Schema.Struct({
+  id: Schema.String,
+  did: Schema.String,
+  public_key_b64: Schema.String,
+  challenge: Schema.String,
+  expires_at: Schema.Number,
+  used_at: Schema.NullOr(Schema.Number)
+})
+/** A platform challenge as stored. */
+export type ChallengeRow = typeof ChallengeRow.Type
+
+/** What is left of a deleted agent: its last key and key version, so the DID never restarts at version 1. */
+export const TombstoneRow = Schema.Struct({
+  did: Schema.String,
+  did_hash: Schema.String,
+  public_key_b64: Schema.String,
+  key_version: Schema.Number,
+  deleted_at: Schema.Number
+})
+/** What is left of a deleted agent. */
+export type TombstoneRow = typeof TombstoneRow.Type
+
+type Fx<A> = Effect.Effect<A, StoreUnavailable>
+
+/** The operations of the registry store. */
+export interface RegistryStoreApi {
+  readonly insertApiKey: (row: ApiKeyRow) => Effect.Effect<void, StoreUnavailable | StoreConflict>
+  readonly apiKeyByHash: (hash: string) => Fx<Option.Option<ApiKeyRow>>
+  readonly apiKeyById: (id: string) => Fx<Option.Option<ApiKeyRow>>
+  readonly countApiKeys: (kind: ApiKeyRow["kind"]) => Fx<number>
+  /** Marks a key revoked; false when there was no such live key. */
+  readonly revokeApiKey: (id: string, at: number) => Fx<boolean>
+  readonly pinManifest: (cid: string, body: string, at: number) => Fx<void>
+  readonly manifest: (cid: string) => Fx<Option.Option<string>>
+  readonly insertEntry: (row: EntryRow) => Effect.Effect<void, StoreUnavailable | StoreConflict>
+  readonly entryByHash: (didHash: string) => Fx<Option.Option<EntryRow>>
+  readonly entryByDid: (did: string) => Fx<Option.Option<EntryRow>>
+  /** Entries of a kind in didHash order after `cursor`, at most `limit`. */
+  readonly listEntries: (kind: EntryKind, limit: number, cursor: string | undefined) => Fx<ReadonlyArray<EntryRow>>
+  readonly updateEntry: (did: string, patch: Partial<Pick<EntryRow, "endpoint_url" | "manifest_cid" | "public_key_b64" | "key_version" | "updated_at">>) => Fx<void>
+  /**
+   * Sets a new key and increments the key version in one statement, only while the version is still `from` (a
+   * rotation signed for one version cannot land on another); 0 when it was not.
+   */
+  readonly rotateKey: (did: string, publicKeyB64: string, from: number, at: number) => Fx<number>
+  readonly deleteEntry: (did: string) => Fx<void>
+  /** Deletes an agent and keeps its tombstone (last key and key version), in one transaction. */
+  readonly deleteAgent: (row: EntryRow, at: number) => Fx<void>
+  readonly tombstone: (did: string) => Fx<Option.Option<TombstoneRow>>
+  /** Records a one-time setting; false when it was already recorded. */
+  readonly claimSetting: (name: string, value: string) => Fx<boolean>
+  /**
+   * Entries whose search doc (bounded name, description, tags and tool names; migration 0010) contains every term,
+   * case-insensitive, at most `limit`, in index order. Terms are text, never query syntax.
+   */
+  readonly search: (terms: ReadonlyArray<string>, limit: number) => Fx<ReadonlyArray<EntryRow>>
+  /** Records a mandate revocation; false when it was already revoked. */
+  readonly revokeMandate: (jti: string, grantor: string, at: number) => Fx<boolean>
+  readonly isMandateRevoked: (jti: string, grantor: string) => Fx<boolean>
+  readonly insertChallenge: (row: ChallengeRow) => Fx<void>
+  /** Marks an unused, unexpired challenge used and returns it; none when it is unknown, used or expired. */
+  readonly consumeChallenge: (id: string, now: number) => Fx<Option.Option<ChallengeRow>>
+  /** Deletes at most `batch` challenges that are expired or used at `now`; returns how many. */
+  readonly purgeChallenges: (now: number, batch: number) => Fx<number>
+  readonly countChallenges: Fx<number>
+  /** True when the database answers. */
+  readonly ping: Effect.Effect<boolean>
+}
+
+/** The `RegistryStore` service. */
+export class RegistryStore extends Context.Tag("agent-mesh/RegistryStore")<RegistryStore, RegistryStoreApi>() {}
+
+/** Longest piece of a term matched as one FTS5 phrase, in characters; see `ftsQuery`. */
+export const SEARCH_PIECE_LENGTH = 12
+const PIECE_STEP = SEARCH_PIECE_LENGTH - 2
+
+/**
+ * An FTS5 query matching every term as literal text: each piece becomes one quoted string (an inner `"` doubled), so
+ * `OR`, `NEAR`, `*`, `-`, `:`, `^` and parentheses are characters to find, not operators. Checking a phrase costs
+ * its length times the occurrences of its trigrams in a row, and repetitive rows (`aaaa…`) make that large; so a
+ * term longer than `SEARCH_PIECE_LENGTH` is matched as its overlapping pieces of that length (each must occur), and
+ * a piece repeated or contained in another is asked once. A row matching a short term contains it; for a long term,
+ * each of its pieces.
+ */
+export const ftsQuery = (terms: ReadonlyArray<string>): string => {
+  const pieces = new Set<string>()
+  for (const term of terms) {
+    const chars = [...term.toLowerCase()]
+    for (let start = 0; ; start += PIECE_STEP) {
+      const end = Math.min(start + SEARCH_PIECE_LENGTH, chars.length)
+      pieces.add(chars.slice(Math.max(0, end - SEARCH_PIECE_LENGTH), end).join(""))
+      if (end === chars.length) break
+    }
+  }
+  // A piece inside another piece is implied by it (all must occur), so only the containing one is asked.
+  const kept = [...pieces].filter((p) => ![...pieces].some((o) => o !== p && o.includes(p)))
+  return kept.map((p) => `"${p.replace(/"/g, '""')}"`).join(" ")
+}
+
+const isUniqueViolation = (e: SqlError) => /UNIQUE|constraint/i.test(String((e.cause as { message?: string } | undefined)?.message ?? e.message))
+
+/** The store on a migrated `SqlClient`. */
+export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const hot = yield* Effect.serviceOption(HotReads)
+
+  const insertOrConflict = (run: Effect.Effect<unknown, SqlError>, what: string) =>
+    run.pipe(
+      Effect.asVoid,
+      Effect.catchTag("SqlError", (e) => Effect.fail(isUniqueViolation(e) ? new StoreConflict({ message: `${what} already exists` }) : unavailable(e)))
+    )
+
+  const apiKeyByHash = SqlSchema.findOne({ Request: Schema.String, Result: ApiKeyRow, execute: (h) => sql`SELECT * FROM mesh_api_keys WHERE key_hash = ${h}` })
+  const apiKeyById = SqlSchema.findOne({ Request: Schema.String, Result: ApiKeyRow, execute: (id) => sql`SELECT * FROM mesh_api_keys WHERE id = ${id}` })
+  const entryByHash = SqlSchema.findOne({ Request: Schema.String, Result: EntryRow, execute: (h) => sql`SELECT * FROM mesh_entries WHERE did_hash = ${h}` })
+  const entryByDid = SqlSchema.findOne({ Request: Schema.String, Result: EntryRow, execute: (d) => sql`SELECT * FROM mesh_entries WHERE did = ${d}` })
+  const tombstone = SqlSchema.findOne({ Request: Schema.String, Result: TombstoneRow, execute: (d) => sql`SELECT * FROM mesh_tombstones WHERE did = ${d}` })
+  const challengeById = SqlSchema.findOne({ Request: Schema.String, Result: ChallengeRow, execute: (id) => sql`SELECT * FROM mesh_challenges WHERE id = ${id}` })
+  const listEntries = SqlSchema.findAll({
+    Request: Schema.Struct({ kind: EntryKind, limit: Schema.Number, cursor: Schema.String }),
+    Result: EntryRow,
+    execute: (r) => sql`SELECT * FROM mesh_entries WHERE kind = ${r.kind} AND did_hash > ${r.cursor} ORDER BY did_hash LIMIT ${r.limit}`
+  })
+  // The one FTS5 query (the index is migration 0010). Walking the index in rowid order lets LIMIT stop the scan at
+  // the page's last hit instead of ranking every match.
+  const search = SqlSchema.findAll({
+    Request: Schema.Struct({ match: Schema.String, limit: Schema.Number }),
+    Result: EntryRow,
+    execute: (r) => sql`
+      SELECT e.* FROM mesh_search s JOIN mesh_search_docs d ON d.id = s.rowid JOIN mesh_entries e ON e.did = d.did
+      WHERE mesh_search MATCH ${r.match} ORDER BY s.rowid LIMIT ${r.limit}`
+  })
+
+  return {
+    insertApiKey: (row) => insertOrConflict(sql`INSERT INTO mesh_api_keys ${sql.insert(row)}`, "API key"),
+    apiKeyByHash: (h) => apiKeyByHash(h).pipe(Effect.mapError(unavailable)),
+    apiKeyById: (id) => apiKeyById(id).pipe(Effect.mapError(unavailable)),
+    countApiKeys: (kind) =>
+      sql<{ n: number }>`SELECT count(*) AS n FROM mesh_api_keys WHERE kind = ${kind} AND revoked_at IS NULL`.pipe(
+        Effect.map((rows) => Number(rows[0]?.n ?? 0)),
+        Effect.mapError(unavailable)
+      ),
+    revokeApiKey: (id, at) =>
+      sql<{ id: string }>`UPDATE mesh_api_keys SET revoked_at = ${at} WHERE id = ${id} AND revoked_at IS NULL RETURNING id`.pipe(
+        Effect.map((rows) => rows.length > 0),
+        Effect.mapError(unavailable)
+      ),
+    pinManifest: (cid, body, at) =>
+      sql`INSERT INTO mesh_manifests (cid, body, created_at) VALUES (${cid}, ${body}, ${at}) ON CONFLICT (cid) DO NOTHING`.pipe(Effect.asVoid, Effect.mapError(unavailable)),
+    manifest: (cid) =>
+      SqlSchema.findOne({ Request: Schema.String, Result: Schema.Struct({ body: Schema.String }), execute: (c) => sql`SELECT body FROM mesh_manifests WHERE cid = ${c}` })(cid).pipe(
+        Effect.map(Option.map((r) => r.body)),
+        Effect.mapError(unavailable)
+      ),
+    insertEntry: (row) => insertOrConflict(sql`INSERT INTO mesh_entries ${sql.insert(row)}`, "DID"),
+    entryByHash: Option.match(hot, {
+      onNone: () => (h: string) => entryByHash(h).pipe(Effect.mapError(unavailable)),
+      onSome: (reads) => {
+        // Rows of our own table, read on every resolve: taken as they are, without a decode.
+        const get = reads.prepareGet<EntryRow>("SELECT * FROM mesh_entries WHERE did_hash = ?")
+        return (h: string) =>
+          Effect.try({ try: () => Option.fromNullable(get(h)), catch: (e) => new StoreUnavailable({ message: String(e) }) })
+      }
+    }),
+    entryByDid: (d) => entryByDid(d).pipe(Effect.mapError(unavailable)),
+    listEntries: (kind, limit, cursor) => listEntries({ kind, limit, cursor: cursor ?? "" }).pipe(Effect.mapError(unavailable)),
+    updateEntry: (did, patch) => sql`UPDATE mesh_entries SET ${sql.update(patch)} WHERE did = ${did}`.pipe(Effect.asVoid, Effect.mapError(unavailable)),
+    rotateKey: (did, publicKeyB64, from, at) =>
+      sql<{ key_version: number }>`UPDATE mesh_entries SET public_key_b64 = ${publicKeyB64}, key_version = key_version + 1, updated_at = ${at}
+        WHERE did = ${did} AND key_version = ${from} RETURNING key_version`.pipe(
+        Effect.map((rows) => Number(rows[0]?.key_version ?? 0)),
+        Effect.mapError(unavailable)
+      ),
+    deleteEntry: (did) => sql`DELETE FROM mesh_entries WHERE did = ${did}`.pipe(Effect.asVoid, Effect.mapError(unavailable)),
+    deleteAgent: (row, at) =>
+      Effect.all([
+        sql`INSERT INTO mesh_tombstones (did, did_hash, public_key_b64, key_version, deleted_at)
+          VALUES (${row.did}, ${row.did_hash}, ${row.public_key_b64 ?? ""}, ${row.key_version}, ${at})
+          ON CONFLICT (did) DO UPDATE SET public_key_b64 = excluded.public_key_b64, key_version = excluded.key_version, deleted_at = excluded.deleted_at`,
+        sql`DELETE FROM mesh_entries WHERE did = ${row.did}`
+      ], { discard: true }).pipe(sql.withTransaction, Effect.mapError(unavailable)),
+    tombstone: (did) => tombstone(did).pipe(Effect.mapError(unavailable)),
+    claimSetting: (name, value) =>
+      sql<{ name: string }>`INSERT INTO mesh_settings (name, value) VALUES (${name}, ${value}) ON CONFLICT (name) DO NOTHING RETURNING name`.pipe(
+        Effect.map((rows) => rows.length > 0),
+        Effect.mapError(unavailable)
+      ),
+    search: (terms, limit) =>
+      terms.length === 0 ? Effect.succeed([]) : search({ match: ftsQuery(terms), limit }).pipe(Effect.mapError(unavailable)),
+    revokeMandate: (jti, grantor, at) =>
+      sql<{ jti: string }>`INSERT INTO mesh_mandate_revocations (grantor, jti, revoked_at) VALUES (${grantor}, ${jti}, ${at})
+        ON CONFLICT (grantor, jti) DO NOTHING RETURNING jti`.pipe(
+        Effect.map((rows) => rows.length > 0),
+        Effect.mapError(unavailable)
+      ),
+    isMandateRevoked: (jti, grantor) =>
+      sql<{ n: number }>`SELECT 1 AS n FROM mesh_mandate_revocations WHERE grantor = ${grantor} AND jti = ${jti}`.pipe(Effect.map((rows) => rows.length > 0), Effect.mapError(unavailable)),
+    insertChallenge: (row) => sql`INSERT INTO mesh_challenges ${sql.insert(row)}`.pipe(Effect.asVoid, Effect.mapError(unavailable)),
+    consumeChallenge: (id, now) =>
+      // One statement marks it used, so two answers racing for one challenge cannot both win.
+      sql<{ id: string }>`UPDATE mesh_challenges SET used_at = ${now} WHERE id = ${id} AND used_at IS NULL AND expires_at > ${now} RETURNING id`.pipe(
+        Effect.flatMap((rows) => (rows.length === 0 ? Effect.succeedNone : challengeById(id))),
+        Effect.mapError(unavailable)
+      ),
+    purgeChallenges: (now, batch) =>
+      sql<{ id: string }>`DELETE FROM mesh_challenges WHERE id IN (
+        SELECT id FROM mesh_challenges WHERE expires_at <= ${now} UNION SELECT id FROM mesh_challenges WHERE used_at IS NOT NULL LIMIT ${batch}
+      ) RETURNING id`.pipe(Effect.map((rows) => rows.length), Effect.mapError(unavailable)),
+    countChallenges: sql<{ n: number }>`SELECT count(*) AS n FROM mesh_challenges`.pipe(Effect.map((rows) => Number(rows[0]?.n ?? 0)), Effect.mapError(unavailable)),
+    ping: sql`SELECT 1`.pipe(Effect.as(true), Effect.catchAll(() => Effect.succeed(false)))
+  }
+})
+
+/** `RegistryStore` on SQL; provide a migrated `SqlClient` (`Database.layerSqlite`, `:memory:` in tests). */
+export const layer: Layer.Layer<RegistryStore, never, SqlClient.SqlClient> = Layer.effect(RegistryStore, make)

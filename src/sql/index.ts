@@ -1,0 +1,9 @@
+/**
+ * The embedded SQLite database with its migrations, and the SQL layers of the stores.
+ * Floor: sql (docs/architecture.md §3).
+ */
+export * as AgentMemorySql from "./AgentMemorySql.js"
+export * as Database from "./Database.js"
+export * as NonceStoreSql from "./NonceStoreSql.js"
+export * as RegistryStore from "./RegistryStore.js"
+export * as TaskStoreSql from "./TaskStoreSql.js"
