@@ -2,12 +2,35 @@
 import js from "@eslint/js"
 import tseslint from "typescript-eslint"
 
-// Core modules must run on any JavaScript runtime: no node:*, no HTTP, no SQL (docs/architecture.md §3).
-const coreFiles = [
-  "src/Bytes.ts", "src/Canonical.ts", "src/Did.ts", "src/Keys.ts", "src/Proof.ts", "src/Envelope.ts",
-  "src/NonceStore.ts", "src/Money.ts", "src/Mandate.ts", "src/Constraints.ts", "src/KeyResolver.ts", "src/Approval.ts",
-  "src/HttpSignature.ts", "src/internal/**/*.ts"
-]
+/**
+ * The floors of `src/`, lowest first (docs/architecture.md §3). A module may import from its own folder and from
+ * the folders before it, never from one after it; `core` imports no `node:*`, HTTP or SQL either. The zones below
+ * are derived from this list, so a new folder is checked as soon as it is listed here.
+ */
+const floors = ["core", "node", "sql", "http", "model", "hub", "agent", "mesh", "promise", "cli", "bin"]
+
+/** Import patterns that reach folder `name` from anywhere inside `src/` (relative specifiers only). */
+const reaching = (name) => [`./${name}/*`, `../${name}/*`, `../../${name}/*`, `../../../${name}/*`]
+
+const floorZones = floors.map((floor, i) => ({
+  files: [`src/${floor}/**/*.ts`],
+  rules: {
+    "no-restricted-imports": ["error", {
+      patterns: [
+        ...floors.slice(i + 1).map((above) => ({
+          group: reaching(above),
+          message: `The ${floor} floor does not import from ${above}, a floor above it (docs/architecture.md §3).`
+        })),
+        ...(floor === "core"
+          ? [
+              { group: ["node:*", "fs", "path", "crypto", "http", "https", "net", "os", "url", "module", "child_process"], message: "Core modules import no Node built-ins (docs/architecture.md §3)." },
+              { group: ["@effect/sql*", "@effect/platform*", "better-sqlite3"], message: "Core modules import no HTTP or SQL." }
+            ]
+          : [])
+      ]
+    }]
+  }
+}))
 
 export default tseslint.config(
   { ignores: ["dist/**", "node_modules/**", "scratchpad/**", "coverage/**", "bench/results/**"] },
@@ -21,15 +44,19 @@ export default tseslint.config(
       "no-restricted-syntax": ["error", { selector: "NewExpression[callee.name='Date'][arguments.length=0]", message: "Read time through Effect's Clock." }, { selector: "CallExpression[callee.object.name='Date'][callee.property.name='now']", message: "Read time through Effect's Clock." }]
     }
   },
+  ...floorZones,
   {
-    files: coreFiles,
+    // Core: no dynamic reach into Node either (`import("node:crypto")`, `createRequire`, `process`).
+    files: ["src/core/**/*.ts"],
     rules: {
-      "no-restricted-imports": ["error", {
-        patterns: [
-          { group: ["node:*"], message: "Core modules import no node:* (docs/architecture.md §3)." },
-          { group: ["@effect/sql*", "@effect/platform*", "better-sqlite3"], message: "Core modules import no HTTP or SQL." }
-        ]
-      }]
+      "no-restricted-syntax": ["error",
+        { selector: "NewExpression[callee.name='Date'][arguments.length=0]", message: "Read time through Effect's Clock." },
+        { selector: "CallExpression[callee.object.name='Date'][callee.property.name='now']", message: "Read time through Effect's Clock." },
+        { selector: "ImportExpression", message: "Core modules import statically, so the floors can be checked." },
+        { selector: "Identifier[name='createRequire']", message: "Core modules do not load CommonJS through Node." },
+        { selector: "Identifier[name='require']", message: "Core modules do not load CommonJS through Node." }
+      ],
+      "no-restricted-globals": ["error", { name: "process", message: "Core modules do not read Node's process." }, { name: "Buffer", message: "Core modules use Uint8Array, not Node's Buffer." }]
     }
   },
   {
