@@ -23,6 +23,7 @@ import { NonceStore } from "../core/NonceStore.js"
 import { Platform } from "./Platform.js"
 import { type CreatedApiKey, Registry } from "./Registry.js"
 import { RegistryStore } from "../sql/RegistryStore.js"
+import { clientKey } from "../core/internal/clientKey.js"
 
 /** Bearer API keys, checked against the registry. */
 export const ApiKeyAuthLive = Layer.effect(
@@ -163,7 +164,8 @@ export const SpendingLive = HttpApiBuilder.group(HubApi, "spending", (handlers) 
   })
 )
 
-const clientIp = Effect.map(HttpServerRequest.HttpServerRequest, (req) => Option.getOrElse(req.remoteAddress, () => "unknown"))
+// Per-address limits count an IPv6 client by its /64 (core/internal/clientKey.ts).
+const clientIp = Effect.map(HttpServerRequest.HttpServerRequest, (req) => clientKey(Option.getOrElse(req.remoteAddress, () => "unknown")))
 
 /** The platform endpoints. */
 export const PlatformLive = HttpApiBuilder.group(HubApi, "platform", (handlers) =>
