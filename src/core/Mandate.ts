@@ -28,11 +28,12 @@ import {
   type SpendingConstraints,
   type TaskConstraints
 } from "./Constraints.js"
-import { DID_PATTERN, verificationMethodId } from "./Did.js"
+import { isNormalizedDid, normalizeDid, verificationMethodId } from "./Did.js"
 import { Keys, type MalformedKey, type PrivateKey, type PrivateKeyInput } from "./Keys.js"
 import { KeyResolver, type KeyResolverApi } from "./KeyResolver.js"
 import { decodeBase64UrlJson, decodeBase64UrlStrict } from "./internal/base64url.js"
 import { randomBytes, toBase64Url, utf8 } from "./internal/bytes.js"
+import { isRecord } from "./internal/record.js"
 
 export type { MandateKind } from "./Constraints.js"
 
@@ -177,10 +178,7 @@ interface ParsedChain {
 const HEADER_KEYS = ["alg", "typ", "kid"]
 const CLAIM_KEYS = ["iss", "aud", "iat", "nbf", "exp", "jti", "kv", "kind", "cns", "prf"]
 
-const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 const isTime = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u) && u >= 0
-const isNormalizedDid = (u: unknown): u is string =>
-  typeof u === "string" && u.length <= 256 && DID_PATTERN.test(u) && u === u.toLowerCase()
 
 
 
@@ -451,9 +449,10 @@ export interface AttenuateOptions {
 /** Errors of issuing and attenuating. */
 export type IssueFailure = MandateIssueError | MalformedKey
 
-const normalizeDid = (did: string, what: string): Either.Either<string, MandateIssueError> => {
-  const d = did.toLowerCase()
-  return isNormalizedDid(d) ? Either.right(d) : Either.left(issueError("INVALID_DID", `${what} ${JSON.stringify(did)} is not a did:mesh DID`))
+/** `Did.normalizeDid` with the issuing error: which party (`what`) was not a DID. */
+const issuingDid = (did: string, what: string): Either.Either<string, MandateIssueError> => {
+  const d = normalizeDid(did)
+  return d !== undefined ? Either.right(d) : Either.left(issueError("INVALID_DID", `${what} ${JSON.stringify(did)} is not a did:mesh DID`))
 }
 
 interface SignRequest {
@@ -470,8 +469,8 @@ interface SignRequest {
 /** Validates, then signs; the returned mandate is parsed back from the token, so it is exactly what verifiers see. */
 const sign = <K extends MandateKind>(req: SignRequest): Effect.Effect<Mandate<K>, IssueFailure, Keys> =>
   Effect.gen(function* () {
-    const grantor = yield* normalizeDid(req.grantor, "grantor")
-    const grantee = yield* normalizeDid(req.grantee, "grantee")
+    const grantor = yield* issuingDid(req.grantor, "grantor")
+    const grantee = yield* issuingDid(req.grantee, "grantee")
     const ttl = req.ttlSeconds ?? DEFAULT_TTL_SECONDS
     if (!Number.isSafeInteger(ttl) || ttl <= 0) return yield* Effect.fail(issueError("INVALID_TTL", "ttlSeconds must be a positive integer"))
     const kv = req.keyVersion ?? 1
