@@ -11,8 +11,8 @@ import * as ManagedRuntime from "effect/ManagedRuntime"
 import type { Keys } from "../../core/Keys.js"
 import * as KeysNative from "../KeysNative.js"
 
-/** The value of a success; otherwise throws the typed error itself (a defect: its cause), never a FiberFailure. */
-const settle = <A, E>(exit: Exit.Exit<A, E>): A => {
+/** The value of a success; otherwise throws the typed error itself (a defect: its cause), never a FiberFailure. Runners on other runtimes (`Runtime.runPromiseExit`) settle through it too. */
+export const settle = <A, E>(exit: Exit.Exit<A, E>): A => {
   if (Exit.isSuccess(exit)) return exit.value
   const failure = Cause.failureOption(exit.cause)
   throw failure._tag === "Some" ? failure.value : Cause.squash(exit.cause)
