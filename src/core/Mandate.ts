@@ -161,8 +161,6 @@ const CLAIM_KEYS = ["iss", "aud", "iat", "nbf", "exp", "jti", "kv", "kind", "cns
 
 const isTime = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u) && u >= 0
 
-
-
 /** The `kid` of a valid mandate header segment, or why the header is not one; remembered in `cache` when given. */
 const headerKid = (segment: string, cache: MandateCacheApi | undefined): string | MandateInvalid => {
   const cached = cache?.headers.get(segment)
