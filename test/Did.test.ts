@@ -1,11 +1,27 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
-import { Did, DidFromString, didHash, didHashOf, extractPublicKey, generateDid, importIdentity, parseDid, publicKeyMultibase } from "../src/core/Did.js"
+import { Did, DidFromString, didHash, didHashOf, extractPublicKey, generateDid, importIdentity, isNormalizedDid, parseDid, publicKeyMultibase } from "../src/core/Did.js"
+import { isRecord } from "../src/core/internal/record.js"
 import * as KeysNative from "../src/node/KeysNative.js"
 import { fromBase64 } from "../src/core/internal/bytes.js"
 
 describe("Did", () => {
+  it("isNormalizedDid judges as the Did schema does (shape, length, lower case)", () => {
+    const inputs: ReadonlyArray<unknown> = [
+      "did:mesh:alice", "did:mesh:acme.alice", "DID:MESH:alice", "did:mesh:Alice", "did:mesh:a", "did:web:alice",
+      `did:mesh:${"a".repeat(247)}`, `did:mesh:${"a".repeat(248)}`, "did:mesh:-alice", 42, null, undefined, {}
+    ]
+    const is = Schema.is(Did)
+    for (const u of inputs) assert.strictEqual(isNormalizedDid(u), is(u), String(u))
+    assert.isTrue(isNormalizedDid(`did:mesh:${"a".repeat(247)}`))
+    assert.isFalse(isNormalizedDid("did:mesh:Alice"))
+  })
+
+  it("isRecord: a non-null, non-array object", () => {
+    assert.deepStrictEqual([{}, { a: 1 }, [], null, "x", 1, undefined].map(isRecord), [true, true, false, false, false, false, false])
+  })
+
   it.effect("accepts did:mesh:<name> and did:mesh:<namespace>.<name>, normalized to lower case", () =>
     Effect.gen(function* () {
       assert.strictEqual(yield* parseDid("did:mesh:alice"), "did:mesh:alice")

@@ -2,6 +2,11 @@ import { afterAll, describe, expect, it } from "vitest"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as ManagedRuntime from "effect/ManagedRuntime"
+import { runOn, runPromise } from "../src/node/internal/promiseRuntime.js"
 import * as Mesh from "../src/promise/Promise.js"
 
 describe("Promise facade", () => {
@@ -59,5 +64,27 @@ describe("Promise facade", () => {
     const blocker = path.join(dir, "file")
     fs.writeFileSync(blocker, "")
     await expect(Mesh.openSqliteNonceStore(path.join(blocker, "sub", "x.db"))).rejects.toMatchObject({ code: "DATABASE_ERROR" })
+  })
+})
+
+describe("Promise runner (one for every facade)", () => {
+  class Refused extends Data.TaggedError("Refused")<{ readonly code: "REFUSED" }> {}
+
+  it("resolves with the value; rejects with the typed error itself, not a FiberFailure", async () => {
+    expect(await runPromise(Effect.succeed(1))).toBe(1)
+    const failed = await runPromise(Effect.fail(new Refused({ code: "REFUSED" }))).then(() => undefined, (e: unknown) => e)
+    expect(failed).toBeInstanceOf(Refused)
+    const runtime = ManagedRuntime.make(Layer.empty)
+    try {
+      const onRuntime = await runOn(runtime)(Effect.fail(new Refused({ code: "REFUSED" }))).then(() => undefined, (e: unknown) => e)
+      expect(onRuntime).toBeInstanceOf(Refused)
+    } finally {
+      await runtime.dispose()
+    }
+  })
+
+  it("rejects a defect with the defect's own value", async () => {
+    const boom = new Error("boom")
+    await expect(runPromise(Effect.die(boom))).rejects.toBe(boom)
   })
 })

@@ -28,8 +28,9 @@ const task = (taskId: string, over: Partial<PausedTask> = {}): PausedTask => ({
   ...over
 })
 
+// One contract, every layer: what a caller of `TaskStore` may rely on whichever store is behind it.
 const contract = (name: string, layer: () => Layer.Layer<TaskStore, unknown>) =>
-  describe(`TaskStore (${name})`, () => {
+  describe(`TaskStore contract (${name})`, () => {
     const withStore = <A, E>(f: (store: TaskStoreApi) => Effect.Effect<A, E>) =>
       Effect.flatMap(TaskStore, f).pipe(Effect.provide(layer()))
 
@@ -53,6 +54,17 @@ const contract = (name: string, layer: () => Layer.Layer<TaskStore, unknown>) =>
           assert.strictEqual((yield* Effect.flip(store.charge([{ scope: "m3", counter: "c", amount: 11, limit: 10 }], 1e12)))._tag, "CounterLimitReached")
           assert.strictEqual((yield* Effect.flip(store.charge([{ scope: "m3", counter: "c", amount: 0.5, limit: 10 }], 1e12)))._tag, "CounterLimitReached")
           assert.strictEqual(yield* store.used("m3", "c"), 0)
+        })))
+
+    it.effect("counters are apart per scope and per counter name; an unknown counter has used 0", () =>
+      withStore((store) =>
+        Effect.gen(function* () {
+          assert.strictEqual(yield* store.used("m1", "action:x"), 0)
+          yield* store.charge([{ scope: "m1", counter: "action:x", amount: 2, limit: 2 }], 1e12)
+          yield* store.charge([{ scope: "m2", counter: "action:x", amount: 1, limit: 2 }], 1e12)
+          yield* store.charge([{ scope: "m1", counter: "action:y", amount: 1, limit: 2 }], 1e12)
+          const counts = yield* Effect.all([store.used("m1", "action:x"), store.used("m2", "action:x"), store.used("m1", "action:y")])
+          assert.deepStrictEqual(counts, [2, 1, 1])
         })))
 
     it.effect("counters of expired mandates are swept eventually, live ones never", () =>
@@ -172,7 +184,7 @@ const contract = (name: string, layer: () => Layer.Layer<TaskStore, unknown>) =>
   })
 
 contract("memory", () => layerMemory)
-contract("sql", () => sqlStore(":memory:"))
+contract("SQL", () => sqlStore(":memory:"))
 
 describe("TaskStore (sql, restart)", () => {
   it.effect("counters survive closing and reopening the database file", () =>

@@ -22,6 +22,7 @@ import { Keys, type PrivateKeyInput } from "../core/Keys.js"
 import * as MeshClient from "../hub/MeshClient.js"
 import * as Sse from "../core/Sse.js"
 import { tryParseJsonStrict } from "../core/internal/json.js"
+import { isRecord } from "../core/internal/record.js"
 
 /**
  * A call failed; `code` is the agent's (or the hub's) error code, or one of AGENT_NOT_FOUND, AGENT_UNREACHABLE,
@@ -96,8 +97,6 @@ export interface AgentClientApi {
 const unreachable = (e: { readonly message: string }) => new AgentCallError({ code: "AGENT_UNREACHABLE", message: e.message })
 const badResponse = (message: string, status?: number) =>
   new AgentCallError(status === undefined ? { code: "BAD_RESPONSE", message } : { code: "BAD_RESPONSE", message, status })
-
-const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
 /** An error body `{ _tag, error, code, correlationId }` as an `AgentCallError`. */
 const fromErrorBody = (body: unknown, status?: number): AgentCallError =>

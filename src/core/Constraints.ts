@@ -9,6 +9,7 @@
  * Floor: core (docs/architecture.md §3).
  */
 import * as Either from "effect/Either"
+import { isRecord } from "./internal/record.js"
 import { type Micros, parseUsd } from "./Money.js"
 
 /** The mandate kinds (`kind` claim). */
@@ -104,9 +105,6 @@ export const MAX_LIST_ENTRIES = 64
 // Validation
 
 type Check = string | undefined
-
-const isRecord = (u: unknown): u is Record<string, unknown> =>
-  typeof u === "object" && u !== null && !Array.isArray(u)
 
 const onlyKeys = (o: Record<string, unknown>, allowed: ReadonlyArray<string>, where: string): Check => {
   for (const k in o) if (!allowed.includes(k)) return `${where}: unknown member ${JSON.stringify(k)}`

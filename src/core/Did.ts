@@ -58,6 +58,9 @@ export const parseDid = (input: unknown): Effect.Effect<Did, InvalidDid> => {
   return did !== undefined ? Effect.succeed(did) : Effect.fail(invalidDid(input))
 }
 
+/** True when the input is already a normalized DID: the shape, and lower case. Shape checks of signed data use it. */
+export const isNormalizedDid = (input: unknown): input is Did => typeof input === "string" && normalizeDid(input) === input
+
 /** True when the input is a DID (any case). */
 export const isDid = (input: unknown): boolean => normalizeDid(input) !== undefined
 

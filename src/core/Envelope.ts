@@ -9,12 +9,13 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
-import { Did, type InvalidDid, invalidDid, normalizeDid, verificationMethodId } from "./Did.js"
+import { Did, type InvalidDid, invalidDid, isNormalizedDid, normalizeDid, verificationMethodId } from "./Did.js"
 import { canonicalJson, type NotCanonicalizable } from "./Canonical.js"
 import { Keys, type KeysApi, type MalformedKey, type PrivateKeyInput } from "./Keys.js"
 import type { NonceStoreApi } from "./NonceStore.js"
 import { CRYPTOSUITE, DataIntegrityProof, hashData, type ProofOptions } from "./Proof.js"
 import { concat, fromBase64, fromMultibase58, randomNonceBytes, toBase64Url, toMultibase58, utf8 } from "./internal/bytes.js"
+import { isRecord } from "./internal/record.js"
 import { parseUtcTimestamp, UTC_TIMESTAMP } from "./internal/timestamp.js"
 
 /** The closed set of reasons an envelope is refused (docs/protocol.md §5). */
@@ -207,12 +208,10 @@ const ENVELOPE_KEYS = new Set(["type", "id", "from", "to", "correlationId", "non
 const PROOF_KEYS = new Set(["type", "cryptosuite", "created", "verificationMethod", "proofPurpose", "@context", "proofValue"])
 const NONCE = /^[A-Za-z0-9_-]{16,128}$/
 const bounded = (u: unknown, max: number): u is string => typeof u === "string" && u.length >= 1 && u.length <= max
-const isNormalizedDid = (u: unknown): boolean => typeof u === "string" && normalizeDid(u) === u
 const onlyKeys = (o: object, allowed: ReadonlySet<string>) => {
   for (const k in o) if (!allowed.has(k)) return false
   return true
 }
-const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 const isTimestamp = (u: unknown): boolean => typeof u === "string" && u.length <= 64 && parseUtcTimestamp(u) !== undefined
 
 /**

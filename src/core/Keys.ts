@@ -14,6 +14,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import { concat, equalBytes, fromBase64, randomBytes, toBase64 } from "./internal/bytes.js"
+import { MandateCache } from "./MandateCache.js"
 import {
   bytesToBigIntLE,
   decodePublicKeyB64,
@@ -229,8 +230,8 @@ export const makeNoble: KeysApi = (() => {
 
 /** The `Keys` service. Layers: `Keys.noble` here, `KeysNative.layer` (node:crypto) for Node. */
 export class Keys extends Context.Tag("agent-mesh/Keys")<Keys, KeysApi>() {
-  /** Runtime-agnostic layer on @noble/curves; also the test layer. */
-  static readonly noble: Layer.Layer<Keys> = Layer.succeed(Keys, makeNoble)
+  /** Runtime-agnostic layer on @noble/curves; also the test layer. Each build comes with its own `MandateCache`. */
+  static readonly noble: Layer.Layer<Keys | MandateCache> = Layer.merge(Layer.succeed(Keys, makeNoble), MandateCache.layer)
 }
 
 /** Runtime-agnostic layer on @noble/curves. */

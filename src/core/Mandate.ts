@@ -13,6 +13,7 @@
  */
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import * as Context from "effect/Context"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import {
@@ -28,11 +29,13 @@ import {
   type SpendingConstraints,
   type TaskConstraints
 } from "./Constraints.js"
-import { DID_PATTERN, verificationMethodId } from "./Did.js"
+import { isNormalizedDid, normalizeDid, verificationMethodId } from "./Did.js"
 import { Keys, type MalformedKey, type PrivateKey, type PrivateKeyInput } from "./Keys.js"
 import { KeyResolver, type KeyResolverApi } from "./KeyResolver.js"
+import { MandateCache, type MandateCacheApi, type MandateLink as Link, type ParsedChain } from "./MandateCache.js"
 import { decodeBase64UrlJson, decodeBase64UrlStrict } from "./internal/base64url.js"
 import { randomBytes, toBase64Url, utf8 } from "./internal/bytes.js"
+import { isRecord } from "./internal/record.js"
 
 export type { MandateKind } from "./Constraints.js"
 
@@ -153,44 +156,14 @@ class DecodedMandate implements Mandate {
   }
 }
 
-/** A mandate with what its signature covers, as parsed from a token. */
-interface Link {
-  readonly mandate: Mandate
-  /** The ASCII bytes of `header.payload`, exactly as received: what the signature covers. Never mutated. */
-  readonly signingInput: Uint8Array
-  readonly signature: Uint8Array
-  /** Why `cns` is not valid for the kind, if it is not: found while parsing, reported after the leaf's signature. */
-  readonly cnsProblem: string | undefined
-}
-
-/**
- * A parsed chain, root first. `constraints` is the first link's `cns` problem (list sizes included), found at parse
- * time because it is cheap but reported only after the leaf's signature. `structural` holds the verdict of the
- * checks between links (a pure function of the chain), computed once and only after every signature verified.
- */
-interface ParsedChain {
-  readonly links: ReadonlyArray<Link>
-  readonly constraints: MandateInvalid | undefined
-  structural?: MandateInvalid | null
-}
-
 const HEADER_KEYS = ["alg", "typ", "kid"]
 const CLAIM_KEYS = ["iss", "aud", "iat", "nbf", "exp", "jti", "kv", "kind", "cns", "prf"]
 
-const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 const isTime = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u) && u >= 0
-const isNormalizedDid = (u: unknown): u is string =>
-  typeof u === "string" && u.length <= 256 && DID_PATTERN.test(u) && u === u.toLowerCase()
 
-
-
-// Headers repeat (one per grantor), so the `kid` of each header segment already checked is remembered.
-const HEADER_CACHE_SIZE = 1024
-const headerCache = new Map<string, string>()
-
-/** The `kid` of a valid mandate header segment, or why the header is not one. */
-const headerKid = (segment: string): string | MandateInvalid => {
-  const cached = headerCache.get(segment)
+/** The `kid` of a valid mandate header segment, or why the header is not one; remembered in `cache` when given. */
+const headerKid = (segment: string, cache: MandateCacheApi | undefined): string | MandateInvalid => {
+  const cached = cache?.headers.get(segment)
   if (cached !== undefined) return cached
   const header = decodeBase64UrlJson(segment)
   if (!isRecord(header)) return invalid("MALFORMED", "header is not base64url I-JSON (an object, no member named twice, no __proto__)")
@@ -198,19 +171,18 @@ const headerKid = (segment: string): string | MandateInvalid => {
   if (header.alg !== "EdDSA") return invalid("MALFORMED", "alg must be EdDSA")
   if (header.typ !== MANDATE_TYP) return invalid("MALFORMED", `typ must be ${MANDATE_TYP}`)
   if (typeof header.kid !== "string") return invalid("MALFORMED", "kid must be the grantor's #key-1")
-  if (headerCache.size >= HEADER_CACHE_SIZE) headerCache.clear()
-  headerCache.set(segment, header.kid)
+  cache?.headers.set(segment, header.kid)
   return header.kid
 }
 
 /** Parses one token (not its parents' signatures), recursing into `prf`; root first in `into`. */
-const parseLinks = (token: unknown, into: Array<Link>, remaining: number): Mandate | MandateInvalid => {
+const parseLinks = (token: unknown, into: Array<Link>, remaining: number, cache: MandateCacheApi | undefined): Mandate | MandateInvalid => {
   if (typeof token !== "string") return invalid("MALFORMED", "token is not a string")
   if (token.length > MAX_TOKEN_LENGTH) return invalid("MALFORMED", `token longer than ${MAX_TOKEN_LENGTH} characters`)
   const d1 = token.indexOf(".")
   const d2 = d1 < 0 ? -1 : token.indexOf(".", d1 + 1)
   if (d1 < 0 || d2 < 0 || token.indexOf(".", d2 + 1) >= 0) return invalid("MALFORMED", "not a JWS compact token (three segments)")
-  const kid = headerKid(token.slice(0, d1))
+  const kid = headerKid(token.slice(0, d1), cache)
   if (typeof kid !== "string") return kid
   // prf is a nested token, checked as strict base64url when parsed, so the fast path need not scan it.
   const p = decodeBase64UrlJson(token.slice(d1 + 1, d2), "prf")
@@ -232,7 +204,7 @@ const parseLinks = (token: unknown, into: Array<Link>, remaining: number): Manda
   let parent: Mandate | undefined
   if (p.prf !== undefined) {
     if (remaining <= 1) return invalid("DEPTH_EXCEEDED", `chain longer than ${MAX_CHAIN_LENGTH} links`)
-    const r = parseLinks(p.prf, into, remaining - 1)
+    const r = parseLinks(p.prf, into, remaining - 1, cache)
     if (r instanceof MandateInvalid) return r
     parent = r
   }
@@ -253,29 +225,20 @@ const deepFreeze = <T>(u: T): T => {
 }
 
 /**
- * Parsed chains by exact token string. Parsing is a pure function of the token, and a mandate is typically
- * presented many times (once per guarded action), so the decoded form is kept; signatures, keys, key versions,
- * revocation and time are still checked on every verification. Bounded in entries and token size, and only
- * well-formed tokens are kept, so the cache cannot be grown by garbage.
+ * The parsed chain of a token, from `cache` when it holds it. Only well-formed tokens up to the cache's
+ * `maxTokenLength` are kept, so the cache cannot be grown by garbage (docs: MandateCache).
  */
-const PARSE_CACHE_ENTRIES = 512
-const PARSE_CACHE_MAX_TOKEN = 16_384
-const parseCache = new Map<string, ParsedChain>()
-
-const parseChain = (token: unknown): Either.Either<ParsedChain, MandateInvalid> => {
-  if (typeof token === "string" && token.length <= PARSE_CACHE_MAX_TOKEN) {
-    const cached = parseCache.get(token)
+const parseChain = (token: unknown, cache: MandateCacheApi | undefined): Either.Either<ParsedChain, MandateInvalid> => {
+  const cacheable = cache !== undefined && typeof token === "string" && token.length <= cache.maxTokenLength
+  if (cacheable) {
+    const cached = cache.chains.get(token)
     if (cached !== undefined) return Either.right(cached)
   }
   const links: Array<Link> = []
-  const r = parseLinks(token, links, MAX_CHAIN_LENGTH)
+  const r = parseLinks(token, links, MAX_CHAIN_LENGTH, cache)
   if (r instanceof MandateInvalid) return Either.left(r)
   const parsed: ParsedChain = { links: Object.freeze(links), constraints: constraintsOfChain(links) }
-  if (typeof token === "string" && token.length <= PARSE_CACHE_MAX_TOKEN) {
-    // Drop the oldest entry (Map keeps insertion order) rather than clearing, so a hot mandate stays warm.
-    if (parseCache.size >= PARSE_CACHE_ENTRIES) parseCache.delete(parseCache.keys().next().value!)
-    parseCache.set(token, parsed)
-  }
+  if (cacheable) cache.chains.set(token, parsed)
   return Either.right(parsed)
 }
 
@@ -324,6 +287,8 @@ export interface VerifyOptions {
   readonly kinds?: ReadonlyArray<MandateKind>
   /** Seconds a verifier's clock may run behind the issuer's for `nbf` (default 30); `exp` is never stretched. */
   readonly clockToleranceSeconds?: number
+  /** Parse cache for this call; default: the runtime's `MandateCache` service when there is one, else none. */
+  readonly cache?: MandateCacheApi
 }
 
 const resolveLinkKey = (source: KeySource, link: Link, isLeaf: boolean): Effect.Effect<Uint8Array, MandateInvalid> => {
@@ -355,8 +320,10 @@ export const verifyMandate = (
   keys: KeySource,
   options: VerifyOptions = {}
 ): Effect.Effect<Mandate, MandateInvalid, Keys> =>
-  Effect.flatMap(Keys, (k) => {
-    const parsed = parseChain(token)
+  Effect.contextWithEffect((context: Context.Context<Keys>) => {
+    const k = Context.get(context, Keys)
+    const cache = options.cache ?? Context.getOrElse(context, MandateCache, () => undefined)
+    const parsed = parseChain(token, cache)
     if (Either.isLeft(parsed)) return Effect.fail(parsed.left)
     const chain = parsed.right
     const { links } = chain
@@ -414,9 +381,12 @@ export const verifyMandateChain = (
 ): Effect.Effect<Mandate, MandateInvalid, Keys | KeyResolver> =>
   Effect.flatMap(KeyResolver, (resolver) => verifyMandate(token, resolver, options))
 
-/** Decodes a token and its chain without checking any signature, time or key: for display and routing only. */
-export const decodeUnverified = (token: string): Either.Either<Mandate, MandateInvalid> =>
-  Either.flatMap(parseChain(token), ({ links, constraints }) =>
+/**
+ * Decodes a token and its chain without checking any signature, time or key: for display and routing only.
+ * `cache` is used when given; this synchronous form cannot read the runtime's `MandateCache`.
+ */
+export const decodeUnverified = (token: string, cache?: MandateCacheApi): Either.Either<Mandate, MandateInvalid> =>
+  Either.flatMap(parseChain(token, cache), ({ links, constraints }) =>
     constraints === undefined ? Either.right(links[links.length - 1]!.mandate) : Either.left(constraints)
   )
 
@@ -451,9 +421,10 @@ export interface AttenuateOptions {
 /** Errors of issuing and attenuating. */
 export type IssueFailure = MandateIssueError | MalformedKey
 
-const normalizeDid = (did: string, what: string): Either.Either<string, MandateIssueError> => {
-  const d = did.toLowerCase()
-  return isNormalizedDid(d) ? Either.right(d) : Either.left(issueError("INVALID_DID", `${what} ${JSON.stringify(did)} is not a did:mesh DID`))
+/** `Did.normalizeDid` with the issuing error: which party (`what`) was not a DID. */
+const issuingDid = (did: string, what: string): Either.Either<string, MandateIssueError> => {
+  const d = normalizeDid(did)
+  return d !== undefined ? Either.right(d) : Either.left(issueError("INVALID_DID", `${what} ${JSON.stringify(did)} is not a did:mesh DID`))
 }
 
 interface SignRequest {
@@ -470,8 +441,8 @@ interface SignRequest {
 /** Validates, then signs; the returned mandate is parsed back from the token, so it is exactly what verifiers see. */
 const sign = <K extends MandateKind>(req: SignRequest): Effect.Effect<Mandate<K>, IssueFailure, Keys> =>
   Effect.gen(function* () {
-    const grantor = yield* normalizeDid(req.grantor, "grantor")
-    const grantee = yield* normalizeDid(req.grantee, "grantee")
+    const grantor = yield* issuingDid(req.grantor, "grantor")
+    const grantee = yield* issuingDid(req.grantee, "grantee")
     const ttl = req.ttlSeconds ?? DEFAULT_TTL_SECONDS
     if (!Number.isSafeInteger(ttl) || ttl <= 0) return yield* Effect.fail(issueError("INVALID_TTL", "ttlSeconds must be a positive integer"))
     const kv = req.keyVersion ?? 1

@@ -8,6 +8,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { Keys, type KeysApi, checkPublicKey, isPrivateKey, type PrivateKeyInput, privateKeyFromParts, privateKeyInputToBytes, type MalformedKey, PrivateKey } from "../core/Keys.js"
 import { toBase64 } from "../core/internal/bytes.js"
+import { MandateCache } from "../core/MandateCache.js"
 import { passesStrictPrechecks, publicToSpki, seedToPkcs8 } from "../core/internal/ed25519.js"
 
 /** A Uint8Array view of a Buffer, without copying (a Buffer from node's pool may share its ArrayBuffer). */
@@ -97,8 +98,8 @@ export const makeNative = (options: { readonly cacheSize?: number } = {}): KeysA
   }
 }
 
-/** `Keys` on node:crypto: the default on Node. */
-export const layer: Layer.Layer<Keys> = Layer.sync(Keys, () => makeNative())
+/** `Keys` on node:crypto: the default on Node. Each build comes with its own `MandateCache` (verification's parse cache). */
+export const layer: Layer.Layer<Keys | MandateCache> = Layer.merge(Layer.sync(Keys, () => makeNative()), MandateCache.layer)
 
 /** Same as `layer`; the name docs/architecture.md §2 gives it (`Keys.native`). */
 export const native = layer

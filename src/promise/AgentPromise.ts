@@ -14,7 +14,7 @@ import * as AgentClient from "../agent/AgentClient.js"
 import * as AgentServer from "../agent/AgentServer.js"
 import * as Approval from "../core/Approval.js"
 import type { PrivateKeyInput } from "../core/Keys.js"
-import { runWithKeys } from "../node/internal/promiseRuntime.js"
+import { runPromise, runWithKeys } from "../node/internal/promiseRuntime.js"
 
 /** A running agent server; `close` stops it. */
 export interface ServedAgent extends Omit<AgentServer.RunningAgent, "close"> {
@@ -26,9 +26,9 @@ export const serve = async (options: AgentServer.AgentServerOptions): Promise<Se
   const scope = Effect.runSync(Scope.make())
   try {
     const agent = await runWithKeys(Scope.extend(AgentServer.make(options), scope))
-    return { ...agent, close: () => Effect.runPromise(Scope.close(scope, Exit.void)) }
+    return { ...agent, close: () => runPromise(Scope.close(scope, Exit.void)) }
   } catch (e) {
-    await Effect.runPromise(Scope.close(scope, Exit.void))
+    await runPromise(Scope.close(scope, Exit.void))
     throw e
   }
 }

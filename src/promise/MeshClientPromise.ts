@@ -27,8 +27,11 @@ export type MeshClientPromise = { readonly [K in Exclude<keyof MeshClient.MeshCl
 /** Creates a hub client whose operations return Promises. */
 export const createMeshClient = async (options: MeshClient.MeshClientOptions): Promise<MeshClientPromise> => {
   const runtime = ManagedRuntime.make(Layer.merge(KeysNative.layer, FetchHttpClient.layer))
-  const api = await runtime.runPromise(MeshClient.make(options))
   const run = runOn(runtime)
+  const api = await run(MeshClient.make(options)).catch(async (e: unknown) => {
+    await runtime.dispose()
+    throw e
+  })
   const out: Record<string, unknown> = { close: () => runtime.dispose() }
   for (const [name, value] of Object.entries(api)) {
     if (name === "keyResolver") continue

@@ -17,7 +17,7 @@ import { Keys, type PrivateKey, type PrivateKeyInput } from "../core/Keys.js"
 import * as NonceStore from "../core/NonceStore.js"
 import * as NonceStoreSql from "../sql/NonceStoreSql.js"
 import * as Proof from "../core/Proof.js"
-import { runWithKeys } from "../node/internal/promiseRuntime.js"
+import { runPromise, runWithKeys } from "../node/internal/promiseRuntime.js"
 
 const run = runWithKeys
 
@@ -92,12 +92,11 @@ export const openSqliteNonceStore = async (
 ): Promise<NonceStore.NonceStoreApi & { readonly close: () => Promise<void> }> => {
   const layer = NonceStoreSql.layer.pipe(Layer.provide(Database.layerSqlite(filename)))
   const scope = Effect.runSync(Scope.make())
-  const close = () => Effect.runPromise(Scope.close(scope, Exit.void))
-  const built = await Effect.runPromise(Effect.either(Layer.buildWithScope(layer, scope)))
-  if (Either.isLeft(built)) {
+  const close = () => runPromise(Scope.close(scope, Exit.void))
+  const built = await runPromise(Layer.buildWithScope(layer, scope)).catch(async (e: unknown) => {
     await close()
-    throw built.left
-  }
-  const store = Context.get(built.right, NonceStore.NonceStore)
+    throw e
+  })
+  const store = Context.get(built, NonceStore.NonceStore)
   return { record: store.record, close }
 }
