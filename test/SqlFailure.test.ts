@@ -9,12 +9,18 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import BetterSqlite3 from "better-sqlite3"
+import { AgentMemory } from "../src/core/AgentMemory.js"
 import { generateDid } from "../src/core/Did.js"
+import { NonceStore } from "../src/core/NonceStore.js"
+import { TaskStore } from "../src/core/TaskStore.js"
 import * as Registry from "../src/hub/Registry.js"
 import * as KeysNative from "../src/node/KeysNative.js"
+import * as AgentMemorySql from "../src/sql/AgentMemorySql.js"
 import * as Database from "../src/sql/Database.js"
+import * as NonceStoreSql from "../src/sql/NonceStoreSql.js"
 import * as RegistryStore from "../src/sql/RegistryStore.js"
 import { classify, PersistenceError, refail } from "../src/sql/SqlFailure.js"
+import * as TaskStoreSql from "../src/sql/TaskStoreSql.js"
 
 const memory = Database.layerSqlite(":memory:")
 
@@ -163,4 +169,31 @@ describe("Registry: only a unique violation reads as DID_TAKEN", () => {
 
   it.effect("a CheckViolation is 503 STORE_UNAVAILABLE", () =>
     Effect.map(registerSkillWith(failure("CheckViolation")), (e) => assert.deepStrictEqual([e._tag, e.code], ["Unavailable", "STORE_UNAVAILABLE"])))
+})
+
+describe("the core stores' SQL layers tell the classified failure", () => {
+  // Before, each said only the client's "Failed to execute statement": neither the reason nor the driver's text.
+  const dropThen = <A, E, R>(table: string, run: Effect.Effect<A, E, R>) =>
+    Effect.flatMap(SqlClient.SqlClient, (sql) => Effect.zipRight(sql.unsafe(`DROP TABLE ${table}`), Effect.flip(run)))
+
+  it.effect("NonceStoreSql: NonceStoreUnavailable with the reason and the driver's message", () =>
+    Effect.gen(function* () {
+      const e = yield* dropThen("mesh_nonces", Effect.flatMap(NonceStore, (s) => s.record("did:mesh:a", "n1", 10_000)))
+      assert.strictEqual(e._tag, "NonceStoreUnavailable")
+      assert.match(e.message, /^Unavailable: no such table: mesh_nonces/)
+    }).pipe(Effect.scoped, Effect.provide(NonceStoreSql.layer.pipe(Layer.provideMerge(memory), Layer.orDie))))
+
+  it.effect("TaskStoreSql: TaskStoreUnavailable with the reason and the driver's message", () =>
+    Effect.gen(function* () {
+      const e = yield* dropThen("mesh_task_counters", Effect.flatMap(TaskStore, (s) => s.used("scope", "counter")))
+      assert.deepStrictEqual([e._tag, e.code], ["TaskStoreUnavailable", "TASK_STORE_UNAVAILABLE"])
+      assert.match(e.message, /^Unavailable: no such table: mesh_task_counters/)
+    }).pipe(Effect.provide(TaskStoreSql.layer.pipe(Layer.provideMerge(memory), Layer.orDie))))
+
+  it.effect("AgentMemorySql: MemoryUnavailable with the reason and the driver's message", () =>
+    Effect.gen(function* () {
+      const e = yield* dropThen("mesh_agent_messages", Effect.flatMap(AgentMemory, (s) => s.load("agent", "owner", "session")))
+      assert.deepStrictEqual([e._tag, e.code], ["MemoryUnavailable", "STORE_UNAVAILABLE"])
+      assert.match(e.message, /^Unavailable: no such table: mesh_agent_messages/)
+    }).pipe(Effect.provide(AgentMemorySql.layer().pipe(Layer.provideMerge(memory), Layer.orDie))))
 })

@@ -23,7 +23,7 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import { HotReads } from "../sql/Database.js"
-import { classify, isReason, isTriggerAbort, type PersistenceError } from "../sql/SqlFailure.js"
+import { classify, isReason, isTriggerAbort, type PersistenceError, summarize } from "../sql/SqlFailure.js"
 import { KeyResolver } from "../core/KeyResolver.js"
 import type { Keys } from "../core/Keys.js"
 import { decodeUnverified, type Mandate, verifyMandate } from "../core/Mandate.js"
@@ -213,7 +213,7 @@ const toAllocation = (r: AllocationRow): Allocation => ({
 const mandateInvalid = (message: string) => new MandateRefused({ code: "MANDATE_INVALID", message })
 const invalidAmount = (message: string) => new InvalidAmount({ code: "INVALID_AMOUNT", message })
 const unavailable = (message: string, cause?: PersistenceError) => new LedgerUnavailable({ code: "STORE_UNAVAILABLE", message, cause })
-const storeFailed = (e: PersistenceError) => unavailable(`${e.reason}: ${e.message}`, e)
+const storeFailed = (e: PersistenceError) => unavailable(summarize(e), e)
 
 // The same answer whatever the actor is, so a refusal tells nothing about whose pool it is.
 const notGrantee = () =>

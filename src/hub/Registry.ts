@@ -27,7 +27,7 @@ import { Keys, type KeysApi } from "../core/Keys.js"
 import { verifyMessage } from "../core/Proof.js"
 import * as RateLimiter from "./RateLimiter.js"
 import { type ApiKeyRow, type EntryKind, type EntryRow, RegistryStore, type RegistryStoreApi } from "../sql/RegistryStore.js"
-import type { PersistenceError } from "../sql/SqlFailure.js"
+import { summarize, type PersistenceError } from "../sql/SqlFailure.js"
 import { MESH_PROTOCOL_VERSION } from "../core/Version.js"
 import { equalBytes, fromBase64, randomBytes, toBase64, toBase64Url, toHex, utf8 } from "../core/internal/bytes.js"
 import { canonicalPublicKeyB64, decodePublicKeyB64, isAcceptablePublicKey } from "../core/internal/ed25519.js"
@@ -270,7 +270,7 @@ const MAX_LIMIT = 200
 const MAX_QUOTA_KEYS = 10_000
 
 const iso = (ms: number) => new Date(ms).toISOString()
-const storeError = (e: Store) => errors.unavailable(`${e.reason}: ${e.message}`)
+const storeError = (e: Store) => errors.unavailable(summarize(e))
 
 const isHttpUrl = (u: string) => {
   try {

@@ -78,6 +78,12 @@ export const classify = (error: unknown): PersistenceError => {
   return new PersistenceError({ reason, constraint: constraintOf(reason, message), message, cause: driver })
 }
 
+/** The failure classified and told as `Reason: driver message`, for a service error that carries text only. */
+export const summarize = (error: unknown): string => {
+  const e = classify(error)
+  return `${e.reason}: ${e.message}`
+}
+
 /** The effect with its driver failures classified (`SqlError`, `ParseError` → `PersistenceError`). */
 export const refail = <A, R>(effect: Effect.Effect<A, SqlError | ParseError | PersistenceError, R>): Effect.Effect<A, PersistenceError, R> =>
   Effect.mapError(effect, classify)
