@@ -13,12 +13,12 @@ import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import { normalizeDid } from "../core/Did.js"
 import { ApiKeyAuth, Caller, HubApi, PlatformApi } from "./HubApi.js"
-import { errors, type Forbidden, RateLimited, Unauthorized, type Unavailable } from "./HubError.js"
+import { BadRequest, Conflict, errors, Forbidden, NotFound, RateLimited, Unauthorized, Unavailable, Unprocessable } from "./HubError.js"
 import { HttpSignatureRefusalCode, verifyRequest } from "../core/HttpSignature.js"
 import { LeanRequest } from "../http/LeanRequest.js"
 import { KeyResolver } from "../core/KeyResolver.js"
 import { Keys } from "../core/Keys.js"
-import { type Actor, Ledger } from "./Ledger.js"
+import { type Actor, Ledger, type LedgerError } from "./Ledger.js"
 import { NonceStore } from "../core/NonceStore.js"
 import { Platform } from "./Platform.js"
 import { type CreatedApiKey, Registry } from "./Registry.js"
@@ -118,6 +118,38 @@ const actorOf = (
     return (yield* recordOwner(did)) === caller.id ? did : undefined
   })
 
+/** The HTTP error a ledger failure answers with, per failure (so each endpoint's declared errors still hold). */
+type LedgerHttp<E extends LedgerError> = E extends { readonly _tag: "PoolNotFound" | "AllocationNotFound" } ? NotFound
+  : E extends { readonly _tag: "NotGrantee" } ? Forbidden
+  : E extends { readonly _tag: "MandateRefused" | "InvalidAmount" } ? Unprocessable
+  : E extends { readonly _tag: "InvalidIdempotencyKey" } ? BadRequest
+  : E extends { readonly _tag: "BudgetExhausted" | "AlreadyAllocated" | "IdempotencyKeyReused" | "AlreadyReleased" } ? Conflict
+  : Unavailable
+
+/** The ledger's failures as the hub's HTTP errors: the spec's code carried over, the status chosen here. */
+const ledgerHttp = <E extends LedgerError>(e: E): LedgerHttp<E> => {
+  const { message } = e
+  switch (e._tag) {
+    case "PoolNotFound":
+    case "AllocationNotFound":
+      return new NotFound({ code: e.code, message }) as LedgerHttp<E>
+    case "NotGrantee":
+      return new Forbidden({ code: e.code, message }) as LedgerHttp<E>
+    case "MandateRefused":
+    case "InvalidAmount":
+      return new Unprocessable({ code: e.code, message }) as LedgerHttp<E>
+    case "InvalidIdempotencyKey":
+      return new BadRequest({ code: e.code, message }) as LedgerHttp<E>
+    case "BudgetExhausted":
+    case "AlreadyAllocated":
+    case "IdempotencyKeyReused":
+    case "AlreadyReleased":
+      return new Conflict({ code: e.code, message }) as LedgerHttp<E>
+    case "LedgerUnavailable":
+      return new Unavailable({ code: e.code, message }) as LedgerHttp<E>
+  }
+}
+
 /** The spending-ledger endpoints: each acts for the DID the request proved (see `actorOf`). */
 export const SpendingLive = HttpApiBuilder.group(HubApi, "spending", (handlers) =>
   Effect.gen(function* () {
@@ -155,12 +187,14 @@ export const SpendingLive = HttpApiBuilder.group(HubApi, "spending", (handlers) 
       })
     const actor = actorOf(verify, recordOwner)
     return handlers
-      .handle("openPool", ({ payload }) => Effect.flatMap(actor, (did) => ledger.openPool(did, payload.mandate)))
-      .handle("getPool", ({ path }) => Effect.flatMap(actor, (did) => ledger.pool(did, path.poolId)))
+      .handle("openPool", ({ payload }) => Effect.flatMap(actor, (did) => Effect.mapError(ledger.openPool(did, payload.mandate), ledgerHttp)))
+      .handle("getPool", ({ path }) => Effect.flatMap(actor, (did) => Effect.mapError(ledger.pool(did, path.poolId), ledgerHttp)))
       .handle("allocate", ({ path, payload }) =>
-        Effect.flatMap(actor, (did) => ledger.allocate(did, path.poolId, { childToken: payload.childMandate, idempotencyKey: payload.idempotencyKey }))
+        Effect.flatMap(actor, (did) =>
+          Effect.mapError(ledger.allocate(did, path.poolId, { childToken: payload.childMandate, idempotencyKey: payload.idempotencyKey }), ledgerHttp)
+        )
       )
-      .handle("release", ({ path, payload }) => Effect.flatMap(actor, (did) => ledger.release(did, path.allocationId, payload)))
+      .handle("release", ({ path, payload }) => Effect.flatMap(actor, (did) => Effect.mapError(ledger.release(did, path.allocationId, payload), ledgerHttp)))
   })
 )
 

@@ -7,10 +7,13 @@
  * parent token in `prf`, so anyone downstream holds it. Each operation therefore takes the DID the request proved
  * (docs/hub.md, "Spending ledger") and refuses everyone but the grantee, before anything is read back or written.
  *
+ * The ledger fails with errors named after what happened (`BudgetExhausted`, `NotGrantee`, …), each carrying the
+ * spec's `code`; it knows no HTTP. `HubHttp` maps them to the hub's HTTP errors, and its SQL failures arrive
+ * classified (`SqlFailure`), so a budget trigger or a second allocation of a child is recognised by reason, not text.
+ *
  * Floor: hub (docs/architecture.md §3).
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import type { SqlError } from "@effect/sql/SqlError"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
@@ -20,7 +23,7 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import { HotReads } from "../sql/Database.js"
-import { BadRequest, Conflict, errors, type Forbidden, type NotFound, type Unavailable, Unprocessable } from "./HubError.js"
+import { classify, isReason, isTriggerAbort, type PersistenceError, summarize } from "../sql/SqlFailure.js"
 import { KeyResolver } from "../core/KeyResolver.js"
 import type { Keys } from "../core/Keys.js"
 import { decodeUnverified, type Mandate, verifyMandate } from "../core/Mandate.js"
@@ -57,7 +60,59 @@ export const Allocation = Schema.Struct({
 /** An allocation as the ledger reports it. */
 export type Allocation = typeof Allocation.Type
 
-type LedgerError = Unprocessable | Unavailable
+/** No pool under that id (`NOT_FOUND`). */
+export class PoolNotFound extends Data.TaggedError("PoolNotFound")<{ readonly code: "NOT_FOUND"; readonly message: string }> {}
+
+/** No allocation under that id (`NOT_FOUND`). */
+export class AllocationNotFound extends Data.TaggedError("AllocationNotFound")<{ readonly code: "NOT_FOUND"; readonly message: string }> {}
+
+/** The request did not prove the pool mandate's grantee (`NOT_OWNER`). */
+export class NotGrantee extends Data.TaggedError("NotGrantee")<{ readonly code: "NOT_OWNER"; readonly message: string }> {}
+
+/** A parent or child mandate does not verify, is of the wrong kind, or is not attenuated from the pool's (`MANDATE_INVALID`). */
+export class MandateRefused extends Data.TaggedError("MandateRefused")<{ readonly code: "MANDATE_INVALID"; readonly message: string }> {}
+
+/** A spend limit or a used amount is not a valid USD amount, or exceeds the allocation (`INVALID_AMOUNT`). */
+export class InvalidAmount extends Data.TaggedError("InvalidAmount")<{ readonly code: "INVALID_AMOUNT"; readonly message: string }> {}
+
+/** The idempotency key is empty or too long (`INVALID_REQUEST`). */
+export class InvalidIdempotencyKey extends Data.TaggedError("InvalidIdempotencyKey")<{ readonly code: "INVALID_REQUEST"; readonly message: string }> {}
+
+/** The pool cannot cover the allocation (`BUDGET_EXHAUSTED`). */
+export class BudgetExhausted extends Data.TaggedError("BudgetExhausted")<{ readonly code: "BUDGET_EXHAUSTED"; readonly message: string }> {}
+
+/** The child mandate already has an allocation from this pool (`ALREADY_ALLOCATED`). */
+export class AlreadyAllocated extends Data.TaggedError("AlreadyAllocated")<{ readonly code: "ALREADY_ALLOCATED"; readonly message: string }> {}
+
+/** The idempotency key was used for another child mandate (`IDEMPOTENCY_KEY_REUSED`). */
+export class IdempotencyKeyReused extends Data.TaggedError("IdempotencyKeyReused")<{ readonly code: "IDEMPOTENCY_KEY_REUSED"; readonly message: string }> {}
+
+/** The allocation was already released (`ALREADY_REVOKED`). */
+export class AlreadyReleased extends Data.TaggedError("AlreadyReleased")<{ readonly code: "ALREADY_REVOKED"; readonly message: string }> {}
+
+/**
+ * The ledger could not decide: its database failed (`cause` is the classified `PersistenceError`) or the key
+ * resolver could not answer (`STORE_UNAVAILABLE`; the caller retries).
+ */
+export class LedgerUnavailable extends Data.TaggedError("LedgerUnavailable")<{
+  readonly code: "STORE_UNAVAILABLE"
+  readonly message: string
+  readonly cause?: PersistenceError | undefined
+}> {}
+
+/** Every way a ledger operation fails. */
+export type LedgerError =
+  | PoolNotFound
+  | AllocationNotFound
+  | NotGrantee
+  | MandateRefused
+  | InvalidAmount
+  | InvalidIdempotencyKey
+  | BudgetExhausted
+  | AlreadyAllocated
+  | IdempotencyKeyReused
+  | AlreadyReleased
+  | LedgerUnavailable
 
 /**
  * The DID a request proved it acts for (a signature by its key, or an API key bound to it), or undefined when it
@@ -65,12 +120,12 @@ type LedgerError = Unprocessable | Unavailable
  */
 export type Actor = string | undefined
 
-/** The operations of the ledger; each refuses (403 `NOT_OWNER`) an actor other than the pool mandate's grantee. */
+/** The operations of the ledger; each refuses (`NotGrantee`) an actor other than the pool mandate's grantee. */
 export interface LedgerApi {
   /** Opens (or returns the open) pool of a verified intent or cart mandate; its size is the mandate's spend limit. */
-  readonly openPool: (actor: Actor, parentToken: string) => Effect.Effect<Pool, Forbidden | LedgerError>
+  readonly openPool: (actor: Actor, parentToken: string) => Effect.Effect<Pool, NotGrantee | MandateRefused | InvalidAmount | LedgerUnavailable>
   /** Reads a pool. */
-  readonly pool: (actor: Actor, poolId: string) => Effect.Effect<Pool, NotFound | Forbidden | Unavailable>
+  readonly pool: (actor: Actor, poolId: string) => Effect.Effect<Pool, PoolNotFound | NotGrantee | LedgerUnavailable>
   /**
    * Allocates to a child mandate attenuated from the pool's mandate, for the child's whole limit (its
    * `spendLimitUsd`, or `amountUsd` for a payment). The same idempotency key returns the same allocation.
@@ -79,13 +134,27 @@ export interface LedgerApi {
     actor: Actor,
     poolId: string,
     input: { readonly childToken: string; readonly idempotencyKey: string }
-  ) => Effect.Effect<Allocation, BadRequest | NotFound | Forbidden | Conflict | LedgerError>
+  ) => Effect.Effect<
+    Allocation,
+    | InvalidIdempotencyKey
+    | PoolNotFound
+    | NotGrantee
+    | MandateRefused
+    | InvalidAmount
+    | BudgetExhausted
+    | AlreadyAllocated
+    | IdempotencyKeyReused
+    | LedgerUnavailable
+  >
   /** Releases an allocation; what was not used returns to the pool. Only once. */
   readonly release: (
     actor: Actor,
     allocationId: string,
     input: { readonly usedUsd: number }
-  ) => Effect.Effect<{ readonly allocation: Allocation; readonly pool: Pool }, NotFound | Forbidden | Conflict | LedgerError>
+  ) => Effect.Effect<
+    { readonly allocation: Allocation; readonly pool: Pool },
+    AllocationNotFound | PoolNotFound | NotGrantee | InvalidAmount | AlreadyReleased | LedgerUnavailable
+  >
 }
 
 /** The `Ledger` service. */
@@ -141,21 +210,28 @@ const toAllocation = (r: AllocationRow): Allocation => ({
   status: r.released_at === null ? "active" : "released"
 })
 
-const mandateInvalid = (message: string) => new Unprocessable({ code: "MANDATE_INVALID", message })
+const mandateInvalid = (message: string) => new MandateRefused({ code: "MANDATE_INVALID", message })
+const invalidAmount = (message: string) => new InvalidAmount({ code: "INVALID_AMOUNT", message })
+const unavailable = (message: string, cause?: PersistenceError) => new LedgerUnavailable({ code: "STORE_UNAVAILABLE", message, cause })
+const storeFailed = (e: PersistenceError) => unavailable(summarize(e), e)
 
 // The same answer whatever the actor is, so a refusal tells nothing about whose pool it is.
-const notGrantee = () => errors.notOwner("only the grantee of the pool's mandate may use the pool: sign the request with its key, or use an API key bound to its DID")
+const notGrantee = () =>
+  new NotGrantee({
+    code: "NOT_OWNER",
+    message: "only the grantee of the pool's mandate may use the pool: sign the request with its key, or use an API key bound to its DID"
+  })
 
 /** Passes only the grantee of the pool's mandate. */
-const ownedBy = (actor: Actor, grantee: string): Effect.Effect<void, Forbidden> =>
+const ownedBy = (actor: Actor, grantee: string): Effect.Effect<void, NotGrantee> =>
   actor !== undefined && actor === grantee ? Effect.void : Effect.fail(notGrantee())
 
 /** The spend limit a spending mandate grants: `spendLimitUsd` (intent, cart) or `amountUsd` (payment). */
-const limitOf = (m: Mandate): Either.Either<Micros, Unprocessable> => {
+const limitOf = (m: Mandate): Either.Either<Micros, MandateRefused | InvalidAmount> => {
   const c = m.constraints as { readonly spendLimitUsd?: number; readonly amountUsd?: number }
   const usd = m.kind === "payment" ? c.amountUsd : c.spendLimitUsd
   if (usd === undefined) return Either.left(mandateInvalid(`a ${m.kind} mandate has no spend limit`))
-  return Either.mapLeft(parseUsd(usd), (e) => new Unprocessable({ code: "INVALID_AMOUNT", message: e.message }))
+  return Either.mapLeft(parseUsd(usd), (e) => invalidAmount(e.message))
 }
 
 /** The ledger on a migrated `SqlClient`, verifying mandates through the `KeyResolver`. */
@@ -163,7 +239,7 @@ export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyReso
   const sql = yield* SqlClient.SqlClient
   const resolver = yield* KeyResolver
   const context = yield* Effect.context<Keys>()
-  const unavailable = (e: SqlError) => errors.unavailable(e.message)
+  const q = <A>(e: Effect.Effect<A, unknown>): Effect.Effect<A, LedgerUnavailable> => Effect.mapError(e, (f) => storeFailed(classify(f)))
   const decodePool = Schema.decodeUnknownSync(PoolRow)
   const decodeAllocation = Schema.decodeUnknownSync(AllocationRow)
   const fast = Option.getOrUndefined(Option.map(yield* Effect.serviceOption(HotReads), reserveFast))
@@ -172,24 +248,21 @@ export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyReso
     verifyMandate(token, resolver, { kinds }).pipe(
       Effect.provide(context),
       // A resolver that could not answer says nothing about the mandate: 503, so the caller retries.
-      Effect.mapError((e) => (e.reason === "RESOLVER_UNAVAILABLE" ? errors.unavailable(e.message) : mandateInvalid(`${e.reason}: ${e.message}`)))
+      Effect.mapError((e) => (e.reason === "RESOLVER_UNAVAILABLE" ? unavailable(e.message) : mandateInvalid(`${e.reason}: ${e.message}`)))
     )
 
   const poolRow = (id: string) =>
-    sql`SELECT * FROM mesh_pools WHERE id = ${id}`.pipe(
-      Effect.mapError(unavailable),
-      Effect.flatMap((rows) => (rows.length === 0 ? Effect.fail(errors.notFound(`no pool ${id}`)) : Effect.succeed(decodePool(rows[0]))))
+    q(sql`SELECT * FROM mesh_pools WHERE id = ${id}`).pipe(
+      Effect.flatMap((rows) => (rows.length === 0 ? Effect.fail(new PoolNotFound({ code: "NOT_FOUND", message: `no pool ${id}` })) : Effect.succeed(decodePool(rows[0]))))
     )
 
   const allocationByChild = (poolId: string, childJti: string) =>
-    sql`SELECT * FROM mesh_allocations WHERE pool_id = ${poolId} AND child_jti = ${childJti}`.pipe(
-      Effect.mapError(unavailable),
+    q(sql`SELECT * FROM mesh_allocations WHERE pool_id = ${poolId} AND child_jti = ${childJti}`).pipe(
       Effect.map((rows) => (rows.length === 0 ? undefined : decodeAllocation(rows[0])))
     )
 
   const allocationByKey = (poolId: string, key: string) =>
-    sql`SELECT * FROM mesh_allocations WHERE pool_id = ${poolId} AND idempotency_key = ${key}`.pipe(
-      Effect.mapError(unavailable),
+    q(sql`SELECT * FROM mesh_allocations WHERE pool_id = ${poolId} AND idempotency_key = ${key}`).pipe(
       Effect.map((rows) => (rows.length === 0 ? undefined : decodeAllocation(rows[0])))
     )
 
@@ -203,18 +276,18 @@ export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyReso
         const now = yield* Clock.currentTimeMillis
         // The id comes from the exact signed token, so nobody can claim another grantor's pool with a reused jti.
         const id = poolIdOf(token)
-        yield* sql`INSERT INTO mesh_pools ${sql.insert({
+        yield* q(sql`INSERT INTO mesh_pools ${sql.insert({
           id, token, grantor: m.grantor, grantee: m.grantee, limit_micros: limit, allocated_micros: 0,
           expires_at: m.expiresAt, opened_by: m.grantee, created_at: now
-        })} ON CONFLICT (id) DO NOTHING`.pipe(Effect.mapError(unavailable))
-        return toPool(yield* Effect.catchTag(poolRow(id), "NotFound", () => Effect.die("pool vanished after insert")))
+        })} ON CONFLICT (id) DO NOTHING`)
+        return toPool(yield* Effect.catchTag(poolRow(id), "PoolNotFound", () => Effect.die("pool vanished after insert")))
       }),
     pool: (actor, id) =>
       Effect.flatMap(poolRow(id), (row) => Effect.as(ownedBy(actor, row.grantee), toPool(row))),
     allocate: (actor, poolId, input) =>
       Effect.gen(function* () {
         if (input.idempotencyKey.length === 0 || input.idempotencyKey.length > 200) {
-          return yield* Effect.fail(new BadRequest({ code: "INVALID_REQUEST", message: "idempotencyKey must be 1 to 200 characters" }))
+          return yield* Effect.fail(new InvalidIdempotencyKey({ code: "INVALID_REQUEST", message: "idempotencyKey must be 1 to 200 characters" }))
         }
         const pool = yield* poolRow(poolId)
         // Before the idempotent answer too: an earlier allocation is the grantee's to see.
@@ -225,7 +298,7 @@ export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyReso
             ? undefined
             : row.child_jti === childJti
               ? Effect.succeed(toAllocation(row))
-              : Effect.fail(new Conflict({ code: "IDEMPOTENCY_KEY_REUSED", message: "this idempotency key was used for another child mandate" }))
+              : Effect.fail(new IdempotencyKeyReused({ code: "IDEMPOTENCY_KEY_REUSED", message: "this idempotency key was used for another child mandate" }))
         const earlier = settled(yield* allocationByKey(poolId, input.idempotencyKey), childJtiOf(input.childToken))
         if (earlier !== undefined) return yield* earlier
         const child = yield* verify(input.childToken, ["cart", "payment"])
@@ -233,7 +306,7 @@ export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyReso
           return yield* Effect.fail(mandateInvalid("the child mandate is not attenuated from this pool's mandate"))
         }
         const alreadyAllocated = () =>
-          new Conflict({ code: "ALREADY_ALLOCATED", message: `child mandate ${child.jti} already has an allocation from this pool` })
+          new AlreadyAllocated({ code: "ALREADY_ALLOCATED", message: `child mandate ${child.jti} already has an allocation from this pool` })
         if ((yield* allocationByChild(poolId, child.jti)) !== undefined) return yield* Effect.fail(alreadyAllocated())
         const amount = yield* limitOf(child)
         const id = `alloc_${toBase64Url(randomBytes(12))}`
@@ -242,43 +315,53 @@ export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyReso
           id, pool_id: poolId, idempotency_key: input.idempotencyKey, child_jti: child.jti, grantee: child.grantee,
           amount_micros: amount, used_micros: null, created_at: now, released_at: null
         }
-        const outcome = yield* (fast === undefined
-          ? reserve(sql, row).pipe(Effect.catchIf(isUniqueViolation, () => Effect.succeed("duplicate-child" as const)), Effect.mapError(unavailable))
-          : Effect.mapError(fast(row), (e) => errors.unavailable(String(e.cause))))
+        const outcome = yield* Effect.mapError(fast === undefined ? reserve(sql, row) : fast(row), storeFailed)
         if (outcome === "duplicate-child") return yield* Effect.fail(alreadyAllocated())
         // Whatever happened, a concurrent request with the same key may have won: its allocation is the answer.
         const now2 = settled(yield* allocationByKey(poolId, input.idempotencyKey), child.jti)
         if (now2 !== undefined) return yield* now2
         if (outcome === "exhausted") {
-          return yield* Effect.fail(new Conflict({ code: "BUDGET_EXHAUSTED", message: `pool ${poolId} cannot cover ${formatUsd(amount)} USD` }))
+          return yield* Effect.fail(new BudgetExhausted({ code: "BUDGET_EXHAUSTED", message: `pool ${poolId} cannot cover ${formatUsd(amount)} USD` }))
         }
         return yield* Effect.die(`allocation ${id} vanished`)
       }),
     release: (actor, allocationId, input) =>
       Effect.gen(function* () {
         const used = parseUsd(input.usedUsd)
-        if (Either.isLeft(used)) return yield* Effect.fail(new Unprocessable({ code: "INVALID_AMOUNT", message: used.left.message }))
-        const rows = yield* sql`SELECT * FROM mesh_allocations WHERE id = ${allocationId}`.pipe(Effect.mapError(unavailable))
-        if (rows.length === 0) return yield* Effect.fail(errors.notFound(`no allocation ${allocationId}`))
+        if (Either.isLeft(used)) return yield* Effect.fail(invalidAmount(used.left.message))
+        const rows = yield* q(sql`SELECT * FROM mesh_allocations WHERE id = ${allocationId}`)
+        if (rows.length === 0) return yield* Effect.fail(new AllocationNotFound({ code: "NOT_FOUND", message: `no allocation ${allocationId}` }))
         const alloc = decodeAllocation(rows[0])
         const pool = yield* poolRow(alloc.pool_id)
         yield* ownedBy(actor, pool.grantee)
         if (used.right > alloc.amount_micros) {
-          return yield* Effect.fail(new Unprocessable({ code: "INVALID_AMOUNT", message: "usedUsd exceeds the allocation" }))
+          return yield* Effect.fail(invalidAmount("usedUsd exceeds the allocation"))
         }
         const now = yield* Clock.currentTimeMillis
         // One statement: migration 0007's trigger returns the unused part to the pool; only the first release matches.
-        const released = yield* sql`UPDATE mesh_allocations SET used_micros = ${used.right}, released_at = ${now}
-          WHERE id = ${allocationId} AND released_at IS NULL RETURNING id`.pipe(
-          Effect.map((rows) => rows.length > 0),
-          Effect.mapError(unavailable)
-        )
-        if (!released) return yield* Effect.fail(new Conflict({ code: "ALREADY_REVOKED", message: `allocation ${allocationId} was already released` }))
-        const after = yield* sql`SELECT * FROM mesh_allocations WHERE id = ${allocationId}`.pipe(Effect.mapError(unavailable))
+        const released = yield* q(sql`UPDATE mesh_allocations SET used_micros = ${used.right}, released_at = ${now}
+          WHERE id = ${allocationId} AND released_at IS NULL RETURNING id`).pipe(Effect.map((rows) => rows.length > 0))
+        if (!released) return yield* Effect.fail(new AlreadyReleased({ code: "ALREADY_REVOKED", message: `allocation ${allocationId} was already released` }))
+        const after = yield* q(sql`SELECT * FROM mesh_allocations WHERE id = ${allocationId}`)
         return { allocation: toAllocation(decodeAllocation(after[0])), pool: toPool(yield* poolRow(alloc.pool_id)) }
       })
   }
 })
+
+/** What one allocation statement did: inserted, lost a race on its idempotency key, or was refused. */
+export type ReserveOutcome = "allocated" | "raced" | "exhausted" | "duplicate-child"
+
+/**
+ * The refusals an allocation statement expects, by classified reason: migration 0005's trigger aborting with
+ * `BUDGET_EXHAUSTED`, and a second allocation of one child (another idempotency key) hitting the unique
+ * (pool, child) index. Anything else stays a failure of the store.
+ */
+const expectedRefusal = (e: PersistenceError): Effect.Effect<ReserveOutcome, PersistenceError> =>
+  isTriggerAbort("BUDGET_EXHAUSTED")(e)
+    ? Effect.succeed("exhausted")
+    : isReason("UniqueViolation")(e)
+      ? Effect.succeed("duplicate-child")
+      : Effect.fail(e)
 
 /**
  * The allocation itself, one INSERT: migration 0005's triggers take the amount from the pool in the same statement,
@@ -289,53 +372,32 @@ export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyReso
 export const reserve = (
   sql: SqlClient.SqlClient,
   row: typeof AllocationRow.Encoded
-): Effect.Effect<"allocated" | "raced" | "exhausted", SqlError> =>
+): Effect.Effect<ReserveOutcome, PersistenceError> =>
   sql`INSERT INTO mesh_allocations ${sql.insert(row)} ON CONFLICT (pool_id, idempotency_key) DO NOTHING RETURNING id`.pipe(
-    Effect.map((rows) => (rows.length === 0 ? ("raced" as const) : ("allocated" as const))),
-    Effect.catchIf(isBudgetAbort, () => Effect.succeed("exhausted" as const))
+    Effect.map((rows): ReserveOutcome => (rows.length === 0 ? "raced" : "allocated")),
+    Effect.mapError(classify),
+    Effect.catchAll(expectedRefusal)
   )
 
 const RESERVE_SQL = `INSERT INTO mesh_allocations (id, pool_id, idempotency_key, child_jti, grantee, amount_micros, used_micros, created_at, released_at)
   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (pool_id, idempotency_key) DO NOTHING RETURNING id`
 
 /** `reserve` as one prepared statement on the `HotReads` connection: the same statement, without SqlClient's cost. */
-export const reserveFast = (
-  reads: HotReads["Type"]
-): ((row: typeof AllocationRow.Encoded) => Effect.Effect<"allocated" | "raced" | "exhausted" | "duplicate-child", StoreFailure>) => {
+export const reserveFast = (reads: HotReads["Type"]): ((row: typeof AllocationRow.Encoded) => Effect.Effect<ReserveOutcome, PersistenceError>) => {
   const insert = reads.prepareGet<{ id: string }>(RESERVE_SQL)
   return (row) =>
     Effect.try({
-      try: () =>
+      try: (): ReserveOutcome =>
         insert(row.id, row.pool_id, row.idempotency_key, row.child_jti, row.grantee, row.amount_micros, row.used_micros, row.created_at, row.released_at) ===
           undefined
-          ? ("raced" as const)
-          : ("allocated" as const),
-      catch: (e) => new StoreFailure({ cause: e })
-    }).pipe(
-      Effect.catchTag("StoreFailure", (f) => {
-        const code = (f.cause as { readonly code?: unknown } | undefined)?.code
-        const message = String((f.cause as { readonly message?: unknown } | undefined)?.message)
-        if (code === "SQLITE_CONSTRAINT_TRIGGER" && message.includes("BUDGET_EXHAUSTED")) return Effect.succeed("exhausted" as const)
-        if (code === "SQLITE_CONSTRAINT_UNIQUE") return Effect.succeed("duplicate-child" as const)
-        return Effect.fail(f)
-      })
-    )
+          ? "raced"
+          : "allocated",
+      catch: classify
+    }).pipe(Effect.catchAll(expectedRefusal))
 }
-
-/** A statement on the fast path failed. */
-export class StoreFailure extends Data.TaggedError("StoreFailure")<{ readonly cause: unknown }> {}
-
-// A second allocation of the same child mandate (another idempotency key) hits the unique (pool, child) index.
-const isUniqueViolation = (e: SqlError): boolean => (e.cause as { readonly code?: unknown } | undefined)?.code === "SQLITE_CONSTRAINT_UNIQUE"
 
 /** A pool's id: base32 of the first 15 bytes of SHA-256 over the exact parent token. */
 export const poolIdOf = (token: string): string => `pool_${base32.baseEncode(sha256(utf8(token)).subarray(0, 15))}`
-
-// The trigger's RAISE(ABORT) surfaces as SQLite's SQLITE_CONSTRAINT_TRIGGER, carrying our own message.
-const isBudgetAbort = (e: SqlError): boolean => {
-  const cause = e.cause as { readonly code?: unknown; readonly message?: unknown } | undefined
-  return cause?.code === "SQLITE_CONSTRAINT_TRIGGER" && String(cause.message).includes("BUDGET_EXHAUSTED")
-}
 
 /** The jti a token names, read without verification (only to answer an idempotent retry). */
 const childJtiOf = (token: string): string | undefined => Either.getOrUndefined(Either.map(decodeUnverified(token), (m) => m.jti))

@@ -25,6 +25,7 @@ import * as MeshClient from "./MeshClient.js"
 import * as RateLimiter from "./RateLimiter.js"
 import { Registry } from "./Registry.js"
 import { RegistryStore, type ChallengeRow } from "../sql/RegistryStore.js"
+import { summarize } from "../sql/SqlFailure.js"
 import { VERSION } from "../core/Version.js"
 import { equalBytes, fromBase64, randomBytes, toBase64, toBase64Url, utf8 } from "../core/internal/bytes.js"
 import { decodePublicKeyB64, isAcceptablePublicKey } from "../core/internal/ed25519.js"
@@ -64,8 +65,8 @@ export const layerLocalGateway: Layer.Layer<RegistryGateway, never, Registry | R
           Effect.map((r) => Option.some(toBase64(r.publicKey))),
           Effect.catchTags({ NotFound: () => Effect.succeedNone, Unprocessable: () => Effect.succeedNone })
         ),
-      saveChallenge: (row) => Effect.mapError(store.insertChallenge(row), (e) => errors.unavailable(e.message)),
-      takeChallenge: (id, now) => Effect.mapError(store.consumeChallenge(id, now), (e) => errors.unavailable(e.message))
+      saveChallenge: (row) => Effect.mapError(store.insertChallenge(row), (e) => errors.unavailable(summarize(e))),
+      takeChallenge: (id, now) => Effect.mapError(store.consumeChallenge(id, now), (e) => errors.unavailable(summarize(e)))
     }
   })
 )

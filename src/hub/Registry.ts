@@ -26,7 +26,8 @@ import { PayloadTooLarge } from "../http/ErrorBody.js"
 import { Keys, type KeysApi } from "../core/Keys.js"
 import { verifyMessage } from "../core/Proof.js"
 import * as RateLimiter from "./RateLimiter.js"
-import { type ApiKeyRow, type EntryKind, type EntryRow, RegistryStore, type RegistryStoreApi, type StoreUnavailable } from "../sql/RegistryStore.js"
+import { type ApiKeyRow, type EntryKind, type EntryRow, RegistryStore, type RegistryStoreApi } from "../sql/RegistryStore.js"
+import { summarize, type PersistenceError } from "../sql/SqlFailure.js"
 import { MESH_PROTOCOL_VERSION } from "../core/Version.js"
 import { equalBytes, fromBase64, randomBytes, toBase64, toBase64Url, toHex, utf8 } from "../core/internal/bytes.js"
 import { canonicalPublicKeyB64, decodePublicKeyB64, isAcceptablePublicKey } from "../core/internal/ed25519.js"
@@ -142,7 +143,7 @@ export interface CreatedApiKey {
   readonly label: string | null
 }
 
-type Store = StoreUnavailable
+type Store = PersistenceError
 
 /** The operations of the registry. */
 export interface RegistryApi {
@@ -269,7 +270,7 @@ const MAX_LIMIT = 200
 const MAX_QUOTA_KEYS = 10_000
 
 const iso = (ms: number) => new Date(ms).toISOString()
-const storeError = (e: Store) => errors.unavailable(e.message)
+const storeError = (e: Store) => errors.unavailable(summarize(e))
 
 const isHttpUrl = (u: string) => {
   try {
@@ -325,7 +326,10 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
       const now = yield* Clock.currentTimeMillis
       yield* store.insertApiKey({ id, key_hash: hashSecret(secret), owner, kind, label: label ?? null, created_at: now, revoked_at: null })
       return { id, apiKey: secret, owner, kind, label: label ?? null }
-    }).pipe(Effect.catchTags({ StoreUnavailable: (e) => Effect.fail(storeError(e)), StoreConflict: (e) => Effect.die(e) }))
+    }).pipe(
+      // Two random 256-bit secrets (or 72-bit ids) colliding is a broken CSPRNG, not a condition to answer.
+      Effect.catchTag("PersistenceError", (e) => (e.reason === "UniqueViolation" ? Effect.die(e) : Effect.fail(storeError(e))))
+    )
 
   const authenticate = (secret: string | undefined) =>
     Effect.gen(function* () {
@@ -405,10 +409,8 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
 
   const insert = (row: EntryRow) =>
     store.insertEntry(row).pipe(
-      Effect.catchTags({
-        StoreUnavailable: (e) => Effect.fail(storeError(e)),
-        StoreConflict: () => Effect.fail(errors.conflict("DID_TAKEN", `${row.did} is already registered`))
-      })
+      // Only the database's unique violation (the DID or its hash) means taken; any other refusal is the store's.
+      Effect.mapError((e) => (e.reason === "UniqueViolation" ? errors.conflict("DID_TAKEN", `${row.did} is already registered`) : storeError(e)))
     )
 
   const validDid = (given: string) => {

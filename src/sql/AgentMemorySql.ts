@@ -8,12 +8,13 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { AgentMemory, type AgentMemoryApi, DEFAULT_MAX_TURNS, MemoryUnavailable } from "../core/AgentMemory.js"
 import type { ChatMessage } from "../core/ModelProvider.js"
+import { summarize } from "./SqlFailure.js"
 
 /** Persistent memory on the migrated `SqlClient`; `load` returns the latest `maxTurns` turns. */
 export const make = (options: { readonly maxTurns?: number } = {}): Effect.Effect<AgentMemoryApi, never, SqlClient.SqlClient> =>
   Effect.map(SqlClient.SqlClient, (sql) => {
     const maxTurns = options.maxTurns ?? DEFAULT_MAX_TURNS
-    const unavailable = (e: { readonly message: string }) => new MemoryUnavailable({ code: "STORE_UNAVAILABLE", message: e.message })
+    const unavailable = (e: unknown) => new MemoryUnavailable({ code: "STORE_UNAVAILABLE", message: summarize(e) })
     return {
       mode: "persistent",
       load: (agent, owner, sessionId) =>

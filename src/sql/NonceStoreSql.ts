@@ -20,6 +20,7 @@ import {
   type NonceStoreApi,
   NonceStoreUnavailable
 } from "../core/NonceStore.js"
+import { summarize } from "./SqlFailure.js"
 
 /** Default time between purges of expired rows. */
 export const DEFAULT_PURGE_INTERVAL_MS = 60_000
@@ -37,7 +38,7 @@ export const purgeExpired: Effect.Effect<number, NonceStoreUnavailable, SqlClien
   const sql = yield* SqlClient.SqlClient
   const now = yield* Clock.currentTimeMillis
   const rows = yield* sql<{ sender: string }>`DELETE FROM mesh_nonces WHERE expires_at <= ${now} RETURNING sender`.pipe(
-    Effect.mapError((e) => new NonceStoreUnavailable({ message: e.message }))
+    Effect.mapError((e) => new NonceStoreUnavailable({ message: summarize(e) }))
   )
   return rows.length
 })
@@ -47,7 +48,8 @@ export const make = (options: SqlOptions = {}): Effect.Effect<NonceStoreApi, nev
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const quota = options.perSenderQuota ?? DEFAULT_PER_SENDER_QUOTA
-    const unavailable = (e: { readonly message: string }) => new NonceStoreUnavailable({ message: e.message })
+    // Every failure here is the store's, whatever its reason (the statements expect no constraint to fire).
+    const unavailable = (e: unknown) => new NonceStoreUnavailable({ message: summarize(e) })
 
     yield* purgeExpired.pipe(
       Effect.catchAll((e) => Effect.logWarning(`nonce purge failed: ${e.message}`)),

@@ -5,24 +5,14 @@
  * Floor: sql (docs/architecture.md §3).
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import type { SqlError } from "@effect/sql/SqlError"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import * as Context from "effect/Context"
-import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import type { ParseError } from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { HotReads } from "./Database.js"
-
-/** The database failed; callers answer 503 and the client retries. */
-export class StoreUnavailable extends Data.TaggedError("StoreUnavailable")<{ readonly message: string }> {}
-
-/** A unique key (DID, didHash, key hash) is taken. */
-export class StoreConflict extends Data.TaggedError("StoreConflict")<{ readonly message: string }> {}
-
-const unavailable = (e: SqlError | ParseError) => new StoreUnavailable({ message: e.message })
+import { classify, type PersistenceError } from "./SqlFailure.js"
 
 /** The kinds of registry entry. */
 export const EntryKind = Schema.Literal("agent", "mcp", "skill")
@@ -84,11 +74,14 @@ export const TombstoneRow = Schema.Struct({
 /** What is left of a deleted agent. */
 export type TombstoneRow = typeof TombstoneRow.Type
 
-type Fx<A> = Effect.Effect<A, StoreUnavailable>
+type Fx<A> = Effect.Effect<A, PersistenceError>
 
-/** The operations of the registry store. */
+/**
+ * The operations of the registry store. Each fails with `PersistenceError` only; a taken DID or key hash is its
+ * `UniqueViolation`, which `Registry` turns into `DID_TAKEN`.
+ */
 export interface RegistryStoreApi {
-  readonly insertApiKey: (row: ApiKeyRow) => Effect.Effect<void, StoreUnavailable | StoreConflict>
+  readonly insertApiKey: (row: ApiKeyRow) => Fx<void>
   readonly apiKeyByHash: (hash: string) => Fx<Option.Option<ApiKeyRow>>
   readonly apiKeyById: (id: string) => Fx<Option.Option<ApiKeyRow>>
   readonly countApiKeys: (kind: ApiKeyRow["kind"]) => Fx<number>
@@ -96,7 +89,7 @@ export interface RegistryStoreApi {
   readonly revokeApiKey: (id: string, at: number) => Fx<boolean>
   readonly pinManifest: (cid: string, body: string, at: number) => Fx<void>
   readonly manifest: (cid: string) => Fx<Option.Option<string>>
-  readonly insertEntry: (row: EntryRow) => Effect.Effect<void, StoreUnavailable | StoreConflict>
+  readonly insertEntry: (row: EntryRow) => Fx<void>
   readonly entryByHash: (didHash: string) => Fx<Option.Option<EntryRow>>
   readonly entryByDid: (did: string) => Fx<Option.Option<EntryRow>>
   /** Entries of a kind in didHash order after `cursor`, at most `limit`. */
@@ -161,18 +154,10 @@ export const ftsQuery = (terms: ReadonlyArray<string>): string => {
   return kept.map((p) => `"${p.replace(/"/g, '""')}"`).join(" ")
 }
 
-const isUniqueViolation = (e: SqlError) => /UNIQUE|constraint/i.test(String((e.cause as { message?: string } | undefined)?.message ?? e.message))
-
 /** The store on a migrated `SqlClient`. */
 export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const hot = yield* Effect.serviceOption(HotReads)
-
-  const insertOrConflict = (run: Effect.Effect<unknown, SqlError>, what: string) =>
-    run.pipe(
-      Effect.asVoid,
-      Effect.catchTag("SqlError", (e) => Effect.fail(isUniqueViolation(e) ? new StoreConflict({ message: `${what} already exists` }) : unavailable(e)))
-    )
 
   const apiKeyByHash = SqlSchema.findOne({ Request: Schema.String, Result: ApiKeyRow, execute: (h) => sql`SELECT * FROM mesh_api_keys WHERE key_hash = ${h}` })
   const apiKeyById = SqlSchema.findOne({ Request: Schema.String, Result: ApiKeyRow, execute: (id) => sql`SELECT * FROM mesh_api_keys WHERE id = ${id}` })
@@ -196,81 +181,81 @@ export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> =
   })
 
   return {
-    insertApiKey: (row) => insertOrConflict(sql`INSERT INTO mesh_api_keys ${sql.insert(row)}`, "API key"),
-    apiKeyByHash: (h) => apiKeyByHash(h).pipe(Effect.mapError(unavailable)),
-    apiKeyById: (id) => apiKeyById(id).pipe(Effect.mapError(unavailable)),
+    insertApiKey: (row) => sql`INSERT INTO mesh_api_keys ${sql.insert(row)}`.pipe(Effect.asVoid, Effect.mapError(classify)),
+    apiKeyByHash: (h) => apiKeyByHash(h).pipe(Effect.mapError(classify)),
+    apiKeyById: (id) => apiKeyById(id).pipe(Effect.mapError(classify)),
     countApiKeys: (kind) =>
       sql<{ n: number }>`SELECT count(*) AS n FROM mesh_api_keys WHERE kind = ${kind} AND revoked_at IS NULL`.pipe(
         Effect.map((rows) => Number(rows[0]?.n ?? 0)),
-        Effect.mapError(unavailable)
+        Effect.mapError(classify)
       ),
     revokeApiKey: (id, at) =>
       sql<{ id: string }>`UPDATE mesh_api_keys SET revoked_at = ${at} WHERE id = ${id} AND revoked_at IS NULL RETURNING id`.pipe(
         Effect.map((rows) => rows.length > 0),
-        Effect.mapError(unavailable)
+        Effect.mapError(classify)
       ),
     pinManifest: (cid, body, at) =>
-      sql`INSERT INTO mesh_manifests (cid, body, created_at) VALUES (${cid}, ${body}, ${at}) ON CONFLICT (cid) DO NOTHING`.pipe(Effect.asVoid, Effect.mapError(unavailable)),
+      sql`INSERT INTO mesh_manifests (cid, body, created_at) VALUES (${cid}, ${body}, ${at}) ON CONFLICT (cid) DO NOTHING`.pipe(Effect.asVoid, Effect.mapError(classify)),
     manifest: (cid) =>
       SqlSchema.findOne({ Request: Schema.String, Result: Schema.Struct({ body: Schema.String }), execute: (c) => sql`SELECT body FROM mesh_manifests WHERE cid = ${c}` })(cid).pipe(
         Effect.map(Option.map((r) => r.body)),
-        Effect.mapError(unavailable)
+        Effect.mapError(classify)
       ),
-    insertEntry: (row) => insertOrConflict(sql`INSERT INTO mesh_entries ${sql.insert(row)}`, "DID"),
+    insertEntry: (row) => sql`INSERT INTO mesh_entries ${sql.insert(row)}`.pipe(Effect.asVoid, Effect.mapError(classify)),
     entryByHash: Option.match(hot, {
-      onNone: () => (h: string) => entryByHash(h).pipe(Effect.mapError(unavailable)),
+      onNone: () => (h: string) => entryByHash(h).pipe(Effect.mapError(classify)),
       onSome: (reads) => {
         // Rows of our own table, read on every resolve: taken as they are, without a decode.
         const get = reads.prepareGet<EntryRow>("SELECT * FROM mesh_entries WHERE did_hash = ?")
         return (h: string) =>
-          Effect.try({ try: () => Option.fromNullable(get(h)), catch: (e) => new StoreUnavailable({ message: String(e) }) })
+          Effect.try({ try: () => Option.fromNullable(get(h)), catch: classify })
       }
     }),
-    entryByDid: (d) => entryByDid(d).pipe(Effect.mapError(unavailable)),
-    listEntries: (kind, limit, cursor) => listEntries({ kind, limit, cursor: cursor ?? "" }).pipe(Effect.mapError(unavailable)),
-    updateEntry: (did, patch) => sql`UPDATE mesh_entries SET ${sql.update(patch)} WHERE did = ${did}`.pipe(Effect.asVoid, Effect.mapError(unavailable)),
+    entryByDid: (d) => entryByDid(d).pipe(Effect.mapError(classify)),
+    listEntries: (kind, limit, cursor) => listEntries({ kind, limit, cursor: cursor ?? "" }).pipe(Effect.mapError(classify)),
+    updateEntry: (did, patch) => sql`UPDATE mesh_entries SET ${sql.update(patch)} WHERE did = ${did}`.pipe(Effect.asVoid, Effect.mapError(classify)),
     rotateKey: (did, publicKeyB64, from, at) =>
       sql<{ key_version: number }>`UPDATE mesh_entries SET public_key_b64 = ${publicKeyB64}, key_version = key_version + 1, updated_at = ${at}
         WHERE did = ${did} AND key_version = ${from} RETURNING key_version`.pipe(
         Effect.map((rows) => Number(rows[0]?.key_version ?? 0)),
-        Effect.mapError(unavailable)
+        Effect.mapError(classify)
       ),
-    deleteEntry: (did) => sql`DELETE FROM mesh_entries WHERE did = ${did}`.pipe(Effect.asVoid, Effect.mapError(unavailable)),
+    deleteEntry: (did) => sql`DELETE FROM mesh_entries WHERE did = ${did}`.pipe(Effect.asVoid, Effect.mapError(classify)),
     deleteAgent: (row, at) =>
       Effect.all([
         sql`INSERT INTO mesh_tombstones (did, did_hash, public_key_b64, key_version, deleted_at)
           VALUES (${row.did}, ${row.did_hash}, ${row.public_key_b64 ?? ""}, ${row.key_version}, ${at})
           ON CONFLICT (did) DO UPDATE SET public_key_b64 = excluded.public_key_b64, key_version = excluded.key_version, deleted_at = excluded.deleted_at`,
         sql`DELETE FROM mesh_entries WHERE did = ${row.did}`
-      ], { discard: true }).pipe(sql.withTransaction, Effect.mapError(unavailable)),
-    tombstone: (did) => tombstone(did).pipe(Effect.mapError(unavailable)),
+      ], { discard: true }).pipe(sql.withTransaction, Effect.mapError(classify)),
+    tombstone: (did) => tombstone(did).pipe(Effect.mapError(classify)),
     claimSetting: (name, value) =>
       sql<{ name: string }>`INSERT INTO mesh_settings (name, value) VALUES (${name}, ${value}) ON CONFLICT (name) DO NOTHING RETURNING name`.pipe(
         Effect.map((rows) => rows.length > 0),
-        Effect.mapError(unavailable)
+        Effect.mapError(classify)
       ),
     search: (terms, limit) =>
-      terms.length === 0 ? Effect.succeed([]) : search({ match: ftsQuery(terms), limit }).pipe(Effect.mapError(unavailable)),
+      terms.length === 0 ? Effect.succeed([]) : search({ match: ftsQuery(terms), limit }).pipe(Effect.mapError(classify)),
     revokeMandate: (jti, grantor, at) =>
       sql<{ jti: string }>`INSERT INTO mesh_mandate_revocations (grantor, jti, revoked_at) VALUES (${grantor}, ${jti}, ${at})
         ON CONFLICT (grantor, jti) DO NOTHING RETURNING jti`.pipe(
         Effect.map((rows) => rows.length > 0),
-        Effect.mapError(unavailable)
+        Effect.mapError(classify)
       ),
     isMandateRevoked: (jti, grantor) =>
-      sql<{ n: number }>`SELECT 1 AS n FROM mesh_mandate_revocations WHERE grantor = ${grantor} AND jti = ${jti}`.pipe(Effect.map((rows) => rows.length > 0), Effect.mapError(unavailable)),
-    insertChallenge: (row) => sql`INSERT INTO mesh_challenges ${sql.insert(row)}`.pipe(Effect.asVoid, Effect.mapError(unavailable)),
+      sql<{ n: number }>`SELECT 1 AS n FROM mesh_mandate_revocations WHERE grantor = ${grantor} AND jti = ${jti}`.pipe(Effect.map((rows) => rows.length > 0), Effect.mapError(classify)),
+    insertChallenge: (row) => sql`INSERT INTO mesh_challenges ${sql.insert(row)}`.pipe(Effect.asVoid, Effect.mapError(classify)),
     consumeChallenge: (id, now) =>
       // One statement marks it used, so two answers racing for one challenge cannot both win.
       sql<{ id: string }>`UPDATE mesh_challenges SET used_at = ${now} WHERE id = ${id} AND used_at IS NULL AND expires_at > ${now} RETURNING id`.pipe(
         Effect.flatMap((rows) => (rows.length === 0 ? Effect.succeedNone : challengeById(id))),
-        Effect.mapError(unavailable)
+        Effect.mapError(classify)
       ),
     purgeChallenges: (now, batch) =>
       sql<{ id: string }>`DELETE FROM mesh_challenges WHERE id IN (
         SELECT id FROM mesh_challenges WHERE expires_at <= ${now} UNION SELECT id FROM mesh_challenges WHERE used_at IS NOT NULL LIMIT ${batch}
-      ) RETURNING id`.pipe(Effect.map((rows) => rows.length), Effect.mapError(unavailable)),
-    countChallenges: sql<{ n: number }>`SELECT count(*) AS n FROM mesh_challenges`.pipe(Effect.map((rows) => Number(rows[0]?.n ?? 0)), Effect.mapError(unavailable)),
+      ) RETURNING id`.pipe(Effect.map((rows) => rows.length), Effect.mapError(classify)),
+    countChallenges: sql<{ n: number }>`SELECT count(*) AS n FROM mesh_challenges`.pipe(Effect.map((rows) => Number(rows[0]?.n ?? 0)), Effect.mapError(classify)),
     ping: sql`SELECT 1`.pipe(Effect.as(true), Effect.catchAll(() => Effect.succeed(false)))
   }
 })

@@ -21,6 +21,7 @@ import {
   type TaskStoreApi,
   TaskStoreUnavailable
 } from "../core/TaskStore.js"
+import { summarize } from "./SqlFailure.js"
 
 /** Delete counters of expired mandates once every this many charges. */
 const PURGE_EVERY = 1024
@@ -45,7 +46,10 @@ export const make: Effect.Effect<TaskStoreApi, never, SqlClient.SqlClient> = Eff
   const sql = yield* SqlClient.SqlClient
   let sincePurge = 0
   let sinceTaskPurge = 0
-  const unavailable = (e: { readonly message: string }) => new TaskStoreUnavailable({ code: "TASK_STORE_UNAVAILABLE", message: e.message })
+  const refused = (message: string) => new TaskStoreUnavailable({ code: "TASK_STORE_UNAVAILABLE", message })
+  // Every database failure here is the store's, whatever its reason: limits and taken ids are decided by the
+  // statements themselves (a row returned or not), never by a constraint firing.
+  const unavailable = (e: unknown) => refused(summarize(e))
   // A row this layer did not write (bad JSON, unknown status) is a broken database, not a missing task: fail closed.
   const fromRow = (r: TaskRow): Effect.Effect<PausedTask & { readonly status: PausedTaskStatus }, TaskStoreUnavailable> =>
     Effect.try({
@@ -64,7 +68,7 @@ export const make: Effect.Effect<TaskStoreApi, never, SqlClient.SqlClient> = Eff
           status: r.status
         }
       },
-      catch: (e) => unavailable({ message: `paused task ${r.task_id} is unreadable: ${e instanceof Error ? e.message : String(e)}` })
+      catch: (e) => refused(`paused task ${r.task_id} is unreadable: ${e instanceof Error ? e.message : String(e)}`)
     })
 
   return {
