@@ -17,7 +17,7 @@ import * as Schema from "effect/Schema"
 import type { PlatformError } from "@effect/platform/Error"
 import * as Either from "effect/Either"
 import * as ParseResult from "effect/ParseResult"
-import { didHash, extractPublicKey, generateDid, type InvalidDid, normalizeDid, publicKeyOfDidKey, verificationMethodId } from "../core/Did.js"
+import { didHash, extractPublicKey, generateDid, type InvalidDid, isNormalizedDid, publicKeyOfDidKey, verificationMethodId } from "../core/Did.js"
 import { importPublicKey, Keys, type MalformedKey } from "../core/Keys.js"
 import { equalBytes, randomBytes, toBase64, toHex } from "../core/internal/bytes.js"
 import { tryParseJsonStrict } from "../core/internal/json.js"
@@ -112,7 +112,7 @@ export const readIdentityFile = (
     const decoded = Schema.decodeUnknownEither(IdentityFile)(parsed.value)
     if (Either.isLeft(decoded)) return yield* Effect.fail(identityInvalid(file, ParseResult.TreeFormatter.formatErrorSync(decoded.left)))
     const id = decoded.right
-    if (normalizeDid(id.did) !== id.did) return yield* Effect.fail(identityInvalid(file, `${JSON.stringify(id.did)} is not a lower-case did:mesh DID`))
+    if (!isNormalizedDid(id.did)) return yield* Effect.fail(identityInvalid(file, `${JSON.stringify(id.did)} is not a lower-case did:mesh DID`))
     const publicKey = yield* importPublicKey(id.publicKeyB64)
     const fromDocument = yield* extractPublicKey(id.document, verificationMethodId(id.did)).pipe(
       Effect.catchTags({
