@@ -26,7 +26,8 @@ import { isRecord } from "../core/internal/record.js"
 
 /**
  * A call failed; `code` is the agent's (or the hub's) error code, or one of AGENT_NOT_FOUND, AGENT_UNREACHABLE,
- * BAD_RESPONSE, SSE_LIMIT_EXCEEDED (a streamed reply sent an event or a stream past the client's `sse` limits).
+ * BAD_RESPONSE, SSE_LIMIT_EXCEEDED (a streamed reply sent an event or a stream past the client's `sse` limits),
+ * REPLY_TOO_LARGE (a reply that is not an event stream declared or sent more than `maxReplyBytes`).
  */
 export class AgentCallError extends Schema.TaggedError<AgentCallError>()("AgentCallError", {
   code: Schema.String,
@@ -73,6 +74,8 @@ export interface AgentClientOptions {
   readonly reconnects?: number
   /** How large a streamed reply may be: default 1 MiB per event, 64 MiB per stream (each connection counted apart). */
   readonly sse?: Sse.SseLimits
+  /** How large any other reply (JSON, an error body, the discovery document) may be, in bytes; default 4 MiB. */
+  readonly maxReplyBytes?: number
 }
 
 /** The operations of an agent client. */
@@ -94,6 +97,9 @@ export interface AgentClientApi {
   ) => Effect.Effect<CallResult, AgentCallError>
 }
 
+/** The code of a reply that is not an event stream and is larger than the client's `maxReplyBytes`. */
+export const REPLY_TOO_LARGE = "REPLY_TOO_LARGE"
+
 const unreachable = (e: { readonly message: string }) => new AgentCallError({ code: "AGENT_UNREACHABLE", message: e.message })
 const badResponse = (message: string, status?: number) =>
   new AgentCallError(status === undefined ? { code: "BAD_RESPONSE", message } : { code: "BAD_RESPONSE", message, status })
@@ -111,6 +117,10 @@ const fromErrorBody = (body: unknown, status?: number): AgentCallError =>
 
 const isHttpUrl = (s: string) => /^https?:\/\//i.test(s)
 
+// A reply with no body at all (204, HEAD) reads as empty text, as `response.text` read it.
+const bodyOf = (response: HttpClientResponse.HttpClientResponse) =>
+  Stream.catchAll(response.stream, (e) => (e.reason === "EmptyBody" ? Stream.empty : Stream.fail(e)))
+
 /** Builds the client over an `HttpClient`. */
 export const make = (options: AgentClientOptions = {}): Effect.Effect<AgentClientApi, never, HttpClient.HttpClient | Keys> =>
   Effect.gen(function* () {
@@ -118,6 +128,7 @@ export const make = (options: AgentClientOptions = {}): Effect.Effect<AgentClien
     const keys = yield* Keys
     const ttl = options.cacheTtlMs ?? 30_000
     const reconnects = options.reconnects ?? 3
+    const maxReply = options.maxReplyBytes ?? Sse.DEFAULT_MAX_REPLY_BYTES
     const hub = options.hubUrl === undefined ? undefined : yield* MeshClient.make({ hubUrl: options.hubUrl, retry: { times: 2 } })
     const cache = new Map<string, { readonly url: string; readonly until: number }>()
 
@@ -174,14 +185,20 @@ export const make = (options: AgentClientOptions = {}): Effect.Effect<AgentClien
       ...(o.mandate === undefined ? {} : { mandate: o.mandate })
     })
 
-    /** A response body as strict JSON (I-JSON: no duplicate names, no `__proto__`). */
+    /** A response body as strict JSON (I-JSON: no duplicate names, no `__proto__`), read under `maxReplyBytes`. */
     const readJson = (response: HttpClientResponse.HttpClientResponse): Effect.Effect<unknown, AgentCallError> =>
-      Effect.flatMap(Effect.mapError(response.text, unreachable), (text) => {
+      Effect.flatMap(readBody(response), (text) => {
         const parsed = tryParseJsonStrict(text)
         return parsed.ok
           ? Effect.succeed(parsed.value)
           : Effect.fail(badResponse(`the agent answered HTTP ${response.status} without JSON (${parsed.error.reason})`, response.status))
       })
+
+    const readBody = (response: HttpClientResponse.HttpClientResponse): Effect.Effect<string, AgentCallError> =>
+      Sse.readReply(bodyOf(response), { maxBytes: maxReply, contentLength: response.headers["content-length"] }).pipe(
+        Effect.catchTag("ReplyTooLarge", (e) => Effect.fail(new AgentCallError({ code: REPLY_TOO_LARGE, message: e.message, status: response.status }))),
+        Effect.mapError((e) => (e instanceof AgentCallError ? e : unreachable(e)))
+      )
 
     const readResult = (response: HttpClientResponse.HttpClientResponse): Effect.Effect<CallResult, AgentCallError> =>
       Effect.flatMap(
@@ -246,7 +263,9 @@ export const make = (options: AgentClientOptions = {}): Effect.Effect<AgentClien
         return Stream.unwrap(
           Effect.map(post(url, payload, o, headers), (response) => {
             if (response.status !== 200 || !(response.headers["content-type"] ?? "").includes("text/event-stream")) {
-              return Stream.fromEffect(Effect.flatMap(Effect.orElseSucceed(readJson(response), () => undefined), (b) => Effect.fail(fromErrorBody(b, response.status))))
+              // Whatever the body holds, it is read under the same cap: answering without SSE is no way around the limits.
+              const body = Effect.catchIf(readJson(response), (e) => e.code !== REPLY_TOO_LARGE, () => Effect.succeed(undefined))
+              return Stream.fromEffect(Effect.flatMap(body, (b) => Effect.fail(fromErrorBody(b, response.status))))
             }
             const events = Sse.parse(Stream.mapError(response.stream, unreachable), options.sse).pipe(
               Stream.catchTag("SseLimitExceeded", (e) => Stream.fail(new AgentCallError({ code: "SSE_LIMIT_EXCEEDED", message: e.message }))),

@@ -3,7 +3,9 @@
  * with the caller's `did:mesh` key (docs/protocol.md §10). Verification checks, in this order, the fields, the time
  * window, the digest, the key, the signature, and only then the nonce, so forged traffic cannot burn nonces.
  * `checkRequest` stops before the nonce so a server can authorize the signer first (an authentic but unwelcome
- * caller must not fill the store either); `recordNonce` then records it, `verifyRequest` does both.
+ * caller must not fill the store either); `recordNonce` then records it, `verifyRequest` does both. A server with an
+ * allow-list hands it to `checkRequest` as `isAllowed`, asked as soon as the keyid is read: a request naming a DID
+ * outside it never reaches the key resolver, so unsigned traffic naming random DIDs cannot turn into lookups.
  *
  * Floor: core (docs/architecture.md §3).
  */
@@ -224,6 +226,26 @@ export interface VerifyRequestOptions {
   readonly maxAgeSeconds?: number
 }
 
+/** What `checkRequest` needs besides the request. */
+export interface CheckRequestOptions extends Omit<VerifyRequestOptions, "nonceStore"> {
+  /**
+   * Whether the keyid's normalized DID may call at all, asked before its key is resolved; a DID it refuses is
+   * `CallerNotAllowed`. The DID is not proven yet: this only spares the resolver, the caller's own check of the
+   * verified DID still decides.
+   */
+  readonly isAllowed?: (did: string) => boolean
+}
+
+/** The keyid names a DID the verifier's `isAllowed` refuses (HTTP 403); its key was not looked up. */
+export class CallerNotAllowed extends Schema.TaggedError<CallerNotAllowed>()("CallerNotAllowed", {
+  code: Schema.Literal("CALLER_NOT_ALLOWED"),
+  message: Schema.String,
+  did: Schema.String
+}) {}
+
+/** What `checkRequest` fails with: `CallerNotAllowed` only when its options may carry `isAllowed`. */
+export type CheckRequestError<O> = "isAllowed" extends keyof O ? HttpSignatureError | CallerNotAllowed : HttpSignatureError
+
 /** A signature that verified, and whose nonce is now recorded. */
 export interface VerifiedSignature {
   /** The normalized DID of `keyid`. */
@@ -272,10 +294,10 @@ const isInteger = (u: BareItem | undefined): u is number => typeof u === "number
  * Verifies the mesh-sig signature of a request, everything but the nonce, which the caller records with
  * `recordNonce` once it has authorized the signer. Other signatures on the request are ignored.
  */
-export const checkRequest = (
+export const checkRequest = <O extends CheckRequestOptions>(
   req: SignableRequest,
-  options: Omit<VerifyRequestOptions, "nonceStore">
-): Effect.Effect<CheckedSignature, HttpSignatureError, Keys> =>
+  options: O
+): Effect.Effect<CheckedSignature, CheckRequestError<O>, Keys> =>
   Effect.gen(function* () {
     // 1. parse
     const inputField = fieldValue(req.headers, "signature-input")
@@ -311,6 +333,10 @@ export const checkRequest = (
     const signer = signerOf(params.get("keyid"))
     if (signer === undefined) return yield* fail("SIGNATURE_MALFORMED", "keyid must be a did:mesh verification method, <did>#key-1")
     const { did, keyId } = signer
+    // Before anything costs more than parsing: a DID the server would refuse anyway must not reach the resolver.
+    if (options.isAllowed !== undefined && !options.isAllowed(did)) {
+      return yield* Effect.fail(new CallerNotAllowed({ code: "CALLER_NOT_ALLOWED", message: `${did} is not an allowed caller`, did }))
+    }
 
     // 4. time window; maxAge caps the lifetime whatever expires says, which also bounds how long the nonce is kept
     const tolerance = options.clockToleranceMs ?? DEFAULT_CLOCK_TOLERANCE_MS
@@ -345,7 +371,8 @@ export const checkRequest = (
     if (!ok) return yield* fail("SIGNATURE_INVALID", `${label} does not verify under the key of ${did}`)
 
     return { did, keyId, created, nonce, retainUntilMs: validUntil + tolerance }
-  })
+    // CallerNotAllowed is only ever raised when `isAllowed` is present, which is what CheckRequestError<O> says.
+  }) as Effect.Effect<CheckedSignature, CheckRequestError<O>, Keys>
 
 /** Records the nonce of a checked signature: REPLAYED if it was used, NONCE_QUOTA_EXCEEDED past the signer's quota. */
 export const recordNonce = (checked: CheckedSignature, nonceStore: NonceStoreApi): Effect.Effect<void, HttpSignatureError> =>

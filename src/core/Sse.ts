@@ -3,11 +3,16 @@
  * a limit per event and per stream, and `encodeEvent` frames one event. A reader must be bounded because the peer
  * decides the sizes: one unterminated event would otherwise grow the reader until it dies. Past a limit the stream
  * fails with `SseLimitExceeded` as soon as the chunk that crosses it arrives, so a reader holds at most the limit
- * plus one chunk. Core module: no I/O, bytes in and events out (docs/agent.md §3 and §7, docs/mesh-server.md §4 and §7).
+ * plus one chunk. A peer could step around those limits by answering without `text/event-stream`, so a reply that is
+ * not an event stream is read by `readReply`, under one cap for the whole body, with the same rule: a declared
+ * `Content-Length` over the cap is refused before a byte is read, and an undeclared body fails with
+ * `ReplyTooLarge` as soon as the chunk that crosses the cap arrives. Core module: no I/O, bytes in and events out
+ * (docs/agent.md §3 and §7, docs/mesh-server.md §4 and §7).
  *
  * Floor: core (docs/architecture.md §3).
  */
 import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Stream from "effect/Stream"
 
@@ -22,6 +27,9 @@ export const DEFAULT_MAX_EVENT_BYTES = 1024 * 1024
 
 /** Default largest stream a reader accepts, in bytes. */
 export const DEFAULT_MAX_STREAM_BYTES = 64 * 1024 * 1024
+
+/** Default largest reply that is not an event stream, in bytes. */
+export const DEFAULT_MAX_REPLY_BYTES = 4 * 1024 * 1024
 
 /** How much a reader accepts. */
 export interface SseLimits {
@@ -160,3 +168,51 @@ export const encodeEvent = (event: { readonly id?: string; readonly event?: stri
   for (const l of event.data.split(/\r\n|\r|\n/)) text += `data: ${l}\n`
   return `${text}\n`
 }
+
+/** The peer sent (or declared) a reply that is not an event stream and is larger than the reader accepts. */
+export class ReplyTooLarge extends Data.TaggedError("ReplyTooLarge")<{
+  readonly maxBytes: number
+  readonly message: string
+}> {}
+
+/** What `readReply` needs besides the body. */
+export interface ReplyLimit {
+  /** Largest body, in bytes; default 4 MiB. */
+  readonly maxBytes?: number
+  /** The reply's `Content-Length` header, if any: over the cap, the body is refused unread. */
+  readonly contentLength?: string | undefined
+}
+
+/**
+ * A whole reply body as UTF-8 text, holding at most the cap plus one chunk: past the cap (declared or counted) it
+ * fails with `ReplyTooLarge` and the body is cancelled, so the peer is not read any further.
+ */
+export const readReply = <E>(bytes: Stream.Stream<Uint8Array, E>, limit: ReplyLimit = {}): Effect.Effect<string, E | ReplyTooLarge> =>
+  Effect.suspend(() => {
+    const max = limit.maxBytes ?? DEFAULT_MAX_REPLY_BYTES
+    const tooLarge = (what: string) => new ReplyTooLarge({ maxBytes: max, message: `the peer ${what} a reply larger than ${max} bytes` })
+    const declared = limit.contentLength === undefined || !/^\d+$/.test(limit.contentLength.trim()) ? undefined : Number(limit.contentLength.trim())
+    if (declared !== undefined && declared > max) {
+      // Opening the body and interrupting it at once cancels it after at most one read: the connection is let go
+      // now rather than when the response is collected, and a peer that stalls cannot hold the caller.
+      return Effect.zipRight(Effect.ignore(Stream.runDrain(Stream.interruptWhen(bytes, Effect.void))), Effect.fail(tooLarge("declared")))
+    }
+    const pieces: Array<Uint8Array> = []
+    let total = 0
+    return Stream.runForEach(bytes, (chunk) => {
+      total += chunk.length
+      if (total > max) return Effect.fail(tooLarge("sent"))
+      pieces.push(chunk)
+      return Effect.void
+    }).pipe(
+      Effect.map(() => {
+        const body = new Uint8Array(total)
+        let at = 0
+        for (const p of pieces) {
+          body.set(p, at)
+          at += p.length
+        }
+        return new TextDecoder().decode(body)
+      })
+    )
+  })

@@ -26,8 +26,9 @@ import { runWithKeys } from "../node/internal/promiseRuntime.js"
  * A message that did not get through, or a reply that cannot be trusted. `code` is the server's code verbatim
  * (`SIGNATURE_INVALID`, `RATE_LIMITED`, …; servers may add codes) or one of the client's own: `TRANSPORT_ERROR`
  * (no answer: refused, reset, DNS), `INVALID_RESPONSE` (an answer that is not what the protocol says),
- * `REPLY_INVALID` (a reply failing verification; `reason` says why), or `SSE_LIMIT_EXCEEDED` (an event or a stream
- * of replies larger than the client's `sse` limits).
+ * `REPLY_INVALID` (a reply failing verification; `reason` says why), `SSE_LIMIT_EXCEEDED` (an event or a stream
+ * of replies larger than the client's `sse` limits), or `REPLY_TOO_LARGE` (an answer that is not an event stream,
+ * a reply or a refusal, that declared or sent more than `maxReplyBytes`).
  */
 export class MessageClientError extends Schema.TaggedError<MessageClientError>()("MessageClientError", {
   code: Schema.String,
@@ -50,6 +51,8 @@ export const INVALID_RESPONSE = "INVALID_RESPONSE"
 export const REPLY_INVALID = "REPLY_INVALID"
 /** The client's own codes, beside the server's. */
 export const SSE_LIMIT_EXCEEDED = "SSE_LIMIT_EXCEEDED"
+/** The client's own codes, beside the server's. */
+export const REPLY_TOO_LARGE = "REPLY_TOO_LARGE"
 
 /** Client settings. */
 export interface MessageClientOptions {
@@ -59,6 +62,8 @@ export interface MessageClientOptions {
   readonly clockToleranceMs?: number
   /** How large a stream of replies may be: default 1 MiB per event, 64 MiB per stream (`SSE_LIMIT_EXCEEDED` past it). */
   readonly sse?: Sse.SseLimits
+  /** How large any other answer (a reply, a refusal) may be, in bytes; default 4 MiB (`REPLY_TOO_LARGE` past it). */
+  readonly maxReplyBytes?: number
 }
 
 /** Per-call settings. */
@@ -132,6 +137,7 @@ export const make = (options: MessageClientOptions = {}): Effect.Effect<MessageC
     const keys = yield* Keys
     const nonceStore = options.nonceStore ?? replyNonceStore()
     const sseLimits = options.sse
+    const maxReply = options.maxReplyBytes ?? Sse.DEFAULT_MAX_REPLY_BYTES
     const validateOptions = options.clockToleranceMs === undefined ? {} : { clockToleranceMs: options.clockToleranceMs }
 
     const request = (url: string, envelope: Envelope, accept: string) =>
@@ -146,7 +152,19 @@ export const make = (options: MessageClientOptions = {}): Effect.Effect<MessageC
     const execute = (url: string, req: HttpClientRequest.HttpClientRequest) =>
       Effect.mapError(http.execute(req), (e) => transportError(url, e))
 
-    const readText = (url: string, res: HttpClientResponse.HttpClientResponse) => Effect.mapError(res.text, (e) => transportError(url, e))
+    // Every answer that is not an event stream goes through the same bounded reader: without it a server could
+    // step around the `sse` limits by answering a huge body under another type.
+    const readText = (url: string, res: HttpClientResponse.HttpClientResponse): Effect.Effect<string, MessageClientError> =>
+      Sse.readReply(
+        Stream.catchAll(res.stream, (e) => (e.reason === "EmptyBody" ? Stream.empty : Stream.fail(e))),
+        { maxBytes: maxReply, contentLength: res.headers["content-length"] }
+      ).pipe(
+        Effect.mapError((e) =>
+          e._tag === "ReplyTooLarge"
+            ? new MessageClientError({ code: REPLY_TOO_LARGE, message: `${url}: ${e.message}`, status: res.status })
+            : transportError(url, e)
+        )
+      )
 
     const refusal = (url: string, res: HttpClientResponse.HttpClientResponse) =>
       Effect.flatMap(readText(url, res), (text) =>
