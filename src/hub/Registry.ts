@@ -6,9 +6,9 @@
  * Who may write what (docs/hub.md, "Who may write what"): registering an agent needs a proof by the key being
  * registered, rotating needs proofs by the current and the new key, and updating or deleting a proof by the current
  * key, because a bearer key alone (anyone can get one from the challenge exchange) must not be enough to claim, change
- * or take over a DID. Every proof names the hub it is meant for, so it cannot be replayed on another hub. A key issued
- * to a DID (`agent` kind) registers only that DID, and MCP servers and skills only under it (`<did>.<name>`) once it
- * registered that DID's agent. Writes are counted per API key, per DID of agent keys and per client address in fixed
+ * or take over a DID. Every proof names the hub it is meant for, so it cannot be replayed on another hub, and an
+ * applied proof is refused here for the rest of its freshness window. A key issued to a DID (`agent` kind) registers
+ * only that DID, and MCP servers and skills only under it (`<did>.<name>`) once it registered that DID's agent. Writes are counted per API key, per DID of agent keys and per client address in fixed
  * windows; a deleted agent leaves a tombstone so its key version never restarts at 1 and nothing else takes its DID.
  *
  * Floor: hub (docs/architecture.md §3).
@@ -350,6 +350,7 @@ export interface RegistryOptions {
 const API_KEY_PREFIX = "mk_"
 const MAX_LIMIT = 200
 const MAX_QUOTA_KEYS = 30_000
+const MAX_USED_PROOFS = 50_000
 
 const iso = (ms: number) => new Date(ms).toISOString()
 const storeError = (e: Store) => errors.unavailable(e.message)
@@ -581,6 +582,31 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
       if (!Number.isFinite(at) || Math.abs(now - at) > proofMaxAgeMs) {
         return yield* Effect.fail(signatureInvalid(`${what} must be created within ${proofMaxAgeMs / 1000} s of the hub's clock; sign again`))
       }
+      const value = proofValueOf(proof)
+      if (value !== undefined && (usedProofs.get(value) ?? 0) > now) return yield* Effect.fail(signatureInvalid(`${what} was already used here; sign again`))
+    })
+  // Proof values of writes applied within the freshness window, so a captured write is not applied twice on this hub
+  // (in memory, per process). Recorded once the write succeeded, so a refused write (quota, conflict) may be retried
+  // as signed. Bounded: past MAX_USED_PROOFS the oldest is forgotten, which errs toward accepting a replay.
+  const usedProofs = new Map<string, number>()
+  const proofValueOf = (proof: unknown) => {
+    const v = typeof proof === "object" && proof !== null ? (proof as { proofValue?: unknown }).proofValue : undefined
+    return typeof v === "string" ? v : undefined
+  }
+  const spend = (...proofs: ReadonlyArray<unknown>) =>
+    Effect.map(Clock.currentTimeMillis, (now) => {
+      // Every entry lives equally long, so the oldest are first: drop the expired from the front.
+      for (const [v, until] of usedProofs) {
+        if (until > now) break
+        usedProofs.delete(v)
+      }
+      for (const proof of proofs) {
+        const value = proofValueOf(proof)
+        if (value === undefined) continue
+        if (usedProofs.size >= MAX_USED_PROOFS) usedProofs.delete(usedProofs.keys().next().value as string)
+        // A proof is accepted until `created + maxAge`, and `created` may lie up to maxAge ahead of now.
+        usedProofs.set(value, now + 2 * proofMaxAgeMs)
+      }
     })
 
   const api: RegistryApi = {
@@ -650,6 +676,7 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
           created_at: now, updated_at: now
         }
         yield* insert(row)
+        yield* spend(input.proof)
         return toAgent(row)
       }),
     resolveAgent: (h) => Effect.map(entry("agent", h), toAgent),
@@ -669,6 +696,7 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
         const now = yield* Clock.currentTimeMillis
         const next = { ...row, endpoint_url: patch.endpointUrl ?? row.endpoint_url, manifest_cid: patch.manifestCID ?? row.manifest_cid, updated_at: now }
         yield* q(store.updateEntry(row.did, { endpoint_url: next.endpoint_url, manifest_cid: next.manifest_cid, updated_at: now }))
+        yield* spend(patch.proof)
         return toAgent(next)
       }),
     rotateAgentKey: (caller, h, input, ctx) =>
@@ -688,6 +716,7 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
         const now = yield* Clock.currentTimeMillis
         const version = yield* q(store.rotateKey(row.did, publicKeyB64, row.key_version, now))
         if (version === 0) return yield* Effect.fail(signatureInvalid(`the key of ${row.did} changed meanwhile; sign the rotation for the current version again`))
+        yield* spend(input.proof, input.newKeyProof)
         return toAgent({ ...row, public_key_b64: publicKeyB64, key_version: version, updated_at: now })
       }),
     deleteAgent: (caller, h, input, ctx) =>
@@ -699,6 +728,7 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
           yield* checkProof(deletionDocument({ hub, did: row.did, keyVersion: row.key_version }), input.proof, currentKey(row), row.did, "the deletion proof by the current key")
         }
         yield* q(store.deleteAgent(row, yield* Clock.currentTimeMillis))
+        yield* spend(input.proof)
       }),
     registerMcp: (caller, input, ctx) =>
       Effect.gen(function* () {

@@ -81,7 +81,7 @@ describe("registry writes", () => {
         check(yield* request(`${hub.url}/v1/mcp`, "POST", mcp, user.apiKey), 409, "DID_TAKEN", "mcp over a tombstone")
         check(yield* request(`${hub.url}/v1/skills`, "POST", { name: "grab", did: bot.did }, user.apiKey), 409, "DID_TAKEN", "skill over a tombstone")
         // The owner still gets its DID back with its last key.
-        const back = yield* registrationBody({ did: bot.did, manifestCID: cid, publicKeyB64: bot.publicKey, endpointUrl: "http://127.0.0.1:9/bot" }, bot, hub.url)
+        const back = yield* registrationBody({ did: bot.did, manifestCID: cid, publicKeyB64: bot.publicKey, endpointUrl: "http://127.0.0.1:9/bot-back" }, bot, hub.url)
         const restored = yield* request(`${hub.url}/v1/agents`, "POST", back, botKey.apiKey)
         check(restored, 201, undefined, "owner re-registers")
         assert.strictEqual(restored.body.keyVersion, 2)
@@ -119,6 +119,32 @@ describe("registry writes", () => {
         check(yield* request(`${proxied.hub.url}/v1/agents`, "POST", forListener, proxied.adminKey), 401, "SIGNATURE_INVALID", "signed for the listener")
         const forPublic = yield* registrationBody(fields(cid), victim, "https://hub.example/mesh")
         check(yield* request(`${proxied.hub.url}/v1/agents`, "POST", forPublic, proxied.adminKey), 201, undefined, "signed for publicUrl")
+      })
+    ))
+
+  it.live("a write proof is applied once on a hub: a replayed registration or update is refused", () =>
+    provide(
+      Effect.gen(function* () {
+        const { hub, client } = yield* startHub()
+        const victim = yield* generateDid("once")
+        const ownKey = yield* client.createApiKey({ owner: victim.did })
+        const { cid } = yield* client.pinManifest({ name: "once", meshProtocolVersion: "1.0" })
+        const captured = yield* registrationBody({ did: victim.did, manifestCID: cid, publicKeyB64: victim.publicKey, endpointUrl: "http://127.0.0.1:9/once" }, victim, hub.url)
+        check(yield* request(`${hub.url}/v1/agents`, "POST", captured, ownKey.apiKey), 201, undefined, "registration")
+        yield* client.deleteAgent(didHash(victim.did), { apiKey: ownKey.apiKey, identity: victim })
+        // Replayed under another key after the deletion (the tombstone's key matches): refused.
+        const mallory = yield* client.createApiKey({ owner: "mallory" })
+        check(yield* request(`${hub.url}/v1/agents`, "POST", captured, mallory.apiKey), 401, "SIGNATURE_INVALID", "replayed registration")
+
+        const alice = yield* registeredAgent(client, "once-updated")
+        const url = `${hub.url}/v1/agents/${alice.record.didHash}`
+        const signedPatch = (endpointUrl: string) =>
+          Effect.map(proofOver(updateDocument({ hub: hubOrigin(hub.url)!, did: alice.identity.did, keyVersion: 1, endpointUrl }), alice.identity.did, alice.identity), (proof) => ({ endpointUrl, proof }))
+        const first = yield* signedPatch("http://127.0.0.1:10/first")
+        check(yield* request(url, "PATCH", first, alice.apiKey), 200, undefined, "first update")
+        check(yield* request(url, "PATCH", yield* signedPatch("http://127.0.0.1:10/second"), alice.apiKey), 200, undefined, "second update")
+        check(yield* request(url, "PATCH", first, alice.apiKey), 401, "SIGNATURE_INVALID", "the first update replayed")
+        assert.strictEqual((yield* client.resolveAgent(alice.record.didHash)).endpointUrl, "http://127.0.0.1:10/second")
       })
     ))
 
