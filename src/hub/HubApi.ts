@@ -54,6 +54,19 @@ export const RotateAgentKey = Schema.Struct({
   newKeyProof: Schema.Object
 })
 
+/** Updating an agent: `proof` by the current key over `updateDocument` (the admin may omit it). */
+export const UpdateAgent = Schema.Struct({
+  endpointUrl: Schema.optional(Schema.String),
+  manifestCID: Schema.optional(Schema.String),
+  proof: Schema.optional(Schema.Object)
+})
+
+/**
+ * Deleting an agent: `{ proof }`, by the current key over `deletionDocument`. Read as any JSON (an empty body decodes
+ * as undefined), because the admin may send no body at all.
+ */
+export const DeleteAgent = Schema.Unknown.annotations({ description: "{ proof }: a proof by the current key (the admin may send no body)" })
+
 /** The platform's payloads are read by `Platform` itself, so each refusal gets the spec's code (an empty body is INVALID_JSON). */
 const PlatformPayload = Schema.Unknown
 
@@ -81,16 +94,16 @@ export class RegistryGroup extends HttpApiGroup.make("registry")
   .add(HttpApiEndpoint.get("resolveAgent", "/agents/:didHash").setPath(DidHashPath).addSuccess(AgentRecord).addError(NotFound))
   .add(
     HttpApiEndpoint.patch("updateAgent", "/agents/:didHash").setPath(DidHashPath)
-      .setPayload(Schema.Struct({ endpointUrl: Schema.optional(Schema.String), manifestCID: Schema.optional(Schema.String) }))
-      .addSuccess(AgentRecord).addError(NotFound).addError(Forbidden).addError(Unprocessable).middleware(ApiKeyAuth)
+      .setPayload(UpdateAgent)
+      .addSuccess(AgentRecord).addError(NotFound).addError(Forbidden).addError(Unprocessable).addError(Unauthorized).middleware(ApiKeyAuth)
   )
   .add(
     HttpApiEndpoint.post("rotateAgentKey", "/agents/:didHash/key").setPath(DidHashPath).setPayload(RotateAgentKey)
       .addSuccess(AgentRecord).addError(NotFound).addError(Forbidden).addError(Unprocessable).addError(Unauthorized).middleware(ApiKeyAuth)
   )
   .add(
-    HttpApiEndpoint.del("deleteAgent", "/agents/:didHash").setPath(DidHashPath).addSuccess(Schema.Void, { status: 204 })
-      .addError(NotFound).addError(Forbidden).middleware(ApiKeyAuth)
+    HttpApiEndpoint.del("deleteAgent", "/agents/:didHash").setPath(DidHashPath).setPayload(DeleteAgent).addSuccess(Schema.Void, { status: 204 })
+      .addError(NotFound).addError(Forbidden).addError(Unauthorized).middleware(ApiKeyAuth)
   )
   .add(
     HttpApiEndpoint.post("registerMcp", "/mcp")

@@ -21,7 +21,7 @@ import { Keys } from "../core/Keys.js"
 import { type Actor, Ledger, type LedgerError } from "./Ledger.js"
 import { NonceStore } from "../core/NonceStore.js"
 import { Platform } from "./Platform.js"
-import { type CreatedApiKey, Registry } from "./Registry.js"
+import { type CreatedApiKey, hubOrigin, Registry } from "./Registry.js"
 import { RegistryStore } from "../sql/RegistryStore.js"
 import { clientKey } from "../core/internal/clientKey.js"
 
@@ -31,22 +31,34 @@ export const ApiKeyAuthLive = Layer.effect(
   Effect.map(Registry, (registry) => ApiKeyAuth.of({ bearer: (token) => registry.authenticate(Redacted.value(token)) }))
 )
 
-/** The registry endpoints. */
+/** The `proof` member of a body read as any JSON (a deletion's), or undefined. */
+const proofOf = (payload: unknown): unknown =>
+  typeof payload === "object" && payload !== null && !Array.isArray(payload) ? (payload as { readonly proof?: unknown }).proof : undefined
+
+/** The registry endpoints; writes learn this hub's origin (proofs name it) and the client's address (a quota key). */
 export const RegistryLive = HttpApiBuilder.group(HubApi, "registry", (handlers) =>
-  Effect.map(Registry, (registry) =>
-    handlers
-      .handle("pinManifest", ({ payload }) => Effect.flatMap(Caller, (caller) => registry.pinManifest(caller, payload)))
+  Effect.gen(function* () {
+    const registry = yield* Registry
+    const publicUrl = Option.getOrUndefined(yield* Effect.serviceOption(HubPublicUrl))
+    const write = Effect.flatMap(HttpServerRequest.HttpServerRequest, (req) =>
+      Effect.map(Caller, (caller) => {
+        const target = targetUri(req, publicUrl)
+        return { caller, ctx: { hub: target === undefined ? undefined : hubOrigin(target), client: Option.getOrElse(req.remoteAddress, () => "unknown") } }
+      })
+    )
+    return handlers
+      .handle("pinManifest", ({ payload }) => Effect.flatMap(write, ({ caller, ctx }) => registry.pinManifest(caller, payload, ctx)))
       .handle("getManifest", ({ path }) => registry.manifest(path.cid))
-      .handle("registerAgent", ({ payload }) => Effect.flatMap(Caller, (caller) => registry.registerAgent(caller, payload)))
+      .handle("registerAgent", ({ payload }) => Effect.flatMap(write, ({ caller, ctx }) => registry.registerAgent(caller, payload, ctx)))
       .handle("listAgents", ({ urlParams }) => registry.listAgents(urlParams.limit ?? 50, urlParams.cursor))
       .handle("resolveAgent", ({ path }) => registry.resolveAgent(path.didHash))
-      .handle("updateAgent", ({ path, payload }) => Effect.flatMap(Caller, (caller) => registry.updateAgent(caller, path.didHash, payload)))
-      .handle("rotateAgentKey", ({ path, payload }) => Effect.flatMap(Caller, (caller) => registry.rotateAgentKey(caller, path.didHash, payload)))
-      .handle("deleteAgent", ({ path }) => Effect.flatMap(Caller, (caller) => registry.deleteAgent(caller, path.didHash)))
-      .handle("registerMcp", ({ payload }) => Effect.flatMap(Caller, (caller) => registry.registerMcp(caller, payload)))
+      .handle("updateAgent", ({ path, payload }) => Effect.flatMap(write, ({ caller, ctx }) => registry.updateAgent(caller, path.didHash, payload, ctx)))
+      .handle("rotateAgentKey", ({ path, payload }) => Effect.flatMap(write, ({ caller, ctx }) => registry.rotateAgentKey(caller, path.didHash, payload, ctx)))
+      .handle("deleteAgent", ({ path, payload }) => Effect.flatMap(write, ({ caller, ctx }) => registry.deleteAgent(caller, path.didHash, { proof: proofOf(payload) }, ctx)))
+      .handle("registerMcp", ({ payload }) => Effect.flatMap(write, ({ caller, ctx }) => registry.registerMcp(caller, payload, ctx)))
       .handle("listMcp", ({ urlParams }) => registry.listMcp(urlParams.limit ?? 50, urlParams.cursor))
       .handle("resolveMcp", ({ path }) => registry.resolveMcp(path.didHash))
-      .handle("registerSkill", ({ payload }) => Effect.flatMap(Caller, (caller) => registry.registerSkill(caller, payload)))
+      .handle("registerSkill", ({ payload }) => Effect.flatMap(write, ({ caller, ctx }) => registry.registerSkill(caller, payload, ctx)))
       .handle("listSkills", ({ urlParams }) => registry.listSkills(urlParams.limit ?? 50, urlParams.cursor))
       .handle("resolveSkill", ({ path }) => registry.resolveSkill(path.didHash))
       .handle("search", ({ urlParams }) =>
@@ -59,7 +71,7 @@ export const RegistryLive = HttpApiBuilder.group(HubApi, "registry", (handlers) 
       .handle("mandateRevoked", ({ path, urlParams }) =>
         Effect.map(registry.isMandateRevoked(path.jti, urlParams.grantor), (revoked) => ({ jti: path.jti, grantor: urlParams.grantor, revoked }))
       )
-  )
+  })
 )
 
 /** The API-key endpoints: the admin creates keys for anyone; a key's owner (or the admin) revokes it. */

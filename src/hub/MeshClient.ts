@@ -6,7 +6,8 @@
  * `retryAfterSeconds`.
  *
  * Writes that need proof of possession are signed here, so callers only hand over the identity: registration is
- * signed by the key being registered, rotation by the current and the new key (docs/hub.md). MCP servers and skills
+ * signed by the key being registered, rotation by the current and the new key, update and deletion by the current
+ * key, each for the origin of `hubUrl` (docs/hub.md, "Who may write what"). MCP servers and skills
  * registered without a DID get one generated here; the registry requires it.
  *
  * Floor: hub (docs/architecture.md §3).
@@ -29,13 +30,18 @@ import { KeyNotFound, KeyResolver, type KeyResolverApi, KeyResolverUnavailable, 
 import { Keys } from "../core/Keys.js"
 import { signRequest } from "../core/HttpSignature.js"
 import { signMessage } from "../core/Proof.js"
-import { registrationDocument, rotationDocument, WRITE_PROOF_PURPOSE } from "./Registry.js"
+import { deletionDocument, hubOrigin, registrationDocument, rotationDocument, updateDocument, WRITE_PROOF_PURPOSE } from "./Registry.js"
 import { randomBytes, toBase64, toHex, utf8 } from "../core/internal/bytes.js"
 
 /** Client settings. */
 export interface MeshClientOptions {
   /** The hub's base URL, e.g. `http://127.0.0.1:7700`. */
   readonly hubUrl: string
+  /**
+   * The hub's public URL (its `publicUrl`) when this client reaches it under another address, e.g. straight at the
+   * listener behind a proxy. Write proofs name this hub's origin (default: the origin of `hubUrl`).
+   */
+  readonly publicHubUrl?: string
   /** The platform API's base URL when it runs apart from the hub (default: `hubUrl`). */
   readonly platformUrl?: string
   /** Default API key for calls that need one. */
@@ -48,6 +54,13 @@ export interface MeshClientOptions {
    * Default identity for the spending ledger: its key signs each ledger request (mesh-sig), proving the caller acts
    * for that DID, the grantee of the pool's mandate. Not needed with an agent API key issued to that DID.
    */
+  readonly identity?: MeshIdentity
+}
+
+/** How an agent update or deletion is authorized: the API key, and the identity whose current key signs the proof. */
+export interface WriteAuth {
+  readonly apiKey?: string
+  /** The agent's identity (its current key). Default: the client's `identity` when it is that agent's. Only the admin credential may go without. */
   readonly identity?: MeshIdentity
 }
 
@@ -153,6 +166,10 @@ export const make = (options: MeshClientOptions) =>
     const ledgerCall = <A, E>(auth: LedgerAuth, f: (c: Client) => Effect.Effect<A, E>) =>
       call(key(auth.apiKey), f, options.hubUrl, auth.identity ?? options.identity)
     const platformUrl = options.platformUrl ?? options.hubUrl
+    // Write proofs name the hub they are for (its origin), so they cannot be replayed on another hub.
+    const hub = hubOrigin(options.publicHubUrl ?? options.hubUrl) ?? options.publicHubUrl ?? options.hubUrl
+    const signerFor = (h: string, auth: WriteAuth) =>
+      auth.identity ?? (options.identity !== undefined && didHash(options.identity.did) === h ? options.identity : undefined)
 
     const api = {
       /** Pins a manifest and returns its CID. */
@@ -162,14 +179,23 @@ export const make = (options: MeshClientOptions) =>
         Effect.gen(function* () {
           const { cid } = yield* call(key(input.apiKey), (c) => c.registry.pinManifest({ payload: input.manifest }))
           const fields = { did: input.identity.did, manifestCID: cid, publicKeyB64: input.identity.publicKey, endpointUrl: input.endpointUrl }
-          const { proof } = yield* prove(registrationDocument(fields), input.identity)
+          const { proof } = yield* prove(registrationDocument({ ...fields, hub }), input.identity)
           return yield* call(key(input.apiKey), (c) => c.registry.registerAgent({ payload: { ...fields, proof } }))
         }),
       resolveAgent: (didHash: string) => call(undefined, (c) => c.registry.resolveAgent({ path: { didHash } })),
       listAgents: (input: { readonly limit?: number; readonly cursor?: string } = {}) =>
         call(undefined, (c) => c.registry.listAgents({ urlParams: { ...(input.limit === undefined ? {} : { limit: input.limit }), ...(input.cursor === undefined ? {} : { cursor: input.cursor }) } })),
-      updateAgent: (didHash: string, patch: { readonly endpointUrl?: string; readonly manifestCID?: string }, apiKey?: string) =>
-        call(key(apiKey), (c) => c.registry.updateAgent({ path: { didHash }, payload: patch })),
+      /** Changes the endpoint or manifest, signed by the agent's current key (`WriteAuth`) for the key version the registry holds now. */
+      updateAgent: (h: string, patch: { readonly endpointUrl?: string; readonly manifestCID?: string }, auth: WriteAuth = {}) =>
+        Effect.gen(function* () {
+          const signer = signerFor(h, auth)
+          let proof: object | undefined
+          if (signer !== undefined) {
+            const current = yield* call(undefined, (c) => c.registry.resolveAgent({ path: { didHash: h } }))
+            proof = (yield* prove(updateDocument({ hub, did: current.did, keyVersion: current.keyVersion, ...patch }), signer)).proof
+          }
+          return yield* call(key(auth.apiKey), (c) => c.registry.updateAgent({ path: { didHash: h }, payload: { ...patch, ...(proof === undefined ? {} : { proof }) } }))
+        }),
       /**
        * Rotates the DID of `newIdentity` to its key: signed by `identity` (the current key) and by the new key, for the
        * key version the registry holds now. Without `identity` only the admin credential is accepted (a lost key).
@@ -178,14 +204,24 @@ export const make = (options: MeshClientOptions) =>
         Effect.gen(function* () {
           const path = { didHash: didHash(input.newIdentity.did) }
           const current = yield* call(undefined, (c) => c.registry.resolveAgent({ path }))
-          const document = rotationDocument({ did: current.did, keyVersion: current.keyVersion, publicKeyB64: input.newIdentity.publicKey })
+          const document = rotationDocument({ hub, did: current.did, keyVersion: current.keyVersion, publicKeyB64: input.newIdentity.publicKey })
           const newKeyProof = (yield* prove(document, input.newIdentity)).proof
           const proof = input.identity === undefined ? undefined : (yield* prove(document, input.identity)).proof
           return yield* call(key(input.apiKey), (c) =>
             c.registry.rotateAgentKey({ path, payload: { publicKeyB64: input.newIdentity.publicKey, newKeyProof, ...(proof === undefined ? {} : { proof }) } })
           )
         }),
-      deleteAgent: (didHash: string, apiKey?: string) => call(key(apiKey), (c) => c.registry.deleteAgent({ path: { didHash } })),
+      /** Deletes the agent (a tombstone stays), signed by its current key (`WriteAuth`). */
+      deleteAgent: (h: string, auth: WriteAuth = {}) =>
+        Effect.gen(function* () {
+          const signer = signerFor(h, auth)
+          let proof: object | undefined
+          if (signer !== undefined) {
+            const current = yield* call(undefined, (c) => c.registry.resolveAgent({ path: { didHash: h } }))
+            proof = (yield* prove(deletionDocument({ hub, did: current.did, keyVersion: current.keyVersion }), signer)).proof
+          }
+          return yield* call(key(auth.apiKey), (c) => c.registry.deleteAgent({ path: { didHash: h }, payload: proof === undefined ? {} : { proof } }))
+        }),
       /** Registers an MCP server; without `did`, one is generated (`did:mesh:mcp.<name>-<8 hex>`). */
       registerMcp: (input: { readonly name: string; readonly endpointUrl: string; readonly tools: ReadonlyArray<string | { readonly name: string; readonly inputSchema?: unknown }>; readonly did?: string; readonly apiKey?: string }) =>
         call(key(input.apiKey), (c) =>

@@ -3,11 +3,13 @@
  * time), content-addressed manifests (CIDv1), agents, MCP servers and skills by didHash, the did:mesh resolver and
  * mandate revocation signed by the grantor.
  *
- * Who may write what (docs/hub.md, "Proof of possession"): registering an agent needs a proof by the key being
- * registered, and rotating needs proofs by the current and the new key, because a bearer key alone (anyone can get
- * one from the challenge exchange) must not be enough to claim or take over a DID. A key issued to a DID (`agent`
- * kind) registers only that DID, and MCP servers and skills only under it (`<did>.<name>`). Writes are counted per
- * API key in fixed windows; a deleted agent leaves a tombstone so its key version never restarts at 1.
+ * Who may write what (docs/hub.md, "Who may write what"): registering an agent needs a proof by the key being
+ * registered, rotating needs proofs by the current and the new key, and updating or deleting a proof by the current
+ * key, because a bearer key alone (anyone can get one from the challenge exchange) must not be enough to claim, change
+ * or take over a DID. Every proof names the hub it is meant for, so it cannot be replayed on another hub, and an
+ * applied proof is refused here for the rest of its freshness window. A key issued to a DID (`agent` kind) registers
+ * only that DID, and MCP servers and skills only under it (`<did>.<name>`) once it registered that DID's agent. Writes are counted per API key, per DID of agent keys and per client address in fixed
+ * windows; a deleted agent leaves a tombstone so its key version never restarts at 1 and nothing else takes its DID.
  *
  * Floor: hub (docs/architecture.md §3).
  */
@@ -159,35 +161,47 @@ export interface RegistryApi {
   readonly ensureAdmin: Effect.Effect<Option.Option<CreatedApiKey>, Unavailable>
   /** Creates a new admin credential unconditionally (the explicit recovery path, `Hub.start({ newAdminKey: true })`). */
   readonly issueAdminKey: Effect.Effect<CreatedApiKey, Unavailable>
-  readonly pinManifest: (caller: ApiKeyRow, manifest: unknown) => Effect.Effect<{ readonly cid: string }, Unprocessable | PayloadTooLarge | RateLimited | Unavailable>
+  readonly pinManifest: (caller: ApiKeyRow, manifest: unknown, ctx: WriteContext) => Effect.Effect<{ readonly cid: string }, Unprocessable | PayloadTooLarge | RateLimited | Unavailable>
   readonly manifest: (cid: string) => Effect.Effect<unknown, NotFound | Unavailable>
   readonly registerAgent: (
     caller: ApiKeyRow,
-    input: { readonly did: string; readonly manifestCID: string; readonly publicKeyB64: string; readonly endpointUrl: string; readonly proof: unknown }
+    input: { readonly did: string; readonly manifestCID: string; readonly publicKeyB64: string; readonly endpointUrl: string; readonly proof: unknown },
+    ctx: WriteContext
   ) => Effect.Effect<AgentRecord, Unprocessable | Conflict | Unauthorized | Forbidden | RateLimited | Unavailable>
   readonly resolveAgent: (didHash: string) => Effect.Effect<AgentRecord, NotFound | Unavailable>
   readonly listAgents: (limit: number, cursor?: string) => Effect.Effect<{ readonly items: ReadonlyArray<AgentRecord>; readonly nextCursor: string | null }, Unavailable>
+  /** Update: `proof` by the current key over `updateDocument` (the admin may omit it). */
   readonly updateAgent: (
     caller: ApiKeyRow,
     didHash: string,
-    patch: { readonly endpointUrl?: string | undefined; readonly manifestCID?: string | undefined }
-  ) => Effect.Effect<AgentRecord, NotFound | Forbidden | Unprocessable | Unavailable>
+    patch: { readonly endpointUrl?: string | undefined; readonly manifestCID?: string | undefined; readonly proof?: unknown },
+    ctx: WriteContext
+  ) => Effect.Effect<AgentRecord, NotFound | Forbidden | Unprocessable | Unauthorized | Unavailable>
   /** Rotation: `proof` by the current key (the admin may omit it), `newKeyProof` by the new key, both over `rotationDocument`. */
   readonly rotateAgentKey: (
     caller: ApiKeyRow,
     didHash: string,
-    input: { readonly publicKeyB64: string; readonly proof?: unknown; readonly newKeyProof: unknown }
+    input: { readonly publicKeyB64: string; readonly proof?: unknown; readonly newKeyProof: unknown },
+    ctx: WriteContext
   ) => Effect.Effect<AgentRecord, NotFound | Forbidden | Unprocessable | Unauthorized | Unavailable>
-  readonly deleteAgent: (caller: ApiKeyRow, didHash: string) => Effect.Effect<void, NotFound | Forbidden | Unavailable>
+  /** Deletion: `proof` by the current key over `deletionDocument` (the admin may omit it). */
+  readonly deleteAgent: (
+    caller: ApiKeyRow,
+    didHash: string,
+    input: { readonly proof?: unknown },
+    ctx: WriteContext
+  ) => Effect.Effect<void, NotFound | Forbidden | Unauthorized | Unavailable>
   readonly registerMcp: (
     caller: ApiKeyRow,
-    input: { readonly name: string; readonly endpointUrl: string; readonly tools: ReadonlyArray<typeof McpTool.Type>; readonly did: string }
+    input: { readonly name: string; readonly endpointUrl: string; readonly tools: ReadonlyArray<typeof McpTool.Type>; readonly did: string },
+    ctx: WriteContext
   ) => Effect.Effect<McpRecord, Unprocessable | PayloadTooLarge | Conflict | Forbidden | RateLimited | Unavailable>
   readonly resolveMcp: (didHash: string) => Effect.Effect<McpRecord, NotFound | Unavailable>
   readonly listMcp: (limit: number, cursor?: string) => Effect.Effect<{ readonly items: ReadonlyArray<McpRecord>; readonly nextCursor: string | null }, Unavailable>
   readonly registerSkill: (
     caller: ApiKeyRow,
-    input: { readonly name: string; readonly skillType?: typeof SkillType.Type | undefined; readonly did: string }
+    input: { readonly name: string; readonly skillType?: typeof SkillType.Type | undefined; readonly did: string },
+    ctx: WriteContext
   ) => Effect.Effect<SkillRecord, Unprocessable | PayloadTooLarge | Conflict | Forbidden | RateLimited | Unavailable>
   readonly resolveSkill: (didHash: string) => Effect.Effect<SkillRecord, NotFound | Unavailable>
   readonly listSkills: (limit: number, cursor?: string) => Effect.Effect<{ readonly items: ReadonlyArray<SkillRecord>; readonly nextCursor: string | null }, Unavailable>
@@ -221,9 +235,30 @@ export const manifestCid = (keys: KeysApi, canonical: Uint8Array): string => CID
 /** The one-line form of a revocation request (signed by the grantor with `signMessage`). */
 export const RevocationRequest = Schema.Struct({ type: Schema.Literal("MandateRevocation"), jti: Schema.String.pipe(Schema.minLength(1)), grantor: Schema.String, proof: Schema.Unknown })
 
-/** What a registration proof signs: the request's fields as sent, under a type no other signed message has. */
-export const registrationDocument = (input: { readonly did: string; readonly manifestCID: string; readonly publicKeyB64: string; readonly endpointUrl: string }) => ({
+/**
+ * The hub a write proof is meant for: the origin (scheme, host, port as the WHATWG URL `origin`) of the hub's URL,
+ * e.g. `https://hub.example`. Naming it in every signed write keeps a proof captured on one hub from being replayed
+ * on another. Undefined for anything that is not an absolute http(s) URL.
+ */
+export const hubOrigin = (url: string): string | undefined => {
+  try {
+    const u = new URL(url)
+    return u.protocol === "http:" || u.protocol === "https:" ? u.origin : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** What a registration proof signs: the request's fields as sent and the hub's origin, under a type no other signed message has. */
+export const registrationDocument = (input: {
+  readonly hub: string
+  readonly did: string
+  readonly manifestCID: string
+  readonly publicKeyB64: string
+  readonly endpointUrl: string
+}) => ({
   type: "AgentRegistration",
+  hub: input.hub,
   did: input.did,
   manifestCID: input.manifestCID,
   publicKeyB64: input.publicKeyB64,
@@ -231,28 +266,76 @@ export const registrationDocument = (input: { readonly did: string; readonly man
 })
 
 /** What both rotation proofs sign; `keyVersion` is the version being replaced, so a rotation proof works once. */
-export const rotationDocument = (input: { readonly did: string; readonly keyVersion: number; readonly publicKeyB64: string }) => ({
+export const rotationDocument = (input: { readonly hub: string; readonly did: string; readonly keyVersion: number; readonly publicKeyB64: string }) => ({
   type: "AgentKeyRotation",
+  hub: input.hub,
   did: input.did,
   keyVersion: input.keyVersion,
   publicKeyB64: input.publicKeyB64
 })
 
+/**
+ * What an update proof signs: the patch's members as sent (absent ones left out) for the current key version, so the
+ * proof cannot be replayed after a rotation or with another patch.
+ */
+export const updateDocument = (input: {
+  readonly hub: string
+  readonly did: string
+  readonly keyVersion: number
+  readonly endpointUrl?: string | undefined
+  readonly manifestCID?: string | undefined
+}) => ({
+  type: "AgentUpdate",
+  hub: input.hub,
+  did: input.did,
+  keyVersion: input.keyVersion,
+  ...(input.endpointUrl === undefined ? {} : { endpointUrl: input.endpointUrl }),
+  ...(input.manifestCID === undefined ? {} : { manifestCID: input.manifestCID })
+})
+
+/** What a deletion proof signs, for the current key version. */
+export const deletionDocument = (input: { readonly hub: string; readonly did: string; readonly keyVersion: number }) => ({
+  type: "AgentDeletion",
+  hub: input.hub,
+  did: input.did,
+  keyVersion: input.keyVersion
+})
+
+/**
+ * What the HTTP layer knows of a write: the origin of this hub (`publicUrl`, else the address the request arrived
+ * on; undefined when neither can be rebuilt, which refuses every proof) and the client's address (a write quota key).
+ */
+export interface WriteContext {
+  readonly hub: string | undefined
+  readonly client: string
+}
+
 /** The proof purpose of registration and rotation proofs (revocations use `assertionMethod`). */
 export const WRITE_PROOF_PURPOSE = "authentication"
 
-/** Writes each API key may make per window; the admin credential is not counted. */
+/**
+ * Writes per window. One budget is charged per API key, one per DID for all keys issued to it (the challenge exchange
+ * hands out new keys for one DID at will, so a per-key count alone resets with each), and one per client address
+ * (`perAddress`). A write goes through only when every budget it touches has room. The admin credential is not counted.
+ */
 export interface WriteQuota {
-  /** Agents, MCP servers and skills registered (default 100). */
+  /** Agents, MCP servers and skills registered per key and per DID (default 100). */
   readonly entries: number
-  /** Bytes of manifests pinned, counted in their canonical form (default 8 MiB). */
+  /** Bytes of manifests pinned per key and per DID, counted in their canonical form (default 8 MiB). */
   readonly manifestBytes: number
   /** Window length (default 1 hour). */
   readonly windowMs: number
+  /** The budget of one client address, whatever its keys (default 300 entries, 24 MiB). */
+  readonly perAddress: { readonly entries: number; readonly manifestBytes: number }
 }
 
-/** Default write quota per API key. */
-export const DEFAULT_WRITE_QUOTA: WriteQuota = { entries: 100, manifestBytes: 8 * 1024 * 1024, windowMs: 60 * 60_000 }
+/** Default write quota. */
+export const DEFAULT_WRITE_QUOTA: WriteQuota = {
+  entries: 100,
+  manifestBytes: 8 * 1024 * 1024,
+  windowMs: 60 * 60_000,
+  perAddress: { entries: 300, manifestBytes: 24 * 1024 * 1024 }
+}
 
 /** How far a registration or rotation proof's `created` may lie from the hub's clock (default 5 minutes). */
 export const DEFAULT_PROOF_MAX_AGE_MS = 5 * 60_000
@@ -267,7 +350,8 @@ export interface RegistryOptions {
 
 const API_KEY_PREFIX = "mk_"
 const MAX_LIMIT = 200
-const MAX_QUOTA_KEYS = 10_000
+const MAX_QUOTA_KEYS = 30_000
+const MAX_USED_PROOFS = 50_000
 
 const iso = (ms: number) => new Date(ms).toISOString()
 const storeError = (e: Store) => errors.unavailable(summarize(e))
@@ -424,47 +508,106 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
     const own = ownDid(caller)
     return own === undefined || own === did ? Effect.void : Effect.fail(errors.notOwner(`a key issued to ${own} registers only that DID`))
   }
-  const mayRegisterChild = (caller: ApiKeyRow, did: string) => {
-    const own = ownDid(caller)
-    return own === undefined || did.startsWith(`${own}.`) ? Effect.void : Effect.fail(errors.notOwner(`a key issued to ${own} registers MCP servers and skills only as ${own}.<name>`))
-  }
+  // A key issued to a DID registers `<did>.<name>` only when it is the key that registered `<did>`'s agent record
+  // (as the ledger requires of it): the challenge exchange issues keys for an unregistered DID to anyone, so such a
+  // key alone would let anybody claim the names under a DID nobody holds yet, or whose agent was deleted.
+  const mayRegisterChild = (caller: ApiKeyRow, did: string) =>
+    Effect.gen(function* () {
+      const own = ownDid(caller)
+      if (own === undefined) return
+      if (!did.startsWith(`${own}.`)) return yield* Effect.fail(errors.notOwner(`a key issued to ${own} registers MCP servers and skills only as ${own}.<name>`))
+      const parent = yield* q(store.entryByDid(own))
+      if (Option.isNone(parent) || parent.value.kind !== "agent" || parent.value.owner_key_id !== caller.id) {
+        return yield* Effect.fail(errors.notOwner(`only the key that registered the agent ${own} registers names under it`))
+      }
+    })
+  // A deleted agent's DID stays its owner's (see the tombstone rule of registerAgent): nothing else may take it.
+  const notTombstoned = (did: string) =>
+    Effect.flatMap(q(store.tombstone(did)), (tomb) =>
+      Option.isSome(tomb) ? Effect.fail(errors.conflict("DID_TAKEN", `${did} was deleted as an agent; only its last key may register it again`)) : Effect.void
+    )
 
-  // Fixed windows per API key, in memory (per hub process). Bounded: past `MAX_QUOTA_KEYS` the oldest window is
-  // forgotten, which only ever errs toward letting a write through.
+  // Fixed windows per budget (API key, DID of agent keys, client address), in memory (per hub process). Bounded:
+  // past `MAX_QUOTA_KEYS` the oldest window is forgotten, which only ever errs toward letting a write through.
   const usage = new Map<string, { start: number; entries: number; bytes: number }>()
-  const charge = (caller: ApiKeyRow, entries: number, bytes: number) =>
+  const window = (id: string, now: number) => {
+    let u = usage.get(id)
+    if (u === undefined || now - u.start >= quota.windowMs) {
+      usage.delete(id)
+      if (usage.size >= MAX_QUOTA_KEYS) usage.delete(usage.keys().next().value as string)
+      u = { start: now, entries: 0, bytes: 0 }
+      usage.set(id, u)
+    }
+    return u
+  }
+  const charge = (caller: ApiKeyRow, ctx: WriteContext, entries: number, bytes: number) =>
     Effect.flatMap(Clock.currentTimeMillis, (now): Effect.Effect<void, RateLimited> => {
       if (caller.kind === "admin") return Effect.void
-      let u = usage.get(caller.id)
-      if (u === undefined || now - u.start >= quota.windowMs) {
-        usage.delete(caller.id)
-        if (usage.size >= MAX_QUOTA_KEYS) usage.delete(usage.keys().next().value as string)
-        u = { start: now, entries: 0, bytes: 0 }
-        usage.set(caller.id, u)
+      const own = ownDid(caller)
+      const budgets = [
+        { id: `key ${caller.id}`, of: "this API key", entries: quota.entries, bytes: quota.manifestBytes },
+        ...(own === undefined ? [] : [{ id: `did ${own}`, of: `the keys of ${own}`, entries: quota.entries, bytes: quota.manifestBytes }]),
+        { id: `address ${ctx.client}`, of: "this client address", entries: quota.perAddress.entries, bytes: quota.perAddress.manifestBytes }
+      ].map((b) => ({ ...b, u: window(b.id, now) }))
+      // Every budget is checked before any is charged, so a refused write costs nothing.
+      for (const b of budgets) {
+        if (b.u.entries + entries > b.entries || b.u.bytes + bytes > b.bytes) {
+          const retryAfterSeconds = Math.max(1, Math.ceil((b.u.start + quota.windowMs - now) / 1000))
+          const what = b.u.entries + entries > b.entries ? `${b.entries} registrations` : `${b.bytes} manifest bytes`
+          return Effect.fail(new RateLimited({ code: "RATE_LIMITED", message: `write quota of ${b.of} spent (${what} per window); retry in ${retryAfterSeconds} s`, retryAfterSeconds }))
+        }
       }
-      if (u.entries + entries > quota.entries || u.bytes + bytes > quota.manifestBytes) {
-        const retryAfterSeconds = Math.max(1, Math.ceil((u.start + quota.windowMs - now) / 1000))
-        const what = u.entries + entries > quota.entries ? `${quota.entries} registrations` : `${quota.manifestBytes} manifest bytes`
-        return Effect.fail(new RateLimited({ code: "RATE_LIMITED", message: `write quota of this API key spent (${what} per window); retry in ${retryAfterSeconds} s`, retryAfterSeconds }))
+      for (const b of budgets) {
+        b.u.entries += entries
+        b.u.bytes += bytes
       }
-      u.entries += entries
-      u.bytes += bytes
       return Effect.void
     })
 
   const signatureInvalid = (message: string) => new Unauthorized({ code: "SIGNATURE_INVALID", message })
+  /** The origin write proofs must name; without one, no proof can be meant for this hub. */
+  const hubOf = (ctx: WriteContext) =>
+    ctx.hub === undefined ? Effect.fail(signatureInvalid("the hub cannot tell its own URL, so no write proof can name it; start the hub with publicUrl")) : Effect.succeed(ctx.hub)
+  const currentKey = (row: EntryRow) => decodePublicKeyB64(canonicalStored(row.public_key_b64)) ?? new Uint8Array()
   /** Checks an eddsa-jcs-2022 proof by `did#key-1` under `publicKey` over `document`, created near the hub's clock. */
   const checkProof = (document: Record<string, unknown>, proof: unknown, publicKey: Uint8Array, did: string, what: string) =>
     Effect.gen(function* () {
       yield* verifyMessage({ ...document, proof }, publicKey, { verificationMethod: verificationMethodId(did), proofPurpose: WRITE_PROOF_PURPOSE }).pipe(
         Effect.provideService(Keys, keys),
-        Effect.mapError(() => signatureInvalid(`${what} is missing or does not verify under that key`))
+        Effect.mapError(() =>
+          signatureInvalid(`${what} is missing or does not verify under that key${typeof document.hub === "string" ? ` over the document naming hub ${document.hub}` : ""}`)
+        )
       )
       const created = typeof proof === "object" && proof !== null ? (proof as { created?: unknown }).created : undefined
       const at = typeof created === "string" ? Date.parse(created) : Number.NaN
       const now = yield* Clock.currentTimeMillis
       if (!Number.isFinite(at) || Math.abs(now - at) > proofMaxAgeMs) {
         return yield* Effect.fail(signatureInvalid(`${what} must be created within ${proofMaxAgeMs / 1000} s of the hub's clock; sign again`))
+      }
+      const value = proofValueOf(proof)
+      if (value !== undefined && (usedProofs.get(value) ?? 0) > now) return yield* Effect.fail(signatureInvalid(`${what} was already used here; sign again`))
+    })
+  // Proof values of writes applied within the freshness window, so a captured write is not applied twice on this hub
+  // (in memory, per process). Recorded once the write succeeded, so a refused write (quota, conflict) may be retried
+  // as signed. Bounded: past MAX_USED_PROOFS the oldest is forgotten, which errs toward accepting a replay.
+  const usedProofs = new Map<string, number>()
+  const proofValueOf = (proof: unknown) => {
+    const v = typeof proof === "object" && proof !== null ? (proof as { proofValue?: unknown }).proofValue : undefined
+    return typeof v === "string" ? v : undefined
+  }
+  const spend = (...proofs: ReadonlyArray<unknown>) =>
+    Effect.map(Clock.currentTimeMillis, (now) => {
+      // Every entry lives equally long, so the oldest are first: drop the expired from the front.
+      for (const [v, until] of usedProofs) {
+        if (until > now) break
+        usedProofs.delete(v)
+      }
+      for (const proof of proofs) {
+        const value = proofValueOf(proof)
+        if (value === undefined) continue
+        if (usedProofs.size >= MAX_USED_PROOFS) usedProofs.delete(usedProofs.keys().next().value as string)
+        // A proof is accepted until `created + maxAge`, and `created` may lie up to maxAge ahead of now.
+        usedProofs.set(value, now + 2 * proofMaxAgeMs)
       }
     })
 
@@ -493,7 +636,7 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
       yield* q(store.claimSetting("admin_created", iso(yield* Clock.currentTimeMillis)))
       return yield* createApiKey("admin", "admin", "issued on request")
     }),
-    pinManifest: (caller, manifest) =>
+    pinManifest: (caller, manifest, ctx) =>
       Effect.gen(function* () {
         if (typeof manifest !== "object" || manifest === null || Array.isArray(manifest)) {
           return yield* Effect.fail(errors.unprocessable("INVALID_MANIFEST", "a manifest is a JSON object"))
@@ -505,13 +648,13 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
         if (bytes._tag === "Left") return yield* Effect.fail(errors.unprocessable("INVALID_MANIFEST", bytes.left.message))
         if (bytes.right.length > limits.maxManifestBytes) return yield* tooLarge(`the manifest is larger than ${limits.maxManifestBytes} bytes (JCS form)`)
         const cid = manifestCid(keys, bytes.right)
-        yield* charge(caller, 0, bytes.right.length)
+        yield* charge(caller, ctx, 0, bytes.right.length)
         yield* q(store.pinManifest(cid, new TextDecoder().decode(bytes.right), yield* Clock.currentTimeMillis))
         return { cid }
       }),
     manifest: (cid) =>
       Effect.flatMap(q(store.manifest(cid)), (o) => (Option.isSome(o) ? Effect.succeed(JSON.parse(o.value) as unknown) : Effect.fail(errors.notFound(`no manifest ${cid}`)))),
-    registerAgent: (caller, input) =>
+    registerAgent: (caller, input, ctx) =>
       Effect.gen(function* () {
         const did = normalizeDid(input.did)
         if (did === undefined) return yield* Effect.fail(errors.unprocessable("INVALID_DID", `${JSON.stringify(input.did)} is not a did:mesh DID`))
@@ -520,13 +663,14 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
         if (publicKey === undefined) return yield* Effect.fail(invalidKey())
         if (!isHttpUrl(input.endpointUrl)) return yield* Effect.fail(errors.unprocessable("INVALID_ENDPOINT", "endpointUrl must be an http(s) URL"))
         yield* pinnedOrFail(input.manifestCID)
-        yield* checkProof(registrationDocument(input), input.proof, publicKey, did, "the registration proof")
+        const hub = yield* hubOf(ctx)
+        yield* checkProof(registrationDocument({ ...input, hub }), input.proof, publicKey, did, "the registration proof")
         // A deleted DID comes back only under its last key, and its key version continues where it stopped.
         const tomb = yield* q(store.tombstone(did))
         if (Option.isSome(tomb) && !equalBytes(decodePublicKeyB64(canonicalStored(tomb.value.public_key_b64)) ?? new Uint8Array(), publicKey)) {
           return yield* Effect.fail(errors.conflict("DID_TAKEN", `${did} was deleted; only its last key may register it again`))
         }
-        yield* charge(caller, 1, 0)
+        yield* charge(caller, ctx, 1, 0)
         const now = yield* Clock.currentTimeMillis
         const row: EntryRow = {
           did, did_hash: didHash(did), kind: "agent", name: did, endpoint_url: input.endpointUrl, public_key_b64: toBase64(publicKey),
@@ -534,42 +678,61 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
           created_at: now, updated_at: now
         }
         yield* insert(row)
+        yield* spend(input.proof)
         return toAgent(row)
       }),
     resolveAgent: (h) => Effect.map(entry("agent", h), toAgent),
     listAgents: page("agent", toAgent),
-    updateAgent: (caller, h, patch) =>
+    updateAgent: (caller, h, patch, ctx) =>
       Effect.gen(function* () {
         const row = yield* owned(caller, "agent", h)
         if (patch.endpointUrl !== undefined && !isHttpUrl(patch.endpointUrl)) return yield* Effect.fail(errors.unprocessable("INVALID_ENDPOINT", "endpointUrl must be an http(s) URL"))
         if (patch.manifestCID !== undefined) yield* pinnedOrFail(patch.manifestCID)
+        // The endpoint and manifest are what the registration proof vouched for and what the DID document publishes,
+        // so changing them needs the current key too, not only the bearer key (the admin stands in for a lost key).
+        if (caller.kind !== "admin" || patch.proof !== undefined) {
+          const hub = yield* hubOf(ctx)
+          const document = updateDocument({ hub, did: row.did, keyVersion: row.key_version, endpointUrl: patch.endpointUrl, manifestCID: patch.manifestCID })
+          yield* checkProof(document, patch.proof, currentKey(row), row.did, "the update proof by the current key")
+        }
         const now = yield* Clock.currentTimeMillis
         const next = { ...row, endpoint_url: patch.endpointUrl ?? row.endpoint_url, manifest_cid: patch.manifestCID ?? row.manifest_cid, updated_at: now }
         yield* q(store.updateEntry(row.did, { endpoint_url: next.endpoint_url, manifest_cid: next.manifest_cid, updated_at: now }))
+        yield* spend(patch.proof)
         return toAgent(next)
       }),
-    rotateAgentKey: (caller, h, input) =>
+    rotateAgentKey: (caller, h, input, ctx) =>
       Effect.gen(function* () {
         const row = yield* owned(caller, "agent", h)
         const next = acceptableKey(input.publicKeyB64)
         if (next === undefined) return yield* Effect.fail(invalidKey())
-        const document = rotationDocument({ did: row.did, keyVersion: row.key_version, publicKeyB64: input.publicKeyB64 })
+        const hub = yield* hubOf(ctx)
+        const document = rotationDocument({ hub, did: row.did, keyVersion: row.key_version, publicKeyB64: input.publicKeyB64 })
         // The current key authorizes the change (a stolen bearer key alone cannot take a DID over); the admin may
         // stand in for a lost key. The new key proves it is held, so nobody rotates to a key they cannot sign with.
         if (caller.kind !== "admin" || input.proof !== undefined) {
-          const current = decodePublicKeyB64(canonicalStored(row.public_key_b64)) ?? new Uint8Array()
-          yield* checkProof(document, input.proof, current, row.did, "the proof by the current key")
+          yield* checkProof(document, input.proof, currentKey(row), row.did, "the proof by the current key")
         }
         yield* checkProof(document, input.newKeyProof, next, row.did, "the proof by the new key")
         const publicKeyB64 = toBase64(next)
         const now = yield* Clock.currentTimeMillis
         const version = yield* q(store.rotateKey(row.did, publicKeyB64, row.key_version, now))
         if (version === 0) return yield* Effect.fail(signatureInvalid(`the key of ${row.did} changed meanwhile; sign the rotation for the current version again`))
+        yield* spend(input.proof, input.newKeyProof)
         return toAgent({ ...row, public_key_b64: publicKeyB64, key_version: version, updated_at: now })
       }),
-    deleteAgent: (caller, h) =>
-      Effect.flatMap(owned(caller, "agent", h), (row) => Effect.flatMap(Clock.currentTimeMillis, (now) => q(store.deleteAgent(row, now)))),
-    registerMcp: (caller, input) =>
+    deleteAgent: (caller, h, input, ctx) =>
+      Effect.gen(function* () {
+        const row = yield* owned(caller, "agent", h)
+        // Deleting frees the endpoint and ends the DID's resolution: the current key decides, or the admin.
+        if (caller.kind !== "admin" || input.proof !== undefined) {
+          const hub = yield* hubOf(ctx)
+          yield* checkProof(deletionDocument({ hub, did: row.did, keyVersion: row.key_version }), input.proof, currentKey(row), row.did, "the deletion proof by the current key")
+        }
+        yield* q(store.deleteAgent(row, yield* Clock.currentTimeMillis))
+        yield* spend(input.proof)
+      }),
+    registerMcp: (caller, input, ctx) =>
       Effect.gen(function* () {
         if (input.name.trim().length === 0) return yield* Effect.fail(errors.unprocessable("INVALID_MANIFEST", "name must not be empty"))
         if (!isHttpUrl(input.endpointUrl)) return yield* Effect.fail(errors.unprocessable("INVALID_ENDPOINT", "endpointUrl must be an http(s) URL"))
@@ -578,7 +741,8 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
         yield* mayRegisterChild(caller, did)
         const tools = input.tools.map((t) => (typeof t === "string" ? { name: t } : t))
         yield* toolsTooLarge(tools)
-        yield* charge(caller, 1, 0)
+        yield* notTombstoned(did)
+        yield* charge(caller, ctx, 1, 0)
         const now = yield* Clock.currentTimeMillis
         const row: EntryRow = {
           did, did_hash: didHash(did), kind: "mcp", name: input.name, endpoint_url: input.endpointUrl, public_key_b64: null, key_version: 1,
@@ -589,13 +753,14 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
       }),
     resolveMcp: (h) => Effect.map(entry("mcp", h), toMcp),
     listMcp: page("mcp", toMcp),
-    registerSkill: (caller, input) =>
+    registerSkill: (caller, input, ctx) =>
       Effect.gen(function* () {
         if (input.name.trim().length === 0) return yield* Effect.fail(errors.unprocessable("INVALID_MANIFEST", "name must not be empty"))
         yield* nameTooLong(input.name)
         const did = yield* validDid(input.did)
         yield* mayRegisterChild(caller, did)
-        yield* charge(caller, 1, 0)
+        yield* notTombstoned(did)
+        yield* charge(caller, ctx, 1, 0)
         const now = yield* Clock.currentTimeMillis
         const row: EntryRow = {
           did, did_hash: didHash(did), kind: "skill", name: input.name, endpoint_url: null, public_key_b64: null, key_version: 1,

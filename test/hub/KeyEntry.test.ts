@@ -3,7 +3,7 @@ import * as Effect from "effect/Effect"
 import { didHash, generateDid, identityFromKey, verificationMethodId } from "../../src/core/Did.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
 import { signMessage } from "../../src/core/Proof.js"
-import { rotationDocument, WRITE_PROOF_PURPOSE } from "../../src/hub/Registry.js"
+import { hubOrigin, rotationDocument, WRITE_PROOF_PURPOSE } from "../../src/hub/Registry.js"
 import { fromHex, toBase64 } from "../../src/core/internal/bytes.js"
 import { NON_CANONICAL_HEX, SMALL_ORDER_HEX } from "../support/weakKeys.js"
 import { registeredAgent, registrationBody, request, startHub } from "./support.js"
@@ -52,7 +52,7 @@ describe("public keys entering the hub", () => {
         const agent = yield* generateDid("nopad")
         const unpadded = agent.publicKey.replace(/=+$/, "")
         assert.notStrictEqual(unpadded, agent.publicKey)
-        const body = yield* registrationBody({ did: agent.did, manifestCID: cid, publicKeyB64: unpadded, endpointUrl: "http://127.0.0.1:9/nopad" }, agent)
+        const body = yield* registrationBody({ did: agent.did, manifestCID: cid, publicKeyB64: unpadded, endpointUrl: "http://127.0.0.1:9/nopad" }, agent, hub.url)
         const reg = yield* request(`${hub.url}/v1/agents`, "POST", body, adminKey)
         assert.strictEqual(reg.status, 201, JSON.stringify(reg.body))
         // Stored and returned in the canonical padded form.
@@ -72,7 +72,7 @@ describe("public keys entering the hub", () => {
         // Rotation to an unpadded spelling stores the padded one.
         const next = identityFromKey(agent.did, (yield* generateDid("nopad-next")).privateKey)
         const nextUnpadded = next.publicKey.replace(/=+$/, "")
-        const document = rotationDocument({ did: agent.did, keyVersion: 1, publicKeyB64: nextUnpadded })
+        const document = rotationDocument({ hub: hubOrigin(hub.url) ?? hub.url, did: agent.did, keyVersion: 1, publicKeyB64: nextUnpadded })
         const sign = (who: typeof agent) => Effect.map(Effect.orDie(signMessage(document, who.privateKey, verificationMethodId(agent.did), { proofPurpose: WRITE_PROOF_PURPOSE })), (s) => s.proof)
         const rotated = yield* request(
           `${hub.url}/v1/agents/${didHash(agent.did)}/key`,

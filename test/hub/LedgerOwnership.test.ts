@@ -226,7 +226,9 @@ describe("hub: a ledger pool belongs to its mandate's grantee", () => {
   it.live("with publicUrl set, requests must be signed for that URL, not the listening address", () =>
     provide(
       Effect.gen(function* () {
-        const { hub, client } = yield* startHub({ publicUrl: "https://hub.example/" })
+        const { hub, adminKey } = yield* startHub({ publicUrl: "https://hub.example/" })
+        // Registration proofs name the public URL; the ledger requests below are sent straight to the listener.
+        const client = yield* MeshClient.make({ hubUrl: hub.url, publicHubUrl: "https://hub.example/", apiKey: adminKey, retry: { times: 0 } }).pipe(Effect.provide(FetchHttpClient.layer))
         const { bob, userKey, intent } = yield* cast(client)
         assert.strictEqual((yield* Effect.flip(client.openPool(intent.token, { apiKey: userKey, identity: bob.identity }))).code, "SIGNATURE_INVALID")
         const viaProxy = yield* signed(

@@ -6,7 +6,7 @@ import { didHash, generateDid, identityFromKey, type MeshIdentity, verificationM
 import * as KeysNative from "../../src/node/KeysNative.js"
 import * as MeshClient from "../../src/hub/MeshClient.js"
 import { signMessage } from "../../src/core/Proof.js"
-import { rotationDocument, WRITE_PROOF_PURPOSE } from "../../src/hub/Registry.js"
+import { hubOrigin, rotationDocument, WRITE_PROOF_PURPOSE } from "../../src/hub/Registry.js"
 import { registeredAgent, registrationBody, request, startHub } from "./support.js"
 
 const provide = <A, E, R>(e: Effect.Effect<A, E, R>) => e.pipe(Effect.scoped, Effect.provide(KeysNative.layer))
@@ -16,9 +16,9 @@ const check = (r: { status: number; body: Record<string, unknown> }, status: num
   assert.strictEqual(r.body.code, code, what)
 }
 
-const rotationProof = (did: string, keyVersion: number, publicKeyB64: string, signer: MeshIdentity) =>
+const rotationProof = (did: string, keyVersion: number, publicKeyB64: string, signer: MeshIdentity, hubUrl: string) =>
   Effect.map(
-    Effect.orDie(signMessage(rotationDocument({ did, keyVersion, publicKeyB64 }), signer.privateKey, verificationMethodId(did), { proofPurpose: WRITE_PROOF_PURPOSE })),
+    Effect.orDie(signMessage(rotationDocument({ hub: hubOrigin(hubUrl) ?? hubUrl, did, keyVersion, publicKeyB64 }), signer.privateKey, verificationMethodId(did), { proofPurpose: WRITE_PROOF_PURPOSE })),
     (s) => s.proof
   )
 
@@ -32,12 +32,12 @@ describe("who may write what in the registry", () => {
         const { cid } = yield* client.pinManifest({ name: "x", meshProtocolVersion: "1.0" })
         // Another DID, even with a valid proof by that DID's key: refused.
         const acme = yield* generateDid("payments", undefined, "acme")
-        const foreign = yield* registrationBody({ did: acme.did, manifestCID: cid, publicKeyB64: acme.publicKey, endpointUrl: "http://127.0.0.1:9/acme" }, acme)
+        const foreign = yield* registrationBody({ did: acme.did, manifestCID: cid, publicKeyB64: acme.publicKey, endpointUrl: "http://127.0.0.1:9/acme" }, acme, hub.url)
         check(yield* request(`${hub.url}/v1/agents`, "POST", foreign, apiKey), 403, "NOT_OWNER", "foreign agent")
         check(yield* request(`${hub.url}/v1/skills`, "POST", { name: "s", did: "did:mesh:acme.payments.skill" }, apiKey), 403, "NOT_OWNER", "foreign skill")
         check(yield* request(`${hub.url}/v1/mcp`, "POST", { name: "m", endpointUrl: "http://127.0.0.1:9/m", tools: [], did: "did:mesh:solox.m" }, apiKey), 403, "NOT_OWNER", "look-alike prefix")
         // Its own DID, and children named under it.
-        const own = yield* registrationBody({ did: solo.did, manifestCID: cid, publicKeyB64: solo.publicKey, endpointUrl: "http://127.0.0.1:9/solo" }, solo)
+        const own = yield* registrationBody({ did: solo.did, manifestCID: cid, publicKeyB64: solo.publicKey, endpointUrl: "http://127.0.0.1:9/solo" }, solo, hub.url)
         assert.strictEqual((yield* request(`${hub.url}/v1/agents`, "POST", own, apiKey)).status, 201)
         const skill = yield* client.registerSkill({ name: "Mine", did: `${solo.did}.mine`, apiKey })
         assert.strictEqual(skill.did, `${solo.did}.mine`)
@@ -55,14 +55,14 @@ describe("who may write what in the registry", () => {
         const url = `${hub.url}/v1/agents`
         check(yield* request(url, "POST", fields, adminKey), 400, "INVALID_REQUEST", "no proof")
         // Signed by another key (the admin credential does not stand in for the DID's key).
-        check(yield* request(url, "POST", yield* registrationBody(fields, identityFromKey(bob.did, mallory.privateKey)), adminKey), 401, "SIGNATURE_INVALID", "other key")
+        check(yield* request(url, "POST", yield* registrationBody(fields, identityFromKey(bob.did, mallory.privateKey), hub.url), adminKey), 401, "SIGNATURE_INVALID", "other key")
         // A field changed after signing.
-        const signed = yield* registrationBody(fields, bob)
+        const signed = yield* registrationBody(fields, bob, hub.url)
         check(yield* request(url, "POST", { ...signed, endpointUrl: "http://127.0.0.1:9/evil" }, adminKey), 401, "SIGNATURE_INVALID", "tampered")
         // Older than 5 minutes by the hub's clock.
         yield* TestClock.adjust("6 minutes")
         check(yield* request(url, "POST", signed, adminKey), 401, "SIGNATURE_INVALID", "stale")
-        assert.strictEqual((yield* request(url, "POST", yield* registrationBody(fields, bob), adminKey)).status, 201)
+        assert.strictEqual((yield* request(url, "POST", yield* registrationBody(fields, bob, hub.url), adminKey)).status, 201)
       })
     ))
 
@@ -76,16 +76,16 @@ describe("who may write what in the registry", () => {
         const next = identityFromKey(did, (yield* generateDid("alice-2")).privateKey)
         const thief = identityFromKey(did, (yield* generateDid("thief")).privateKey)
         const url = `${hub.url}/v1/agents/${h}/key`
-        const newKeyProof = yield* rotationProof(did, 1, next.publicKey, next)
+        const newKeyProof = yield* rotationProof(did, 1, next.publicKey, next, hub.url)
         // The owner's bearer key alone is not enough.
         check(yield* request(url, "POST", { publicKeyB64: next.publicKey, newKeyProof }, alice.apiKey), 401, "SIGNATURE_INVALID", "no current-key proof")
-        check(yield* request(url, "POST", { publicKeyB64: next.publicKey, newKeyProof, proof: yield* rotationProof(did, 1, next.publicKey, thief) }, alice.apiKey), 401, "SIGNATURE_INVALID", "current proof by another key")
+        check(yield* request(url, "POST", { publicKeyB64: next.publicKey, newKeyProof, proof: yield* rotationProof(did, 1, next.publicKey, thief, hub.url) }, alice.apiKey), 401, "SIGNATURE_INVALID", "current proof by another key")
         // A new key nobody proved to hold.
         check(
-          yield* request(url, "POST", { publicKeyB64: next.publicKey, newKeyProof: yield* rotationProof(did, 1, next.publicKey, thief), proof: yield* rotationProof(did, 1, next.publicKey, alice.identity) }, alice.apiKey),
+          yield* request(url, "POST", { publicKeyB64: next.publicKey, newKeyProof: yield* rotationProof(did, 1, next.publicKey, thief, hub.url), proof: yield* rotationProof(did, 1, next.publicKey, alice.identity, hub.url) }, alice.apiKey),
           401, "SIGNATURE_INVALID", "new-key proof by another key"
         )
-        const body = { publicKeyB64: next.publicKey, newKeyProof, proof: yield* rotationProof(did, 1, next.publicKey, alice.identity) }
+        const body = { publicKeyB64: next.publicKey, newKeyProof, proof: yield* rotationProof(did, 1, next.publicKey, alice.identity, hub.url) }
         const ok = yield* request(url, "POST", body, alice.apiKey)
         assert.strictEqual(ok.status, 200, JSON.stringify(ok.body))
         assert.strictEqual(ok.body.keyVersion, 2)
@@ -145,7 +145,7 @@ describe("who may write what in the registry", () => {
         const alice = yield* registeredAgent(client, "phoenix")
         const next = identityFromKey(alice.identity.did, (yield* generateDid("phoenix-2")).privateKey)
         yield* client.rotateAgentKey({ identity: alice.identity, newIdentity: next, apiKey: alice.apiKey })
-        yield* client.deleteAgent(alice.record.didHash, alice.apiKey)
+        yield* client.deleteAgent(alice.record.didHash, { apiKey: alice.apiKey, identity: next })
         assert.strictEqual((yield* request(`${hub.url}/v1/dids/${alice.identity.did}`, "GET")).status, 404)
         // A newcomer with a fresh key for the same DID (proof included) cannot take it.
         const newcomer = identityFromKey(alice.identity.did, (yield* generateDid("newcomer")).privateKey)

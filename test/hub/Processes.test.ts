@@ -97,7 +97,7 @@ describe("hub processes", () => {
         assert.strictEqual(back.publicKeyB64, registered.agent.identity.publicKey)
         // The agent's own API key still works after the restart.
         const own = yield* clientOf(hub.url, registered.agent.apiKey)
-        yield* own.updateAgent(registered.agent.record.didHash, { endpointUrl: "http://127.0.0.1:9/moved" })
+        yield* own.updateAgent(registered.agent.record.didHash, { endpointUrl: "http://127.0.0.1:9/moved" }, { identity: registered.agent.identity })
       })
     ), 60_000)
 

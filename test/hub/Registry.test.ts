@@ -45,7 +45,7 @@ describe("hub registry over HTTP", () => {
 
         const { cid } = yield* client.pinManifest({ name: "bob", meshProtocolVersion: "1.0" })
         const bob = yield* generateDid("bob")
-        const body = yield* registrationBody({ did: bob.did, manifestCID: cid, publicKeyB64: bob.publicKey, endpointUrl: "http://127.0.0.1:9/bob" }, bob)
+        const body = yield* registrationBody({ did: bob.did, manifestCID: cid, publicKeyB64: bob.publicKey, endpointUrl: "http://127.0.0.1:9/bob" }, bob, hub.url)
         const url = `${hub.url}/v1/agents`
         const expect = (r: { status: number; body: Record<string, unknown> }, status: number, code: string) => {
           assert.strictEqual(r.status, status, JSON.stringify(r.body))
@@ -63,7 +63,7 @@ describe("hub registry over HTTP", () => {
         expect(yield* request(url, "POST", { ...body, publicKeyB64: "AAAA" }, adminKey), 422, "INVALID_PUBLIC_KEY")
         expect(yield* request(url, "POST", { ...body, manifestCID: "bafkreinotpinned" }, adminKey), 422, "MANIFEST_NOT_PINNED")
         expect(yield* request(url, "POST", { ...body, endpointUrl: "ftp://x" }, adminKey), 422, "INVALID_ENDPOINT")
-        const taken = yield* registrationBody({ did: identity.did, manifestCID: cid, publicKeyB64: bob.publicKey, endpointUrl: "http://127.0.0.1:9/bob" }, identityFromKey(identity.did, bob.privateKey))
+        const taken = yield* registrationBody({ did: identity.did, manifestCID: cid, publicKeyB64: bob.publicKey, endpointUrl: "http://127.0.0.1:9/bob" }, identityFromKey(identity.did, bob.privateKey), hub.url)
         expect(yield* request(url, "POST", taken, adminKey), 409, "DID_TAKEN")
         // A revoked key is refused.
         const temp = yield* client.createApiKey({ owner: "temp" })
@@ -76,12 +76,12 @@ describe("hub registry over HTTP", () => {
         expect(yield* request(`${url}/${h}`, "PATCH", { endpointUrl: "http://evil" }, other.apiKey), 403, "NOT_OWNER")
         expect(yield* request(`${url}/${h}/key`, "POST", { publicKeyB64: bob.publicKey, newKeyProof: {} }, other.apiKey), 403, "NOT_OWNER")
         expect(yield* request(`${url}/${h}`, "DELETE", undefined, other.apiKey), 403, "NOT_OWNER")
-        const updated = yield* client.updateAgent(h, { endpointUrl: "http://127.0.0.1:10/alice" }, apiKey)
+        const updated = yield* client.updateAgent(h, { endpointUrl: "http://127.0.0.1:10/alice" }, { apiKey, identity })
         assert.strictEqual(updated.endpointUrl, "http://127.0.0.1:10/alice")
         const rotated = yield* client.rotateAgentKey({ identity, newIdentity: identityFromKey(identity.did, bob.privateKey), apiKey })
         assert.strictEqual(rotated.keyVersion, 2)
         assert.strictEqual((yield* client.resolveDid(identity.did)).keyVersion, 2)
-        yield* client.deleteAgent(h, apiKey)
+        yield* client.deleteAgent(h, { apiKey, identity: identityFromKey(identity.did, bob.privateKey) })
         expect(yield* request(`${url}/${h}`, "GET"), 404, "NOT_FOUND")
         expect(yield* request(`${url}/${h}`, "DELETE", undefined, apiKey), 404, "NOT_FOUND")
       })

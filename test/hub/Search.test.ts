@@ -111,11 +111,11 @@ describe("registry search", () => {
     provide(
       Effect.gen(function* () {
         const { hub, client } = yield* startHub(roomy)
-        const { apiKey, record } = yield* registeredAgent(client, "mover")
+        const { apiKey, identity, record } = yield* registeredAgent(client, "mover")
         const hit = `agent:${record.didHash}`
         assert.include(hitsOf(yield* search(hub.url, "echo")), hit)
         const { cid } = yield* client.pinManifest({ name: "mover", meshProtocolVersion: "1.0", capabilities: ["juggling"] })
-        yield* client.updateAgent(record.didHash, { manifestCID: cid }, apiKey)
+        yield* client.updateAgent(record.didHash, { manifestCID: cid }, { apiKey, identity })
         assert.notInclude(hitsOf(yield* search(hub.url, "echo")), hit)
         assert.include(hitsOf(yield* search(hub.url, "juggling")), hit)
         // An update that does not touch indexed fields keeps the entry found, in its place.
@@ -123,10 +123,10 @@ describe("registry search", () => {
         const order = () => Effect.map(search(hub.url, "did:mesh:"), hitsOf)
         const before = yield* order()
         assert.deepStrictEqual(before, [hit, `agent:${other.record.didHash}`])
-        yield* client.updateAgent(record.didHash, { endpointUrl: "http://127.0.0.1:10/mover" }, apiKey)
+        yield* client.updateAgent(record.didHash, { endpointUrl: "http://127.0.0.1:10/mover" }, { apiKey, identity })
         assert.include(hitsOf(yield* search(hub.url, "juggling")), hit)
         assert.deepStrictEqual(yield* order(), before)
-        yield* client.deleteAgent(record.didHash, apiKey)
+        yield* client.deleteAgent(record.didHash, { apiKey, identity })
         assert.deepStrictEqual(hitsOf(yield* search(hub.url, "juggling")), [])
         assert.deepStrictEqual(hitsOf(yield* search(hub.url, "did:mesh:mover")), [])
       })

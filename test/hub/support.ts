@@ -11,7 +11,7 @@ import { generateDid, type MeshIdentity, verificationMethodId } from "../../src/
 import * as Hub from "../../src/hub/Hub.js"
 import * as MeshClient from "../../src/hub/MeshClient.js"
 import { signMessage } from "../../src/core/Proof.js"
-import { registrationDocument, WRITE_PROOF_PURPOSE } from "../../src/hub/Registry.js"
+import { hubOrigin, registrationDocument, WRITE_PROOF_PURPOSE } from "../../src/hub/Registry.js"
 import * as Http from "node:http"
 
 /** A fresh database file in its own temp folder. */
@@ -64,12 +64,13 @@ export const registeredAgent = (client: MeshClient.MeshClientApi, name: string, 
     return { identity, apiKey: key.apiKey, record }
   })
 
-/** A raw `POST /v1/agents` body with a registration proof by `signer` (default: the identity) over its fields. */
+/** A raw `POST /v1/agents` body with a registration proof by `signer` over its fields, for the hub at `hubUrl`. */
 export const registrationBody = (
   fields: { readonly did: string; readonly manifestCID: string; readonly publicKeyB64: string; readonly endpointUrl: string },
-  signer: MeshIdentity
+  signer: MeshIdentity,
+  hubUrl: string
 ) =>
   Effect.map(
-    Effect.orDie(signMessage(registrationDocument(fields), signer.privateKey, verificationMethodId(fields.did), { proofPurpose: WRITE_PROOF_PURPOSE })),
+    Effect.orDie(signMessage(registrationDocument({ ...fields, hub: hubOrigin(hubUrl) ?? hubUrl }), signer.privateKey, verificationMethodId(fields.did), { proofPurpose: WRITE_PROOF_PURPOSE })),
     (signed) => ({ ...fields, proof: signed.proof })
   )
