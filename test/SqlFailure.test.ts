@@ -156,7 +156,7 @@ describe("Registry: only a unique violation reads as DID_TAKEN", () => {
         Effect.provideService(RegistryStore.RegistryStore, { ...real, insertEntry: () => Effect.fail(failure) })
       )
       const did = (yield* generateDid("owner")).did
-      return yield* Effect.flip(registry.registerSkill(admin, { name: "s", did: `${did}.skill` }))
+      return yield* Effect.flip(registry.registerSkill(admin, { name: "s", did: `${did}.skill` }, { hub: undefined, client: "127.0.0.1" }))
     }).pipe(Effect.provide(Layer.mergeAll(RegistryStore.layer.pipe(Layer.provide(memory)), KeysNative.layer)))
 
   const failure = (reason: PersistenceError["reason"]) => new PersistenceError({ reason, constraint: undefined, message: "refused", cause: undefined })
