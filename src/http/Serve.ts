@@ -12,8 +12,10 @@
  *
  * Every request passes the same guards before a handler runs, cheapest first (docs/protocol.md, "HTTP serving
  * rules"): Host (421), Origin and CORS preflight (403), route (404), body size with a bounded drain (413), media
- * type (415), strict JSON (400), requests in flight (503 with `Retry-After`). The server itself bounds header,
- * request and keep-alive time and connections in total and per address. Every response says
+ * type (415), strict JSON (400). Load is shed before the body is read and before any handler runs: while the event
+ * loop lags past `maxEventLoopLagMs` or `maxInFlight` handlers run, a request gets 503 `OVERLOADED` with `Retry-After`
+ * at once (paths in `shedExemptPaths` are always served). The server itself bounds header, request and keep-alive
+ * time and connections in total and per address. Every response says
  * `X-Content-Type-Options: nosniff` and, unless the handler set its own, `Cache-Control: no-store` (API keys and
  * tokens travel in bodies).
  *
@@ -46,6 +48,7 @@ import { parseJsonStrict, StrictJsonError } from "../internal/json.js"
 import { errorBody, INVALID_REQUEST } from "./ErrorBody.js"
 import * as HostGuard from "./HostGuard.js"
 import { LeanRequest } from "./LeanRequest.js"
+import * as LoopLag from "./LoopLag.js"
 import { discardBody, readBody } from "./ReadBody.js"
 import { RouteTable } from "./RouteTable.js"
 import { writeResponse } from "./WriteResponse.js"
@@ -83,7 +86,15 @@ export interface Options {
   readonly maxConnectionsPerAddress?: number
   /** Requests being handled at once; further ones get 503 OVERLOADED with `Retry-After` at once. Default 256. */
   readonly maxInFlight?: number
-  /** Paths (exact) never shed by `maxInFlight`, so probes still answer under load. Default `["/health"]`. */
+  /**
+   * Event-loop lag (ms) past which new requests get 503 OVERLOADED with `Retry-After` at once, so that a flood of
+   * requests whose handlers finish synchronously (never "in flight") cannot queue every request and new connection
+   * behind it. `Infinity` turns it off. Default 100.
+   */
+  readonly maxEventLoopLagMs?: number
+  /** The current event-loop lag in ms. Default: a sampler on a 20 ms timer (`LoopLag.ts`); tests inject their own. */
+  readonly eventLoopLag?: () => number
+  /** Paths (exact) never shed, so probes still answer under load. Default `["/health"]`. */
   readonly shedExemptPaths?: ReadonlyArray<string>
 }
 
@@ -99,7 +110,7 @@ export const withPublicUrl = (guards: Guards | undefined, publicUrl: string | un
 /** The options `listener` uses (the others belong to the node:http server `make` creates). */
 export type ListenerOptions = Pick<
   Options,
-  "maxBodyBytes" | "maxDrainBytes" | "allowedHosts" | "allowedOrigins" | "maxInFlight" | "shedExemptPaths"
+  "maxBodyBytes" | "maxDrainBytes" | "allowedHosts" | "allowedOrigins" | "maxInFlight" | "maxEventLoopLagMs" | "eventLoopLag" | "shedExemptPaths"
 >
 
 /** A running server. */
@@ -143,9 +154,14 @@ const DEFAULT_KEEP_ALIVE_TIMEOUT = 5_000
 const DEFAULT_MAX_CONNECTIONS = 1024
 const DEFAULT_MAX_PER_ADDRESS = 256
 const DEFAULT_MAX_IN_FLIGHT = 256
+// A healthy loop turns in well under 10 ms; 100 ms of lag is already a tenth of a second added to every request and
+// to every new connection's first answer, yet stays above a GC pause or one slow query, which must not shed.
+const DEFAULT_MAX_LAG_MS = 100
 const DEFAULT_SHED_EXEMPT: ReadonlyArray<string> = ["/health"]
-/** Seconds a shed request is told to wait (`Retry-After`): shedding ends as soon as requests in flight drop. */
+/** Seconds a shed request is told to wait (`Retry-After`): shedding ends as soon as lag or requests in flight drop. */
 export const OVERLOADED_RETRY_AFTER_SECONDS = 1
+const OVERLOADED_MESSAGE = "the server is overloaded; retry later"
+const OVERLOADED_FIELDS = { retryAfterSeconds: OVERLOADED_RETRY_AFTER_SECONDS }
 const CORS_METHODS = "GET, POST, PUT, PATCH, DELETE"
 const CORS_MAX_AGE = "600"
 const EMPTY_BODY = Buffer.alloc(0)
@@ -300,6 +316,10 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
     const maxDrain = options.maxDrainBytes ?? DRAIN_FACTOR * maxBody
     const maxInFlight = options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT
     const shedExempt = new Set(options.shedExemptPaths ?? DEFAULT_SHED_EXEMPT)
+    const maxLag = options.maxEventLoopLagMs ?? DEFAULT_MAX_LAG_MS
+    const lag =
+      options.eventLoopLag ??
+      (maxLag === Infinity ? () => 0 : (yield* Effect.acquireRelease(Effect.sync(() => LoopLag.start()), (s) => Effect.sync(s.stop))).lag)
     const guard = HostGuard.make(options.allowedHosts, options.allowedOrigins)
     let inFlight = 0
     // HttpApiBuilder.group registers each handler as a route on HttpApiBuilder.Router; building the layers here
@@ -415,20 +435,21 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
     }
 
     const overloaded = (res: Http.ServerResponse, cid: string): void =>
-      sendError(
-        res,
-        503,
-        { retryAfterSeconds: OVERLOADED_RETRY_AFTER_SECONDS },
-        "Overloaded",
-        "the server is at its limit of requests in flight; retry later",
-        "OVERLOADED",
-        cid
-      )
+      sendError(res, 503, OVERLOADED_FIELDS, "Overloaded", OVERLOADED_MESSAGE, "OVERLOADED", cid)
 
     // An answer given before the body is read: the body is drained (bounded) so the client can read the answer.
-    const refuseEarly = (req: Http.IncomingMessage, res: Http.ServerResponse, status: number, tag: string, message: string, code: string, cid: string) => {
+    const refuseEarly = (
+      req: Http.IncomingMessage,
+      res: Http.ServerResponse,
+      status: number,
+      tag: string,
+      message: string,
+      code: string,
+      cid: string,
+      fields?: object
+    ) => {
       if (BODY_METHODS.has(req.method ?? "") && !discardBody(req, maxDrain)) res.setHeader("connection", "close")
-      sendError(res, status, undefined, tag, message, code, cid)
+      sendError(res, status, fields, tag, message, code, cid)
     }
 
     const preflight = (req: Http.IncomingMessage, res: Http.ServerResponse, origin: string): void => {
@@ -476,6 +497,10 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
       const match = table.find(method, path)
       if (match === undefined) {
         return refuseEarly(req, res, 404, "RouteNotFound", `no route for ${method} ${path}`, "ROUTE_NOT_FOUND", cid)
+      }
+      // Shed before the body is read and the handler runs: an answer costs little, so the loop frees itself.
+      if ((lag() > maxLag || inFlight >= maxInFlight) && !shedExempt.has(path)) {
+        return refuseEarly(req, res, 503, "Overloaded", OVERLOADED_MESSAGE, "OVERLOADED", cid, OVERLOADED_FIELDS)
       }
       if (!BODY_METHODS.has(method)) return dispatch(req, res, cid, match.route, match.params, url, query, path, EMPTY_BODY)
       readBody(req, maxBody, maxDrain, (result) => {
