@@ -108,7 +108,7 @@ export const start = (options: HubOptions): Effect.Effect<RunningHub, Database.D
   Effect.gen(function* () {
     const services = yield* Layer.build(layerServices(options))
     const server = yield* Serve.make(HubApi, HandlersLive, {
-      shedExemptPaths: ["/api/status"],
+      shedExemptPaths: ["/health", "/api/status"],
       ...options.serving,
       port: options.port ?? 0,
       host: options.host ?? "127.0.0.1",

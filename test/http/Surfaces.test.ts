@@ -53,4 +53,26 @@ describe("serving guards on the surfaces", () => {
         assert.strictEqual(json(shed).code, "OVERLOADED")
       })
     ))
+
+  it.live("the hub answers /health without shedding it while its event loop lags, and serves again once the lag is gone", () =>
+    provide(
+      Effect.gen(function* () {
+        const loop = { lagMs: 0 }
+        const hub = yield* Hub.start({ database: ":memory:", serving: { eventLoopLag: () => loop.lagMs } })
+        const health = yield* request(`${hub.url}/health`)
+        assert.strictEqual(health.status, 200)
+        assert.deepStrictEqual(json(health), { status: "ok" })
+        assert.strictEqual((yield* request(`${hub.url}/v1/agents`)).status, 200)
+        // Past the default threshold (100 ms), work is shed and the probes still answer.
+        loop.lagMs = 250
+        const shed = yield* request(`${hub.url}/v1/agents`)
+        assert.strictEqual(shed.status, 503)
+        assert.strictEqual(shed.headers["retry-after"], "1")
+        assert.strictEqual(json(shed).code, "OVERLOADED")
+        assert.strictEqual((yield* request(`${hub.url}/health`)).status, 200)
+        assert.strictEqual((yield* request(`${hub.url}/api/status`)).status, 200)
+        loop.lagMs = 0
+        assert.strictEqual((yield* request(`${hub.url}/v1/agents`)).status, 200)
+      })
+    ))
 })
