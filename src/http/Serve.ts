@@ -96,6 +96,12 @@ export interface Options {
   readonly eventLoopLag?: () => number
   /** Paths (exact) never shed, so probes still answer under load. Default `["/health"]`. */
   readonly shedExemptPaths?: ReadonlyArray<string>
+  /**
+   * A second port (0 for any) on `host` answering only `shedExemptPaths`, for health probes. Node accepts one new
+   * connection per event-loop turn, so under a flood a probe's new connection on the main port waits behind every
+   * connection queued before it; this port's queue holds probes only. Default none.
+   */
+  readonly probePort?: number
 }
 
 /** The serving guards and limits a surface (hub, agent, mesh server) passes through from its own options. */
@@ -117,6 +123,8 @@ export type ListenerOptions = Pick<
 export interface Server {
   readonly port: number
   readonly url: string
+  /** The URL of the `probePort` listener, when one was asked for. */
+  readonly probeUrl?: string
   readonly close: Effect.Effect<void>
 }
 
@@ -528,6 +536,7 @@ export const make = <Api extends HttpApi.HttpApi.Any, E, R>(
     const requestTimeout = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT
     // node:http refuses a headers timeout longer than the request timeout.
     const headersTimeout = Math.min(options.headersTimeoutMs ?? DEFAULT_HEADERS_TIMEOUT, requestTimeout)
+    const checkInterval = Math.max(10, Math.min(1_000, Math.floor(headersTimeout / 4)))
     const server = Http.createServer(
       {
         keepAlive: true,
@@ -535,7 +544,7 @@ export const make = <Api extends HttpApi.HttpApi.Any, E, R>(
         headersTimeout,
         keepAliveTimeout: options.keepAliveTimeoutMs ?? DEFAULT_KEEP_ALIVE_TIMEOUT,
         // node:http checks both timeouts on this interval (30 s by default, which would triple a 10 s limit).
-        connectionsCheckingInterval: Math.max(10, Math.min(1_000, Math.floor(headersTimeout / 4)))
+        connectionsCheckingInterval: checkInterval
       },
       handle
     )
@@ -553,24 +562,53 @@ export const make = <Api extends HttpApi.HttpApi.Any, E, R>(
         else open.set(address, left)
       })
     })
-    const close = Effect.async<void>((resume) => {
-      server.close(() => resume(Effect.void))
-      server.closeAllConnections()
-    })
-    const address = yield* Effect.acquireRelease(
-      Effect.async<Net.AddressInfo, ServeError>((resume) => {
-        const onError = (cause: unknown) => resume(Effect.fail(new ServeError({ message: `cannot listen: ${String(cause)}`, cause })))
-        server.once("error", onError)
-        server.listen(options.port ?? 0, options.host ?? "127.0.0.1", () => {
-          server.off("error", onError)
-          resume(Effect.succeed(server.address() as Net.AddressInfo))
-        })
-      }),
-      () => (server.listening ? close : Effect.void)
-    )
-    const host = address.family === "IPv6" ? `[${address.address}]` : address.address
-    return { port: address.port, url: `http://${host}:${address.port}`, close: Effect.suspend(() => (server.listening ? close : Effect.void)) }
+    const close = closer(server)
+    const address = yield* listen(server, options.port ?? 0, options.host ?? "127.0.0.1")
+    let probeUrl: string | undefined = undefined
+    if (options.probePort !== undefined) {
+      const exempt = new Set(options.shedExemptPaths ?? DEFAULT_SHED_EXEMPT)
+      const probes = Http.createServer({ keepAlive: true, requestTimeout, headersTimeout, keepAliveTimeout: options.keepAliveTimeoutMs ?? DEFAULT_KEEP_ALIVE_TIMEOUT, connectionsCheckingInterval: checkInterval }, (req, res) => {
+        const url = req.url ?? "/"
+        const query = url.indexOf("?")
+        if (exempt.has(query < 0 ? url : url.slice(0, query))) return handle(req, res)
+        req.resume()
+        sendError(res, 404, undefined, "RouteNotFound", "this port answers health probes only", "ROUTE_NOT_FOUND", fromHeader(req.headers[HEADER]))
+      })
+      probes.maxConnections = PROBE_MAX_CONNECTIONS
+      probeUrl = urlOf(yield* listen(probes, options.probePort, options.host ?? "127.0.0.1"))
+    }
+    return {
+      port: address.port,
+      url: urlOf(address),
+      ...(probeUrl === undefined ? {} : { probeUrl }),
+      close: Effect.suspend(() => (server.listening ? close : Effect.void))
+    }
   })
+
+// Probes are few; the cap keeps the probe port from being a second way in for a flood.
+const PROBE_MAX_CONNECTIONS = 64
+
+const urlOf = (address: Net.AddressInfo): string => `http://${address.family === "IPv6" ? `[${address.address}]` : address.address}:${address.port}`
+
+const closer = (server: Http.Server): Effect.Effect<void> =>
+  Effect.async<void>((resume) => {
+    server.close(() => resume(Effect.void))
+    server.closeAllConnections()
+  })
+
+// Listens until the scope closes.
+const listen = (server: Http.Server, port: number, host: string): Effect.Effect<Net.AddressInfo, ServeError, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.async<Net.AddressInfo, ServeError>((resume) => {
+      const onError = (cause: unknown) => resume(Effect.fail(new ServeError({ message: `cannot listen: ${String(cause)}`, cause })))
+      server.once("error", onError)
+      server.listen(port, host, () => {
+        server.off("error", onError)
+        resume(Effect.succeed(server.address() as Net.AddressInfo))
+      })
+    }),
+    () => (server.listening ? closer(server) : Effect.void)
+  )
 
 /** `make` as a layer: the server runs while the layer is alive. */
 export const layer = <Api extends HttpApi.HttpApi.Any, E, R>(
