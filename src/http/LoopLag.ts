@@ -6,7 +6,8 @@
  *
  * The figure is read live (`now − last tick − interval`), not from the last tick alone: it grows during a long turn,
  * so the requests late in that turn are shed and the turn ends, and it falls to zero at the next tick once the load
- * is gone. This measures the process, not the program's notion of time, so it reads the monotonic clock directly
+ * is gone. It is capped by a moving average of the recent ticks' lateness, so one late tick (a GC pause, the process
+ * descheduled for a moment, one burst of work) sheds nothing: only lag that lasts over several ticks does. This measures the process, not the program's notion of time, so it reads the monotonic clock directly
  * rather than Effect's `Clock` (a `TestClock` would make every loop look idle); tests inject their own lag source.
  */
 
@@ -23,12 +24,16 @@ export interface Sampler {
 /** Starts a sampler on an unreferenced timer (it never keeps the process alive). */
 export const start = (intervalMs: number = SAMPLE_INTERVAL_MS): Sampler => {
   let last = performance.now()
+  let average = 0
   const timer = setInterval(() => {
-    last = performance.now()
+    const now = performance.now()
+    // Halves the weight of older ticks each tick: two late ticks in a row already count.
+    average = (average + Math.max(0, now - last - intervalMs)) / 2
+    last = now
   }, intervalMs)
   timer.unref()
   return {
-    lag: () => Math.max(0, performance.now() - last - intervalMs),
+    lag: () => Math.min(average, Math.max(0, performance.now() - last - intervalMs)),
     stop: () => clearInterval(timer)
   }
 }

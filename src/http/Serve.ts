@@ -169,7 +169,8 @@ const DEFAULT_SHED_EXEMPT: ReadonlyArray<string> = ["/health"]
 /** Seconds a shed request is told to wait (`Retry-After`): shedding ends as soon as lag or requests in flight drop. */
 export const OVERLOADED_RETRY_AFTER_SECONDS = 1
 const OVERLOADED_MESSAGE = "the server is overloaded; retry later"
-const OVERLOADED_FIELDS = { retryAfterSeconds: OVERLOADED_RETRY_AFTER_SECONDS }
+// `message` is a field of `Overloaded`: a typed client decodes the 503 only when the body has it.
+const OVERLOADED_FIELDS = { message: OVERLOADED_MESSAGE, retryAfterSeconds: OVERLOADED_RETRY_AFTER_SECONDS }
 const CORS_METHODS = "GET, POST, PUT, PATCH, DELETE"
 const CORS_MAX_AGE = "600"
 const EMPTY_BODY = Buffer.alloc(0)

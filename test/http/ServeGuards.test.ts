@@ -280,6 +280,8 @@ describe("Serve guards", () => {
           assert.strictEqual(json(reply)._tag, "Overloaded")
           assert.strictEqual(json(reply).code, "OVERLOADED")
           assert.strictEqual(json(reply).retryAfterSeconds, 1)
+          // The body decodes as the declared error (its schema requires a message).
+          assert.isString(json(reply).message)
         }
         assert.strictEqual(entered.n, 1)
         const health = yield* request(`${server.url}/health`)
