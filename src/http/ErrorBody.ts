@@ -51,7 +51,7 @@ export class UnsupportedMediaType extends Schema.TaggedError<UnsupportedMediaTyp
   HttpApiSchema.annotations({ status: 415 })
 ) {}
 
-/** The server is at its limit of requests in flight; come back after `retryAfterSeconds` (also `Retry-After`). */
+/** The server is overloaded (event loop lagging, or requests in flight at the cap); come back after `retryAfterSeconds` (also `Retry-After`). */
 export class Overloaded extends Schema.TaggedError<Overloaded>()(
   "Overloaded",
   { code: Schema.Literal("OVERLOADED"), message: Schema.String, retryAfterSeconds: Schema.Number },

@@ -12,8 +12,10 @@
  *
  * Every request passes the same guards before a handler runs, cheapest first (docs/protocol.md, "HTTP serving
  * rules"): Host (421), Origin and CORS preflight (403), route (404), body size with a bounded drain (413), media
- * type (415), strict JSON (400), requests in flight (503 with `Retry-After`). The server itself bounds header,
- * request and keep-alive time and connections in total and per address. Every response says
+ * type (415), strict JSON (400). Load is shed before the body is read and before any handler runs: while the event
+ * loop lags past `maxEventLoopLagMs` or `maxInFlight` handlers run, a request gets 503 `OVERLOADED` with `Retry-After`
+ * at once (paths in `shedExemptPaths` are always served). The server itself bounds header, request and keep-alive
+ * time and connections in total and per address. Every response says
  * `X-Content-Type-Options: nosniff` and, unless the handler set its own, `Cache-Control: no-store` (API keys and
  * tokens travel in bodies).
  *
@@ -48,6 +50,7 @@ import { parseJsonStrict, StrictJsonError } from "../core/internal/json.js"
 import { errorBody, INVALID_REQUEST } from "./ErrorBody.js"
 import * as HostGuard from "./HostGuard.js"
 import { LeanRequest } from "./LeanRequest.js"
+import * as LoopLag from "./LoopLag.js"
 import { discardBody, readBody } from "./ReadBody.js"
 import { RouteTable } from "./RouteTable.js"
 import { writeResponse } from "./WriteResponse.js"
@@ -85,8 +88,22 @@ export interface Options {
   readonly maxConnectionsPerAddress?: number
   /** Requests being handled at once; further ones get 503 OVERLOADED with `Retry-After` at once. Default 256. */
   readonly maxInFlight?: number
-  /** Paths (exact) never shed by `maxInFlight`, so probes still answer under load. Default `["/health"]`. */
+  /**
+   * Event-loop lag (ms) past which new requests get 503 OVERLOADED with `Retry-After` at once, so that a flood of
+   * requests whose handlers finish synchronously (never "in flight") cannot queue every request and new connection
+   * behind it. `Infinity` turns it off. Default 100.
+   */
+  readonly maxEventLoopLagMs?: number
+  /** The current event-loop lag in ms. Default: a sampler on a 20 ms timer (`LoopLag.ts`); tests inject their own. */
+  readonly eventLoopLag?: () => number
+  /** Paths (exact) never shed, so probes still answer under load. Default `["/health"]`. */
   readonly shedExemptPaths?: ReadonlyArray<string>
+  /**
+   * A second port (0 for any) on `host` answering only `shedExemptPaths`, for health probes. Node accepts one new
+   * connection per event-loop turn, so under a flood a probe's new connection on the main port waits behind every
+   * connection queued before it; this port's queue holds probes only. Default none.
+   */
+  readonly probePort?: number
 }
 
 /** The serving guards and limits a surface (hub, agent, mesh server) passes through from its own options. */
@@ -101,13 +118,15 @@ export const withPublicUrl = (guards: Guards | undefined, publicUrl: string | un
 /** The options `listener` uses (the others belong to the node:http server `make` creates). */
 export type ListenerOptions = Pick<
   Options,
-  "maxBodyBytes" | "maxDrainBytes" | "allowedHosts" | "allowedOrigins" | "maxInFlight" | "shedExemptPaths"
+  "maxBodyBytes" | "maxDrainBytes" | "allowedHosts" | "allowedOrigins" | "maxInFlight" | "maxEventLoopLagMs" | "eventLoopLag" | "shedExemptPaths"
 >
 
 /** A running server. */
 export interface Server {
   readonly port: number
   readonly url: string
+  /** The URL of the `probePort` listener, when one was asked for. */
+  readonly probeUrl?: string
   readonly close: Effect.Effect<void>
 }
 
@@ -145,9 +164,15 @@ const DEFAULT_KEEP_ALIVE_TIMEOUT = 5_000
 const DEFAULT_MAX_CONNECTIONS = 1024
 const DEFAULT_MAX_PER_ADDRESS = 256
 const DEFAULT_MAX_IN_FLIGHT = 256
+// A healthy loop turns in well under 10 ms; 100 ms of lag is already a tenth of a second added to every request and
+// to every new connection's first answer, yet stays above a GC pause or one slow query, which must not shed.
+const DEFAULT_MAX_LAG_MS = 100
 const DEFAULT_SHED_EXEMPT: ReadonlyArray<string> = ["/health"]
-/** Seconds a shed request is told to wait (`Retry-After`): shedding ends as soon as requests in flight drop. */
+/** Seconds a shed request is told to wait (`Retry-After`): shedding ends as soon as lag or requests in flight drop. */
 export const OVERLOADED_RETRY_AFTER_SECONDS = 1
+const OVERLOADED_MESSAGE = "the server is overloaded; retry later"
+// `message` is a field of `Overloaded`: a typed client decodes the 503 only when the body has it.
+const OVERLOADED_FIELDS = { message: OVERLOADED_MESSAGE, retryAfterSeconds: OVERLOADED_RETRY_AFTER_SECONDS }
 const CORS_METHODS = "GET, POST, PUT, PATCH, DELETE"
 const CORS_MAX_AGE = "600"
 const EMPTY_BODY = Buffer.alloc(0)
@@ -302,6 +327,10 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
     const maxDrain = options.maxDrainBytes ?? DRAIN_FACTOR * maxBody
     const maxInFlight = options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT
     const shedExempt = new Set(options.shedExemptPaths ?? DEFAULT_SHED_EXEMPT)
+    const maxLag = options.maxEventLoopLagMs ?? DEFAULT_MAX_LAG_MS
+    const lag =
+      options.eventLoopLag ??
+      (maxLag === Infinity ? () => 0 : (yield* Effect.acquireRelease(Effect.sync(() => LoopLag.start()), (s) => Effect.sync(s.stop))).lag)
     const guard = HostGuard.make(options.allowedHosts, options.allowedOrigins)
     let inFlight = 0
     // HttpApiBuilder.group registers each handler as a route on HttpApiBuilder.Router; building the layers here
@@ -417,20 +446,21 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
     }
 
     const overloaded = (res: Http.ServerResponse, cid: string): void =>
-      sendError(
-        res,
-        503,
-        { retryAfterSeconds: OVERLOADED_RETRY_AFTER_SECONDS },
-        "Overloaded",
-        "the server is at its limit of requests in flight; retry later",
-        "OVERLOADED",
-        cid
-      )
+      sendError(res, 503, OVERLOADED_FIELDS, "Overloaded", OVERLOADED_MESSAGE, "OVERLOADED", cid)
 
     // An answer given before the body is read: the body is drained (bounded) so the client can read the answer.
-    const refuseEarly = (req: Http.IncomingMessage, res: Http.ServerResponse, status: number, tag: string, message: string, code: string, cid: string) => {
+    const refuseEarly = (
+      req: Http.IncomingMessage,
+      res: Http.ServerResponse,
+      status: number,
+      tag: string,
+      message: string,
+      code: string,
+      cid: string,
+      fields?: object
+    ) => {
       if (BODY_METHODS.has(req.method ?? "") && !discardBody(req, maxDrain)) res.setHeader("connection", "close")
-      sendError(res, status, undefined, tag, message, code, cid)
+      sendError(res, status, fields, tag, message, code, cid)
     }
 
     const preflight = (req: Http.IncomingMessage, res: Http.ServerResponse, origin: string): void => {
@@ -479,6 +509,10 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
       if (match === undefined) {
         return refuseEarly(req, res, 404, "RouteNotFound", `no route for ${method} ${path}`, "ROUTE_NOT_FOUND", cid)
       }
+      // Shed before the body is read and the handler runs: an answer costs little, so the loop frees itself.
+      if ((lag() > maxLag || inFlight >= maxInFlight) && !shedExempt.has(path)) {
+        return refuseEarly(req, res, 503, "Overloaded", OVERLOADED_MESSAGE, "OVERLOADED", cid, OVERLOADED_FIELDS)
+      }
       if (!BODY_METHODS.has(method)) return dispatch(req, res, cid, match.route, match.params, url, query, path, EMPTY_BODY)
       readBody(req, maxBody, maxDrain, (result) => {
         switch (result._tag) {
@@ -505,6 +539,7 @@ export const make = <Api extends HttpApi.HttpApi.Any, E, R>(
     const requestTimeout = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT
     // node:http refuses a headers timeout longer than the request timeout.
     const headersTimeout = Math.min(options.headersTimeoutMs ?? DEFAULT_HEADERS_TIMEOUT, requestTimeout)
+    const checkInterval = Math.max(10, Math.min(1_000, Math.floor(headersTimeout / 4)))
     const server = Http.createServer(
       {
         keepAlive: true,
@@ -512,7 +547,7 @@ export const make = <Api extends HttpApi.HttpApi.Any, E, R>(
         headersTimeout,
         keepAliveTimeout: options.keepAliveTimeoutMs ?? DEFAULT_KEEP_ALIVE_TIMEOUT,
         // node:http checks both timeouts on this interval (30 s by default, which would triple a 10 s limit).
-        connectionsCheckingInterval: Math.max(10, Math.min(1_000, Math.floor(headersTimeout / 4)))
+        connectionsCheckingInterval: checkInterval
       },
       handle
     )
@@ -530,24 +565,53 @@ export const make = <Api extends HttpApi.HttpApi.Any, E, R>(
         else open.set(address, left)
       })
     })
-    const close = Effect.async<void>((resume) => {
-      server.close(() => resume(Effect.void))
-      server.closeAllConnections()
-    })
-    const address = yield* Effect.acquireRelease(
-      Effect.async<Net.AddressInfo, ServeError>((resume) => {
-        const onError = (cause: unknown) => resume(Effect.fail(new ServeError({ message: `cannot listen: ${String(cause)}`, cause })))
-        server.once("error", onError)
-        server.listen(options.port ?? 0, options.host ?? "127.0.0.1", () => {
-          server.off("error", onError)
-          resume(Effect.succeed(server.address() as Net.AddressInfo))
-        })
-      }),
-      () => (server.listening ? close : Effect.void)
-    )
-    const host = address.family === "IPv6" ? `[${address.address}]` : address.address
-    return { port: address.port, url: `http://${host}:${address.port}`, close: Effect.suspend(() => (server.listening ? close : Effect.void)) }
+    const close = closer(server)
+    const address = yield* listen(server, options.port ?? 0, options.host ?? "127.0.0.1")
+    let probeUrl: string | undefined = undefined
+    if (options.probePort !== undefined) {
+      const exempt = new Set(options.shedExemptPaths ?? DEFAULT_SHED_EXEMPT)
+      const probes = Http.createServer({ keepAlive: true, requestTimeout, headersTimeout, keepAliveTimeout: options.keepAliveTimeoutMs ?? DEFAULT_KEEP_ALIVE_TIMEOUT, connectionsCheckingInterval: checkInterval }, (req, res) => {
+        const url = req.url ?? "/"
+        const query = url.indexOf("?")
+        if (exempt.has(query < 0 ? url : url.slice(0, query))) return handle(req, res)
+        req.resume()
+        sendError(res, 404, undefined, "RouteNotFound", "this port answers health probes only", "ROUTE_NOT_FOUND", fromHeader(req.headers[HEADER]))
+      })
+      probes.maxConnections = PROBE_MAX_CONNECTIONS
+      probeUrl = urlOf(yield* listen(probes, options.probePort, options.host ?? "127.0.0.1"))
+    }
+    return {
+      port: address.port,
+      url: urlOf(address),
+      ...(probeUrl === undefined ? {} : { probeUrl }),
+      close: Effect.suspend(() => (server.listening ? close : Effect.void))
+    }
   })
+
+// Probes are few; the cap keeps the probe port from being a second way in for a flood.
+const PROBE_MAX_CONNECTIONS = 64
+
+const urlOf = (address: Net.AddressInfo): string => `http://${address.family === "IPv6" ? `[${address.address}]` : address.address}:${address.port}`
+
+const closer = (server: Http.Server): Effect.Effect<void> =>
+  Effect.async<void>((resume) => {
+    server.close(() => resume(Effect.void))
+    server.closeAllConnections()
+  })
+
+// Listens until the scope closes.
+const listen = (server: Http.Server, port: number, host: string): Effect.Effect<Net.AddressInfo, ServeError, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.async<Net.AddressInfo, ServeError>((resume) => {
+      const onError = (cause: unknown) => resume(Effect.fail(new ServeError({ message: `cannot listen: ${String(cause)}`, cause })))
+      server.once("error", onError)
+      server.listen(port, host, () => {
+        server.off("error", onError)
+        resume(Effect.succeed(server.address() as Net.AddressInfo))
+      })
+    }),
+    () => (server.listening ? closer(server) : Effect.void)
+  )
 
 /** `make` as a layer: the server runs while the layer is alive. */
 export const layer = <Api extends HttpApi.HttpApi.Any, E, R>(

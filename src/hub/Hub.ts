@@ -58,6 +58,8 @@ export interface HubOptions {
 export interface RunningHub {
   readonly url: string
   readonly port: number
+  /** The URL of the health-probe listener (`serving.probePort`), when one was asked for. */
+  readonly probeUrl?: string
   /** The admin credential, present only on the start that created it (first start on a database, or `newAdminKey`). */
   readonly admin: Option.Option<Registry.CreatedApiKey>
 }
@@ -117,7 +119,7 @@ export const start = (options: HubOptions): Effect.Effect<RunningHub, Database.D
   Effect.gen(function* () {
     const services = yield* Layer.build(layerServices(options))
     const server = yield* Serve.make(HubApi, HandlersLive, {
-      shedExemptPaths: ["/api/status"],
+      shedExemptPaths: ["/health", "/api/status"],
       ...options.serving,
       // Clients that reach the hub at its public URL send that URL's host.
       allowedHosts: [...(options.serving?.allowedHosts ?? []), ...hostOf(options.publicUrl)],
@@ -133,7 +135,7 @@ export const start = (options: HubOptions): Effect.Effect<RunningHub, Database.D
       options.newAdminKey === true ? Effect.map(registry.issueAdminKey, Option.some) : registry.ensureAdmin,
       (e) => new Database.DatabaseError({ code: "DATABASE_ERROR", message: `cannot create the admin credential: ${e.message}` })
     )
-    return { url: server.url, port: server.port, admin }
+    return { url: server.url, port: server.port, ...(server.probeUrl === undefined ? {} : { probeUrl: server.probeUrl }), admin }
   })
 
 /** How to run a platform apart from its registry. */

@@ -216,9 +216,18 @@ export class DocsGroup extends HttpApiGroup.make("docs")
   .add(HttpApiEndpoint.get("docs", "/docs").addSuccess(HttpApiSchema.Text({ contentType: "text/html; charset=utf-8" })).annotate(OpenApi.Description, "A page listing every operation."))
   .annotate(OpenApi.Description, "The contract, machine-readable and browsable.") {}
 
+/** Liveness: answered without the database and never shed under load, so a probe tells a busy hub from a dead one. */
+export class HealthGroup extends HttpApiGroup.make("health")
+  .add(
+    HttpApiEndpoint.get("health", "/health")
+      .addSuccess(Schema.Struct({ status: Schema.Literal("ok") }))
+      .annotate(OpenApi.Description, "Liveness: answers without touching the database and is never shed under load.")
+  ) {}
+
 /** The whole hub. */
 export class HubApi extends addServingErrors(
   HttpApi.make("hub")
+    .add(HealthGroup)
     .add(RegistryGroup)
     .add(KeysGroup)
     .add(SpendingGroup)

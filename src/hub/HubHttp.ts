@@ -274,5 +274,10 @@ export const PlatformOnlyLive = Layer.merge(
   PlatformDocsLive
 )
 
+const HEALTHY = { status: "ok" } as const
+
+/** `/health`: a constant answer, so it costs the least any request can. */
+export const HealthLive = HttpApiBuilder.group(HubApi, "health", (handlers) => Effect.succeed(handlers.handle("health", () => Effect.succeed(HEALTHY))))
+
 /** Every group of the hub, needing the services behind them. */
-export const HandlersLive = Layer.mergeAll(RegistryLive, KeysLive, SpendingLive, PlatformLive, DocsLive).pipe(Layer.provide(ApiKeyAuthLive))
+export const HandlersLive = Layer.mergeAll(HealthLive, RegistryLive, KeysLive, SpendingLive, PlatformLive, DocsLive).pipe(Layer.provide(ApiKeyAuthLive))

@@ -258,6 +258,44 @@ describe("Serve guards", () => {
         assert.strictEqual((yield* request(`${server.url}/v1/wait`)).status, 200)
       })
     )
+
+    it.scopedLive("sheds on event-loop lag before reading the body or running the handler, keeps /health, recovers at once", () =>
+      Effect.gen(function* () {
+        const latch = yield* Deferred.make<void>()
+        yield* Deferred.succeed(latch, undefined)
+        const entered = { n: 0 }
+        const loop = { lagMs: 0 }
+        const server = yield* Serve.make(ProbeApi, probeLive(latch, entered), { maxEventLoopLagMs: 100, eventLoopLag: () => loop.lagMs })
+        assert.strictEqual((yield* request(`${server.url}/v1/wait`)).status, 200)
+        assert.strictEqual(entered.n, 1)
+        loop.lagMs = 101
+        const shed = [
+          ...(yield* Effect.forEach(Array.from({ length: 5 }), () => request(`${server.url}/v1/wait`), { concurrency: "unbounded" })),
+          // A body is never parsed: not even a body that would be refused as JSON reaches that check.
+          yield* post(`${server.url}/v1/leak`, '{"token":1,"token":2}', "application/json")
+        ]
+        for (const reply of shed) {
+          assert.strictEqual(reply.status, 503)
+          assert.strictEqual(reply.headers["retry-after"], "1")
+          assert.strictEqual(json(reply)._tag, "Overloaded")
+          assert.strictEqual(json(reply).code, "OVERLOADED")
+          assert.strictEqual(json(reply).retryAfterSeconds, 1)
+          // The body decodes as the declared error (its schema requires a message).
+          assert.isString(json(reply).message)
+        }
+        assert.strictEqual(entered.n, 1)
+        const health = yield* request(`${server.url}/health`)
+        assert.strictEqual(health.status, 200)
+        assert.deepStrictEqual(json(health), { ok: true })
+        // Unknown routes still get their own answer.
+        assert.strictEqual((yield* request(`${server.url}/v1/nothing`)).status, 404)
+        loop.lagMs = 100
+        assert.strictEqual((yield* request(`${server.url}/v1/wait`)).status, 200)
+        loop.lagMs = 0
+        assert.strictEqual((yield* request(`${server.url}/v1/wait`)).status, 200)
+        assert.strictEqual(entered.n, 3)
+      })
+    )
   })
 
   describe("Host and Origin", () => {

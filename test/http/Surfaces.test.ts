@@ -53,4 +53,44 @@ describe("serving guards on the surfaces", () => {
         assert.strictEqual(json(shed).code, "OVERLOADED")
       })
     ))
+
+  it.live("the hub answers /health without shedding it while its event loop lags, and serves again once the lag is gone", () =>
+    provide(
+      Effect.gen(function* () {
+        const loop = { lagMs: 0 }
+        const hub = yield* Hub.start({ database: ":memory:", serving: { eventLoopLag: () => loop.lagMs } })
+        const health = yield* request(`${hub.url}/health`)
+        assert.strictEqual(health.status, 200)
+        assert.deepStrictEqual(json(health), { status: "ok" })
+        assert.strictEqual((yield* request(`${hub.url}/v1/agents`)).status, 200)
+        // Past the default threshold (100 ms), work is shed and the probes still answer.
+        loop.lagMs = 250
+        const shed = yield* request(`${hub.url}/v1/agents`)
+        assert.strictEqual(shed.status, 503)
+        assert.strictEqual(shed.headers["retry-after"], "1")
+        assert.strictEqual(json(shed).code, "OVERLOADED")
+        assert.strictEqual((yield* request(`${hub.url}/health`)).status, 200)
+        assert.strictEqual((yield* request(`${hub.url}/api/status`)).status, 200)
+        loop.lagMs = 0
+        assert.strictEqual((yield* request(`${hub.url}/v1/agents`)).status, 200)
+      })
+    ))
+
+  it.live("a hub with a probe port answers its exempt paths there and nothing else", () =>
+    provide(
+      Effect.gen(function* () {
+        const hub = yield* Hub.start({ database: ":memory:", serving: { probePort: 0, eventLoopLag: () => 1_000 } })
+        const probeUrl = hub.probeUrl ?? assert.fail("no probe URL")
+        assert.notStrictEqual(probeUrl, hub.url)
+        const health = yield* request(`${probeUrl}/health`)
+        assert.strictEqual(health.status, 200)
+        assert.deepStrictEqual(json(health), { status: "ok" })
+        assert.strictEqual((yield* request(`${probeUrl}/api/status`)).status, 200)
+        const other = yield* request(`${probeUrl}/v1/agents`)
+        assert.strictEqual(other.status, 404)
+        assert.strictEqual(json(other).code, "ROUTE_NOT_FOUND")
+        // The main port sheds at this lag; the probe port's exempt paths are never shed.
+        assert.strictEqual((yield* request(`${hub.url}/v1/agents`)).status, 503)
+      })
+    ))
 })
