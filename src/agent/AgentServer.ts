@@ -83,6 +83,7 @@ import { LeanRequest } from "../http/LeanRequest.js"
 import * as Serve from "../http/Serve.js"
 import * as Sse from "../core/Sse.js"
 import { fromBase64, toBase64 } from "../core/internal/bytes.js"
+import { lift } from "../core/internal/lift.js"
 
 /** What a handler declares about an action it asks the guard for. */
 export interface GuardOptions {
@@ -359,14 +360,7 @@ const resolverFromFunction = (f: ResolveCallerKey): KeyResolverApi => ({
         return Effect.fail(new KeyNotFound({ code: "KEY_NOT_FOUND", message: `the key given for ${did} is not base64`, did }))
       }
     }
-    let key: ReturnType<ResolveCallerKey>
-    try {
-      key = f(did)
-    } catch (e) {
-      return Effect.fail(unavailable(e))
-    }
-    // A synchronous answer stays synchronous: no promise hop on every request.
-    return key instanceof Promise ? Effect.flatMap(Effect.tryPromise({ try: () => key, catch: unavailable }), settle) : settle(key)
+    return Effect.flatMap(Effect.mapError(lift(() => f(did)), unavailable), settle)
   }
 })
 
@@ -920,7 +914,7 @@ export const make = (
       for (const d of tokenDigests) ok = crypto.timingSafeEqual(d, digest) || ok
       if (ok || options.verifyBearer === undefined) return Effect.succeed(ok)
       const verify = options.verifyBearer
-      return Effect.tryPromise(async () => verify(token)).pipe(
+      return lift(() => verify(token)).pipe(
         Effect.map((v) => v === true),
         Effect.tapError((e) => Effect.logWarning("verifyBearer threw; refusing the token", e)),
         Effect.orElseSucceed(() => false)
