@@ -20,11 +20,11 @@ import * as Layer from "effect/Layer"
 import * as Runtime from "effect/Runtime"
 import type { ApprovalRequest } from "./AgentApi.js"
 import { AgentBadRequest, AgentConflict, AgentForbidden, AgentNotFound, AgentUnavailable, HandlerFailed, ProviderFailed, type RunError } from "./AgentError.js"
-import { type Approval, forbidden, Gates, stepKey, storeUnavailable, type TaskState } from "./Gates.js"
+import { type Approval, forbidden, Gates, type GatesApi, stepKey, storeUnavailable, type TaskState } from "./Gates.js"
 import { AgentHandler, consume, GatePaused, type GuardError, type GuardOptions, type RunInput } from "./Handler.js"
 import { Identity } from "./Identity.js"
 import { AgentMemory } from "../core/AgentMemory.js"
-import { TaskGuard } from "../core/TaskGuard.js"
+import { TaskGuard, type TaskGuardApi } from "../core/TaskGuard.js"
 
 /** How an execution ended: the reply, or a pause at a human gate. */
 export type Outcome = { readonly _tag: "Completed"; readonly message: string } | { readonly _tag: "Paused"; readonly request: ApprovalRequest }
@@ -91,102 +91,117 @@ const failedWith = (cause: Cause.Cause<unknown>): Effect.Effect<never, RunError>
   )
 }
 
+/** What the guard of an execution needs from the server. */
+interface GuardDeps {
+  readonly guard: TaskGuardApi
+  readonly gates: GatesApi
+  readonly did: string
+  readonly sandboxed: boolean
+}
+
+/** Stores the task at the gate and stops the handler there; concurrent guard calls that reach a gate only stop. */
+const pause = (deps: GuardDeps, x: Run, capability: string, guardOptions: GuardOptions, step: string) =>
+  Effect.gen(function* () {
+    if (x.pausing) return yield* Effect.fail(new GatePaused({ taskId: x.paused?.taskId ?? "", capability }))
+    x.pausing = true
+    const state: TaskState = { ...x.state, journal: x.passed.slice(), emitted: x.produced }
+    x.paused = yield* deps.gates.pause(state, capability, guardOptions, step)
+    return yield* Effect.fail(new GatePaused({ taskId: x.paused.taskId, capability }))
+  })
+
+/** The human's decision on this step, if one was given for it: consumed by the first call that asks it. */
+const humanDecision = (x: Run, step: string): Approval["decision"] | undefined => {
+  if (x.approval === undefined || x.approval.step !== step) return undefined
+  const decision = x.approval.decision
+  x.approval = undefined
+  return decision
+}
+
+/** The guard one execution hands its handler. */
+const guardFor = (deps: GuardDeps, x: Run) => (capability: string, guardOptions: GuardOptions = {}): Effect.Effect<void, GuardError> =>
+  Effect.suspend(() => {
+    // Once paused, nothing more may happen under this execution; once it is over, nothing at all.
+    if (x.paused !== undefined) return Effect.fail(new GatePaused({ taskId: x.paused.taskId, capability }))
+    if (x.ended) return Effect.fail(forbidden("RUN_CANCELLED", `the run is over; ${capability} is not allowed`))
+    const i = x.calls++
+    const step = stepKey(capability, guardOptions)
+    const journal = x.state.journal
+    // A replayed call passes only if it asks exactly what passed before (capability and every option).
+    if (i < journal.length && journal[i] === step && x.passed.length > i) return Effect.void
+    // Diverged from the journal (or past it): from here every call is checked afresh.
+    x.passed.length = Math.min(x.passed.length, i)
+    const token = x.state.mandate
+    if (token === undefined) return Effect.fail(forbidden("MANDATE_REQUIRED", `${capability} needs a task mandate; send one as "mandate"`))
+    const decision = humanDecision(x, step)
+    if (decision === "deny") return Effect.fail(forbidden("HUMAN_GATE_DENIED", `a human denied ${capability}`))
+    return deps.guard
+      .check(token, {
+        presenter: deps.did,
+        capability,
+        reversible: guardOptions.reversible ?? false,
+        sandboxed: deps.sandboxed,
+        humanApproved: decision === "approve",
+        ...(guardOptions.dataScopes === undefined ? {} : { dataScopes: guardOptions.dataScopes }),
+        ...(guardOptions.llmTokens === undefined ? {} : { llmTokens: guardOptions.llmTokens }),
+        ...(guardOptions.webRequests === undefined ? {} : { webRequests: guardOptions.webRequests })
+      })
+      .pipe(
+        Effect.zipRight(Effect.sync(() => void x.passed.push(step))),
+        Effect.catchTags({
+          TaskConstraintViolation: (e) =>
+            e.code === "HUMAN_GATE_REQUIRED" ? pause(deps, x, capability, guardOptions, step) : Effect.fail(forbidden(e.code, e.message, e.reason)),
+          TaskStoreUnavailable: (e) => Effect.fail(storeUnavailable(e))
+        })
+      )
+  })
+
+/**
+ * What the handler receives, and how to cancel the execution: cancelling ends it first, so a handler woken by the
+ * abort finds its guard closed.
+ */
+const inputFor = (
+  x: Run,
+  guardEffect: RunInput["guardEffect"],
+  systemPrompt: string | undefined,
+  runPromise: <A, E>(effect: Effect.Effect<A, E>) => Promise<A>
+) => {
+  // Made on first use: most handlers never look at their signal.
+  let controller: AbortController | undefined
+  const cancel = () => {
+    x.ended = true
+    controller?.abort()
+  }
+  const input: RunInput = {
+    message: x.state.message,
+    sessionId: x.state.sessionId,
+    history: x.state.history,
+    context: x.state.context,
+    caller: x.state.caller,
+    systemPrompt,
+    guard: (capability, o) => runPromise(guardEffect(capability, o)),
+    guardEffect,
+    get signal() {
+      controller ??= new AbortController()
+      if (x.ended) controller.abort()
+      return controller.signal
+    }
+  }
+  return { input, cancel }
+}
+
 /** The execution over the handler, guard, gates and memory in context. */
 export const make = (options: Options): Effect.Effect<ExecutionApi, never, AgentHandler | TaskGuard | Gates | AgentMemory | Identity> =>
   Effect.gen(function* () {
     const handler = yield* AgentHandler
-    const guard = yield* TaskGuard
-    const gates = yield* Gates
     const memory = yield* AgentMemory
     const { did } = yield* Identity
+    const deps: GuardDeps = { guard: yield* TaskGuard, gates: yield* Gates, did, sandboxed: options.sandboxed ?? false }
     const runPromise = promiseRunner(yield* Effect.runtime<never>())
-
-    const pause = (x: Run, capability: string, guardOptions: GuardOptions, step: string) =>
-      Effect.gen(function* () {
-        // Concurrent guard calls may both reach a gate: the first pauses the task, the others only stop.
-        if (x.pausing) return yield* Effect.fail(new GatePaused({ taskId: x.paused?.taskId ?? "", capability }))
-        x.pausing = true
-        const state: TaskState = { ...x.state, journal: x.passed.slice(), emitted: x.produced }
-        x.paused = yield* gates.pause(state, capability, guardOptions, step)
-        return yield* Effect.fail(new GatePaused({ taskId: x.paused.taskId, capability }))
-      })
-
-    /** The human's decision on this step, if one was given for it: consumed by the first call that asks it. */
-    const humanDecision = (x: Run, step: string): Approval["decision"] | undefined => {
-      if (x.approval === undefined || x.approval.step !== step) return undefined
-      const decision = x.approval.decision
-      x.approval = undefined
-      return decision
-    }
-
-    const guardFor = (x: Run) => (capability: string, guardOptions: GuardOptions = {}): Effect.Effect<void, GuardError> =>
-      Effect.suspend(() => {
-        // Once paused, nothing more may happen under this execution; once it is over, nothing at all.
-        if (x.paused !== undefined) return Effect.fail(new GatePaused({ taskId: x.paused.taskId, capability }))
-        if (x.ended) return Effect.fail(forbidden("RUN_CANCELLED", `the run is over; ${capability} is not allowed`))
-        const i = x.calls++
-        const step = stepKey(capability, guardOptions)
-        const journal = x.state.journal
-        // A replayed call passes only if it asks exactly what passed before (capability and every option).
-        if (i < journal.length && journal[i] === step && x.passed.length > i) return Effect.void
-        // Diverged from the journal (or past it): from here every call is checked afresh.
-        x.passed.length = Math.min(x.passed.length, i)
-        const token = x.state.mandate
-        if (token === undefined) return Effect.fail(forbidden("MANDATE_REQUIRED", `${capability} needs a task mandate; send one as "mandate"`))
-        const decision = humanDecision(x, step)
-        if (decision === "deny") return Effect.fail(forbidden("HUMAN_GATE_DENIED", `a human denied ${capability}`))
-        return guard
-          .check(token, {
-            presenter: did,
-            capability,
-            reversible: guardOptions.reversible ?? false,
-            sandboxed: options.sandboxed ?? false,
-            humanApproved: decision === "approve",
-            ...(guardOptions.dataScopes === undefined ? {} : { dataScopes: guardOptions.dataScopes }),
-            ...(guardOptions.llmTokens === undefined ? {} : { llmTokens: guardOptions.llmTokens }),
-            ...(guardOptions.webRequests === undefined ? {} : { webRequests: guardOptions.webRequests })
-          })
-          .pipe(
-            Effect.zipRight(Effect.sync(() => void x.passed.push(step))),
-            Effect.catchTags({
-              TaskConstraintViolation: (e) =>
-                e.code === "HUMAN_GATE_REQUIRED" ? pause(x, capability, guardOptions, step) : Effect.fail(forbidden(e.code, e.message, e.reason)),
-              TaskStoreUnavailable: (e) => Effect.fail(storeUnavailable(e))
-            })
-          )
-      })
-
-    /** What the handler receives; cancelling ends the execution first, so a handler woken by the abort finds its guard closed. */
-    const inputFor = (x: Run) => {
-      // Made on first use: most handlers never look at their signal.
-      let controller: AbortController | undefined
-      const cancel = () => {
-        x.ended = true
-        controller?.abort()
-      }
-      const guardEffect = guardFor(x)
-      const input: RunInput = {
-        message: x.state.message,
-        sessionId: x.state.sessionId,
-        history: x.state.history,
-        context: x.state.context,
-        caller: x.state.caller,
-        systemPrompt: options.systemPrompt,
-        guard: (capability, o) => runPromise(guardEffect(capability, o)),
-        guardEffect,
-        get signal() {
-          controller ??= new AbortController()
-          if (x.ended) controller.abort()
-          return controller.signal
-        }
-      }
-      return { input, cancel }
-    }
 
     const execute: ExecutionApi["execute"] = (state, approval, streaming, emit) =>
       Effect.gen(function* () {
         const x: Run = { state, approval, passed: state.journal.slice(), calls: 0, produced: 0, paused: undefined, pausing: false, ended: false }
-        const { input, cancel } = inputFor(x)
+        const { input, cancel } = inputFor(x, guardFor(deps, x), options.systemPrompt, runPromise)
         let text = ""
         const output = yield* Effect.either(Effect.try({ try: () => handler(input, streaming), catch: (e) => e }))
         const run = Either.isLeft(output)

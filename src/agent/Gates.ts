@@ -18,11 +18,11 @@ import { type ApprovalRequest, Caller as CallerSchema, type Caller, ChatMessage 
 import { AgentConflict, AgentForbidden, type ForbiddenCode, AgentNotFound, AgentUnavailable } from "./AgentError.js"
 import type { GuardOptions } from "./Handler.js"
 import { Identity } from "./Identity.js"
-import { resumeTask } from "../core/Approval.js"
+import { type ApprovalError, resumeTask } from "../core/Approval.js"
 import { KeyResolver } from "../core/KeyResolver.js"
 import { Keys } from "../core/Keys.js"
 import { decodeUnverified } from "../core/Mandate.js"
-import { TaskStore } from "../core/TaskStore.js"
+import { type TaskNotPaused, TaskStore } from "../core/TaskStore.js"
 
 /** What a task carries across a pause (stored as JSON in the `TaskStore`). */
 export const TaskState = Schema.Struct({
@@ -84,6 +84,14 @@ export const forbidden = (code: ForbiddenCode, message: string, reason?: string)
 
 /** A store that cannot answer, as the agent answers it. */
 export const storeUnavailable = (e: { readonly message: string }) => new AgentUnavailable({ code: "STORE_UNAVAILABLE", message: e.message })
+
+/** An approval that does not hold: 403 with its code, or 503 when the signer's key cannot be looked up. */
+const approvalRefused = (e: ApprovalError): AgentForbidden | AgentUnavailable =>
+  e.code === "RESOLVER_UNAVAILABLE" ? new AgentUnavailable({ code: "RESOLVER_UNAVAILABLE", message: e.message }) : forbidden(e.code, e.message)
+
+/** A task that cannot be resumed: 404 when unknown, 409 when no longer paused. */
+const notPaused = (e: TaskNotPaused): AgentNotFound | AgentConflict =>
+  e.code === "TASK_NOT_FOUND" ? new AgentNotFound({ code: "TASK_NOT_FOUND", message: e.message }) : new AgentConflict({ code: e.code, message: e.message })
 
 /** The gates over the `TaskStore` and `KeyResolver` in context, for the agent `Identity`. */
 export const make = (options: Options): Effect.Effect<GatesApi, never, Identity | TaskStore | KeyResolver | Keys> =>
@@ -149,12 +157,8 @@ export const make = (options: Options): Effect.Effect<GatesApi, never, Identity 
           Effect.provideService(Keys, keys),
           Effect.provideService(TaskStore, taskStore),
           Effect.catchTags({
-            ApprovalError: (e) =>
-              Effect.fail(e.code === "RESOLVER_UNAVAILABLE" ? new AgentUnavailable({ code: "RESOLVER_UNAVAILABLE", message: e.message }) : forbidden(e.code, e.message)),
-            TaskNotPaused: (e) =>
-              Effect.fail(
-                e.code === "TASK_NOT_FOUND" ? new AgentNotFound({ code: "TASK_NOT_FOUND", message: e.message }) : new AgentConflict({ code: e.code, message: e.message })
-              ),
+            ApprovalError: (e) => Effect.fail(approvalRefused(e)),
+            TaskNotPaused: (e) => Effect.fail(notPaused(e)),
             TaskStoreUnavailable: (e) => Effect.fail(storeUnavailable(e))
           })
         )

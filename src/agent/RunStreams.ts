@@ -121,6 +121,30 @@ const follow = (run: StreamedRun, from: number): Stream.Stream<Uint8Array> =>
 const sseResponse = (run: StreamedRun, from: number) =>
   HttpServerResponse.stream(follow(run, from), { contentType: Sse.CONTENT_TYPE, headers: Sse.RESPONSE_HEADERS })
 
+/** The run and event numbers of an event id this server wrote (`<run uuid>:<n>`). */
+const eventId = (id: string): { readonly run: string; readonly event: number } | undefined => {
+  const m = /^([0-9a-f-]{36}):(\d{1,9})$/.exec(id)
+  return m === null ? undefined : { run: m[1]!, event: Number(m[2]) }
+}
+
+/** The run named by `lastEventId` among `runs`, answered from the event after it. */
+const reconnectTo = (runs: ReadonlyMap<string, StreamedRun>, lastEventId: string, principal: string): ReturnType<RunStreamsApi["reconnect"]> =>
+  Effect.gen(function* () {
+    const bad = (message: string) => Effect.fail(new AgentBadRequest({ code: "INVALID_REQUEST", message }))
+    const gone = (message: string) => Effect.fail(new AgentNotFound({ code: "RUN_NOT_FOUND", message }))
+    const named = eventId(lastEventId)
+    if (named === undefined) return yield* bad("Last-Event-ID is not an event id of this server")
+    const run = runs.get(named.run)
+    if (run === undefined) return yield* gone("that run is unknown or no longer kept")
+    if (run.principal !== principal) {
+      return yield* Effect.fail(new AgentForbidden({ code: "NOT_RUN_OWNER", message: "that run was started by another caller" }))
+    }
+    const from = named.event + 1
+    if (from > run.sent) return yield* bad("Last-Event-ID names an event this run has not sent")
+    if (from < run.first) return yield* gone(`events before ${run.first} of that run are no longer kept`)
+    return sseResponse(run, from)
+  })
+
 /** The kept runs and their byte count: every change to either goes through here. */
 const retention = (maxRetained: number) => {
   const runs = new Map<string, StreamedRun>()
@@ -237,22 +261,7 @@ export const make = (options: Options): Effect.Effect<RunStreamsApi, never, Scop
         return sseResponse(run, 0)
       })
 
-    const reconnect: RunStreamsApi["reconnect"] = (lastEventId, principal) =>
-      Effect.gen(function* () {
-        const bad = (message: string) => Effect.fail(new AgentBadRequest({ code: "INVALID_REQUEST", message }))
-        const gone = (message: string) => Effect.fail(new AgentNotFound({ code: "RUN_NOT_FOUND", message }))
-        const m = /^([0-9a-f-]{36}):(\d{1,9})$/.exec(lastEventId)
-        if (m === null) return yield* bad("Last-Event-ID is not an event id of this server")
-        const run = runs.get(m[1]!)
-        if (run === undefined) return yield* gone("that run is unknown or no longer kept")
-        if (run.principal !== principal) {
-          return yield* Effect.fail(new AgentForbidden({ code: "NOT_RUN_OWNER", message: "that run was started by another caller" }))
-        }
-        const from = Number(m[2]) + 1
-        if (from > run.sent) return yield* bad("Last-Event-ID names an event this run has not sent")
-        if (from < run.first) return yield* gone(`events before ${run.first} of that run are no longer kept`)
-        return sseResponse(run, from)
-      })
+    const reconnect: RunStreamsApi["reconnect"] = (lastEventId, principal) => reconnectTo(runs, lastEventId, principal)
 
     const stats = () => ({ streamedRuns: runs.size, retainedEventBytes: kept.retained() })
     return { start, reconnect, stats, stopAll: FiberSet.clear(live) }
