@@ -121,105 +121,169 @@ const isHttpUrl = (s: string) => /^https?:\/\//i.test(s)
 const bodyOf = (response: HttpClientResponse.HttpClientResponse) =>
   Stream.catchAll(response.stream, (e) => (e.reason === "EmptyBody" ? Stream.empty : Stream.fail(e)))
 
+type Post = (
+  url: string,
+  payload: unknown,
+  options: Pick<CallOptions, "signAs" | "bearerToken">,
+  headers: Record<string, string>
+) => Effect.Effect<HttpClientResponse.HttpClientResponse, AgentCallError>
+
+/** A POST of `payload` over `http`, signed and authorized as asked. */
+const poster = (http: HttpClient.HttpClient, keys: Context.Tag.Service<Keys>): Post => (url, payload, options, headers) =>
+  Effect.gen(function* () {
+    const body = new TextEncoder().encode(JSON.stringify(payload))
+    let request = HttpClientRequest.post(url).pipe(
+      HttpClientRequest.setHeaders(headers),
+      HttpClientRequest.bodyUint8Array(body, "application/json")
+    )
+    if (options.bearerToken !== undefined) request = HttpClientRequest.bearerToken(request, options.bearerToken)
+    if (options.signAs !== undefined) {
+      const signed = yield* signRequest(
+        { method: "POST", url, body },
+        { privateKey: options.signAs.privateKey, keyId: verificationMethodId(options.signAs.did.toLowerCase()) }
+      ).pipe(
+        Effect.provideService(Keys, keys),
+        Effect.mapError((e) => new AgentCallError({ code: e.code, message: e.message }))
+      )
+      request = HttpClientRequest.setHeaders(request, signed)
+    }
+    return yield* Effect.mapError(http.execute(request), unreachable)
+  })
+
+/** Resolves targets: a URL as is, a `didHash` through the hub, each answer reused for `ttl` ms. */
+const endpoints = (hub: MeshClient.MeshClientApi | undefined, ttl: number) => {
+  const cache = new Map<string, { readonly url: string; readonly until: number }>()
+  return (target: string): Effect.Effect<string, AgentCallError> => {
+    if (isHttpUrl(target)) return Effect.succeed(target.replace(/\/+$/, ""))
+    if (hub === undefined) return Effect.fail(new AgentCallError({ code: "AGENT_NOT_FOUND", message: `no hubUrl to resolve ${target}` }))
+    return Effect.flatMap(Clock.currentTimeMillis, (now) => {
+      const hit = cache.get(target)
+      if (hit !== undefined && hit.until > now) return Effect.succeed(hit.url)
+      return hub.resolveAgent(target).pipe(
+        Effect.mapError((e) =>
+          e._tag === "NotFound"
+            ? new AgentCallError({ code: "AGENT_NOT_FOUND", message: `no agent ${target} in the hub` })
+            : new AgentCallError({ code: e.code, message: e.message })
+        ),
+        Effect.map((record) => record.endpointUrl.replace(/\/+$/, "")),
+        Effect.tap((url) => Effect.sync(() => cache.set(target, { url, until: now + ttl })))
+      )
+    })
+  }
+}
+
+const runPayload = (message: string, o: CallOptions) => ({
+  message,
+  ...(o.sessionId === undefined ? {} : { sessionId: o.sessionId }),
+  ...(o.history === undefined ? {} : { history: o.history }),
+  ...(o.context === undefined ? {} : { context: o.context }),
+  ...(o.mandate === undefined ? {} : { mandate: o.mandate })
+})
+
+/** A response body read under `maxReply` bytes, whatever the peer declares or sends. */
+const readBody = (maxReply: number) => (response: HttpClientResponse.HttpClientResponse): Effect.Effect<string, AgentCallError> =>
+  Sse.readReply(bodyOf(response), { maxBytes: maxReply, contentLength: response.headers["content-length"] }).pipe(
+    Effect.catchTag("ReplyTooLarge", (e) => Effect.fail(new AgentCallError({ code: REPLY_TOO_LARGE, message: e.message, status: response.status }))),
+    Effect.mapError((e) => (e instanceof AgentCallError ? e : unreachable(e)))
+  )
+
+/** A response body as strict JSON (I-JSON: no duplicate names, no `__proto__`), read under `maxReply` bytes. */
+const readJson = (maxReply: number) => (response: HttpClientResponse.HttpClientResponse): Effect.Effect<unknown, AgentCallError> =>
+  Effect.flatMap(readBody(maxReply)(response), (text) => {
+    const parsed = tryParseJsonStrict(text)
+    return parsed.ok
+      ? Effect.succeed(parsed.value)
+      : Effect.fail(badResponse(`the agent answered HTTP ${response.status} without JSON (${parsed.error.reason})`, response.status))
+  })
+
+const readResult = (maxReply: number) => (response: HttpClientResponse.HttpClientResponse): Effect.Effect<CallResult, AgentCallError> =>
+  Effect.flatMap(
+    readJson(maxReply)(response),
+    (body): Effect.Effect<CallResult, AgentCallError> => {
+      if (response.status === 200 && isRecord(body) && typeof body.message === "string" && typeof body.sessionId === "string") {
+        return Effect.succeed({ message: body.message, sessionId: body.sessionId })
+      }
+      if (response.status === 202 && isRecord(body) && body.status === "approval_required") return Effect.succeed(body as unknown as ApprovalRequired)
+      return Effect.fail(fromErrorBody(body, response.status))
+    }
+  )
+
+const toEvent = (e: Sse.SseEvent): Effect.Effect<StreamEvent | undefined, AgentCallError> => {
+  const parsed = tryParseJsonStrict(e.data)
+  if (!parsed.ok) return Effect.fail(badResponse(`an event's data is not JSON (${parsed.error.reason})`))
+  const data = parsed.value
+  if (!isRecord(data)) return Effect.fail(badResponse("an event's data is not an object"))
+  switch (e.event) {
+    case "chunk":
+      return Effect.succeed({ type: "chunk", text: String(data.text ?? "") })
+    case "done":
+      return Effect.succeed({ type: "done", message: String(data.message ?? ""), sessionId: String(data.sessionId ?? "") })
+    case "approval_required":
+      return Effect.succeed({ type: "approval_required", ...(data as unknown as ApprovalRequired) })
+    case "error":
+      return Effect.fail(fromErrorBody(data))
+    default:
+      return Effect.succeed(undefined)
+  }
+}
+
+/**
+ * The events of a streamed run posted to `url`; when the connection drops before the final event, it reconnects
+ * from the last event seen (`Last-Event-ID`), at most `left` more times.
+ */
+const resumable = (post: Post, sse: Sse.SseLimits | undefined, maxReply: number, payload: unknown, o: CallOptions) => {
+  const attempt = (url: string, lastId: string | undefined, left: number): Stream.Stream<StreamEvent, AgentCallError> => {
+    let last = lastId
+    let finished = false
+    const again = (cause: AgentCallError): Stream.Stream<StreamEvent, AgentCallError> =>
+      finished ? Stream.empty : left > 0 && last !== undefined ? attempt(url, last, left - 1) : Stream.fail(cause)
+    const headers: Record<string, string> = { accept: "text/event-stream", ...(last === undefined ? {} : { "last-event-id": last }) }
+    return Stream.unwrap(
+      Effect.map(post(url, payload, o, headers), (response) => {
+        if (response.status !== 200 || !(response.headers["content-type"] ?? "").includes("text/event-stream")) {
+          // Whatever the body holds, it is read under the same cap: answering without SSE is no way around the limits.
+          const body = Effect.catchIf(readJson(maxReply)(response), (e) => e.code !== REPLY_TOO_LARGE, () => Effect.succeed(undefined))
+          return Stream.fromEffect(Effect.flatMap(body, (b) => Effect.fail(fromErrorBody(b, response.status))))
+        }
+        const events = Sse.parse(Stream.mapError(response.stream, unreachable), sse).pipe(
+          Stream.catchTag("SseLimitExceeded", (e) => Stream.fail(new AgentCallError({ code: "SSE_LIMIT_EXCEEDED", message: e.message }))),
+          Stream.mapEffect((e) => {
+            if (e.id !== undefined) last = e.id
+            if (e.event === "done" || e.event === "approval_required" || e.event === "error") finished = true
+            return toEvent(e)
+          }),
+          Stream.filter((e): e is StreamEvent => e !== undefined)
+        )
+        // A drop before the final event is a transport failure: reconnect from the last event seen.
+        let dropped: AgentCallError | undefined
+        return Stream.concat(
+          Stream.catchAll(events, (e) => (e.code === "AGENT_UNREACHABLE" ? Stream.sync(() => void (dropped = e)).pipe(Stream.drain) : Stream.fail(e))),
+          Stream.suspend(() => again(dropped ?? unreachable({ message: "the stream ended before its final event" })))
+        )
+      })
+    )
+  }
+  return attempt
+}
+
 /** Builds the client over an `HttpClient`. */
 export const make = (options: AgentClientOptions = {}): Effect.Effect<AgentClientApi, never, HttpClient.HttpClient | Keys> =>
   Effect.gen(function* () {
     const http = yield* HttpClient.HttpClient
-    const keys = yield* Keys
-    const ttl = options.cacheTtlMs ?? 30_000
+    const post = poster(http, yield* Keys)
     const reconnects = options.reconnects ?? 3
     const maxReply = options.maxReplyBytes ?? Sse.DEFAULT_MAX_REPLY_BYTES
     const hub = options.hubUrl === undefined ? undefined : yield* MeshClient.make({ hubUrl: options.hubUrl, retry: { times: 2 } })
-    const cache = new Map<string, { readonly url: string; readonly until: number }>()
-
-    const endpointOf = (target: string): Effect.Effect<string, AgentCallError> => {
-      if (isHttpUrl(target)) return Effect.succeed(target.replace(/\/+$/, ""))
-      if (hub === undefined) return Effect.fail(new AgentCallError({ code: "AGENT_NOT_FOUND", message: `no hubUrl to resolve ${target}` }))
-      return Effect.flatMap(Clock.currentTimeMillis, (now) => {
-        const hit = cache.get(target)
-        if (hit !== undefined && hit.until > now) return Effect.succeed(hit.url)
-        return hub.resolveAgent(target).pipe(
-          Effect.mapError((e) =>
-            e._tag === "NotFound"
-              ? new AgentCallError({ code: "AGENT_NOT_FOUND", message: `no agent ${target} in the hub` })
-              : new AgentCallError({ code: e.code, message: e.message })
-          ),
-          Effect.map((record) => record.endpointUrl.replace(/\/+$/, "")),
-          Effect.tap((url) => Effect.sync(() => cache.set(target, { url, until: now + ttl })))
-        )
-      })
-    }
-
-    /** A POST of `payload`, signed and authorized as asked. */
-    const post = (
-      url: string,
-      payload: unknown,
-      options: Pick<CallOptions, "signAs" | "bearerToken">,
-      headers: Record<string, string>
-    ): Effect.Effect<HttpClientResponse.HttpClientResponse, AgentCallError> =>
-      Effect.gen(function* () {
-        const body = new TextEncoder().encode(JSON.stringify(payload))
-        let request = HttpClientRequest.post(url).pipe(
-          HttpClientRequest.setHeaders(headers),
-          HttpClientRequest.bodyUint8Array(body, "application/json")
-        )
-        if (options.bearerToken !== undefined) request = HttpClientRequest.bearerToken(request, options.bearerToken)
-        if (options.signAs !== undefined) {
-          const signed = yield* signRequest(
-            { method: "POST", url, body },
-            { privateKey: options.signAs.privateKey, keyId: verificationMethodId(options.signAs.did.toLowerCase()) }
-          ).pipe(
-            Effect.provideService(Keys, keys),
-            Effect.mapError((e) => new AgentCallError({ code: e.code, message: e.message }))
-          )
-          request = HttpClientRequest.setHeaders(request, signed)
-        }
-        return yield* Effect.mapError(http.execute(request), unreachable)
-      })
-
-    const runPayload = (message: string, o: CallOptions) => ({
-      message,
-      ...(o.sessionId === undefined ? {} : { sessionId: o.sessionId }),
-      ...(o.history === undefined ? {} : { history: o.history }),
-      ...(o.context === undefined ? {} : { context: o.context }),
-      ...(o.mandate === undefined ? {} : { mandate: o.mandate })
-    })
-
-    /** A response body as strict JSON (I-JSON: no duplicate names, no `__proto__`), read under `maxReplyBytes`. */
-    const readJson = (response: HttpClientResponse.HttpClientResponse): Effect.Effect<unknown, AgentCallError> =>
-      Effect.flatMap(readBody(response), (text) => {
-        const parsed = tryParseJsonStrict(text)
-        return parsed.ok
-          ? Effect.succeed(parsed.value)
-          : Effect.fail(badResponse(`the agent answered HTTP ${response.status} without JSON (${parsed.error.reason})`, response.status))
-      })
-
-    const readBody = (response: HttpClientResponse.HttpClientResponse): Effect.Effect<string, AgentCallError> =>
-      Sse.readReply(bodyOf(response), { maxBytes: maxReply, contentLength: response.headers["content-length"] }).pipe(
-        Effect.catchTag("ReplyTooLarge", (e) => Effect.fail(new AgentCallError({ code: REPLY_TOO_LARGE, message: e.message, status: response.status }))),
-        Effect.mapError((e) => (e instanceof AgentCallError ? e : unreachable(e)))
-      )
-
-    const readResult = (response: HttpClientResponse.HttpClientResponse): Effect.Effect<CallResult, AgentCallError> =>
-      Effect.flatMap(
-        readJson(response),
-        (body): Effect.Effect<CallResult, AgentCallError> => {
-          if (response.status === 200 && isRecord(body) && typeof body.message === "string" && typeof body.sessionId === "string") {
-            return Effect.succeed({ message: body.message, sessionId: body.sessionId })
-          }
-          if (response.status === 202 && isRecord(body) && body.status === "approval_required") return Effect.succeed(body as unknown as ApprovalRequired)
-          return Effect.fail(fromErrorBody(body, response.status))
-        }
-      )
+    const endpointOf = endpoints(hub, options.cacheTtlMs ?? 30_000)
 
     const call = (target: string, message: string, o: CallOptions = {}) =>
       Effect.flatMap(endpointOf(target), (base) =>
-        Effect.flatMap(post(`${base}/v1/run`, runPayload(message, o), o, { accept: "application/json" }), readResult)
+        Effect.flatMap(post(`${base}/v1/run`, runPayload(message, o), o, { accept: "application/json" }), readResult(maxReply))
       )
 
     const resume = (target: string, taskId: string, approval: unknown, o: Pick<CallOptions, "signAs" | "bearerToken"> = {}) =>
       Effect.flatMap(endpointOf(target), (base) =>
-        Effect.flatMap(post(`${base}/v1/resume`, { taskId, approval }, o, { accept: "application/json" }), readResult)
+        Effect.flatMap(post(`${base}/v1/resume`, { taskId, approval }, o, { accept: "application/json" }), readResult(maxReply))
       )
 
     const discover = (target: string) =>
@@ -227,66 +291,14 @@ export const make = (options: AgentClientOptions = {}): Effect.Effect<AgentClien
         Effect.flatMap(
           Effect.mapError(http.execute(HttpClientRequest.get(`${base}/.well-known/mesh-agent.json`, { acceptJson: true })), unreachable),
           (response) =>
-            Effect.flatMap(readJson(response), (body): Effect.Effect<Readonly<Record<string, unknown>>, AgentCallError> =>
+            Effect.flatMap(readJson(maxReply)(response), (body): Effect.Effect<Readonly<Record<string, unknown>>, AgentCallError> =>
               response.status === 200 && isRecord(body) ? Effect.succeed(body) : Effect.fail(fromErrorBody(body, response.status))
             )
         )
       )
 
-    const toEvent = (e: Sse.SseEvent): Effect.Effect<StreamEvent | undefined, AgentCallError> => {
-      const parsed = tryParseJsonStrict(e.data)
-      if (!parsed.ok) return Effect.fail(badResponse(`an event's data is not JSON (${parsed.error.reason})`))
-      const data = parsed.value
-      if (!isRecord(data)) return Effect.fail(badResponse("an event's data is not an object"))
-      switch (e.event) {
-        case "chunk":
-          return Effect.succeed({ type: "chunk", text: String(data.text ?? "") })
-        case "done":
-          return Effect.succeed({ type: "done", message: String(data.message ?? ""), sessionId: String(data.sessionId ?? "") })
-        case "approval_required":
-          return Effect.succeed({ type: "approval_required", ...(data as unknown as ApprovalRequired) })
-        case "error":
-          return Effect.fail(fromErrorBody(data))
-        default:
-          return Effect.succeed(undefined)
-      }
-    }
-
-    const stream = (target: string, message: string, o: CallOptions = {}): Stream.Stream<StreamEvent, AgentCallError> => {
-      const payload = runPayload(message, o)
-      const attempt = (url: string, lastId: string | undefined, left: number): Stream.Stream<StreamEvent, AgentCallError> => {
-        let last = lastId
-        let finished = false
-        const again = (cause: AgentCallError): Stream.Stream<StreamEvent, AgentCallError> =>
-          finished ? Stream.empty : left > 0 && last !== undefined ? attempt(url, last, left - 1) : Stream.fail(cause)
-        const headers: Record<string, string> = { accept: "text/event-stream", ...(last === undefined ? {} : { "last-event-id": last }) }
-        return Stream.unwrap(
-          Effect.map(post(url, payload, o, headers), (response) => {
-            if (response.status !== 200 || !(response.headers["content-type"] ?? "").includes("text/event-stream")) {
-              // Whatever the body holds, it is read under the same cap: answering without SSE is no way around the limits.
-              const body = Effect.catchIf(readJson(response), (e) => e.code !== REPLY_TOO_LARGE, () => Effect.succeed(undefined))
-              return Stream.fromEffect(Effect.flatMap(body, (b) => Effect.fail(fromErrorBody(b, response.status))))
-            }
-            const events = Sse.parse(Stream.mapError(response.stream, unreachable), options.sse).pipe(
-              Stream.catchTag("SseLimitExceeded", (e) => Stream.fail(new AgentCallError({ code: "SSE_LIMIT_EXCEEDED", message: e.message }))),
-              Stream.mapEffect((e) => {
-                if (e.id !== undefined) last = e.id
-                if (e.event === "done" || e.event === "approval_required" || e.event === "error") finished = true
-                return toEvent(e)
-              }),
-              Stream.filter((e): e is StreamEvent => e !== undefined)
-            )
-            // A drop before the final event is a transport failure: reconnect from the last event seen.
-            let dropped: AgentCallError | undefined
-            return Stream.concat(
-              Stream.catchAll(events, (e) => (e.code === "AGENT_UNREACHABLE" ? Stream.sync(() => void (dropped = e)).pipe(Stream.drain) : Stream.fail(e))),
-              Stream.suspend(() => again(dropped ?? unreachable({ message: "the stream ended before its final event" })))
-            )
-          })
-        )
-      }
-      return Stream.unwrap(Effect.map(endpointOf(target), (base) => attempt(`${base}/v1/run`, undefined, reconnects)))
-    }
+    const stream = (target: string, message: string, o: CallOptions = {}): Stream.Stream<StreamEvent, AgentCallError> =>
+      Stream.unwrap(Effect.map(endpointOf(target), (base) => resumable(post, options.sse, maxReply, runPayload(message, o), o)(`${base}/v1/run`, undefined, reconnects)))
 
     return { endpointOf, call, stream, discover, resume }
   })

@@ -1,6 +1,7 @@
 /**
  * The errors an agent server answers with, one class per HTTP status, each with the spec's `code` (docs/agent.md).
  * On the wire they become `{ _tag, error, code, correlationId }`; in a stream, the same object is an `error` event.
+ * `AgentConfigError` is apart: it never reaches the wire, it stops a server from starting.
  *
  * Floor: agent (docs/architecture.md §3).
  */
@@ -113,3 +114,9 @@ export class AgentUnavailable extends Schema.TaggedError<AgentUnavailable>()(
 
 /** Every error a run or a resume can end with. */
 export type RunError = AgentForbidden | AgentNotFound | AgentConflict | HandlerFailed | ProviderFailed | AgentUnavailable | AgentBadRequest
+
+/** The options do not describe a server that can run. */
+export class AgentConfigError extends Schema.TaggedError<AgentConfigError>()("AgentConfigError", {
+  code: Schema.Literal("INVALID_CONFIG"),
+  message: Schema.String
+}) {}

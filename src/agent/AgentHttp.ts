@@ -1,0 +1,165 @@
+/**
+ * The handlers of `AgentApi`: each endpoint reads the request, asks the parts (execution, gates, streamed runs,
+ * discovery) and writes the answer; no rule of the agent lives here. A run or a resume answers as JSON, or as an
+ * event stream when the caller accepts one; a `Last-Event-ID` continues a stream and never starts the work again.
+ *
+ * Floor: agent (docs/architecture.md §3).
+ */
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as OpenApi from "@effect/platform/OpenApi"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as crypto from "node:crypto"
+import { AgentApi, type ApprovalRequired, type Caller, CurrentCaller, type RunReply, type RunRequest } from "./AgentApi.js"
+import { AgentBadRequest, type AgentForbidden } from "./AgentError.js"
+import { Discovery } from "./Discovery.js"
+import { Execution, type Outcome } from "./Execution.js"
+import { type Approval, forbidden, Gates, storeUnavailable, type TaskState } from "./Gates.js"
+import { Identity } from "./Identity.js"
+import { RunStreams } from "./RunStreams.js"
+import { AgentMemory } from "../core/AgentMemory.js"
+import { normalizeDid } from "../core/Did.js"
+import { decodeUnverified } from "../core/Mandate.js"
+import { VERSION } from "../core/Version.js"
+import { CorrelationId } from "../http/CorrelationId.js"
+import { errorBody } from "../http/ErrorBody.js"
+import * as Sse from "../core/Sse.js"
+
+/** A JSON response kept as text: the lean writer sends it as is, with its length (no encode and decode again). */
+const jsonResponse = (body: unknown, options?: { readonly status?: number }): HttpServerResponse.HttpServerResponse => {
+  const text = JSON.stringify(body)
+  return HttpServerResponse.raw(text, {
+    ...options,
+    contentType: "application/json",
+    headers: { "content-length": String(Buffer.byteLength(text)) }
+  })
+}
+
+const acceptsStream = (req: HttpServerRequest.HttpServerRequest): boolean => (req.headers["accept"] ?? "").includes(Sse.CONTENT_TYPE)
+
+const paused = (state: TaskState, outcome: Extract<Outcome, { _tag: "Paused" }>): ApprovalRequired => ({
+  status: "approval_required",
+  sessionId: state.sessionId,
+  approvalRequired: outcome.request
+})
+
+/**
+ * Under mesh-sig a task mandate is bound to its presenter: the leaf is granted to this agent (`aud`, checked by
+ * the guard) by the one who calls with it (`iss`). Otherwise a mandate seen once could be replayed by anyone to
+ * make this agent act on its grantor's authority. Under bearer and none the caller has no DID: the token is a
+ * bearer credential (docs/agent.md §4). A token that does not decode is refused by the guard on first use.
+ */
+const presentedByGrantor = (token: string, callerDid: string): Effect.Effect<void, AgentForbidden> => {
+  const decoded = decodeUnverified(token)
+  if (Either.isLeft(decoded)) return Effect.void
+  const grantor = normalizeDid(decoded.right.grantor) ?? decoded.right.grantor
+  return grantor === callerDid
+    ? Effect.void
+    : Effect.fail(forbidden("MANDATE_GRANTOR_MISMATCH", `the mandate was granted by ${grantor}, not by the caller ${callerDid}`))
+}
+
+const runs = Effect.gen(function* () {
+  const execution = yield* Execution
+  const gates = yield* Gates
+  const streams = yield* RunStreams
+  const memory = yield* AgentMemory
+  const { did } = yield* Identity
+
+  /** Runs the handler in the background, its chunks and its end streamed as events. */
+  const streamed = (state: TaskState, approval: Approval | undefined, caller: Caller, cid: string) =>
+    streams.start(
+      caller.principal,
+      (chunk) =>
+        execution.execute(state, approval, true, chunk).pipe(
+          Effect.match({
+            onSuccess: (outcome) =>
+              outcome._tag === "Completed"
+                ? { type: "done" as const, data: { message: outcome.message, sessionId: state.sessionId } satisfies RunReply }
+                : { type: "approval_required" as const, data: paused(state, outcome) },
+            onFailure: (e) => ({ type: "error" as const, data: JSON.parse(errorBody({ ...e }, e._tag, e.message, e.code, cid)) })
+          })
+        ),
+      () => ({ type: "error", data: JSON.parse(errorBody(undefined, "HandlerFailed", "the server stopped", "HANDLER_FAILED", cid)) })
+    )
+
+  const answer = (state: TaskState, approval: Approval | undefined, req: HttpServerRequest.HttpServerRequest, caller: Caller) =>
+    Effect.gen(function* () {
+      const cid = yield* CorrelationId
+      if (acceptsStream(req)) return yield* streamed(state, approval, caller, cid)
+      const outcome = yield* execution.execute(state, approval, false, () => undefined)
+      return outcome._tag === "Completed"
+        ? jsonResponse({ message: outcome.message, sessionId: state.sessionId } satisfies RunReply)
+        : jsonResponse(paused(state, outcome), { status: 202 })
+    })
+
+  /** A reconnect: the run named by `Last-Event-ID`, from the event after it. */
+  const reconnect = (req: HttpServerRequest.HttpServerRequest, lastEventId: string, caller: Caller) =>
+    acceptsStream(req)
+      ? streams.reconnect(lastEventId, caller.principal)
+      : // Without a stream to continue, a Last-Event-ID must not start the work a second time.
+        Effect.fail(new AgentBadRequest({ code: "INVALID_REQUEST", message: "Last-Event-ID continues a stream: send Accept: text/event-stream" }))
+
+  const run = (payload: RunRequest) =>
+    Effect.gen(function* () {
+      const req = yield* HttpServerRequest.HttpServerRequest
+      const caller = yield* CurrentCaller
+      const lastEventId = req.headers["last-event-id"]
+      if (lastEventId !== undefined) return yield* reconnect(req, lastEventId, caller)
+      if (payload.mandate !== undefined && caller.did !== undefined) yield* presentedByGrantor(payload.mandate, caller.did)
+      const sessionId = payload.sessionId ?? crypto.randomUUID()
+      const history =
+        memory.mode === "none" ? (payload.history ?? []) : yield* Effect.mapError(memory.load(did, caller.principal, sessionId), storeUnavailable)
+      const state: TaskState = {
+        message: payload.message,
+        sessionId,
+        history,
+        context: payload.context ?? {},
+        caller,
+        ...(payload.mandate === undefined ? {} : { mandate: payload.mandate }),
+        journal: [],
+        emitted: 0
+      }
+      return yield* answer(state, undefined, req, caller)
+    })
+
+  const resume = (payload: { readonly taskId: string; readonly approval: unknown }) =>
+    Effect.gen(function* () {
+      const req = yield* HttpServerRequest.HttpServerRequest
+      const caller = yield* CurrentCaller
+      const lastEventId = req.headers["last-event-id"]
+      if (lastEventId !== undefined) return yield* reconnect(req, lastEventId, caller)
+      const claimed = yield* gates.resume(payload.taskId, payload.approval, caller)
+      return yield* answer(claimed.state, claimed.approval, req, caller)
+    })
+
+  return { run, resume }
+})
+
+const info = Effect.gen(function* () {
+  const identity = yield* Identity
+  const discovery = yield* Discovery
+  const startedAt = yield* Clock.currentTimeMillis
+  const health = Effect.map(Clock.currentTimeMillis, (now) => ({
+    status: "ok" as const,
+    name: identity.name,
+    did: identity.did,
+    version: VERSION,
+    uptimeSeconds: Math.floor((now - startedAt) / 1000)
+  }))
+  return { health, discovery: discovery.document }
+})
+
+/** The handlers of every group of `AgentApi`, over the parts in context. */
+export const layer = Layer.mergeAll(
+  HttpApiBuilder.group(AgentApi, "run", (h) =>
+    Effect.map(runs, ({ resume, run }) => h.handle("run", ({ payload }) => run(payload)).handle("resume", ({ payload }) => resume(payload)))
+  ),
+  HttpApiBuilder.group(AgentApi, "info", (h) =>
+    Effect.map(info, ({ discovery, health }) => h.handle("health", () => health).handle("discovery", () => discovery))
+  ),
+  HttpApiBuilder.group(AgentApi, "docs", (h) => h.handle("openapi", () => Effect.succeed(OpenApi.fromApi(AgentApi))))
+)

@@ -1,0 +1,119 @@
+/**
+ * Who is calling, in one of three modes: none (everyone is `anonymous`), bearer (a token among the configured ones,
+ * or accepted by `verifyBearer`; the principal is a digest of it, never the token), mesh-sig (an HTTP message
+ * signature by a DID whose key resolves). Under mesh-sig the URL a caller must have signed is this agent's own,
+ * never one the request names in its Host header, so a request signed for another agent cannot be replayed here; and
+ * a caller is checked against `allowedCallers` before its nonce is recorded, so callers that are not allowed hold no
+ * room in the nonce store.
+ *
+ * Floor: agent (docs/architecture.md §3).
+ */
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import * as crypto from "node:crypto"
+import { AgentAuth, type AuthMode, type Caller } from "./AgentApi.js"
+import { AgentForbidden, AgentRateLimited, AgentUnauthorized, AgentUnavailable } from "./AgentError.js"
+import { Identity } from "./Identity.js"
+import { normalizeDid } from "../core/Did.js"
+import { checkRequest, type HttpSignatureError, HttpSignatureRefusalCode, HttpSignatureThrottledCode, recordNonce } from "../core/HttpSignature.js"
+import { KeyResolver } from "../core/KeyResolver.js"
+import { Keys } from "../core/Keys.js"
+import { NonceStore } from "../core/NonceStore.js"
+import { lift } from "../core/internal/lift.js"
+import { LeanRequest } from "../http/LeanRequest.js"
+
+/** The auth settings (the fields of the same name in `AgentServerOptions`). */
+export interface Options {
+  readonly auth?: AuthMode
+  readonly bearerTokens?: ReadonlyArray<string>
+  readonly verifyBearer?: (token: string) => boolean | Promise<boolean>
+  readonly allowedCallers?: ReadonlyArray<string>
+  /** Allowed clock skew for signatures; default 30 s. */
+  readonly clockToleranceMs?: number
+}
+
+type AuthError = AgentUnauthorized | AgentForbidden | AgentRateLimited | AgentUnavailable
+type Authenticate = Effect.Effect<Caller, AuthError, HttpServerRequest.HttpServerRequest>
+
+const ANONYMOUS: Caller = { auth: "none", principal: "anonymous" }
+
+const isRefusal = Schema.is(HttpSignatureRefusalCode)
+const isThrottled = Schema.is(HttpSignatureThrottledCode)
+
+/** A refused signature as the agent answers it: 401, 429 over the nonce quota, 503 when it cannot decide. */
+const signatureError = ({ code, message, retryAfterSeconds }: HttpSignatureError): AgentUnauthorized | AgentRateLimited | AgentUnavailable =>
+  isRefusal(code)
+    ? new AgentUnauthorized({ code, message })
+    : isThrottled(code)
+      ? new AgentRateLimited({ code, message, retryAfterSeconds: retryAfterSeconds ?? 1 })
+      : new AgentUnavailable({ code, message })
+
+const sha256 = (s: string): Buffer => crypto.createHash("sha256").update(s).digest()
+
+const bodyOf = (req: HttpServerRequest.HttpServerRequest): Effect.Effect<Uint8Array> =>
+  req instanceof LeanRequest ? Effect.succeed(req.body) : Effect.orDie(Effect.map(req.arrayBuffer, (b) => new Uint8Array(b)))
+
+/** Bearer: a configured token (compared in constant time against all of them), else `verifyBearer`. */
+const bearer = (options: Options): Authenticate => {
+  const tokenDigests = (options.bearerTokens ?? []).map(sha256)
+  const accepted = (token: string, digest: Buffer): Effect.Effect<boolean> => {
+    // Compare against every token, so the time taken says nothing about which one (or whether any) matched.
+    let ok = false
+    for (const d of tokenDigests) ok = crypto.timingSafeEqual(d, digest) || ok
+    if (ok || options.verifyBearer === undefined) return Effect.succeed(ok)
+    const verify = options.verifyBearer
+    return lift(() => verify(token)).pipe(
+      Effect.map((v) => v === true),
+      Effect.tapError((e) => Effect.logWarning("verifyBearer threw; refusing the token", e)),
+      Effect.orElseSucceed(() => false)
+    )
+  }
+  return Effect.gen(function* () {
+    const req = yield* HttpServerRequest.HttpServerRequest
+    const header = req.headers["authorization"]
+    const m = header === undefined ? null : /^Bearer\s+(\S+)\s*$/i.exec(header)
+    if (m === null) return yield* Effect.fail(new AgentUnauthorized({ code: "AUTH_REQUIRED", message: "send Authorization: Bearer <token>" }))
+    const digest = sha256(m[1]!)
+    if (!(yield* accepted(m[1]!, digest))) return yield* Effect.fail(new AgentUnauthorized({ code: "INVALID_TOKEN", message: "the bearer token is not accepted" }))
+    return { auth: "bearer", principal: `bearer:${digest.toString("hex").slice(0, 16)}` }
+  })
+}
+
+/** Mesh-sig: a signature over this agent's own URL by a resolvable DID, allowed, with a fresh nonce. */
+const meshSig = (options: Options) =>
+  Effect.gen(function* () {
+    const keys = yield* Keys
+    const resolver = yield* KeyResolver
+    const nonceStore = yield* NonceStore
+    const identity = yield* Identity
+    const tolerance = options.clockToleranceMs ?? 30_000
+    const allowed = options.allowedCallers === undefined ? undefined : new Set(options.allowedCallers.map((d) => normalizeDid(d) ?? d))
+    const authenticate: Authenticate = Effect.gen(function* () {
+      const req = yield* HttpServerRequest.HttpServerRequest
+      const target = `${(yield* identity.url).replace(/\/+$/, "")}${req.url}`
+      const url = URL.canParse(target) ? new URL(target).href : undefined
+      if (url === undefined) return yield* Effect.fail(new AgentUnauthorized({ code: "SIGNATURE_MALFORMED", message: "the request's target URI cannot be rebuilt (Host header)" }))
+      const checked = yield* checkRequest(
+        { method: req.method, url, headers: req.headers, body: yield* bodyOf(req) },
+        { resolveKey: resolver.resolve, clockToleranceMs: tolerance }
+      ).pipe(Effect.provideService(Keys, keys), Effect.mapError(signatureError))
+      if (allowed !== undefined && !allowed.has(checked.did)) {
+        return yield* Effect.fail(new AgentForbidden({ code: "CALLER_NOT_ALLOWED", message: `${checked.did} is not an allowed caller` }))
+      }
+      yield* Effect.mapError(recordNonce(checked, nonceStore), signatureError)
+      return { auth: "mesh-sig", did: checked.did, principal: checked.did }
+    })
+    return authenticate
+  })
+
+/** The `AgentAuth` middleware for these settings, over the keys, resolver, nonce store and identity in context. */
+export const layer = (options: Options): Layer.Layer<AgentAuth, never, Keys | KeyResolver | NonceStore | Identity> => {
+  const auth = options.auth ?? "none"
+  return auth === "none"
+    ? Layer.succeed(AgentAuth, Effect.succeed(ANONYMOUS))
+    : auth === "bearer"
+      ? Layer.succeed(AgentAuth, bearer(options))
+      : Layer.effect(AgentAuth, meshSig(options))
+}

@@ -1,0 +1,233 @@
+/**
+ * One execution of the handler over a task state, and the guard it hands the handler. The mutable state of an
+ * execution (the guard calls so far, the chunks produced, whether it paused or ended) lives in one object per
+ * execution, made and read here only.
+ *
+ * Human gates replay: a task paused at a gate keeps its input and the list of guard calls that had passed; on resume
+ * the handler runs again from the start, guard calls identical to those pass at once (nothing is charged twice), the
+ * approval applies to the one call identical to the paused one, and chunks already streamed are not sent again. A
+ * handler that takes other steps is checked afresh from the first difference. So a handler should put each side
+ * effect after the guard that covers it and produce the same steps for the same input.
+ *
+ * Floor: agent (docs/architecture.md §3).
+ */
+import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Runtime from "effect/Runtime"
+import type { ApprovalRequest } from "./AgentApi.js"
+import { AgentBadRequest, AgentConflict, AgentForbidden, AgentNotFound, AgentUnavailable, HandlerFailed, ProviderFailed, type RunError } from "./AgentError.js"
+import { type Approval, forbidden, Gates, type GatesApi, stepKey, storeUnavailable, type TaskState } from "./Gates.js"
+import { AgentHandler, consume, GatePaused, type GuardError, type GuardOptions, type RunInput } from "./Handler.js"
+import { Identity } from "./Identity.js"
+import { AgentMemory } from "../core/AgentMemory.js"
+import { TaskGuard, type TaskGuardApi } from "../core/TaskGuard.js"
+
+/** How an execution ended: the reply, or a pause at a human gate. */
+export type Outcome = { readonly _tag: "Completed"; readonly message: string } | { readonly _tag: "Paused"; readonly request: ApprovalRequest }
+
+/** The execution settings (the fields of the same name in `AgentServerOptions`). */
+export interface Options {
+  readonly systemPrompt?: string
+  /** Whether this runtime is sandboxed (mandates with `sandbox: true` need it). Default false. */
+  readonly sandboxed?: boolean
+}
+
+/** Runs the handler. */
+export interface ExecutionApi {
+  /**
+   * Runs the handler once over `state`, applying `approval` (on resume) to the guard call it was given for; `emit`
+   * gets each chunk the caller has not received yet, and the reply is remembered in the session on completion.
+   */
+  readonly execute: (
+    state: TaskState,
+    approval: Approval | undefined,
+    streaming: boolean,
+    emit: (chunk: string) => void
+  ) => Effect.Effect<Outcome, RunError>
+}
+
+/** The handler execution of one agent server. */
+export class Execution extends Context.Tag("agent-mesh/agent/Execution")<Execution, ExecutionApi>() {}
+
+/** The mutable side of one execution of the handler. */
+interface Run {
+  readonly state: TaskState
+  /** The approval being applied on resume, consumed by the guard call with the very step it was asked for. */
+  approval: Approval | undefined
+  passed: Array<string>
+  calls: number
+  produced: number
+  paused: ApprovalRequest | undefined
+  pausing: boolean
+  /** Set when the execution is over (finished, failed or cancelled): its guard allows nothing more. */
+  ended: boolean
+}
+
+const isRunError = (e: unknown): e is RunError =>
+  e instanceof AgentForbidden || e instanceof AgentNotFound || e instanceof AgentConflict || e instanceof HandlerFailed ||
+  e instanceof ProviderFailed || e instanceof AgentUnavailable || e instanceof AgentBadRequest
+
+/** Runs an Effect as a Promise that rejects with its failure (not a FiberFailure), for `guard`. */
+const promiseRunner = (runtime: Runtime.Runtime<never>) => <A, E>(effect: Effect.Effect<A, E>): Promise<A> =>
+  Runtime.runPromiseExit(runtime)(effect).then((exit) => {
+    if (Exit.isSuccess(exit)) return exit.value
+    const failure = Cause.failureOption(exit.cause)
+    throw failure._tag === "Some" ? failure.value : Cause.squash(exit.cause)
+  })
+
+/** The error an execution ends with: a run error as it is, anything else a logged 500 without its details. */
+const failedWith = (cause: Cause.Cause<unknown>): Effect.Effect<never, RunError> => {
+  if (Cause.isInterruptedOnly(cause)) return Effect.interrupt
+  const failure = Cause.failureOption(cause)
+  const error = failure._tag === "Some" ? failure.value : Cause.squash(cause)
+  if (isRunError(error)) return Effect.fail(error)
+  return Effect.zipRight(
+    Effect.logError("handler failed", cause),
+    Effect.fail(new HandlerFailed({ code: "HANDLER_FAILED", message: "the agent's handler failed" }))
+  )
+}
+
+/** What the guard of an execution needs from the server. */
+interface GuardDeps {
+  readonly guard: TaskGuardApi
+  readonly gates: GatesApi
+  readonly did: string
+  readonly sandboxed: boolean
+}
+
+/** Stores the task at the gate and stops the handler there; concurrent guard calls that reach a gate only stop. */
+const pause = (deps: GuardDeps, x: Run, capability: string, guardOptions: GuardOptions, step: string) =>
+  Effect.gen(function* () {
+    if (x.pausing) return yield* Effect.fail(new GatePaused({ taskId: x.paused?.taskId ?? "", capability }))
+    x.pausing = true
+    const state: TaskState = { ...x.state, journal: x.passed.slice(), emitted: x.produced }
+    x.paused = yield* deps.gates.pause(state, capability, guardOptions, step)
+    return yield* Effect.fail(new GatePaused({ taskId: x.paused.taskId, capability }))
+  })
+
+/** The human's decision on this step, if one was given for it: consumed by the first call that asks it. */
+const humanDecision = (x: Run, step: string): Approval["decision"] | undefined => {
+  if (x.approval === undefined || x.approval.step !== step) return undefined
+  const decision = x.approval.decision
+  x.approval = undefined
+  return decision
+}
+
+/** The guard one execution hands its handler. */
+const guardFor = (deps: GuardDeps, x: Run) => (capability: string, guardOptions: GuardOptions = {}): Effect.Effect<void, GuardError> =>
+  Effect.suspend(() => {
+    // Once paused, nothing more may happen under this execution; once it is over, nothing at all.
+    if (x.paused !== undefined) return Effect.fail(new GatePaused({ taskId: x.paused.taskId, capability }))
+    if (x.ended) return Effect.fail(forbidden("RUN_CANCELLED", `the run is over; ${capability} is not allowed`))
+    const i = x.calls++
+    const step = stepKey(capability, guardOptions)
+    const journal = x.state.journal
+    // A replayed call passes only if it asks exactly what passed before (capability and every option).
+    if (i < journal.length && journal[i] === step && x.passed.length > i) return Effect.void
+    // Diverged from the journal (or past it): from here every call is checked afresh.
+    x.passed.length = Math.min(x.passed.length, i)
+    const token = x.state.mandate
+    if (token === undefined) return Effect.fail(forbidden("MANDATE_REQUIRED", `${capability} needs a task mandate; send one as "mandate"`))
+    const decision = humanDecision(x, step)
+    if (decision === "deny") return Effect.fail(forbidden("HUMAN_GATE_DENIED", `a human denied ${capability}`))
+    return deps.guard
+      .check(token, {
+        presenter: deps.did,
+        capability,
+        reversible: guardOptions.reversible ?? false,
+        sandboxed: deps.sandboxed,
+        humanApproved: decision === "approve",
+        ...(guardOptions.dataScopes === undefined ? {} : { dataScopes: guardOptions.dataScopes }),
+        ...(guardOptions.llmTokens === undefined ? {} : { llmTokens: guardOptions.llmTokens }),
+        ...(guardOptions.webRequests === undefined ? {} : { webRequests: guardOptions.webRequests })
+      })
+      .pipe(
+        Effect.zipRight(Effect.sync(() => void x.passed.push(step))),
+        Effect.catchTags({
+          TaskConstraintViolation: (e) =>
+            e.code === "HUMAN_GATE_REQUIRED" ? pause(deps, x, capability, guardOptions, step) : Effect.fail(forbidden(e.code, e.message, e.reason)),
+          TaskStoreUnavailable: (e) => Effect.fail(storeUnavailable(e))
+        })
+      )
+  })
+
+/**
+ * What the handler receives, and how to cancel the execution: cancelling ends it first, so a handler woken by the
+ * abort finds its guard closed.
+ */
+const inputFor = (
+  x: Run,
+  guardEffect: RunInput["guardEffect"],
+  systemPrompt: string | undefined,
+  runPromise: <A, E>(effect: Effect.Effect<A, E>) => Promise<A>
+) => {
+  // Made on first use: most handlers never look at their signal.
+  let controller: AbortController | undefined
+  const cancel = () => {
+    x.ended = true
+    controller?.abort()
+  }
+  const input: RunInput = {
+    message: x.state.message,
+    sessionId: x.state.sessionId,
+    history: x.state.history,
+    context: x.state.context,
+    caller: x.state.caller,
+    systemPrompt,
+    guard: (capability, o) => runPromise(guardEffect(capability, o)),
+    guardEffect,
+    get signal() {
+      controller ??= new AbortController()
+      if (x.ended) controller.abort()
+      return controller.signal
+    }
+  }
+  return { input, cancel }
+}
+
+/** The execution over the handler, guard, gates and memory in context. */
+export const make = (options: Options): Effect.Effect<ExecutionApi, never, AgentHandler | TaskGuard | Gates | AgentMemory | Identity> =>
+  Effect.gen(function* () {
+    const handler = yield* AgentHandler
+    const memory = yield* AgentMemory
+    const { did } = yield* Identity
+    const deps: GuardDeps = { guard: yield* TaskGuard, gates: yield* Gates, did, sandboxed: options.sandboxed ?? false }
+    const runPromise = promiseRunner(yield* Effect.runtime<never>())
+
+    const execute: ExecutionApi["execute"] = (state, approval, streaming, emit) =>
+      Effect.gen(function* () {
+        const x: Run = { state, approval, passed: state.journal.slice(), calls: 0, produced: 0, paused: undefined, pausing: false, ended: false }
+        const { input, cancel } = inputFor(x, guardFor(deps, x), options.systemPrompt, runPromise)
+        let text = ""
+        const output = yield* Effect.either(Effect.try({ try: () => handler(input, streaming), catch: (e) => e }))
+        const run = Either.isLeft(output)
+          ? Effect.fail(output.left)
+          : consume(output.right, (chunk) => {
+              if (typeof chunk !== "string") return
+              text += chunk
+              if (++x.produced > state.emitted) emit(chunk)
+            }, cancel)
+        const exit = yield* Effect.exit(
+          run.pipe(
+            Effect.onInterrupt(() => Effect.sync(cancel)),
+            Effect.ensuring(Effect.sync(() => void (x.ended = true)))
+          )
+        )
+        if (x.paused !== undefined) return { _tag: "Paused", request: x.paused } as const
+        if (Exit.isFailure(exit)) return yield* failedWith(exit.cause)
+        yield* memory
+          .append(did, state.caller.principal, state.sessionId, [{ role: "user", content: state.message }, { role: "assistant", content: text }])
+          .pipe(Effect.mapError(storeUnavailable))
+        return { _tag: "Completed", message: text } as const
+      })
+
+    return { execute }
+  })
+
+/** `Execution` with these settings. */
+export const layer = (options: Options): Layer.Layer<Execution, never, AgentHandler | TaskGuard | Gates | AgentMemory | Identity> =>
+  Layer.effect(Execution, make(options))
