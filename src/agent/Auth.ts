@@ -97,8 +97,12 @@ const meshSig = (options: Options) =>
       if (url === undefined) return yield* Effect.fail(new AgentUnauthorized({ code: "SIGNATURE_MALFORMED", message: "the request's target URI cannot be rebuilt (Host header)" }))
       const checked = yield* checkRequest(
         { method: req.method, url, headers: req.headers, body: yield* bodyOf(req) },
-        { resolveKey: resolver.resolve, clockToleranceMs: tolerance }
-      ).pipe(Effect.provideService(Keys, keys), Effect.mapError(signatureError))
+        // The allow-list is asked before the key is resolved: a request naming a stranger costs no lookup.
+        { resolveKey: resolver.resolve, clockToleranceMs: tolerance, isAllowed: (did) => allowed === undefined || allowed.has(did) }
+      ).pipe(
+        Effect.provideService(Keys, keys),
+        Effect.mapError((e) => (e._tag === "CallerNotAllowed" ? new AgentForbidden({ code: "CALLER_NOT_ALLOWED", message: e.message }) : signatureError(e)))
+      )
       if (allowed !== undefined && !allowed.has(checked.did)) {
         return yield* Effect.fail(new AgentForbidden({ code: "CALLER_NOT_ALLOWED", message: `${checked.did} is not an allowed caller` }))
       }

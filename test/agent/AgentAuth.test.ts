@@ -140,13 +140,17 @@ describe("agent server auth", () => {
         const alice = yield* generateDid("alice")
         const bob = yield* generateDid("bob")
         const keys: Record<string, string> = { [alice.did]: alice.publicKey, [bob.did]: bob.publicKey }
+        const looked: Array<string> = []
         const agent = yield* AgentServer.make({
           name: "signed-agent",
           handler: whoami,
           auth: "mesh-sig",
           database: ":memory:",
           allowedCallers: ["did:mesh:ALICE"],
-          resolveCallerKey: async (did) => keys[did] ?? null
+          resolveCallerKey: async (did) => {
+            looked.push(did)
+            return keys[did] ?? null
+          }
         })
         const a = yield* signedRun(agent.url, alice, { message: "hi" })
         assert.strictEqual((yield* send(agent.url, a.bytes, a.headers)).status, 200)
@@ -154,6 +158,8 @@ describe("agent server auth", () => {
         const refused = yield* send(agent.url, b.bytes, b.headers)
         assert.strictEqual(refused.status, 403)
         assert.strictEqual(refused.body.code, "CALLER_NOT_ALLOWED")
+        // The allow-list is asked before any key lookup: Bob's request never reached the resolver.
+        assert.deepStrictEqual(looked, [alice.did])
       })
     ))
 
