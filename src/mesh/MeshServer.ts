@@ -53,6 +53,7 @@ import { CorrelationId } from "../http/CorrelationId.js"
 import { errorBody } from "../http/ErrorBody.js"
 import * as Serve from "../http/Serve.js"
 import { runWithKeys } from "../node/internal/promiseRuntime.js"
+import { lift } from "../core/internal/lift.js"
 
 /** The type of an envelope sent by `stream(…)` unless another is given. */
 export const MESH_STREAM_CHUNK = "MeshStreamChunk"
@@ -159,26 +160,6 @@ export interface RunningMeshServer {
 
 /** The options do not describe a server that can run (e.g. no way to find senders' keys). */
 export class MeshServerError extends Data.TaggedError("MeshServerError")<{ readonly message: string }> {}
-
-/** A user callback's result in any of its forms (value, Promise, Effect), as an Effect; throws and rejections fail. */
-const lift = <A>(thunk: () => A | PromiseLike<A> | Effect.Effect<A, unknown>): Effect.Effect<A, unknown> =>
-  Effect.suspend(() => {
-    let out: A | PromiseLike<A> | Effect.Effect<A, unknown>
-    try {
-      out = thunk()
-    } catch (e) {
-      return Effect.fail(e)
-    }
-    if (Effect.isEffect(out)) return out as Effect.Effect<A, unknown>
-    if (isPromiseLike(out)) {
-      const promise = out
-      return Effect.tryPromise({ try: () => Promise.resolve(promise), catch: (e) => e })
-    }
-    return Effect.succeed(out as A)
-  })
-
-const isPromiseLike = (u: unknown): u is PromiseLike<unknown> =>
-  typeof u === "object" && u !== null && "then" in u && typeof (u as { then: unknown }).then === "function"
 
 /** A DID's trust level: anything but a finite number counts as 0. */
 const trustLevel = (of: TrustLevelOf | undefined, did: string): Effect.Effect<number> =>
