@@ -179,6 +179,12 @@ const EMPTY_BODY = Buffer.alloc(0)
 const NO_SEARCH_PARAMS: Readonly<Record<string, string | Array<string>>> = Object.freeze({})
 const BODY_METHODS = new Set(["POST", "PUT", "PATCH", "DELETE"])
 
+/** Whether a request carries a body, whatever its method. */
+const hasBody = (req: Http.IncomingMessage): boolean => {
+  const length = req.headers["content-length"]
+  return (length !== undefined && length !== "0") || req.headers["transfer-encoding"] !== undefined
+}
+
 const collectErrors = (api: HttpApi.HttpApi.AnyWithProps): Array<ErrorEncoder> => {
   const schemas = new Set<Schema.Schema.Any>()
   HttpApiSchema.deunionize(schemas, api.errorSchema)
@@ -459,7 +465,7 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
       cid: string,
       fields?: object
     ) => {
-      if (BODY_METHODS.has(req.method ?? "") && !discardBody(req, maxDrain)) res.setHeader("connection", "close")
+      if (hasBody(req) && !discardBody(req, maxDrain)) res.setHeader("connection", "close")
       sendError(res, status, fields, tag, message, code, cid)
     }
 
@@ -513,7 +519,12 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
       if ((lag() > maxLag || inFlight >= maxInFlight) && !shedExempt.has(path)) {
         return refuseEarly(req, res, 503, "Overloaded", OVERLOADED_MESSAGE, "OVERLOADED", cid, OVERLOADED_FIELDS)
       }
-      if (!BODY_METHODS.has(method)) return dispatch(req, res, cid, match.route, match.params, url, query, path, EMPTY_BODY)
+      if (!BODY_METHODS.has(method)) {
+        // A body on GET, HEAD or OPTIONS is ignored, but read and thrown away under the same bound as a refused one:
+        // left to node:http it would be read to its end, however long the client keeps sending.
+        if (hasBody(req) && !discardBody(req, maxDrain)) res.setHeader("connection", "close")
+        return dispatch(req, res, cid, match.route, match.params, url, query, path, EMPTY_BODY)
+      }
       readBody(req, maxBody, maxDrain, (result) => {
         switch (result._tag) {
           case "Body":

@@ -115,6 +115,36 @@ describe("Serve guards", () => {
       })
     )
 
+    it.scopedLive("a body on GET, or on a path that does not exist, is drained under the same bound and its connection closed past it", () =>
+      Effect.gen(function* () {
+        const server = yield* Serve.make(ExampleApi, AgentsLive, { maxBodyBytes: 1024, maxDrainBytes: 4096, requestTimeoutMs: 120_000 })
+        const chunk = "a".repeat(1000)
+        const frame = `${chunk.length.toString(16)}\r\n${chunk}\r\n`
+        // Writes frames one by one (each flushed before the next) until the server closes: how many it took.
+        const feed = (raw: Effect.Effect.Success<ReturnType<typeof connect>>, limit: number) =>
+          Effect.gen(function* () {
+            let sent = 0
+            while (sent < limit && !raw.closed()) {
+              // The server runs in this process: let it read (a macrotask turn) before the next frame.
+              yield* Effect.async<void>((resume) => void raw.socket.write(frame, () => setImmediate(() => resume(Effect.void))))
+              sent++
+            }
+            return sent
+          })
+        for (const target of ["GET /v1/whoami", "GET /no/such/path"]) {
+          const raw = yield* connect(server.port)
+          raw.socket.write(`${target} HTTP/1.1\r\nhost: 127.0.0.1\r\ntransfer-encoding: chunked\r\n\r\n`)
+          // The bound is 4 KiB: the server closes after a few frames, never reading the 10 MB on offer.
+          assert.isBelow(yield* feed(raw, 10_000), 1_000, target)
+          assert.strictEqual(statuses(yield* raw.untilClosed).length, 1, target)
+          const declared = yield* connect(server.port)
+          declared.socket.write(`${target} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: 100000000000\r\n\r\n`)
+          assert.isBelow(yield* feed(declared, 10_000), 1_000, `${target}, declared`)
+          assert.strictEqual(statuses(yield* declared.untilClosed).length, 1, `${target}, declared`)
+        }
+      })
+    )
+
     it.scopedLive("a body past the drain bound is refused and its connection closed", () =>
       Effect.gen(function* () {
         const server = yield* Serve.make(ExampleApi, AgentsLive, { maxBodyBytes: 1024, maxDrainBytes: 4096 })
