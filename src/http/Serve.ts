@@ -54,6 +54,7 @@ import * as LoopLag from "./LoopLag.js"
 import { discardBody, readBody } from "./ReadBody.js"
 import { RouteTable } from "./RouteTable.js"
 import { writeResponse } from "./WriteResponse.js"
+import { clientKey } from "../core/internal/clientKey.js"
 
 /** Serving options. */
 export interface Options {
@@ -566,7 +567,8 @@ export const make = <Api extends HttpApi.HttpApi.Any, E, R>(
     const perAddress = options.maxConnectionsPerAddress ?? DEFAULT_MAX_PER_ADDRESS
     const open = new Map<string, number>()
     server.on("connection", (socket: Net.Socket) => {
-      const address = socket.remoteAddress ?? ""
+      // Counted by client key: an IPv6 client by its /64, which one subscriber usually holds whole.
+      const address = clientKey(socket.remoteAddress ?? "")
       const n = (open.get(address) ?? 0) + 1
       if (n > perAddress) return void socket.destroy()
       open.set(address, n)

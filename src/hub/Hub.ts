@@ -38,7 +38,7 @@ export interface HubOptions {
   readonly nonces?: NonceStoreSql.SqlOptions
   /** Per-address limits of the platform's challenge endpoints. */
   readonly rateLimit?: RateLimitOptions
-  /** Writes per API key and window (default `Registry.DEFAULT_WRITE_QUOTA`). */
+  /** Writes per API key, per DID the key is bound to, and per client address, each per window (`Registry.DEFAULT_WRITE_QUOTA`). */
   readonly writeQuota?: Partial<Registry.WriteQuota>
   /** How often spent challenges are deleted (default every 60 s, 1000 rows a statement). */
   readonly challengePurge?: Platform.ChallengePurgeOptions
@@ -119,7 +119,8 @@ export const start = (options: HubOptions): Effect.Effect<RunningHub, Database.D
   Effect.gen(function* () {
     const services = yield* Layer.build(layerServices(options))
     const server = yield* Serve.make(HubApi, HandlersLive, {
-      shedExemptPaths: ["/health", "/api/status"],
+      // Only /health: it touches no database. /api/status reads the store, so a flood of it must be shed too.
+      shedExemptPaths: ["/health"],
       ...options.serving,
       // Clients that reach the hub at its public URL send that URL's host.
       allowedHosts: [...(options.serving?.allowedHosts ?? []), ...hostOf(options.publicUrl)],
