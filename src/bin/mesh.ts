@@ -44,9 +44,13 @@ const publicUrl = Options.text("public-url").pipe(
   Options.optional,
   Options.withDescription("the URL clients reach the hub at (env MESH_PUBLIC_URL): signed ledger requests name it, and its host is allowed in Host")
 )
+const probePort = Options.integer("probe-port").pipe(
+  Options.optional,
+  Options.withDescription("a second port answering only /health, whose accept queue a flood of the main port does not fill")
+)
 const newAdminKey = Options.boolean("new-admin-key").pipe(Options.withDescription("issue a new admin credential on this start (after the old one was revoked or lost)"))
 
-const hubCommand = Command.make("hub", { port, host, db, publicUrl, newAdminKey, allowedHosts, allowedOrigins, logLevel }, (args) =>
+const hubCommand = Command.make("hub", { port, host, db, publicUrl, newAdminKey, probePort, allowedHosts, allowedOrigins, logLevel }, (args) =>
   runHub(args).pipe(Logger.withMinimumLogLevel(LogLevel.fromLiteral(args.logLevel === "warning" ? "Warning" : args.logLevel === "debug" ? "Debug" : args.logLevel === "error" ? "Error" : "Info")))
 ).pipe(Command.withDescription("run a hub: registry, spending ledger and platform API on a SQLite file; stops cleanly on SIGINT/SIGTERM"))
 

@@ -158,6 +158,7 @@ export const runHub = (
     readonly db: string
     readonly publicUrl?: Option.Option<string>
     readonly newAdminKey?: boolean
+    readonly probePort?: Option.Option<number>
   } & ServingFlags
 ) =>
   Effect.scoped(
@@ -168,7 +169,7 @@ export const runHub = (
         database: args.db,
         port: args.port,
         host: args.host,
-        serving: servingOf(args),
+        serving: { ...servingOf(args), ...Option.match(args.probePort ?? Option.none(), { onNone: () => ({}), onSome: (probePort) => ({ probePort }) }) },
         ...(publicUrl === undefined ? {} : { publicUrl }),
         ...(args.newAdminKey === true ? { newAdminKey: true } : {})
       })
@@ -180,6 +181,7 @@ export const runHub = (
       yield* Console.log(`  registry   ${hub.url}/v1/agents`)
       yield* Console.log(`  platform   ${hub.url}/api/status`)
       yield* Console.log(`  docs       ${hub.url}/docs  (OpenAPI: ${hub.url}/openapi.json)`)
+      if (hub.probeUrl !== undefined) yield* Console.log(`  probe      ${hub.probeUrl}/health`)
       yield* Console.log(`  database   ${args.db}`)
       yield* Effect.logInfo("hub started")
       return yield* Effect.never

@@ -13,7 +13,7 @@ import { registeredAgent, statusWithHost, tempDatabase } from "./support.js"
 /** Starts `mesh hub` as its own process on `db`; resolves once it prints its URL (and admin key on first start). */
 const spawnHub = (db: string, extra: ReadonlyArray<string> = []) =>
   Effect.acquireRelease(
-    Effect.async<{ readonly proc: ChildProcess; readonly url: string; readonly adminKey: string | undefined }, Error>((resume) => {
+    Effect.async<{ readonly proc: ChildProcess; readonly url: string; readonly adminKey: string | undefined; readonly out: string }, Error>((resume) => {
       const proc = spawn(process.execPath, [ensureBin(), "hub", "--db", db, "--port", "0", "--log-level", "warning", ...extra], { stdio: ["ignore", "pipe", "pipe"] })
       let out = ""
       let done = false
@@ -25,7 +25,7 @@ const spawnHub = (db: string, extra: ReadonlyArray<string> = []) =>
         if (e) return resume(Effect.fail(e))
         const url = /listening on (http:\/\/\S+)/.exec(out)![1]!
         const admin = /admin credential[^\n]*\n(mk_\S+)/.exec(out)?.[1]
-        resume(Effect.succeed({ proc, url, adminKey: admin }))
+        resume(Effect.succeed({ proc, url, adminKey: admin, out }))
       }
       proc.stdout!.on("data", (d: Buffer) => {
         out += d.toString()
@@ -113,7 +113,7 @@ describe("hub processes", () => {
       })
     ), 60_000)
 
-  it.live("mesh hub --new-admin-key issues a credential on a database that had one; --public-url's host is allowed in Host", () =>
+  it.live("mesh hub --new-admin-key issues a credential on a database that had one; --public-url's host is allowed in Host; --probe-port answers /health", () =>
     provide(
       Effect.gen(function* () {
         const db = tempDatabase()
@@ -123,7 +123,10 @@ describe("hub processes", () => {
         assert.isUndefined(again)
         yield* Effect.scoped(
           Effect.gen(function* () {
-            const hub = yield* spawnHub(db, ["--new-admin-key", "--public-url", "https://hub.example.test"])
+            const hub = yield* spawnHub(db, ["--new-admin-key", "--public-url", "https://hub.example.test", "--probe-port", "0"])
+            // --probe-port: a second listener answering /health.
+            const probe = /\n {2}probe +(http:\/\/\S+)\n/.exec(hub.out)?.[1] ?? assert.fail(`no probe line in ${hub.out}`)
+            assert.strictEqual((yield* Effect.promise(() => fetch(probe))).status, 200)
             assert.match(hub.adminKey ?? "", /^mk_/)
             assert.notStrictEqual(hub.adminKey, first)
             assert.strictEqual(yield* statusWithHost(`${hub.url}/api/status`, "hub.example.test"), 200)
