@@ -21,6 +21,12 @@ const EMPTY: BodyResult = { _tag: "Body", bytes: Buffer.alloc(0) }
 const TOO_LARGE: BodyResult = { _tag: "TooLarge", close: false }
 const TOO_LARGE_CLOSE: BodyResult = { _tag: "TooLarge", close: true }
 
+/** Whether a request carries a body, whatever its method. */
+export const hasBody = (req: Http.IncomingMessage): boolean => {
+  const length = req.headers["content-length"]
+  return (length !== undefined && length !== "0") || req.headers["transfer-encoding"] !== undefined
+}
+
 /**
  * Throws away the rest of `req`'s body, `already` bytes of which were read, destroying the connection once more
  * than `maxDrainBytes` were seen. Returns false when the declared length is already past the bound (the response
@@ -56,7 +62,7 @@ export const readBody = (
   if (declared !== undefined && Number(declared) > maxBytes) {
     return done(discardBody(req, maxDrainBytes) ? TOO_LARGE : TOO_LARGE_CLOSE)
   }
-  if (declared === "0" || (declared === undefined && req.headers["transfer-encoding"] === undefined)) {
+  if (!hasBody(req)) {
     req.resume()
     return done(EMPTY)
   }

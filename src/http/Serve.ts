@@ -51,7 +51,7 @@ import { errorBody, INVALID_REQUEST } from "./ErrorBody.js"
 import * as HostGuard from "./HostGuard.js"
 import { LeanRequest } from "./LeanRequest.js"
 import * as LoopLag from "./LoopLag.js"
-import { discardBody, readBody } from "./ReadBody.js"
+import { discardBody, hasBody, readBody } from "./ReadBody.js"
 import { RouteTable } from "./RouteTable.js"
 import { writeResponse } from "./WriteResponse.js"
 import { clientKey } from "../core/internal/clientKey.js"
@@ -179,12 +179,6 @@ const CORS_MAX_AGE = "600"
 const EMPTY_BODY = Buffer.alloc(0)
 const NO_SEARCH_PARAMS: Readonly<Record<string, string | Array<string>>> = Object.freeze({})
 const BODY_METHODS = new Set(["POST", "PUT", "PATCH", "DELETE"])
-
-/** Whether a request carries a body, whatever its method. */
-const hasBody = (req: Http.IncomingMessage): boolean => {
-  const length = req.headers["content-length"]
-  return (length !== undefined && length !== "0") || req.headers["transfer-encoding"] !== undefined
-}
 
 const collectErrors = (api: HttpApi.HttpApi.AnyWithProps): Array<ErrorEncoder> => {
   const schemas = new Set<Schema.Schema.Any>()
