@@ -25,6 +25,7 @@ import { AgentHandler, consume, GatePaused, type GuardError, type GuardOptions, 
 import { Identity } from "./Identity.js"
 import { AgentMemory } from "../core/AgentMemory.js"
 import { TaskGuard, type TaskGuardApi } from "../core/TaskGuard.js"
+import { settle } from "../node/internal/promiseRuntime.js"
 
 /** How an execution ended: the reply, or a pause at a human gate. */
 export type Outcome = { readonly _tag: "Completed"; readonly message: string } | { readonly _tag: "Paused"; readonly request: ApprovalRequest }
@@ -73,11 +74,7 @@ const isRunError = (e: unknown): e is RunError =>
 
 /** Runs an Effect as a Promise that rejects with its failure (not a FiberFailure), for `guard`. */
 const promiseRunner = (runtime: Runtime.Runtime<never>) => <A, E>(effect: Effect.Effect<A, E>): Promise<A> =>
-  Runtime.runPromiseExit(runtime)(effect).then((exit) => {
-    if (Exit.isSuccess(exit)) return exit.value
-    const failure = Cause.failureOption(exit.cause)
-    throw failure._tag === "Some" ? failure.value : Cause.squash(exit.cause)
-  })
+  Runtime.runPromiseExit(runtime)(effect).then(settle)
 
 /** The error an execution ends with: a run error as it is, anything else a logged 500 without its details. */
 const failedWith = (cause: Cause.Cause<unknown>): Effect.Effect<never, RunError> => {
