@@ -25,6 +25,10 @@ import { type CreatedApiKey, hubOrigin, Registry } from "./Registry.js"
 import { RegistryStore } from "../sql/RegistryStore.js"
 import { clientKey } from "../core/internal/clientKey.js"
 
+// Every per-address limit (search, challenges, write quotas) counts an IPv6 client by its /64 (core/internal/clientKey.ts).
+const clientKeyOf = (req: HttpServerRequest.HttpServerRequest): string => clientKey(Option.getOrElse(req.remoteAddress, () => "unknown"))
+const clientIp = Effect.map(HttpServerRequest.HttpServerRequest, clientKeyOf)
+
 /** Bearer API keys, checked against the registry. */
 export const ApiKeyAuthLive = Layer.effect(
   ApiKeyAuth,
@@ -43,7 +47,7 @@ export const RegistryLive = HttpApiBuilder.group(HubApi, "registry", (handlers) 
     const write = Effect.flatMap(HttpServerRequest.HttpServerRequest, (req) =>
       Effect.map(Caller, (caller) => {
         const target = targetUri(req, publicUrl)
-        return { caller, ctx: { hub: target === undefined ? undefined : hubOrigin(target), client: Option.getOrElse(req.remoteAddress, () => "unknown") } }
+        return { caller, ctx: { hub: target === undefined ? undefined : hubOrigin(target), client: clientKeyOf(req) } }
       })
     )
     return handlers
@@ -210,8 +214,7 @@ export const SpendingLive = HttpApiBuilder.group(HubApi, "spending", (handlers) 
   })
 )
 
-// Per-address limits count an IPv6 client by its /64 (core/internal/clientKey.ts).
-const clientIp = Effect.map(HttpServerRequest.HttpServerRequest, (req) => clientKey(Option.getOrElse(req.remoteAddress, () => "unknown")))
+
 
 /** The platform endpoints. */
 export const PlatformLive = HttpApiBuilder.group(HubApi, "platform", (handlers) =>
