@@ -169,6 +169,15 @@ const DEFAULT_MAX_IN_FLIGHT = 256
 // to every new connection's first answer, yet stays above a GC pause or one slow query, which must not shed.
 const DEFAULT_MAX_LAG_MS = 100
 const DEFAULT_SHED_EXEMPT: ReadonlyArray<string> = ["/health"]
+
+/**
+ * A body the server will not read (refused early, a method without one, a preflight) is drained up to `maxDrain`,
+ * so the client can read the answer; past the bound the answer says `Connection: close`.
+ */
+const drainUnread = (req: Http.IncomingMessage, res: Http.ServerResponse, maxDrain: number): void => {
+  if (hasBody(req) && !discardBody(req, maxDrain)) res.setHeader("connection", "close")
+}
+
 /** Seconds a shed request is told to wait (`Retry-After`): shedding ends as soon as lag or requests in flight drop. */
 export const OVERLOADED_RETRY_AFTER_SECONDS = 1
 const OVERLOADED_MESSAGE = "the server is overloaded; retry later"
@@ -460,7 +469,7 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
       cid: string,
       fields?: object
     ) => {
-      if (hasBody(req) && !discardBody(req, maxDrain)) res.setHeader("connection", "close")
+      drainUnread(req, res, maxDrain)
       sendError(res, status, fields, tag, message, code, cid)
     }
 
@@ -494,7 +503,7 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
           return refuseEarly(req, res, 403, "OriginNotAllowed", "cross-origin requests from this origin are not allowed", "ORIGIN_NOT_ALLOWED", cid)
         }
         if (method === "OPTIONS" && req.headers["access-control-request-method"] !== undefined) {
-          req.resume()
+          drainUnread(req, res, maxDrain)
           return preflight(req, res, origin)
         }
         if (verdict === "allowed") {
@@ -517,7 +526,7 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
       if (!BODY_METHODS.has(method)) {
         // A body on GET, HEAD or OPTIONS is ignored, but read and thrown away under the same bound as a refused one:
         // left to node:http it would be read to its end, however long the client keeps sending.
-        if (hasBody(req) && !discardBody(req, maxDrain)) res.setHeader("connection", "close")
+        drainUnread(req, res, maxDrain)
         return dispatch(req, res, cid, match.route, match.params, url, query, path, EMPTY_BODY)
       }
       readBody(req, maxBody, maxDrain, (result) => {
@@ -581,7 +590,7 @@ export const make = <Api extends HttpApi.HttpApi.Any, E, R>(
         const url = req.url ?? "/"
         const query = url.indexOf("?")
         if (exempt.has(query < 0 ? url : url.slice(0, query))) return handle(req, res)
-        req.resume()
+        drainUnread(req, res, options.maxDrainBytes ?? DRAIN_FACTOR * (options.maxBodyBytes ?? DEFAULT_MAX_BODY))
         sendError(res, 404, undefined, "RouteNotFound", "this port answers health probes only", "ROUTE_NOT_FOUND", fromHeader(req.headers[HEADER]))
       })
       probes.maxConnections = PROBE_MAX_CONNECTIONS

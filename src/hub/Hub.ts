@@ -109,21 +109,14 @@ export const layerServices = (
   return Layer.mergeAll(registry, ledger, platform, purge, resolver, nonces)
 }
 
-const hostOf = (url: string | undefined): ReadonlyArray<string> => {
-  if (url === undefined || !URL.canParse(url)) return []
-  return [new URL(url).host]
-}
-
 /** Starts a hub; it stops when the scope closes. */
 export const start = (options: HubOptions): Effect.Effect<RunningHub, Database.DatabaseError | Serve.ServeError, Scope.Scope | Keys> =>
   Effect.gen(function* () {
     const services = yield* Layer.build(layerServices(options))
     const server = yield* Serve.make(HubApi, HandlersLive, {
-      // Only /health: it touches no database. /api/status reads the store, so a flood of it must be shed too.
-      shedExemptPaths: ["/health"],
-      ...options.serving,
+      // Serve's default exempts only /health, which touches no database; /api/status reads the store and is shed.
       // Clients that reach the hub at its public URL send that URL's host.
-      allowedHosts: [...(options.serving?.allowedHosts ?? []), ...hostOf(options.publicUrl)],
+      ...Serve.withPublicUrl(options.serving, options.publicUrl),
       port: options.port ?? 0,
       host: options.host ?? "127.0.0.1",
       ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes })
