@@ -240,7 +240,7 @@ const resumable = (post: Post, sse: Sse.SseLimits | undefined, maxReply: number,
     const headers: Record<string, string> = { accept: "text/event-stream", ...(last === undefined ? {} : { "last-event-id": last }) }
     return Stream.unwrap(
       Effect.map(post(url, payload, o, headers), (response) => {
-        if (response.status !== 200 || !(response.headers["content-type"] ?? "").includes("text/event-stream")) {
+        if (response.status !== 200 || !Sse.isEventStream(response.headers["content-type"])) {
           // Whatever the body holds, it is read under the same cap: answering without SSE is no way around the limits.
           const body = Effect.catchIf(readJson(maxReply)(response), (e) => e.code !== REPLY_TOO_LARGE, () => Effect.succeed(undefined))
           return Stream.fromEffect(Effect.flatMap(body, (b) => Effect.fail(fromErrorBody(b, response.status))))

@@ -39,7 +39,7 @@ const jsonResponse = (body: unknown, options?: { readonly status?: number }): Ht
   })
 }
 
-const acceptsStream = (req: HttpServerRequest.HttpServerRequest): boolean => (req.headers["accept"] ?? "").includes(Sse.CONTENT_TYPE)
+const acceptsStream = (req: HttpServerRequest.HttpServerRequest): boolean => Sse.isEventStream(req.headers["accept"])
 
 const paused = (state: TaskState, outcome: Extract<Outcome, { _tag: "Paused" }>): ApprovalRequired => ({
   status: "approval_required",

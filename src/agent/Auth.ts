@@ -103,9 +103,6 @@ const meshSig = (options: Options) =>
         Effect.provideService(Keys, keys),
         Effect.mapError((e) => (e._tag === "CallerNotAllowed" ? new AgentForbidden({ code: "CALLER_NOT_ALLOWED", message: e.message }) : signatureError(e)))
       )
-      if (allowed !== undefined && !allowed.has(checked.did)) {
-        return yield* Effect.fail(new AgentForbidden({ code: "CALLER_NOT_ALLOWED", message: `${checked.did} is not an allowed caller` }))
-      }
       yield* Effect.mapError(recordNonce(checked, nonceStore), signatureError)
       return { auth: "mesh-sig", did: checked.did, principal: checked.did }
     })

@@ -16,7 +16,7 @@ import type { NonceStoreApi } from "./NonceStore.js"
 import { CRYPTOSUITE, DataIntegrityProof, hashData, type ProofOptions } from "./Proof.js"
 import { concat, fromBase64, fromMultibase58, randomNonceBytes, toBase64Url, toMultibase58, utf8 } from "./internal/bytes.js"
 import { isRecord } from "./internal/record.js"
-import { parseUtcTimestamp, UTC_TIMESTAMP } from "./internal/timestamp.js"
+import { isUtcTimestamp, parseUtcTimestamp, UTC_TIMESTAMP } from "./internal/timestamp.js"
 
 /** The closed set of reasons an envelope is refused (docs/protocol.md §5). */
 export const EnvelopeErrorCode = Schema.Literal(
@@ -212,7 +212,7 @@ const onlyKeys = (o: object, allowed: ReadonlySet<string>) => {
   for (const k in o) if (!allowed.has(k)) return false
   return true
 }
-const isTimestamp = (u: unknown): boolean => typeof u === "string" && u.length <= 64 && parseUtcTimestamp(u) !== undefined
+const isTimestamp = (u: unknown): boolean => typeof u === "string" && u.length <= 64 && isUtcTimestamp(u)
 
 /**
  * The same judgement as decoding with the `Envelope` schema (excess properties refused), written out by hand because

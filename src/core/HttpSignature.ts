@@ -230,8 +230,8 @@ export interface VerifyRequestOptions {
 export interface CheckRequestOptions extends Omit<VerifyRequestOptions, "nonceStore"> {
   /**
    * Whether the keyid's normalized DID may call at all, asked before its key is resolved; a DID it refuses is
-   * `CallerNotAllowed`. The DID is not proven yet: this only spares the resolver, the caller's own check of the
-   * verified DID still decides.
+   * `CallerNotAllowed`. A request that passes is then verified under that very DID's key, so an allow-list needs no
+   * second check of the verified DID.
    */
   readonly isAllowed?: (did: string) => boolean
 }

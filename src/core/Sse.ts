@@ -19,6 +19,9 @@ import * as Stream from "effect/Stream"
 /** The media type of an SSE body. */
 export const CONTENT_TYPE = "text/event-stream"
 
+/** Whether a `Content-Type` (response) or `Accept` (request) header names an event stream; media types ignore case. */
+export const isEventStream = (header: string | undefined): boolean => header !== undefined && header.toLowerCase().includes(CONTENT_TYPE)
+
 /** Response headers for an SSE body besides its type: no caching, no proxy buffering. */
 export const RESPONSE_HEADERS: Readonly<Record<string, string>> = { "cache-control": "no-cache", "x-accel-buffering": "no" }
 

@@ -248,7 +248,6 @@ interface Outgoing {
 type Item = Outgoing | { readonly _tag: "Done" } | { readonly _tag: "Failed"; readonly cause: Cause.Cause<MessageRefusal> }
 const DONE: Item = { _tag: "Done" }
 
-const wantsEventStream = (accept: string | undefined): boolean => accept !== undefined && accept.toLowerCase().includes(Sse.CONTENT_TYPE)
 
 /** Starts a MeshServer; it stops when the scope closes. */
 export const make = <R = never>(
@@ -474,7 +473,7 @@ export const make = <R = never>(
         // Only a sender the middleware let through holds room in the nonce store.
         yield* recordNonce(envelope, retainUntilMs)
         const request = yield* HttpServerRequest.HttpServerRequest
-        return yield* wantsEventStream(request.headers["accept"]) ? replyEvents(envelope, request) : replyOnce(envelope)
+        return yield* Sse.isEventStream(request.headers["accept"]) ? replyEvents(envelope, request) : replyOnce(envelope)
       })
 
     const health = { status: "ok" as const, did, protocolVersion: MESH_PROTOCOL_VERSION }

@@ -196,7 +196,7 @@ export const make = (options: MessageClientOptions = {}): Effect.Effect<MessageC
         onSome: (json) => checkReply(request, json, options)
       })
 
-    const isEventStream = (res: HttpClientResponse.HttpClientResponse) => (res.headers["content-type"] ?? "").toLowerCase().startsWith("text/event-stream")
+    const isEventStream = (res: HttpClientResponse.HttpClientResponse) => Sse.isEventStream(res.headers["content-type"])
 
     const send: MessageClientApi["send"] = (endpoint, envelope, options = {}) => {
       const url = messagesUrl(endpoint)
