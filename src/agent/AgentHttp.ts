@@ -11,6 +11,7 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as OpenApi from "@effect/platform/OpenApi"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as crypto from "node:crypto"
@@ -28,6 +29,7 @@ import { VERSION } from "../core/Version.js"
 import { CorrelationId } from "../http/CorrelationId.js"
 import { errorBody } from "../http/ErrorBody.js"
 import * as Sse from "../core/Sse.js"
+import { MandateCache, type MandateCacheApi } from "../core/MandateCache.js"
 
 /** A JSON response kept as text: the lean writer sends it as is, with its length (no encode and decode again). */
 const jsonResponse = (body: unknown, options?: { readonly status?: number }): HttpServerResponse.HttpServerResponse => {
@@ -53,8 +55,8 @@ const paused = (state: TaskState, outcome: Extract<Outcome, { _tag: "Paused" }>)
  * make this agent act on its grantor's authority. Under bearer and none the caller has no DID: the token is a
  * bearer credential (docs/agent.md §4). A token that does not decode is refused by the guard on first use.
  */
-const presentedByGrantor = (token: string, callerDid: string): Effect.Effect<void, AgentForbidden> => {
-  const decoded = decodeUnverified(token)
+const presentedByGrantor = (token: string, callerDid: string, cache: MandateCacheApi | undefined): Effect.Effect<void, AgentForbidden> => {
+  const decoded = decodeUnverified(token, cache)
   if (Either.isLeft(decoded)) return Effect.void
   const grantor = normalizeDid(decoded.right.grantor) ?? decoded.right.grantor
   return grantor === callerDid
@@ -68,6 +70,8 @@ const runs = Effect.gen(function* () {
   const streams = yield* RunStreams
   const memory = yield* AgentMemory
   const { did } = yield* Identity
+  // The guard parses the same token through this cache: the grantor check costs no second parse.
+  const mandateCache = Option.getOrUndefined(yield* Effect.serviceOption(MandateCache))
 
   /** Runs the handler in the background, its chunks and its end streamed as events. */
   const streamed = (state: TaskState, approval: Approval | undefined, caller: Caller, cid: string) =>
@@ -109,7 +113,7 @@ const runs = Effect.gen(function* () {
       const caller = yield* CurrentCaller
       const lastEventId = req.headers["last-event-id"]
       if (lastEventId !== undefined) return yield* reconnect(req, lastEventId, caller)
-      if (payload.mandate !== undefined && caller.did !== undefined) yield* presentedByGrantor(payload.mandate, caller.did)
+      if (payload.mandate !== undefined && caller.did !== undefined) yield* presentedByGrantor(payload.mandate, caller.did, mandateCache)
       const sessionId = payload.sessionId ?? crypto.randomUUID()
       const history =
         memory.mode === "none" ? (payload.history ?? []) : yield* Effect.mapError(memory.load(did, caller.principal, sessionId), storeUnavailable)

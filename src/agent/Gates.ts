@@ -23,6 +23,7 @@ import { KeyResolver } from "../core/KeyResolver.js"
 import { Keys } from "../core/Keys.js"
 import { decodeUnverified } from "../core/Mandate.js"
 import { type TaskNotPaused, TaskStore } from "../core/TaskStore.js"
+import { MandateCache } from "../core/MandateCache.js"
 
 /** What a task carries across a pause (stored as JSON in the `TaskStore`). */
 export const TaskState = Schema.Struct({
@@ -97,6 +98,7 @@ const notPaused = (e: TaskNotPaused): AgentNotFound | AgentConflict =>
 export const make = (options: Options): Effect.Effect<GatesApi, never, Identity | TaskStore | KeyResolver | Keys> =>
   Effect.gen(function* () {
     const { did } = yield* Identity
+    const mandateCache = Option.getOrUndefined(yield* Effect.serviceOption(MandateCache))
     const taskStore = yield* TaskStore
     const resolver = yield* KeyResolver
     const keys = yield* Keys
@@ -105,7 +107,7 @@ export const make = (options: Options): Effect.Effect<GatesApi, never, Identity 
     const pause: GatesApi["pause"] = (state, capability, guardOptions, step) =>
       Effect.gen(function* () {
         const token = state.mandate!
-        const decoded = decodeUnverified(token)
+        const decoded = decodeUnverified(token, mandateCache)
         if (Either.isLeft(decoded)) return yield* Effect.fail(forbidden("MANDATE_INVALID", decoded.left.message, decoded.left.reason))
         const mandate = decoded.right
         const taskId = `task_${crypto.randomUUID()}`

@@ -10,6 +10,7 @@ import { Keys, type KeysApi, checkPublicKey, isPrivateKey, type PrivateKeyInput,
 import { toBase64 } from "../core/internal/bytes.js"
 import { MandateCache } from "../core/MandateCache.js"
 import { passesStrictPrechecks, publicToSpki, seedToPkcs8 } from "../core/internal/ed25519.js"
+import { Lru } from "../core/internal/lru.js"
 
 /** A Uint8Array view of a Buffer, without copying (a Buffer from node's pool may share its ArrayBuffer). */
 const view = (b: Buffer): Uint8Array => new Uint8Array(b.buffer, b.byteOffset, b.length)
@@ -17,27 +18,16 @@ const view = (b: Buffer): Uint8Array => new Uint8Array(b.buffer, b.byteOffset, b
 // crypto.hash (node ≥ 20.12) skips the Hash object; older 20.x lines fall back to createHash.
 const oneShotHash = (crypto as { hash?: (alg: string, data: Uint8Array, enc: "buffer") => Buffer }).hash
 
-/** A bounded map that forgets the least recently inserted entry first. */
-class BoundedCache<K, V> {
-  private readonly map = new Map<K, V>()
-  constructor(private readonly max: number) {}
-  get(k: K): V | undefined {
-    return this.map.get(k)
-  }
-  set(k: K, v: V): V {
-    if (this.map.size >= this.max) {
-      const oldest = this.map.keys().next()
-      if (!oldest.done) this.map.delete(oldest.value)
-    }
-    this.map.set(k, v)
-    return v
-  }
+/** Stores `value` under `key` in `cache` and returns it. */
+const remember = <K, V>(cache: Lru<K, V>, key: K, value: V): V => {
+  cache.set(key, value)
+  return value
 }
 
 /** Builds a native `KeysApi` with its own caches (public keys by value, private keys by object). */
 export const makeNative = (options: { readonly cacheSize?: number } = {}): KeysApi => {
   const cacheSize = options.cacheSize ?? 4096
-  const publicKeys = new BoundedCache<string, crypto.KeyObject>(cacheSize)
+  const publicKeys = new Lru<string, crypto.KeyObject>(cacheSize)
   const privateKeyObjects = new WeakMap<PrivateKey, crypto.KeyObject>()
 
   const privateKeyObject = (key: PrivateKey): crypto.KeyObject => {
@@ -57,18 +47,18 @@ export const makeNative = (options: { readonly cacheSize?: number } = {}): KeysA
 
   const publicKeyObject = (pub: Uint8Array): crypto.KeyObject => {
     const id = toBase64(pub)
-    return publicKeys.get(id) ?? publicKeys.set(id, crypto.createPublicKey({ key: Buffer.from(publicToSpki(pub)), format: "der", type: "spki" }))
+    return publicKeys.get(id) ?? remember(publicKeys, id, crypto.createPublicKey({ key: Buffer.from(publicToSpki(pub)), format: "der", type: "spki" }))
   }
 
   // Callers that pass raw bytes or base64 on every call (buildEnvelope's `privateKey`) should not pay an import each time.
-  const imported = new BoundedCache<string, PrivateKey>(256)
+  const imported = new Lru<string, PrivateKey>(256)
   const importPrivateKey = (input: PrivateKeyInput): Effect.Effect<PrivateKey, MalformedKey> => {
     if (isPrivateKey(input)) return Effect.succeed(input)
     const cacheKey = typeof input === "string" ? input : input instanceof Uint8Array ? toBase64(input) : undefined
     const hit = cacheKey === undefined ? undefined : imported.get(cacheKey)
     if (hit !== undefined) return Effect.succeed(hit)
     return Effect.flatMap(privateKeyInputToBytes(input), (parts) =>
-      Effect.map(privateKeyFromParts(parts, derivePublic), (key) => (cacheKey === undefined ? key : imported.set(cacheKey, key)))
+      Effect.map(privateKeyFromParts(parts, derivePublic), (key) => (cacheKey === undefined ? key : remember(imported, cacheKey, key)))
     )
   }
 
