@@ -28,7 +28,7 @@ import { RegistryStore, type ChallengeRow } from "../sql/RegistryStore.js"
 import { summarize } from "../sql/SqlFailure.js"
 import { VERSION } from "../core/Version.js"
 import { equalBytes, fromBase64, randomBytes, toBase64, toBase64Url, utf8 } from "../core/internal/bytes.js"
-import { decodePublicKeyB64, isAcceptablePublicKey } from "../core/internal/ed25519.js"
+import { acceptablePublicKeyB64, decodePublicKeyB64 } from "../core/internal/ed25519.js"
 
 /** How long a challenge may be answered. */
 export const CHALLENGE_TTL_MS = 5 * 60_000
@@ -98,10 +98,6 @@ export interface PlatformApi {
 export class Platform extends Context.Tag("agent-mesh/Platform")<Platform, PlatformApi>() {}
 
 /** The bytes of an acceptable key (32 bytes, canonical, not small-order), padded or not; undefined otherwise. */
-const decodeKey = (b64: unknown): Uint8Array | undefined => {
-  const k = typeof b64 === "string" ? decodePublicKeyB64(b64) : undefined
-  return k !== undefined && isAcceptablePublicKey(k) ? k : undefined
-}
 
 /** A member of a parsed body, when the body is an object. */
 const member = (body: unknown, name: string): unknown =>
@@ -137,7 +133,7 @@ export const make = (options: PlatformOptions = {}): Effect.Effect<PlatformApi, 
           if (input === undefined) return yield* Effect.fail(emptyBody())
           const did = normalizeDid(member(input, "did"))
           if (did === undefined) return yield* Effect.fail(invalidDid(member(input, "did")))
-          const publicKey = decodeKey(member(input, "publicKeyB64"))
+          const publicKey = acceptablePublicKeyB64(member(input, "publicKeyB64"))
           if (publicKey === undefined) {
             return yield* Effect.fail(errors.unprocessable("INVALID_PUBLIC_KEY", "publicKeyB64 must be standard base64 of a raw 32-byte Ed25519 key, canonical and not of small order"))
           }
@@ -174,7 +170,7 @@ export const make = (options: PlatformOptions = {}): Effect.Effect<PlatformApi, 
           } catch {
             return yield* Effect.fail(new Unauthorized({ code: "SIGNATURE_INVALID", message: "signature is missing or not base64" }))
           }
-          const publicKey = decodeKey(row.value.public_key_b64)
+          const publicKey = acceptablePublicKeyB64(row.value.public_key_b64)
           const ok = publicKey !== undefined && (yield* Effect.orElseSucceed(keys.verify(publicKey, utf8(row.value.challenge), signature), () => false))
           if (!ok) return yield* Effect.fail(new Unauthorized({ code: "SIGNATURE_INVALID", message: "signature over the challenge does not verify under the bound key" }))
           // The DID may have been registered, or its key rotated, since the challenge was issued: the key it was bound

@@ -31,8 +31,8 @@ import * as RateLimiter from "./RateLimiter.js"
 import { type ApiKeyRow, type EntryKind, type EntryRow, RegistryStore, type RegistryStoreApi } from "../sql/RegistryStore.js"
 import { summarize, type PersistenceError } from "../sql/SqlFailure.js"
 import { MESH_PROTOCOL_VERSION } from "../core/Version.js"
-import { equalBytes, fromBase64, randomBytes, toBase64, toBase64Url, toHex, utf8 } from "../core/internal/bytes.js"
-import { canonicalPublicKeyB64, decodePublicKeyB64, isAcceptablePublicKey } from "../core/internal/ed25519.js"
+import { equalBytes, randomBytes, toBase64, toBase64Url, toHex, utf8 } from "../core/internal/bytes.js"
+import { acceptablePublicKeyB64, canonicalPublicKeyB64, decodePublicKeyB64 } from "../core/internal/ed25519.js"
 
 /** An agent as the registry returns it. */
 export const AgentRecord = Schema.Struct({
@@ -365,11 +365,6 @@ const isHttpUrl = (u: string) => {
   }
 }
 
-/** The bytes of an acceptable public key (32 bytes, canonical, not small-order), whatever its base64 padding. */
-const acceptableKey = (b64: unknown): Uint8Array | undefined => {
-  const b = typeof b64 === "string" ? decodePublicKeyB64(b64) : undefined
-  return b !== undefined && isAcceptablePublicKey(b) ? b : undefined
-}
 
 const invalidKey = () =>
   errors.unprocessable("INVALID_PUBLIC_KEY", "publicKeyB64 must be standard base64 of a raw 32-byte Ed25519 key, canonical and not of small order")
@@ -436,7 +431,7 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
     let doc = documents.get(id)
     if (doc === undefined) {
       if (documents.size >= 10_000) documents.delete(documents.keys().next().value as string)
-      doc = makeDidDocument(r.did as never, fromBase64(r.public_key_b64 ?? ""), r.endpoint_url ?? undefined)
+      doc = makeDidDocument(r.did as never, currentKey(r), r.endpoint_url ?? undefined)
       documents.set(id, doc)
     }
     return doc
@@ -568,7 +563,8 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
   /** The origin write proofs must name; without one, no proof can be meant for this hub. */
   const hubOf = (ctx: WriteContext) =>
     ctx.hub === undefined ? Effect.fail(signatureInvalid("the hub cannot tell its own URL, so no write proof can name it; start the hub with publicUrl")) : Effect.succeed(ctx.hub)
-  const currentKey = (row: EntryRow) => decodePublicKeyB64(canonicalStored(row.public_key_b64)) ?? new Uint8Array()
+  // decodePublicKeyB64 reads padded and unpadded spellings alike (rows from before keys were normalized).
+  const currentKey = (row: { readonly public_key_b64: string | null }) => decodePublicKeyB64(row.public_key_b64 ?? "") ?? new Uint8Array()
   /** Checks an eddsa-jcs-2022 proof by `did#key-1` under `publicKey` over `document`, created near the hub's clock. */
   const checkProof = (document: Record<string, unknown>, proof: unknown, publicKey: Uint8Array, did: string, what: string) =>
     Effect.gen(function* () {
@@ -656,10 +652,9 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
       Effect.flatMap(q(store.manifest(cid)), (o) => (Option.isSome(o) ? Effect.succeed(JSON.parse(o.value) as unknown) : Effect.fail(errors.notFound(`no manifest ${cid}`)))),
     registerAgent: (caller, input, ctx) =>
       Effect.gen(function* () {
-        const did = normalizeDid(input.did)
-        if (did === undefined) return yield* Effect.fail(errors.unprocessable("INVALID_DID", `${JSON.stringify(input.did)} is not a did:mesh DID`))
+        const did = yield* validDid(input.did)
         yield* mayRegisterAgent(caller, did)
-        const publicKey = acceptableKey(input.publicKeyB64)
+        const publicKey = acceptablePublicKeyB64(input.publicKeyB64)
         if (publicKey === undefined) return yield* Effect.fail(invalidKey())
         if (!isHttpUrl(input.endpointUrl)) return yield* Effect.fail(errors.unprocessable("INVALID_ENDPOINT", "endpointUrl must be an http(s) URL"))
         yield* pinnedOrFail(input.manifestCID)
@@ -667,7 +662,7 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
         yield* checkProof(registrationDocument({ ...input, hub }), input.proof, publicKey, did, "the registration proof")
         // A deleted DID comes back only under its last key, and its key version continues where it stopped.
         const tomb = yield* q(store.tombstone(did))
-        if (Option.isSome(tomb) && !equalBytes(decodePublicKeyB64(canonicalStored(tomb.value.public_key_b64)) ?? new Uint8Array(), publicKey)) {
+        if (Option.isSome(tomb) && !equalBytes(currentKey(tomb.value), publicKey)) {
           return yield* Effect.fail(errors.conflict("DID_TAKEN", `${did} was deleted; only its last key may register it again`))
         }
         yield* charge(caller, ctx, 1, 0)
@@ -704,7 +699,7 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
     rotateAgentKey: (caller, h, input, ctx) =>
       Effect.gen(function* () {
         const row = yield* owned(caller, "agent", h)
-        const next = acceptableKey(input.publicKeyB64)
+        const next = acceptablePublicKeyB64(input.publicKeyB64)
         if (next === undefined) return yield* Effect.fail(invalidKey())
         const hub = yield* hubOf(ctx)
         const document = rotationDocument({ hub, did: row.did, keyVersion: row.key_version, publicKeyB64: input.publicKeyB64 })
@@ -787,12 +782,11 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
       }),
     resolveDid: (input) =>
       Effect.gen(function* () {
-        const did = normalizeDid(input)
-        if (did === undefined) return yield* Effect.fail(errors.unprocessable("INVALID_DID", `${JSON.stringify(input)} is not a did:mesh DID`))
+        const did = yield* validDid(input)
         const row = yield* q(store.entryByDid(did))
         if (Option.isNone(row) || row.value.public_key_b64 === null) return yield* Effect.fail(errors.notFound(`no key registered for ${did}`))
-        const publicKey = decodePublicKeyB64(canonicalStored(row.value.public_key_b64)) ?? fromBase64(row.value.public_key_b64)
-        return { document: makeDidDocument(did, publicKey, row.value.endpoint_url ?? undefined), keyVersion: row.value.key_version, publicKey }
+        // The memoized document and the one key decoder: a resolve (every signed ledger request) builds neither anew.
+        return { document: documentOf(row.value), keyVersion: row.value.key_version, publicKey: currentKey(row.value) }
       }),
     revokeMandate: (signed) =>
       Effect.gen(function* () {
@@ -802,7 +796,7 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
         if (grantor === undefined) return yield* Effect.fail(errors.unprocessable("INVALID_DID", "grantor is not a did:mesh DID"))
         const row = yield* q(store.entryByDid(grantor))
         if (Option.isNone(row) || row.value.public_key_b64 === null) return yield* Effect.fail(errors.notFound(`no key registered for ${grantor}`))
-        yield* verifyMessage(signed as Record<string, unknown>, fromBase64(row.value.public_key_b64), { verificationMethod: verificationMethodId(grantor) }).pipe(
+        yield* verifyMessage(signed as Record<string, unknown>, currentKey(row.value), { verificationMethod: verificationMethodId(grantor) }).pipe(
           Effect.provideService(Keys, keys),
           Effect.mapError(() => new Unauthorized({ code: "SIGNATURE_INVALID", message: "revocation is not signed by the grantor's current key" }))
         )

@@ -94,6 +94,12 @@ export const decodePublicKeyB64 = (s: string): Uint8Array | undefined => {
   }
 }
 
+/** The bytes of an acceptable public key given as `publicKeyB64` (padded or not); undefined for anything else. */
+export const acceptablePublicKeyB64 = (b64: unknown): Uint8Array | undefined => {
+  const b = typeof b64 === "string" ? decodePublicKeyB64(b64) : undefined
+  return b !== undefined && isAcceptablePublicKey(b) ? b : undefined
+}
+
 /** The canonical spelling of a `publicKeyB64` (standard base64, padded), or undefined when it is not 32 bytes. */
 export const canonicalPublicKeyB64 = (s: string): string | undefined => {
   const b = decodePublicKeyB64(s)
