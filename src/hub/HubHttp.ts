@@ -11,7 +11,6 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
-import { normalizeDid } from "../core/Did.js"
 import { ApiKeyAuth, Caller, HubApi, PlatformApi } from "./HubApi.js"
 import { BadRequest, Conflict, errors, Forbidden, NotFound, RateLimited, Unauthorized, Unavailable, Unprocessable } from "./HubError.js"
 import { HttpSignatureRefusalCode, verifyRequest } from "../core/HttpSignature.js"
@@ -22,7 +21,7 @@ import { type Actor, Ledger, type LedgerError } from "./Ledger.js"
 import { NonceStore } from "../core/NonceStore.js"
 import { Platform } from "./Platform.js"
 import { type CreatedApiKey, hubOrigin, Registry } from "./Registry.js"
-import { RegistryStore } from "../sql/RegistryStore.js"
+import type { ApiKeyRow } from "../sql/RegistryStore.js"
 import { clientKey } from "../core/internal/clientKey.js"
 
 // Every per-address limit (search, challenges, write quotas) counts an IPv6 client by its /64 (core/internal/clientKey.ts).
@@ -123,15 +122,12 @@ const targetUri = (req: HttpServerRequest.HttpServerRequest, publicUrl: string |
  */
 const actorOf = (
   verify: (req: HttpServerRequest.HttpServerRequest) => Effect.Effect<string, Unauthorized | RateLimited | Unavailable>,
-  recordOwner: (did: string) => Effect.Effect<string | undefined, Unavailable>
+  actsFor: (caller: ApiKeyRow) => Effect.Effect<string | undefined, Unavailable>
 ): Effect.Effect<Actor, Unauthorized | RateLimited | Unavailable, Caller | HttpServerRequest.HttpServerRequest> =>
   Effect.gen(function* () {
     const req = yield* HttpServerRequest.HttpServerRequest
     if (req.headers["signature-input"] !== undefined || req.headers.signature !== undefined) return yield* verify(req)
-    const caller = yield* Caller
-    const did = caller.kind === "agent" ? normalizeDid(caller.owner) : undefined
-    if (did === undefined) return undefined
-    return (yield* recordOwner(did)) === caller.id ? did : undefined
+    return yield* actsFor(yield* Caller)
   })
 
 /** The HTTP error a ledger failure answers with, per failure (so each endpoint's declared errors still hold). */
@@ -173,12 +169,6 @@ export const SpendingLive = HttpApiBuilder.group(HubApi, "spending", (handlers) 
     const resolver = yield* KeyResolver
     const nonceStore = yield* NonceStore
     const keys = yield* Keys
-    const store = yield* RegistryStore
-    const recordOwner = (did: string) =>
-      store.entryByDid(did).pipe(
-        Effect.map((row) => Option.getOrUndefined(Option.map(row, (r) => r.owner_key_id))),
-        Effect.mapError((e) => errors.unavailable(e.message))
-      )
     const publicUrl = Option.getOrUndefined(yield* Effect.serviceOption(HubPublicUrl))
     const verify = (req: HttpServerRequest.HttpServerRequest) =>
       Effect.gen(function* () {
@@ -201,7 +191,7 @@ export const SpendingLive = HttpApiBuilder.group(HubApi, "spending", (handlers) 
         )
         return verified.did
       })
-    const actor = actorOf(verify, recordOwner)
+    const actor = actorOf(verify, (yield* Registry).agentKeyActsFor)
     return handlers
       .handle("openPool", ({ payload }) => Effect.flatMap(actor, (did) => Effect.mapError(ledger.openPool(did, payload.mandate), ledgerHttp)))
       .handle("getPool", ({ path }) => Effect.flatMap(actor, (did) => Effect.mapError(ledger.pool(did, path.poolId), ledgerHttp)))

@@ -210,6 +210,11 @@ export interface RegistryApi {
   /** The did:mesh resolver: current DID document, key and key version of a registered agent. */
   readonly resolveDid: (did: string) => Effect.Effect<ResolvedDid, NotFound | Unprocessable | Unavailable>
   /** Revokes a mandate by `jti`; the request must be signed (signMessage) by the grantor's registered key. */
+  /**
+   * The DID an API key acts for on its own: the owner DID of an agent key that registered that DID's agent record
+   * (the challenge exchange issues agent keys for unregistered DIDs to anyone, so the key alone proves nothing).
+   */
+  readonly agentKeyActsFor: (caller: ApiKeyRow) => Effect.Effect<string | undefined, Unavailable>
   readonly revokeMandate: (signed: unknown) => Effect.Effect<{ readonly jti: string }, BadRequest | Unauthorized | NotFound | Conflict | Unprocessable | Unavailable>
   /** True when `grantor` revoked its mandate `jti` (a jti means something only with its grantor). */
   readonly isMandateRevoked: (jti: string, grantor: string) => Effect.Effect<boolean, Unavailable>
@@ -503,6 +508,14 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
     const own = ownDid(caller)
     return own === undefined || own === did ? Effect.void : Effect.fail(errors.notOwner(`a key issued to ${own} registers only that DID`))
   }
+  // The DID an agent key acts for: its owner DID, only when it is the key that registered that DID's agent record.
+  const agentKeyActsFor = (caller: ApiKeyRow): Effect.Effect<string | undefined, Unavailable> => {
+    const own = ownDid(caller)
+    if (own === undefined) return Effect.succeed(undefined)
+    return Effect.map(q(store.entryByDid(own)), (row) =>
+      Option.isSome(row) && row.value.kind === "agent" && row.value.owner_key_id === caller.id ? own : undefined
+    )
+  }
   // A key issued to a DID registers `<did>.<name>` only when it is the key that registered `<did>`'s agent record
   // (as the ledger requires of it): the challenge exchange issues keys for an unregistered DID to anyone, so such a
   // key alone would let anybody claim the names under a DID nobody holds yet, or whose agent was deleted.
@@ -511,8 +524,7 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
       const own = ownDid(caller)
       if (own === undefined) return
       if (!did.startsWith(`${own}.`)) return yield* Effect.fail(errors.notOwner(`a key issued to ${own} registers MCP servers and skills only as ${own}.<name>`))
-      const parent = yield* q(store.entryByDid(own))
-      if (Option.isNone(parent) || parent.value.kind !== "agent" || parent.value.owner_key_id !== caller.id) {
+      if ((yield* agentKeyActsFor(caller)) === undefined) {
         return yield* Effect.fail(errors.notOwner(`only the key that registered the agent ${own} registers names under it`))
       }
     })
@@ -804,6 +816,7 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
         if (!fresh) return yield* Effect.fail(errors.conflict("ALREADY_REVOKED", `mandate ${req.value.jti} is already revoked`))
         return { jti: req.value.jti }
       }),
+    agentKeyActsFor,
     isMandateRevoked: (jti, grantor) => q(store.isMandateRevoked(jti, normalizeDid(grantor) ?? grantor)),
     ping: store.ping
   }
