@@ -13,6 +13,7 @@ import type * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import type * as OpenApi from "@effect/platform/OpenApi"
 import * as Schema from "effect/Schema"
+import { isRecord } from "../core/internal/record.js"
 
 /** The fields every error body has; an error's own encoded fields sit beside them. */
 export interface ErrorBody {
@@ -93,7 +94,7 @@ export const errorBody = (
 
 type JsonObject = Record<string, unknown>
 
-const isObject = (u: unknown): u is JsonObject => typeof u === "object" && u !== null && !Array.isArray(u)
+const isObject = (u: unknown): u is JsonObject => isRecord(u)
 
 const REF_PREFIX = "#/components/schemas/"
 

@@ -93,5 +93,8 @@ export const errors = {
   notFound: (message: string) => new NotFound({ code: "NOT_FOUND", message }),
   unprocessable: (code: Unprocessable["code"], message: string) => new Unprocessable({ code, message }),
   conflict: (code: Conflict["code"], message: string) => new Conflict({ code, message }),
-  unavailable: (message: string) => new Unavailable({ code: "STORE_UNAVAILABLE", message })
+  unavailable: (message: string) => new Unavailable({ code: "STORE_UNAVAILABLE", message }),
+  /** A spent rate limit or quota: `what` ran out, retry after `retryAfterSeconds`. */
+  rateLimited: (what: string, retryAfterSeconds: number) =>
+    new RateLimited({ code: "RATE_LIMITED", message: `${what}; retry in ${retryAfterSeconds} s`, retryAfterSeconds })
 }

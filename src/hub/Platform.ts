@@ -117,7 +117,7 @@ export const make = (options: PlatformOptions = {}): Effect.Effect<PlatformApi, 
     const keys = yield* Keys
     const limiter = RateLimiter.make(options.rateLimit ?? DEFAULT_RATE_LIMIT)
     const limit = (ip: string) =>
-      Effect.mapError(limiter.take(ip), (e) => new RateLimited({ code: "RATE_LIMITED", message: `too many requests; retry in ${e.retryAfterSeconds} s`, retryAfterSeconds: e.retryAfterSeconds }))
+      Effect.mapError(limiter.take(ip), (e) => errors.rateLimited("too many requests", e.retryAfterSeconds))
     const challengeInvalid = (message: string) => new Unauthorized({ code: "CHALLENGE_INVALID", message })
     /** True when the DID is unregistered or registered with exactly these key bytes. */
     const matchesRegistered = (did: string, publicKey: Uint8Array) =>

@@ -561,7 +561,7 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
         if (b.u.entries + entries > b.entries || b.u.bytes + bytes > b.bytes) {
           const retryAfterSeconds = Math.max(1, Math.ceil((b.u.start + quota.windowMs - now) / 1000))
           const what = b.u.entries + entries > b.entries ? `${b.entries} registrations` : `${b.bytes} manifest bytes`
-          return Effect.fail(new RateLimited({ code: "RATE_LIMITED", message: `write quota of ${b.of} spent (${what} per window); retry in ${retryAfterSeconds} s`, retryAfterSeconds }))
+          return Effect.fail(errors.rateLimited(`write quota of ${b.of} spent (${what} per window)`, retryAfterSeconds))
         }
       }
       for (const b of budgets) {
@@ -781,7 +781,7 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
     search: (client, text, limit) =>
       Effect.gen(function* () {
         yield* Effect.mapError(searchLimiter.take(client), (e) =>
-          new RateLimited({ code: "RATE_LIMITED", message: `too many searches; retry in ${e.retryAfterSeconds} s`, retryAfterSeconds: e.retryAfterSeconds })
+          errors.rateLimited("too many searches", e.retryAfterSeconds)
         )
         if (text.length > limits.maxQueryLength) return yield* invalidQuery(`q is longer than ${limits.maxQueryLength} characters`)
         // Whitespace and control characters separate terms (a NUL inside a term would end the FTS query text early).

@@ -21,6 +21,7 @@ import { DEFAULT_MEMORY_CAPACITY, makeMemory, type NonceStoreApi } from "../core
 import * as Sse from "../core/Sse.js"
 import { tryParseJsonStrict } from "../core/internal/json.js"
 import { runWithKeys } from "../node/internal/promiseRuntime.js"
+import { isRecord } from "../core/internal/record.js"
 
 /**
  * A message that did not get through, or a reply that cannot be trusted. `code` is the server's code verbatim
@@ -99,14 +100,13 @@ const invalidResponse = (message: string, status?: number) =>
   new MessageClientError({ code: INVALID_RESPONSE, message, ...(status === undefined ? {} : { status }) })
 
 const str = (u: unknown, key: string): string | undefined => {
-  if (typeof u !== "object" || u === null) return undefined
-  const v = (u as Record<string, unknown>)[key]
+  const v = isRecord(u) ? u[key] : undefined
   return typeof v === "string" ? v : undefined
 }
 
 /** The error a refusal's body (`{ _tag, error, code, correlationId }`) describes. */
 const refusalFrom = (status: number, body: unknown, retryAfterHeader: string | undefined): MessageClientError => {
-  const retry = typeof body === "object" && body !== null ? (body as Record<string, unknown>).retryAfterSeconds : undefined
+  const retry = isRecord(body) ? body.retryAfterSeconds : undefined
   const retryAfter = typeof retry === "number" ? retry : retryAfterHeader !== undefined && /^\d+$/.test(retryAfterHeader) ? Number(retryAfterHeader) : undefined
   const cid = str(body, "correlationId")
   return new MessageClientError({
