@@ -27,7 +27,7 @@ import { normalizeDid } from "../core/Did.js"
 import { decodeUnverified } from "../core/Mandate.js"
 import { VERSION } from "../core/Version.js"
 import { CorrelationId } from "../http/CorrelationId.js"
-import { errorBody } from "../http/ErrorBody.js"
+import { errorObject } from "../http/ErrorBody.js"
 import * as Sse from "../core/Sse.js"
 import { MandateCache, type MandateCacheApi } from "../core/MandateCache.js"
 
@@ -84,10 +84,10 @@ const runs = Effect.gen(function* () {
               outcome._tag === "Completed"
                 ? { type: "done" as const, data: { message: outcome.message, sessionId: state.sessionId } satisfies RunReply }
                 : { type: "approval_required" as const, data: paused(state, outcome) },
-            onFailure: (e) => ({ type: "error" as const, data: JSON.parse(errorBody({ ...e }, e._tag, e.message, e.code, cid)) })
+            onFailure: (e) => ({ type: "error" as const, data: errorObject({ ...e }, e._tag, e.message, e.code, cid) })
           })
         ),
-      () => ({ type: "error", data: JSON.parse(errorBody(undefined, "HandlerFailed", "the server stopped", "HANDLER_FAILED", cid)) })
+      () => ({ type: "error", data: errorObject(undefined, "HandlerFailed", "the server stopped", "HANDLER_FAILED", cid) })
     )
 
   const answer = (state: TaskState, approval: Approval | undefined, req: HttpServerRequest.HttpServerRequest, caller: Caller) =>

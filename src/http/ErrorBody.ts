@@ -90,7 +90,16 @@ export const errorBody = (
   error: string,
   code: string,
   correlationId: string
-): string => JSON.stringify({ ...fields, _tag: tag, error, code, correlationId })
+): string => JSON.stringify(errorObject(fields, tag, error, code, correlationId))
+
+/** The error body as an object, for a caller that serializes it with more (an SSE `error` event). */
+export const errorObject = (
+  fields: object | undefined,
+  tag: string,
+  error: string,
+  code: string,
+  correlationId: string
+): ErrorBody => ({ ...fields, _tag: tag, error, code, correlationId })
 
 type JsonObject = Record<string, unknown>
 
