@@ -43,10 +43,12 @@ export const RegistryLive = HttpApiBuilder.group(HubApi, "registry", (handlers) 
   Effect.gen(function* () {
     const registry = yield* Registry
     const publicUrl = Option.getOrUndefined(yield* Effect.serviceOption(HubPublicUrl))
+    const publicOrigin = publicUrl === undefined ? undefined : hubOrigin(publicUrl)
     const write = Effect.flatMap(HttpServerRequest.HttpServerRequest, (req) =>
       Effect.map(Caller, (caller) => {
-        const target = targetUri(req, publicUrl)
-        return { caller, ctx: { hub: target === undefined ? undefined : hubOrigin(target), client: clientKeyOf(req) } }
+        // Proofs name the hub's origin: fixed when publicUrl is set, else the address the request arrived on.
+        const local = publicOrigin === undefined ? baseUrl(req, undefined) : undefined
+        return { caller, ctx: { hub: publicOrigin ?? (local === undefined ? undefined : hubOrigin(local)), client: clientKeyOf(req) } }
       })
     )
     return handlers
@@ -103,12 +105,16 @@ export class HubPublicUrl extends Context.Tag("agent-mesh/hub/PublicUrl")<HubPub
 const refusals = new Set<string>(HttpSignatureRefusalCode.literals)
 
 /** The URL a ledger request must have been signed for, or undefined when it cannot be rebuilt. */
+/** The base URL this request reached the hub at: `publicUrl`, else the listening address (never the Host header). */
+const baseUrl = (req: HttpServerRequest.HttpServerRequest, publicUrl: string | undefined): string | undefined => {
+  if (publicUrl !== undefined) return publicUrl.replace(/\/+$/, "")
+  if (!(req instanceof LeanRequest)) return undefined
+  const { localAddress, localPort } = req.source.socket
+  return localAddress !== undefined && localPort !== undefined ? `http://${localAddress.includes(":") ? `[${localAddress}]` : localAddress}:${localPort}` : undefined
+}
+
 const targetUri = (req: HttpServerRequest.HttpServerRequest, publicUrl: string | undefined): string | undefined => {
-  let base = publicUrl?.replace(/\/+$/, "")
-  if (base === undefined && req instanceof LeanRequest) {
-    const { localAddress, localPort } = req.source.socket
-    if (localAddress !== undefined && localPort !== undefined) base = `http://${localAddress.includes(":") ? `[${localAddress}]` : localAddress}:${localPort}`
-  }
+  const base = baseUrl(req, publicUrl)
   const target = `${base ?? ""}${req.url}`
   return base !== undefined && URL.canParse(target) ? new URL(target).href : undefined
 }
