@@ -68,7 +68,7 @@ const LF = 0x0a
 const CR = 0x0d
 
 /** A parser with these limits. */
-export const makeParser = (limits: SseLimits = {}): SseParser => {
+const makeParser = (limits: SseLimits = {}): SseParser => {
   const maxEvent = limits.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES
   const maxStream = limits.maxStreamBytes ?? DEFAULT_MAX_STREAM_BYTES
   const decoder = new TextDecoder()

@@ -14,7 +14,7 @@
  */
 
 /** How often the sampler ticks; the lag it reports is exact to about this much. */
-export const SAMPLE_INTERVAL_MS = 20
+const SAMPLE_INTERVAL_MS = 20
 
 /** A running lag sampler. */
 export interface Sampler {

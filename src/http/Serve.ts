@@ -179,7 +179,7 @@ const drainUnread = (req: Http.IncomingMessage, res: Http.ServerResponse, maxDra
 }
 
 /** Seconds a shed request is told to wait (`Retry-After`): shedding ends as soon as lag or requests in flight drop. */
-export const OVERLOADED_RETRY_AFTER_SECONDS = 1
+const OVERLOADED_RETRY_AFTER_SECONDS = 1
 const OVERLOADED_MESSAGE = "the server is overloaded; retry later"
 // `message` is a field of `Overloaded`: a typed client decodes the 503 only when the body has it.
 const OVERLOADED_FIELDS = { message: OVERLOADED_MESSAGE, retryAfterSeconds: OVERLOADED_RETRY_AFTER_SECONDS }
@@ -294,7 +294,7 @@ export const nestsDeeperThan = (text: string, max: number): boolean => {
 }
 
 /** True for `application/json` and `application/*+json`, any case, with or without parameters (RFC 9110 §8.3.1). */
-export const isJsonMediaType = (type: string): boolean => {
+const isJsonMediaType = (type: string): boolean => {
   if (type === "application/json") return true
   const semi = type.indexOf(";")
   const t = (semi < 0 ? type : type.slice(0, semi)).trim().toLowerCase()
