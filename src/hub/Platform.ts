@@ -28,7 +28,6 @@ import * as MeshClient from "./MeshClient.js"
 import * as RateLimiter from "./RateLimiter.js"
 import { InvalidDid, InvalidPublicKey, InvalidSignature, LimitReached, Registry, RegistryUnavailable } from "./Registry.js"
 import { RegistryStore, type ChallengeRow } from "../sql/RegistryStore.js"
-import { type PersistenceError, summarize } from "../sql/SqlFailure.js"
 import { VERSION } from "../core/Version.js"
 import { equalBytes, fromBase64, randomBytes, toBase64, toBase64Url, utf8 } from "../core/internal/bytes.js"
 import { acceptablePublicKeyB64, decodePublicKeyB64 } from "../core/internal/ed25519.js"
@@ -80,8 +79,8 @@ export const layerLocalGateway: Layer.Layer<RegistryGateway, never, Registry | R
           Effect.map((r) => Option.some(toBase64(r.publicKey))),
           Effect.catchTags({ DidNotRegistered: () => Effect.succeedNone, InvalidDid: () => Effect.succeedNone })
         ),
-      saveChallenge: (row) => Effect.mapError(store.insertChallenge(row), storeError),
-      takeChallenge: (id, now) => Effect.mapError(store.consumeChallenge(id, now), storeError)
+      saveChallenge: (row) => Effect.mapError(store.insertChallenge(row), RegistryUnavailable.of),
+      takeChallenge: (id, now) => Effect.mapError(store.consumeChallenge(id, now), RegistryUnavailable.of)
     }
   })
 )
@@ -121,7 +120,6 @@ const member = (body: unknown, name: string): unknown =>
 const emptyBody = () => new EmptyBody({ code: "INVALID_JSON", message: "the request body is empty; send a JSON object" })
 const invalidDid = (given: unknown) =>
   new InvalidDid({ code: "INVALID_DID", message: given === undefined ? "did is missing" : `${JSON.stringify(given)} is not a did:mesh DID` })
-const storeError = (e: PersistenceError) => new RegistryUnavailable({ code: "STORE_UNAVAILABLE", message: summarize(e), cause: e })
 
 /** The exact text an agent signs: one field a line, so nothing in it can be read two ways. */
 export const challengeText = (did: string, publicKeyB64: string, nonce: string, expiresAtIso: string): string =>
@@ -134,9 +132,7 @@ export const make = (options: PlatformOptions = {}): Effect.Effect<PlatformApi, 
     const keys = yield* Keys
     const limiter = RateLimiter.make(options.rateLimit ?? DEFAULT_RATE_LIMIT)
     const limit = (ip: string) =>
-      Effect.mapError(limiter.take(ip), (e) =>
-        new LimitReached({ code: "RATE_LIMITED", message: `too many requests; retry in ${e.retryAfterSeconds} s`, retryAfterSeconds: e.retryAfterSeconds })
-      )
+      Effect.mapError(limiter.take(ip), (e) => LimitReached.of("too many requests", e.retryAfterSeconds))
     const challengeInvalid = (message: string) => new InvalidChallenge({ code: "CHALLENGE_INVALID", message })
     /** True when the DID is unregistered or registered with exactly these key bytes. */
     const matchesRegistered = (did: string, publicKey: Uint8Array) =>

@@ -188,7 +188,12 @@ export class LimitReached extends Schema.TaggedError<LimitReached>()("LimitReach
   code: Schema.Literal("RATE_LIMITED"),
   message: Schema.String,
   retryAfterSeconds: Schema.Number
-}) {}
+}) {
+  /** `what` ran out; the message says when to retry, as every limit and quota of the hub words it. */
+  static of(what: string, retryAfterSeconds: number): LimitReached {
+    return new LimitReached({ code: "RATE_LIMITED", message: `${what}; retry in ${retryAfterSeconds} s`, retryAfterSeconds })
+  }
+}
 
 /** A record over the registry's size limits (`PAYLOAD_TOO_LARGE`). */
 export class RecordTooLarge extends Schema.TaggedError<RecordTooLarge>()("RecordTooLarge", { code: Schema.Literal("PAYLOAD_TOO_LARGE"), message: Schema.String }) {}
@@ -204,7 +209,12 @@ export class RegistryUnavailable extends Schema.TaggedError<RegistryUnavailable>
   code: Schema.Literal("STORE_UNAVAILABLE"),
   message: Schema.String,
   cause: Schema.optional(Schema.instanceOf(PersistenceError))
-}) {}
+}) {
+  /** The registry's answer to a failed store: the classified failure summarized, and kept as the cause. */
+  static of(cause: PersistenceError): RegistryUnavailable {
+    return new RegistryUnavailable({ code: "STORE_UNAVAILABLE", message: summarize(cause), cause })
+  }
+}
 
 /** Every way a registry operation fails. */
 export type RegistryError =
@@ -485,9 +495,7 @@ const MAX_QUOTA_KEYS = 30_000
 const MAX_USED_PROOFS = 50_000
 
 const iso = (ms: number) => new Date(ms).toISOString()
-const storeError = (e: Store) => new RegistryUnavailable({ code: "STORE_UNAVAILABLE", message: summarize(e), cause: e })
-const limitReached = (what: string, retryAfterSeconds: number) =>
-  new LimitReached({ code: "RATE_LIMITED", message: `${what}; retry in ${retryAfterSeconds} s`, retryAfterSeconds })
+const storeError = (e: Store) => RegistryUnavailable.of(e)
 
 const isHttpUrl = (u: string) => {
   try {
@@ -694,7 +702,7 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
         if (b.u.entries + entries > b.entries || b.u.bytes + bytes > b.bytes) {
           const retryAfterSeconds = Math.max(1, Math.ceil((b.u.start + quota.windowMs - now) / 1000))
           const what = b.u.entries + entries > b.entries ? `${b.entries} registrations` : `${b.bytes} manifest bytes`
-          return Effect.fail(limitReached(`write quota of ${b.of} spent (${what} per window)`, retryAfterSeconds))
+          return Effect.fail(LimitReached.of(`write quota of ${b.of} spent (${what} per window)`, retryAfterSeconds))
         }
       }
       for (const b of budgets) {
@@ -918,7 +926,7 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
     search: (client, text, limit) =>
       Effect.gen(function* () {
         yield* Effect.mapError(searchLimiter.take(client), (e) =>
-          limitReached("too many searches", e.retryAfterSeconds)
+          LimitReached.of("too many searches", e.retryAfterSeconds)
         )
         if (text.length > limits.maxQueryLength) return yield* invalidQuery(`q is longer than ${limits.maxQueryLength} characters`)
         // Whitespace and control characters separate terms (a NUL inside a term would end the FTS query text early).
