@@ -147,7 +147,7 @@ describe("RegistryStore failures", () => {
 
 
 describe("Registry: only a unique violation reads as DID_TAKEN", () => {
-  const admin: RegistryStore.ApiKeyRow = { id: "key_admin", key_hash: "h", owner: "admin", kind: "admin", label: null, created_at: 0, revoked_at: null }
+  const admin: Registry.Caller = { keyId: "key_admin", owner: "admin", kind: "admin" }
   /** A registry whose store refuses every entry insert with `failure`. */
   const registerSkillWith = (failure: PersistenceError) =>
     Effect.gen(function* () {
@@ -161,14 +161,14 @@ describe("Registry: only a unique violation reads as DID_TAKEN", () => {
 
   const failure = (reason: PersistenceError["reason"]) => new PersistenceError({ reason, constraint: undefined, message: "refused", cause: undefined })
 
-  it.effect("a UniqueViolation is 409 DID_TAKEN", () =>
+  it.effect("a UniqueViolation is DidTaken (DID_TAKEN)", () =>
     Effect.map(registerSkillWith(failure("UniqueViolation")), (e) => assert.strictEqual(e.code, "DID_TAKEN")))
 
-  it.effect("a NotNullViolation is 503 STORE_UNAVAILABLE", () =>
-    Effect.map(registerSkillWith(failure("NotNullViolation")), (e) => assert.deepStrictEqual([e._tag, e.code], ["Unavailable", "STORE_UNAVAILABLE"])))
+  it.effect("a NotNullViolation is RegistryUnavailable (STORE_UNAVAILABLE)", () =>
+    Effect.map(registerSkillWith(failure("NotNullViolation")), (e) => assert.deepStrictEqual([e._tag, e.code], ["RegistryUnavailable", "STORE_UNAVAILABLE"])))
 
-  it.effect("a CheckViolation is 503 STORE_UNAVAILABLE", () =>
-    Effect.map(registerSkillWith(failure("CheckViolation")), (e) => assert.deepStrictEqual([e._tag, e.code], ["Unavailable", "STORE_UNAVAILABLE"])))
+  it.effect("a CheckViolation is RegistryUnavailable (STORE_UNAVAILABLE)", () =>
+    Effect.map(registerSkillWith(failure("CheckViolation")), (e) => assert.deepStrictEqual([e._tag, e.code], ["RegistryUnavailable", "STORE_UNAVAILABLE"])))
 })
 
 describe("the core stores' SQL layers tell the classified failure", () => {

@@ -71,7 +71,7 @@ export const layerRegistryKeyResolver: Layer.Layer<KeyResolver, never, Registry.
     resolve: (did: string) =>
       Effect.map(
         Effect.mapError(registry.resolveDid(did), (e) =>
-          e._tag === "Unavailable"
+          e._tag === "RegistryUnavailable"
             ? new KeyResolverUnavailable({ code: "RESOLVER_UNAVAILABLE", message: e.message, did })
             : new KeyNotFound({ code: "KEY_NOT_FOUND", message: e.message, did })
         ),

@@ -17,12 +17,11 @@ import * as Schema from "effect/Schema"
 import { BadRequest, Conflict, Forbidden, NotFound, RateLimited, RegistryUnreachable, Unauthorized, Unavailable, Unprocessable } from "./HubError.js"
 import { addServingErrors, wireErrors } from "../http/ErrorBody.js"
 import { Allocation, Pool } from "./Ledger.js"
-import { AgentRecord, McpRecord, McpTool, SearchHit, SkillRecord, SkillType } from "./Registry.js"
-import type { ApiKeyRow } from "../sql/RegistryStore.js"
+import { AgentRecord, type Caller as KeyCaller, McpRecord, McpTool, SearchHit, SkillRecord, SkillType } from "./Registry.js"
 import { VERSION } from "../core/Version.js"
 
-/** The API key row of the authenticated caller. */
-export class Caller extends Context.Tag("agent-mesh/hub/Caller")<Caller, ApiKeyRow>() {}
+/** Who the request's API key speaks for (`Registry.Caller`: key id, owner, kind), never the stored key row. */
+export class Caller extends Context.Tag("agent-mesh/hub/Caller")<Caller, KeyCaller>() {}
 
 /** Bearer API key authentication (`Authorization: Bearer mk_…`). */
 export class ApiKeyAuth extends HttpApiMiddleware.Tag<ApiKeyAuth>()("agent-mesh/hub/ApiKeyAuth", {

@@ -12,26 +12,64 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import { ApiKeyAuth, Caller, HubApi, PlatformApi } from "./HubApi.js"
-import { BadRequest, Conflict, errors, Forbidden, NotFound, RateLimited, Unauthorized, Unavailable, Unprocessable } from "./HubError.js"
+import { BadRequest, Conflict, errors, Forbidden, NotFound, RateLimited, RegistryUnreachable, Unauthorized, Unavailable, Unprocessable } from "./HubError.js"
 import { HttpSignatureRefusalCode, verifyRequest } from "../core/HttpSignature.js"
 import { LeanRequest } from "../http/LeanRequest.js"
 import { KeyResolver } from "../core/KeyResolver.js"
 import { Keys } from "../core/Keys.js"
 import { type Actor, Ledger, type LedgerError } from "./Ledger.js"
 import { NonceStore } from "../core/NonceStore.js"
-import { Platform } from "./Platform.js"
-import { type CreatedApiKey, hubOrigin, Registry } from "./Registry.js"
-import type { ApiKeyRow } from "../sql/RegistryStore.js"
+import { PayloadTooLarge } from "../http/ErrorBody.js"
+import { Platform, type PlatformError } from "./Platform.js"
+import { type Caller as KeyCaller, hubOrigin, Registry, type RegistryError } from "./Registry.js"
 import { clientKey } from "../core/internal/clientKey.js"
 
 // Every per-address limit (search, challenges, write quotas) counts an IPv6 client by its /64 (core/internal/clientKey.ts).
 const clientKeyOf = (req: HttpServerRequest.HttpServerRequest): string => clientKey(Option.getOrElse(req.remoteAddress, () => "unknown"))
 const clientIp = Effect.map(HttpServerRequest.HttpServerRequest, clientKeyOf)
 
+/** Every failure of the registry and the platform, named after what happened; `hubHttp` gives each its HTTP error. */
+type DomainError = RegistryError | PlatformError
+
+// One entry per failure (the `satisfies` refuses a missing or unknown one); the code and message carry over as they
+// are and the class sets the spec's status.
+const httpOf = {
+  InvalidApiKey: ({ code, message }) => new Unauthorized({ code, message }),
+  InvalidSignature: ({ code, message }) => new Unauthorized({ code, message }),
+  InvalidChallenge: ({ code, message }) => new Unauthorized({ code, message }),
+  AdminRequired: ({ code, message }) => new Forbidden({ code, message }),
+  NotOwner: ({ code, message }) => new Forbidden({ code, message }),
+  ApiKeyNotFound: ({ code, message }) => new NotFound({ code, message }),
+  ManifestNotFound: ({ code, message }) => new NotFound({ code, message }),
+  EntryNotFound: ({ code, message }) => new NotFound({ code, message }),
+  DidNotRegistered: ({ code, message }) => new NotFound({ code, message }),
+  ApiKeyAlreadyRevoked: ({ code, message }) => new Conflict({ code, message }),
+  MandateAlreadyRevoked: ({ code, message }) => new Conflict({ code, message }),
+  DidTaken: ({ code, message }) => new Conflict({ code, message }),
+  InvalidManifest: ({ code, message }) => new Unprocessable({ code, message }),
+  ManifestNotPinned: ({ code, message }) => new Unprocessable({ code, message }),
+  InvalidEndpoint: ({ code, message }) => new Unprocessable({ code, message }),
+  InvalidPublicKey: ({ code, message }) => new Unprocessable({ code, message }),
+  InvalidDid: ({ code, message }) => new Unprocessable({ code, message }),
+  LimitReached: ({ code, message, retryAfterSeconds }) => new RateLimited({ code, message, retryAfterSeconds }),
+  RecordTooLarge: ({ code, message }) => new PayloadTooLarge({ code, message }),
+  InvalidQuery: ({ code, message }) => new BadRequest({ code, message }),
+  MalformedRevocation: ({ code, message }) => new BadRequest({ code, message }),
+  EmptyBody: ({ code, message }) => new BadRequest({ code, message }),
+  RegistryNotReached: ({ code, message }) => new RegistryUnreachable({ code, message }),
+  RegistryUnavailable: ({ code, message }) => new Unavailable({ code, message })
+} satisfies { readonly [K in DomainError["_tag"]]: (e: Extract<DomainError, { readonly _tag: K }>) => unknown }
+
+/** The HTTP error a registry or platform failure answers with, per failure (so each endpoint's declared errors still hold). */
+type HubHttp<E extends DomainError> = ReturnType<(typeof httpOf)[E["_tag"]]>
+
+/** A registry or platform failure as the hub's HTTP error: the spec's code carried over, the status chosen here. */
+const hubHttp = <E extends DomainError>(e: E): HubHttp<E> => (httpOf[e._tag] as (e: E) => unknown)(e) as HubHttp<E>
+
 /** Bearer API keys, checked against the registry. */
 export const ApiKeyAuthLive = Layer.effect(
   ApiKeyAuth,
-  Effect.map(Registry, (registry) => ApiKeyAuth.of({ bearer: (token) => registry.authenticate(Redacted.value(token)) }))
+  Effect.map(Registry, (registry) => ApiKeyAuth.of({ bearer: (token) => Effect.mapError(registry.authenticate(Redacted.value(token)), hubHttp) }))
 )
 
 /** The `proof` member of a body read as any JSON (a deletion's), or undefined. */
@@ -52,29 +90,35 @@ export const RegistryLive = HttpApiBuilder.group(HubApi, "registry", (handlers) 
       })
     )
     return handlers
-      .handle("pinManifest", ({ payload }) => Effect.flatMap(write, ({ caller, ctx }) => registry.pinManifest(caller, payload, ctx)))
-      .handle("getManifest", ({ path }) => registry.manifest(path.cid))
-      .handle("registerAgent", ({ payload }) => Effect.flatMap(write, ({ caller, ctx }) => registry.registerAgent(caller, payload, ctx)))
-      .handle("listAgents", ({ urlParams }) => registry.listAgents(urlParams.limit ?? 50, urlParams.cursor))
-      .handle("resolveAgent", ({ path }) => registry.resolveAgent(path.didHash))
-      .handle("updateAgent", ({ path, payload }) => Effect.flatMap(write, ({ caller, ctx }) => registry.updateAgent(caller, path.didHash, payload, ctx)))
-      .handle("rotateAgentKey", ({ path, payload }) => Effect.flatMap(write, ({ caller, ctx }) => registry.rotateAgentKey(caller, path.didHash, payload, ctx)))
-      .handle("deleteAgent", ({ path, payload }) => Effect.flatMap(write, ({ caller, ctx }) => registry.deleteAgent(caller, path.didHash, { proof: proofOf(payload) }, ctx)))
-      .handle("registerMcp", ({ payload }) => Effect.flatMap(write, ({ caller, ctx }) => registry.registerMcp(caller, payload, ctx)))
-      .handle("listMcp", ({ urlParams }) => registry.listMcp(urlParams.limit ?? 50, urlParams.cursor))
-      .handle("resolveMcp", ({ path }) => registry.resolveMcp(path.didHash))
-      .handle("registerSkill", ({ payload }) => Effect.flatMap(write, ({ caller, ctx }) => registry.registerSkill(caller, payload, ctx)))
-      .handle("listSkills", ({ urlParams }) => registry.listSkills(urlParams.limit ?? 50, urlParams.cursor))
-      .handle("resolveSkill", ({ path }) => registry.resolveSkill(path.didHash))
+      .handle("pinManifest", ({ payload }) => Effect.flatMap(write, ({ caller, ctx }) => Effect.mapError(registry.pinManifest(caller, payload, ctx), hubHttp)))
+      .handle("getManifest", ({ path }) => Effect.mapError(registry.manifest(path.cid), hubHttp))
+      .handle("registerAgent", ({ payload }) => Effect.flatMap(write, ({ caller, ctx }) => Effect.mapError(registry.registerAgent(caller, payload, ctx), hubHttp)))
+      .handle("listAgents", ({ urlParams }) => Effect.mapError(registry.listAgents(urlParams.limit ?? 50, urlParams.cursor), hubHttp))
+      .handle("resolveAgent", ({ path }) => Effect.mapError(registry.resolveAgent(path.didHash), hubHttp))
+      .handle("updateAgent", ({ path, payload }) =>
+        Effect.flatMap(write, ({ caller, ctx }) => Effect.mapError(registry.updateAgent(caller, path.didHash, payload, ctx), hubHttp))
+      )
+      .handle("rotateAgentKey", ({ path, payload }) =>
+        Effect.flatMap(write, ({ caller, ctx }) => Effect.mapError(registry.rotateAgentKey(caller, path.didHash, payload, ctx), hubHttp))
+      )
+      .handle("deleteAgent", ({ path, payload }) =>
+        Effect.flatMap(write, ({ caller, ctx }) => Effect.mapError(registry.deleteAgent(caller, path.didHash, { proof: proofOf(payload) }, ctx), hubHttp))
+      )
+      .handle("registerMcp", ({ payload }) => Effect.flatMap(write, ({ caller, ctx }) => Effect.mapError(registry.registerMcp(caller, payload, ctx), hubHttp)))
+      .handle("listMcp", ({ urlParams }) => Effect.mapError(registry.listMcp(urlParams.limit ?? 50, urlParams.cursor), hubHttp))
+      .handle("resolveMcp", ({ path }) => Effect.mapError(registry.resolveMcp(path.didHash), hubHttp))
+      .handle("registerSkill", ({ payload }) => Effect.flatMap(write, ({ caller, ctx }) => Effect.mapError(registry.registerSkill(caller, payload, ctx), hubHttp)))
+      .handle("listSkills", ({ urlParams }) => Effect.mapError(registry.listSkills(urlParams.limit ?? 50, urlParams.cursor), hubHttp))
+      .handle("resolveSkill", ({ path }) => Effect.mapError(registry.resolveSkill(path.didHash), hubHttp))
       .handle("search", ({ urlParams }) =>
-        Effect.flatMap(clientIp, (ip) => Effect.map(registry.search(ip, urlParams.q, urlParams.limit ?? 50), (items) => ({ items })))
+        Effect.flatMap(clientIp, (ip) => Effect.map(Effect.mapError(registry.search(ip, urlParams.q, urlParams.limit ?? 50), hubHttp), (items) => ({ items })))
       )
       .handle("resolveDid", ({ path }) =>
-        Effect.map(registry.resolveDid(path.did), (r) => ({ did: r.document.id, keyVersion: r.keyVersion, document: r.document }))
+        Effect.map(Effect.mapError(registry.resolveDid(path.did), hubHttp), (r) => ({ did: r.document.id, keyVersion: r.keyVersion, document: r.document }))
       )
-      .handle("revokeMandate", ({ payload }) => registry.revokeMandate(payload))
+      .handle("revokeMandate", ({ payload }) => Effect.mapError(registry.revokeMandate(payload), hubHttp))
       .handle("mandateRevoked", ({ path, urlParams }) =>
-        Effect.map(registry.isMandateRevoked(path.jti, urlParams.grantor), (revoked) => ({ jti: path.jti, grantor: urlParams.grantor, revoked }))
+        Effect.map(Effect.mapError(registry.isMandateRevoked(path.jti, urlParams.grantor), hubHttp), (revoked) => ({ jti: path.jti, grantor: urlParams.grantor, revoked }))
       )
   })
 )
@@ -83,14 +127,8 @@ export const RegistryLive = HttpApiBuilder.group(HubApi, "registry", (handlers) 
 export const KeysLive = HttpApiBuilder.group(HubApi, "keys", (handlers) =>
   Effect.map(Registry, (registry) =>
     handlers
-      .handle("createKey", ({ payload }) =>
-        Effect.flatMap(Caller, (caller): Effect.Effect<CreatedApiKey, Forbidden | Unavailable> =>
-          caller.kind !== "admin"
-            ? Effect.fail(errors.adminRequired())
-            : registry.createApiKey(payload.owner, payload.owner.startsWith("did:") ? "agent" : "user", payload.label)
-        )
-      )
-      .handle("revokeKey", ({ path }) => Effect.flatMap(Caller, (caller) => registry.revokeApiKey(caller, path.id)))
+      .handle("createKey", ({ payload }) => Effect.flatMap(Caller, (caller) => Effect.mapError(registry.issueApiKey(caller, payload.owner, payload.label), hubHttp)))
+      .handle("revokeKey", ({ path }) => Effect.flatMap(Caller, (caller) => Effect.mapError(registry.revokeApiKey(caller, path.id), hubHttp)))
   )
 )
 
@@ -128,7 +166,7 @@ const targetUri = (req: HttpServerRequest.HttpServerRequest, publicUrl: string |
  */
 const actorOf = (
   verify: (req: HttpServerRequest.HttpServerRequest) => Effect.Effect<string, Unauthorized | RateLimited | Unavailable>,
-  actsFor: (caller: ApiKeyRow) => Effect.Effect<string | undefined, Unavailable>
+  actsFor: (caller: KeyCaller) => Effect.Effect<string | undefined, Unavailable>
 ): Effect.Effect<Actor, Unauthorized | RateLimited | Unavailable, Caller | HttpServerRequest.HttpServerRequest> =>
   Effect.gen(function* () {
     const req = yield* HttpServerRequest.HttpServerRequest
@@ -197,7 +235,8 @@ export const SpendingLive = HttpApiBuilder.group(HubApi, "spending", (handlers) 
         )
         return verified.did
       })
-    const actor = actorOf(verify, (yield* Registry).agentKeyActsFor)
+    const registry = yield* Registry
+    const actor = actorOf(verify, (caller) => Effect.mapError(registry.agentKeyActsFor(caller), hubHttp))
     return handlers
       .handle("openPool", ({ payload }) => Effect.flatMap(actor, (did) => Effect.mapError(ledger.openPool(did, payload.mandate), ledgerHttp)))
       .handle("getPool", ({ path }) => Effect.flatMap(actor, (did) => Effect.mapError(ledger.pool(did, path.poolId), ledgerHttp)))
@@ -217,8 +256,8 @@ export const PlatformLive = HttpApiBuilder.group(HubApi, "platform", (handlers) 
   Effect.map(Platform, (platform) =>
     handlers
       .handle("status", () => platform.status)
-      .handle("challenge", ({ payload }) => Effect.flatMap(clientIp, (ip) => platform.challenge(ip, payload)))
-      .handle("agentKey", ({ payload }) => Effect.flatMap(clientIp, (ip) => platform.agentKey(ip, payload)))
+      .handle("challenge", ({ payload }) => Effect.flatMap(clientIp, (ip) => Effect.mapError(platform.challenge(ip, payload), hubHttp)))
+      .handle("agentKey", ({ payload }) => Effect.flatMap(clientIp, (ip) => Effect.mapError(platform.agentKey(ip, payload), hubHttp)))
   )
 )
 
@@ -266,8 +305,8 @@ export const PlatformOnlyLive = Layer.merge(
     Effect.map(Platform, (platform) =>
       handlers
         .handle("status", () => platform.status)
-        .handle("challenge", ({ payload }) => Effect.flatMap(clientIp, (ip) => platform.challenge(ip, payload)))
-        .handle("agentKey", ({ payload }) => Effect.flatMap(clientIp, (ip) => platform.agentKey(ip, payload)))
+        .handle("challenge", ({ payload }) => Effect.flatMap(clientIp, (ip) => Effect.mapError(platform.challenge(ip, payload), hubHttp)))
+        .handle("agentKey", ({ payload }) => Effect.flatMap(clientIp, (ip) => Effect.mapError(platform.agentKey(ip, payload), hubHttp)))
     )
   ),
   PlatformDocsLive

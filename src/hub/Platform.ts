@@ -9,6 +9,9 @@
  * (padded or not), and the registered key is checked again when the challenge is answered, since it may have been
  * rotated in between.
  *
+ * Its failures are named after what happened (`EmptyBody`, `InvalidChallenge`, `RegistryNotReached`, and the
+ * registry's `InvalidDid`, `InvalidSignature`, …), each with the spec's code; `HubHttp` chooses the status.
+ *
  * Floor: hub (docs/architecture.md §3).
  */
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
@@ -18,17 +21,28 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
 import { decodePublicKeyMultibase, normalizeDid } from "../core/Did.js"
-import { BadRequest, errors, RateLimited, RegistryUnreachable, Unauthorized, type Unavailable, type Unprocessable } from "./HubError.js"
 import { Keys } from "../core/Keys.js"
 import * as MeshClient from "./MeshClient.js"
 import * as RateLimiter from "./RateLimiter.js"
-import { Registry } from "./Registry.js"
+import { InvalidDid, InvalidPublicKey, InvalidSignature, LimitReached, Registry, RegistryUnavailable } from "./Registry.js"
 import { RegistryStore, type ChallengeRow } from "../sql/RegistryStore.js"
-import { summarize } from "../sql/SqlFailure.js"
 import { VERSION } from "../core/Version.js"
 import { equalBytes, fromBase64, randomBytes, toBase64, toBase64Url, utf8 } from "../core/internal/bytes.js"
 import { acceptablePublicKeyB64, decodePublicKeyB64 } from "../core/internal/ed25519.js"
+
+/** The request body is empty (`INVALID_JSON`): the platform reads its payloads itself, and an empty one is no JSON. */
+export class EmptyBody extends Schema.TaggedError<EmptyBody>()("EmptyBody", { code: Schema.Literal("INVALID_JSON"), message: Schema.String }) {}
+
+/** The challenge is unknown, used, expired, issued to another DID, or its key is no longer the DID's (`CHALLENGE_INVALID`). */
+export class InvalidChallenge extends Schema.TaggedError<InvalidChallenge>()("InvalidChallenge", { code: Schema.Literal("CHALLENGE_INVALID"), message: Schema.String }) {}
+
+/** The platform runs apart from the registry and could not reach it, or the registry refused it (`REGISTRY_UNREACHABLE`). */
+export class RegistryNotReached extends Schema.TaggedError<RegistryNotReached>()("RegistryNotReached", { code: Schema.Literal("REGISTRY_UNREACHABLE"), message: Schema.String }) {}
+
+/** Every way a platform operation fails; the registry's own errors keep their names. */
+export type PlatformError = EmptyBody | InvalidChallenge | RegistryNotReached | InvalidDid | InvalidPublicKey | InvalidSignature | LimitReached | RegistryUnavailable
 
 /** How long a challenge may be answered. */
 export const CHALLENGE_TTL_MS = 5 * 60_000
@@ -38,13 +52,13 @@ export interface RegistryGatewayApi {
   readonly mode: "local" | "remote"
   readonly ping: Effect.Effect<boolean>
   /** Mints an API key owned by the agent's DID. */
-  readonly issueAgentKey: (did: string) => Effect.Effect<{ readonly apiKey: string; readonly keyId: string }, RegistryUnreachable | Unavailable>
+  readonly issueAgentKey: (did: string) => Effect.Effect<{ readonly apiKey: string; readonly keyId: string }, RegistryNotReached | RegistryUnavailable>
   /** The publicKeyB64 the registry holds for a DID, if the DID is registered. */
-  readonly registeredKey: (did: string) => Effect.Effect<Option.Option<string>, RegistryUnreachable | Unavailable>
+  readonly registeredKey: (did: string) => Effect.Effect<Option.Option<string>, RegistryNotReached | RegistryUnavailable>
   /** Keeps a challenge until it is answered or expires. */
-  readonly saveChallenge: (row: ChallengeRow) => Effect.Effect<void, RegistryUnreachable | Unavailable>
+  readonly saveChallenge: (row: ChallengeRow) => Effect.Effect<void, RegistryNotReached | RegistryUnavailable>
   /** Takes an unused, unexpired challenge, marking it used. */
-  readonly takeChallenge: (id: string, now: number) => Effect.Effect<Option.Option<ChallengeRow>, RegistryUnreachable | Unavailable>
+  readonly takeChallenge: (id: string, now: number) => Effect.Effect<Option.Option<ChallengeRow>, RegistryNotReached | RegistryUnavailable>
 }
 
 /** The `RegistryGateway` service. */
@@ -63,10 +77,10 @@ export const layerLocalGateway: Layer.Layer<RegistryGateway, never, Registry | R
       registeredKey: (did) =>
         registry.resolveDid(did).pipe(
           Effect.map((r) => Option.some(toBase64(r.publicKey))),
-          Effect.catchTags({ NotFound: () => Effect.succeedNone, Unprocessable: () => Effect.succeedNone })
+          Effect.catchTags({ DidNotRegistered: () => Effect.succeedNone, InvalidDid: () => Effect.succeedNone })
         ),
-      saveChallenge: (row) => Effect.mapError(store.insertChallenge(row), (e) => errors.unavailable(summarize(e))),
-      takeChallenge: (id, now) => Effect.mapError(store.consumeChallenge(id, now), (e) => errors.unavailable(summarize(e)))
+      saveChallenge: (row) => Effect.mapError(store.insertChallenge(row), RegistryUnavailable.of),
+      takeChallenge: (id, now) => Effect.mapError(store.consumeChallenge(id, now), RegistryUnavailable.of)
     }
   })
 )
@@ -86,12 +100,12 @@ export interface PlatformApi {
   readonly challenge: (
     clientIp: string,
     input: unknown
-  ) => Effect.Effect<{ readonly challengeId: string; readonly challenge: string; readonly expiresAt: string }, BadRequest | Unprocessable | RateLimited | RegistryUnreachable | Unavailable>
+  ) => Effect.Effect<{ readonly challengeId: string; readonly challenge: string; readonly expiresAt: string }, EmptyBody | InvalidDid | InvalidPublicKey | LimitReached | RegistryNotReached | RegistryUnavailable>
   /** `input` is the request body as parsed (undefined when empty): `{ challengeId, did, signature }`. */
   readonly agentKey: (
     clientIp: string,
     input: unknown
-  ) => Effect.Effect<{ readonly apiKey: string; readonly keyId: string; readonly did: string }, BadRequest | Unauthorized | Unprocessable | RateLimited | RegistryUnreachable | Unavailable>
+  ) => Effect.Effect<{ readonly apiKey: string; readonly keyId: string; readonly did: string }, EmptyBody | InvalidDid | InvalidChallenge | InvalidSignature | LimitReached | RegistryNotReached | RegistryUnavailable>
 }
 
 /** The `Platform` service. */
@@ -103,8 +117,9 @@ export class Platform extends Context.Tag("agent-mesh/Platform")<Platform, Platf
 const member = (body: unknown, name: string): unknown =>
   typeof body === "object" && body !== null && !Array.isArray(body) && Object.hasOwn(body, name) ? (body as Record<string, unknown>)[name] : undefined
 
-const emptyBody = () => new BadRequest({ code: "INVALID_JSON", message: "the request body is empty; send a JSON object" })
-const invalidDid = (given: unknown) => errors.unprocessable("INVALID_DID", given === undefined ? "did is missing" : `${JSON.stringify(given)} is not a did:mesh DID`)
+const emptyBody = () => new EmptyBody({ code: "INVALID_JSON", message: "the request body is empty; send a JSON object" })
+const invalidDid = (given: unknown) =>
+  new InvalidDid({ code: "INVALID_DID", message: given === undefined ? "did is missing" : `${JSON.stringify(given)} is not a did:mesh DID` })
 
 /** The exact text an agent signs: one field a line, so nothing in it can be read two ways. */
 export const challengeText = (did: string, publicKeyB64: string, nonce: string, expiresAtIso: string): string =>
@@ -117,8 +132,8 @@ export const make = (options: PlatformOptions = {}): Effect.Effect<PlatformApi, 
     const keys = yield* Keys
     const limiter = RateLimiter.make(options.rateLimit ?? DEFAULT_RATE_LIMIT)
     const limit = (ip: string) =>
-      Effect.mapError(limiter.take(ip), (e) => errors.rateLimited("too many requests", e.retryAfterSeconds))
-    const challengeInvalid = (message: string) => new Unauthorized({ code: "CHALLENGE_INVALID", message })
+      Effect.mapError(limiter.take(ip), (e) => LimitReached.of("too many requests", e.retryAfterSeconds))
+    const challengeInvalid = (message: string) => new InvalidChallenge({ code: "CHALLENGE_INVALID", message })
     /** True when the DID is unregistered or registered with exactly these key bytes. */
     const matchesRegistered = (did: string, publicKey: Uint8Array) =>
       Effect.map(gateway.registeredKey(did), (registered) =>
@@ -135,11 +150,11 @@ export const make = (options: PlatformOptions = {}): Effect.Effect<PlatformApi, 
           if (did === undefined) return yield* Effect.fail(invalidDid(member(input, "did")))
           const publicKey = acceptablePublicKeyB64(member(input, "publicKeyB64"))
           if (publicKey === undefined) {
-            return yield* Effect.fail(errors.unprocessable("INVALID_PUBLIC_KEY", "publicKeyB64 must be standard base64 of a raw 32-byte Ed25519 key, canonical and not of small order"))
+            return yield* Effect.fail(new InvalidPublicKey({ code: "INVALID_PUBLIC_KEY", message: "publicKeyB64 must be standard base64 of a raw 32-byte Ed25519 key, canonical and not of small order" }))
           }
           // A registered DID gets keys only for the key the registry holds: anyone could otherwise mint keys in its name.
           if (!(yield* matchesRegistered(did, publicKey))) {
-            return yield* Effect.fail(errors.unprocessable("INVALID_PUBLIC_KEY", `${did} is registered with another key`))
+            return yield* Effect.fail(new InvalidPublicKey({ code: "INVALID_PUBLIC_KEY", message: `${did} is registered with another key` }))
           }
           const now = yield* Clock.currentTimeMillis
           const expiresAt = now + CHALLENGE_TTL_MS
@@ -168,11 +183,11 @@ export const make = (options: PlatformOptions = {}): Effect.Effect<PlatformApi, 
             if (typeof signatureText !== "string") throw new TypeError("missing")
             signature = fromBase64(signatureText)
           } catch {
-            return yield* Effect.fail(new Unauthorized({ code: "SIGNATURE_INVALID", message: "signature is missing or not base64" }))
+            return yield* Effect.fail(new InvalidSignature({ code: "SIGNATURE_INVALID", message: "signature is missing or not base64" }))
           }
           const publicKey = acceptablePublicKeyB64(row.value.public_key_b64)
           const ok = publicKey !== undefined && (yield* Effect.orElseSucceed(keys.verify(publicKey, utf8(row.value.challenge), signature), () => false))
-          if (!ok) return yield* Effect.fail(new Unauthorized({ code: "SIGNATURE_INVALID", message: "signature over the challenge does not verify under the bound key" }))
+          if (!ok) return yield* Effect.fail(new InvalidSignature({ code: "SIGNATURE_INVALID", message: "signature over the challenge does not verify under the bound key" }))
           // The DID may have been registered, or its key rotated, since the challenge was issued: the key it was bound
           // to must still be the DID's key now.
           if (!(yield* matchesRegistered(did, publicKey))) {
@@ -274,7 +289,7 @@ export const layerRemoteGateway = (options: RemoteRegistryOptions): Layer.Layer<
     Effect.gen(function* () {
       const client = yield* MeshClient.make({ hubUrl: options.registryUrl, apiKey: options.apiKey, retry: { times: 1, baseDelayMs: 100 } })
       const challenges = memoryChallenges()
-      const unreachable = (message: string) => new RegistryUnreachable({ code: "REGISTRY_UNREACHABLE", message })
+      const unreachable = (message: string) => new RegistryNotReached({ code: "REGISTRY_UNREACHABLE", message })
       return {
         mode: "remote" as const,
         ping: Effect.match(client.status, { onFailure: () => false, onSuccess: () => true }),

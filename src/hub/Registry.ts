@@ -11,6 +11,10 @@
  * only that DID, and MCP servers and skills only under it (`<did>.<name>`) once it registered that DID's agent. Writes are counted per API key, per DID of agent keys and per client address in fixed
  * windows; a deleted agent leaves a tombstone so its key version never restarts at 1 and nothing else takes its DID.
  *
+ * The registry fails with errors named after what happened (`DidTaken`, `NotOwner`, `InvalidSignature`, …), each
+ * carrying the spec's `code`; it knows no HTTP (`HubHttp` chooses the status). Callers reach it as a `Caller` built
+ * from the key row once, in `authenticate`, so the store's row never leaves this module.
+ *
  * Floor: hub (docs/architecture.md §3).
  */
 import * as Clock from "effect/Clock"
@@ -23,13 +27,11 @@ import { CID } from "multiformats/cid"
 import * as Digest from "multiformats/hashes/digest"
 import { canonicalBytes } from "../core/Canonical.js"
 import { type DidDocument, didHash, makeDidDocument, normalizeDid, verificationMethodId } from "../core/Did.js"
-import { BadRequest, type Conflict, errors, type Forbidden, type NotFound, RateLimited, Unauthorized, type Unavailable, type Unprocessable } from "./HubError.js"
-import { PayloadTooLarge } from "../http/ErrorBody.js"
 import { Keys, type KeysApi } from "../core/Keys.js"
 import { verifyMessage } from "../core/Proof.js"
 import * as RateLimiter from "./RateLimiter.js"
 import { type ApiKeyRow, type EntryKind, type EntryRow, RegistryStore, type RegistryStoreApi } from "../sql/RegistryStore.js"
-import { summarize, type PersistenceError } from "../sql/SqlFailure.js"
+import { PersistenceError, summarize } from "../sql/SqlFailure.js"
 import { MESH_PROTOCOL_VERSION } from "../core/Version.js"
 import { equalBytes, randomBytes, toBase64, toBase64Url, toHex, utf8 } from "../core/internal/bytes.js"
 import { acceptablePublicKeyB64, canonicalPublicKeyB64, decodePublicKeyB64 } from "../core/internal/ed25519.js"
@@ -129,6 +131,128 @@ export const DEFAULT_LIMITS: RegistryLimitsConfig = {
  */
 export const MIN_TERM_LENGTH = 3
 
+/** A missing, unknown, revoked or malformed API key (`INVALID_API_KEY`). */
+export class InvalidApiKey extends Schema.TaggedError<InvalidApiKey>()("InvalidApiKey", { code: Schema.Literal("INVALID_API_KEY"), message: Schema.String }) {}
+
+/** The operation needs the admin credential (`ADMIN_REQUIRED`). */
+export class AdminRequired extends Schema.TaggedError<AdminRequired>()("AdminRequired", { code: Schema.Literal("ADMIN_REQUIRED"), message: Schema.String }) {}
+
+/** The API key did not register the record, or is bound to another DID (`NOT_OWNER`). */
+export class NotOwner extends Schema.TaggedError<NotOwner>()("NotOwner", { code: Schema.Literal("NOT_OWNER"), message: Schema.String }) {}
+
+/** No API key under that id (`NOT_FOUND`). */
+export class ApiKeyNotFound extends Schema.TaggedError<ApiKeyNotFound>()("ApiKeyNotFound", { code: Schema.Literal("NOT_FOUND"), message: Schema.String }) {}
+
+/** No manifest pinned under that CID (`NOT_FOUND`). */
+export class ManifestNotFound extends Schema.TaggedError<ManifestNotFound>()("ManifestNotFound", { code: Schema.Literal("NOT_FOUND"), message: Schema.String }) {}
+
+/** No agent, MCP server or skill (`kind`) under that didHash (`NOT_FOUND`). */
+export class EntryNotFound extends Schema.TaggedError<EntryNotFound>()("EntryNotFound", {
+  code: Schema.Literal("NOT_FOUND"),
+  message: Schema.String,
+  kind: Schema.Literal("agent", "mcp", "skill")
+}) {}
+
+/** The DID has no key registered here (`NOT_FOUND`). */
+export class DidNotRegistered extends Schema.TaggedError<DidNotRegistered>()("DidNotRegistered", { code: Schema.Literal("NOT_FOUND"), message: Schema.String }) {}
+
+/** The API key was already revoked (`ALREADY_REVOKED`). */
+export class ApiKeyAlreadyRevoked extends Schema.TaggedError<ApiKeyAlreadyRevoked>()("ApiKeyAlreadyRevoked", { code: Schema.Literal("ALREADY_REVOKED"), message: Schema.String }) {}
+
+/** The grantor already revoked that mandate (`ALREADY_REVOKED`). */
+export class MandateAlreadyRevoked extends Schema.TaggedError<MandateAlreadyRevoked>()("MandateAlreadyRevoked", { code: Schema.Literal("ALREADY_REVOKED"), message: Schema.String }) {}
+
+/** The DID is registered already, or was deleted and may come back only under its last key (`DID_TAKEN`). */
+export class DidTaken extends Schema.TaggedError<DidTaken>()("DidTaken", { code: Schema.Literal("DID_TAKEN"), message: Schema.String }) {}
+
+/** A manifest (or an MCP server's or skill's name) the registry cannot take (`INVALID_MANIFEST`). */
+export class InvalidManifest extends Schema.TaggedError<InvalidManifest>()("InvalidManifest", { code: Schema.Literal("INVALID_MANIFEST"), message: Schema.String }) {}
+
+/** The manifest CID named is not pinned here (`MANIFEST_NOT_PINNED`). */
+export class ManifestNotPinned extends Schema.TaggedError<ManifestNotPinned>()("ManifestNotPinned", { code: Schema.Literal("MANIFEST_NOT_PINNED"), message: Schema.String }) {}
+
+/** The endpoint is not an http(s) URL (`INVALID_ENDPOINT`). */
+export class InvalidEndpoint extends Schema.TaggedError<InvalidEndpoint>()("InvalidEndpoint", { code: Schema.Literal("INVALID_ENDPOINT"), message: Schema.String }) {}
+
+/** The public key is not an acceptable raw Ed25519 key, or not the one the DID is registered with (`INVALID_PUBLIC_KEY`). */
+export class InvalidPublicKey extends Schema.TaggedError<InvalidPublicKey>()("InvalidPublicKey", { code: Schema.Literal("INVALID_PUBLIC_KEY"), message: Schema.String }) {}
+
+/** The DID is missing or not a did:mesh DID (`INVALID_DID`). */
+export class InvalidDid extends Schema.TaggedError<InvalidDid>()("InvalidDid", { code: Schema.Literal("INVALID_DID"), message: Schema.String }) {}
+
+/** A proof or signature is missing, does not verify, is stale, was used already, or names no hub (`SIGNATURE_INVALID`). */
+export class InvalidSignature extends Schema.TaggedError<InvalidSignature>()("InvalidSignature", { code: Schema.Literal("SIGNATURE_INVALID"), message: Schema.String }) {}
+
+/** A rate limit or write quota is spent; retry after `retryAfterSeconds` (`RATE_LIMITED`). */
+export class LimitReached extends Schema.TaggedError<LimitReached>()("LimitReached", {
+  code: Schema.Literal("RATE_LIMITED"),
+  message: Schema.String,
+  retryAfterSeconds: Schema.Number
+}) {
+  /** `what` ran out; the message says when to retry, as every limit and quota of the hub words it. */
+  static of(what: string, retryAfterSeconds: number): LimitReached {
+    return new LimitReached({ code: "RATE_LIMITED", message: `${what}; retry in ${retryAfterSeconds} s`, retryAfterSeconds })
+  }
+}
+
+/** A record over the registry's size limits (`PAYLOAD_TOO_LARGE`). */
+export class RecordTooLarge extends Schema.TaggedError<RecordTooLarge>()("RecordTooLarge", { code: Schema.Literal("PAYLOAD_TOO_LARGE"), message: Schema.String }) {}
+
+/** A search query that is too long, has too many terms or no usable one (`INVALID_REQUEST`). */
+export class InvalidQuery extends Schema.TaggedError<InvalidQuery>()("InvalidQuery", { code: Schema.Literal("INVALID_REQUEST"), message: Schema.String }) {}
+
+/** A revocation request without the fields of `RevocationRequest` (`MISSING_FIELD`). */
+export class MalformedRevocation extends Schema.TaggedError<MalformedRevocation>()("MalformedRevocation", { code: Schema.Literal("MISSING_FIELD"), message: Schema.String }) {}
+
+/** The registry's database failed (`cause` is the classified `PersistenceError`); retry (`STORE_UNAVAILABLE`). */
+export class RegistryUnavailable extends Schema.TaggedError<RegistryUnavailable>()("RegistryUnavailable", {
+  code: Schema.Literal("STORE_UNAVAILABLE"),
+  message: Schema.String,
+  cause: Schema.optional(Schema.instanceOf(PersistenceError))
+}) {
+  /** The registry's answer to a failed store: the classified failure summarized, and kept as the cause. */
+  static of(cause: PersistenceError): RegistryUnavailable {
+    return new RegistryUnavailable({ code: "STORE_UNAVAILABLE", message: summarize(cause), cause })
+  }
+}
+
+/** Every way a registry operation fails. */
+export type RegistryError =
+  | InvalidApiKey
+  | AdminRequired
+  | NotOwner
+  | ApiKeyNotFound
+  | ManifestNotFound
+  | EntryNotFound
+  | DidNotRegistered
+  | ApiKeyAlreadyRevoked
+  | MandateAlreadyRevoked
+  | DidTaken
+  | InvalidManifest
+  | ManifestNotPinned
+  | InvalidEndpoint
+  | InvalidPublicKey
+  | InvalidDid
+  | InvalidSignature
+  | LimitReached
+  | RecordTooLarge
+  | InvalidQuery
+  | MalformedRevocation
+  | RegistryUnavailable
+
+/**
+ * Who a request's API key speaks for, as the registry's rules read it: the key's id (records remember which key
+ * registered them), its owner (the DID of an agent key) and its kind (the admin may do what owners may).
+ */
+export interface Caller {
+  readonly keyId: string
+  readonly owner: string
+  readonly kind: ApiKeyRow["kind"]
+}
+
+/** The caller an API key row authenticates as; the one place a stored key becomes a caller. */
+export const callerOf = (row: ApiKeyRow): Caller => ({ keyId: row.id, owner: row.owner, kind: row.kind })
+
 /** What the did:mesh resolver answers. */
 export interface ResolvedDid {
   readonly document: DidDocument
@@ -149,75 +273,87 @@ type Store = PersistenceError
 
 /** The operations of the registry. */
 export interface RegistryApi {
-  /** The key row for a bearer secret; 401 for a missing, unknown, revoked or malformed key. */
-  readonly authenticate: (secret: string | undefined) => Effect.Effect<ApiKeyRow, Unauthorized | Unavailable>
-  readonly createApiKey: (owner: string, kind: ApiKeyRow["kind"], label?: string) => Effect.Effect<CreatedApiKey, Unavailable>
+  /** The caller a bearer secret authenticates as; `InvalidApiKey` for a missing, unknown, revoked or malformed key. */
+  readonly authenticate: (secret: string | undefined) => Effect.Effect<Caller, InvalidApiKey | RegistryUnavailable>
+  /** Makes a key with no caller to answer to (the admin credential, the platform's challenge exchange). */
+  readonly createApiKey: (owner: string, kind: ApiKeyRow["kind"], label?: string) => Effect.Effect<CreatedApiKey, RegistryUnavailable>
+  /** Makes a key at a caller's request: only the admin may; a key for a DID is an agent key, any other a user key. */
+  readonly issueApiKey: (caller: Caller, owner: string, label?: string) => Effect.Effect<CreatedApiKey, AdminRequired | RegistryUnavailable>
   /** Revokes a key: the admin may revoke any, others only keys they own. */
-  readonly revokeApiKey: (caller: ApiKeyRow, id: string) => Effect.Effect<void, NotFound | Forbidden | Conflict | Unavailable>
+  readonly revokeApiKey: (caller: Caller, id: string) => Effect.Effect<void, ApiKeyNotFound | NotOwner | ApiKeyAlreadyRevoked | RegistryUnavailable>
   /**
    * Creates the admin credential on a database's first start only; its secret is returned that once. Later starts
    * answer none, even when every admin key has since been revoked.
    */
-  readonly ensureAdmin: Effect.Effect<Option.Option<CreatedApiKey>, Unavailable>
+  readonly ensureAdmin: Effect.Effect<Option.Option<CreatedApiKey>, RegistryUnavailable>
   /** Creates a new admin credential unconditionally (the explicit recovery path, `Hub.start({ newAdminKey: true })`). */
-  readonly issueAdminKey: Effect.Effect<CreatedApiKey, Unavailable>
-  readonly pinManifest: (caller: ApiKeyRow, manifest: unknown, ctx: WriteContext) => Effect.Effect<{ readonly cid: string }, Unprocessable | PayloadTooLarge | RateLimited | Unavailable>
-  readonly manifest: (cid: string) => Effect.Effect<unknown, NotFound | Unavailable>
+  readonly issueAdminKey: Effect.Effect<CreatedApiKey, RegistryUnavailable>
+  readonly pinManifest: (
+    caller: Caller,
+    manifest: unknown,
+    ctx: WriteContext
+  ) => Effect.Effect<{ readonly cid: string }, InvalidManifest | RecordTooLarge | LimitReached | RegistryUnavailable>
+  readonly manifest: (cid: string) => Effect.Effect<unknown, ManifestNotFound | RegistryUnavailable>
   readonly registerAgent: (
-    caller: ApiKeyRow,
+    caller: Caller,
     input: { readonly did: string; readonly manifestCID: string; readonly publicKeyB64: string; readonly endpointUrl: string; readonly proof: unknown },
     ctx: WriteContext
-  ) => Effect.Effect<AgentRecord, Unprocessable | Conflict | Unauthorized | Forbidden | RateLimited | Unavailable>
-  readonly resolveAgent: (didHash: string) => Effect.Effect<AgentRecord, NotFound | Unavailable>
-  readonly listAgents: (limit: number, cursor?: string) => Effect.Effect<{ readonly items: ReadonlyArray<AgentRecord>; readonly nextCursor: string | null }, Unavailable>
+  ) => Effect.Effect<
+    AgentRecord,
+    InvalidDid | InvalidPublicKey | InvalidEndpoint | ManifestNotPinned | DidTaken | InvalidSignature | NotOwner | LimitReached | RegistryUnavailable
+  >
+  readonly resolveAgent: (didHash: string) => Effect.Effect<AgentRecord, EntryNotFound | RegistryUnavailable>
+  readonly listAgents: (limit: number, cursor?: string) => Effect.Effect<{ readonly items: ReadonlyArray<AgentRecord>; readonly nextCursor: string | null }, RegistryUnavailable>
   /** Update: `proof` by the current key over `updateDocument` (the admin may omit it). */
   readonly updateAgent: (
-    caller: ApiKeyRow,
+    caller: Caller,
     didHash: string,
     patch: { readonly endpointUrl?: string | undefined; readonly manifestCID?: string | undefined; readonly proof?: unknown },
     ctx: WriteContext
-  ) => Effect.Effect<AgentRecord, NotFound | Forbidden | Unprocessable | Unauthorized | Unavailable>
+  ) => Effect.Effect<AgentRecord, EntryNotFound | NotOwner | InvalidEndpoint | ManifestNotPinned | InvalidSignature | RegistryUnavailable>
   /** Rotation: `proof` by the current key (the admin may omit it), `newKeyProof` by the new key, both over `rotationDocument`. */
   readonly rotateAgentKey: (
-    caller: ApiKeyRow,
+    caller: Caller,
     didHash: string,
     input: { readonly publicKeyB64: string; readonly proof?: unknown; readonly newKeyProof: unknown },
     ctx: WriteContext
-  ) => Effect.Effect<AgentRecord, NotFound | Forbidden | Unprocessable | Unauthorized | Unavailable>
+  ) => Effect.Effect<AgentRecord, EntryNotFound | NotOwner | InvalidPublicKey | InvalidSignature | RegistryUnavailable>
   /** Deletion: `proof` by the current key over `deletionDocument` (the admin may omit it). */
   readonly deleteAgent: (
-    caller: ApiKeyRow,
+    caller: Caller,
     didHash: string,
     input: { readonly proof?: unknown },
     ctx: WriteContext
-  ) => Effect.Effect<void, NotFound | Forbidden | Unauthorized | Unavailable>
+  ) => Effect.Effect<void, EntryNotFound | NotOwner | InvalidSignature | RegistryUnavailable>
   readonly registerMcp: (
-    caller: ApiKeyRow,
+    caller: Caller,
     input: { readonly name: string; readonly endpointUrl: string; readonly tools: ReadonlyArray<typeof McpTool.Type>; readonly did: string },
     ctx: WriteContext
-  ) => Effect.Effect<McpRecord, Unprocessable | PayloadTooLarge | Conflict | Forbidden | RateLimited | Unavailable>
-  readonly resolveMcp: (didHash: string) => Effect.Effect<McpRecord, NotFound | Unavailable>
-  readonly listMcp: (limit: number, cursor?: string) => Effect.Effect<{ readonly items: ReadonlyArray<McpRecord>; readonly nextCursor: string | null }, Unavailable>
+  ) => Effect.Effect<McpRecord, InvalidManifest | InvalidEndpoint | InvalidDid | RecordTooLarge | DidTaken | NotOwner | LimitReached | RegistryUnavailable>
+  readonly resolveMcp: (didHash: string) => Effect.Effect<McpRecord, EntryNotFound | RegistryUnavailable>
+  readonly listMcp: (limit: number, cursor?: string) => Effect.Effect<{ readonly items: ReadonlyArray<McpRecord>; readonly nextCursor: string | null }, RegistryUnavailable>
   readonly registerSkill: (
-    caller: ApiKeyRow,
+    caller: Caller,
     input: { readonly name: string; readonly skillType?: typeof SkillType.Type | undefined; readonly did: string },
     ctx: WriteContext
-  ) => Effect.Effect<SkillRecord, Unprocessable | PayloadTooLarge | Conflict | Forbidden | RateLimited | Unavailable>
-  readonly resolveSkill: (didHash: string) => Effect.Effect<SkillRecord, NotFound | Unavailable>
-  readonly listSkills: (limit: number, cursor?: string) => Effect.Effect<{ readonly items: ReadonlyArray<SkillRecord>; readonly nextCursor: string | null }, Unavailable>
+  ) => Effect.Effect<SkillRecord, InvalidManifest | InvalidDid | RecordTooLarge | DidTaken | NotOwner | LimitReached | RegistryUnavailable>
+  readonly resolveSkill: (didHash: string) => Effect.Effect<SkillRecord, EntryNotFound | RegistryUnavailable>
+  readonly listSkills: (limit: number, cursor?: string) => Effect.Effect<{ readonly items: ReadonlyArray<SkillRecord>; readonly nextCursor: string | null }, RegistryUnavailable>
   /** Entries matching every term of `q` (see `RegistryLimitsConfig`); `client` keys the rate limit (its address). */
-  readonly search: (client: string, q: string, limit: number) => Effect.Effect<ReadonlyArray<typeof SearchHit.Type>, BadRequest | RateLimited | Unavailable>
+  readonly search: (client: string, q: string, limit: number) => Effect.Effect<ReadonlyArray<typeof SearchHit.Type>, InvalidQuery | LimitReached | RegistryUnavailable>
   /** The did:mesh resolver: current DID document, key and key version of a registered agent. */
-  readonly resolveDid: (did: string) => Effect.Effect<ResolvedDid, NotFound | Unprocessable | Unavailable>
-  /** Revokes a mandate by `jti`; the request must be signed (signMessage) by the grantor's registered key. */
+  readonly resolveDid: (did: string) => Effect.Effect<ResolvedDid, DidNotRegistered | InvalidDid | RegistryUnavailable>
   /**
    * The DID an API key acts for on its own: the owner DID of an agent key that registered that DID's agent record
    * (the challenge exchange issues agent keys for unregistered DIDs to anyone, so the key alone proves nothing).
    */
-  readonly agentKeyActsFor: (caller: ApiKeyRow) => Effect.Effect<string | undefined, Unavailable>
-  readonly revokeMandate: (signed: unknown) => Effect.Effect<{ readonly jti: string }, BadRequest | Unauthorized | NotFound | Conflict | Unprocessable | Unavailable>
+  readonly agentKeyActsFor: (caller: Caller) => Effect.Effect<string | undefined, RegistryUnavailable>
+  /** Revokes a mandate by `jti`; the request must be signed (signMessage) by the grantor's registered key. */
+  readonly revokeMandate: (
+    signed: unknown
+  ) => Effect.Effect<{ readonly jti: string }, MalformedRevocation | InvalidDid | DidNotRegistered | InvalidSignature | MandateAlreadyRevoked | RegistryUnavailable>
   /** True when `grantor` revoked its mandate `jti` (a jti means something only with its grantor). */
-  readonly isMandateRevoked: (jti: string, grantor: string) => Effect.Effect<boolean, Unavailable>
+  readonly isMandateRevoked: (jti: string, grantor: string) => Effect.Effect<boolean, RegistryUnavailable>
   /** True when the database answers. */
   readonly ping: Effect.Effect<boolean>
 }
@@ -359,7 +495,7 @@ const MAX_QUOTA_KEYS = 30_000
 const MAX_USED_PROOFS = 50_000
 
 const iso = (ms: number) => new Date(ms).toISOString()
-const storeError = (e: Store) => errors.unavailable(summarize(e))
+const storeError = (e: Store) => RegistryUnavailable.of(e)
 
 const isHttpUrl = (u: string) => {
   try {
@@ -372,7 +508,12 @@ const isHttpUrl = (u: string) => {
 
 
 const invalidKey = () =>
-  errors.unprocessable("INVALID_PUBLIC_KEY", "publicKeyB64 must be standard base64 of a raw 32-byte Ed25519 key, canonical and not of small order")
+  new InvalidPublicKey({ code: "INVALID_PUBLIC_KEY", message: "publicKeyB64 must be standard base64 of a raw 32-byte Ed25519 key, canonical and not of small order" })
+
+const notOwner = (message: string) => new NotOwner({ code: "NOT_OWNER", message })
+const invalidManifest = (message: string) => new InvalidManifest({ code: "INVALID_MANIFEST", message })
+const invalidEndpoint = () => new InvalidEndpoint({ code: "INVALID_ENDPOINT", message: "endpointUrl must be an http(s) URL" })
+const didNotRegistered = (did: string) => new DidNotRegistered({ code: "NOT_FOUND", message: `no key registered for ${did}` })
 
 /** A stored key in its padded spelling; rows written before keys were normalized may lack the padding. */
 const canonicalStored = (b64: string | null): string => (b64 === null ? "" : canonicalPublicKeyB64(b64) ?? b64)
@@ -384,11 +525,11 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
   const quota: WriteQuota = { ...DEFAULT_WRITE_QUOTA, ...options.writeQuota }
   const proofMaxAgeMs = options.proofMaxAgeMs ?? DEFAULT_PROOF_MAX_AGE_MS
   const hashSecret = (secret: string) => toHex(keys.sha256(utf8(secret)))
-  const q = <A>(e: Effect.Effect<A, Store>): Effect.Effect<A, Unavailable> => Effect.mapError(e, storeError)
+  const q = <A>(e: Effect.Effect<A, Store>): Effect.Effect<A, RegistryUnavailable> => Effect.mapError(e, storeError)
   const limits: RegistryLimitsConfig = { ...DEFAULT_LIMITS, ...options.limits }
   const searchLimiter = RateLimiter.make(limits.searchRateLimit)
-  const tooLarge = (message: string) => Effect.fail(new PayloadTooLarge({ code: "PAYLOAD_TOO_LARGE", message }))
-  const invalidQuery = (message: string) => Effect.fail(new BadRequest({ code: "INVALID_REQUEST", message }))
+  const tooLarge = (message: string) => Effect.fail(new RecordTooLarge({ code: "PAYLOAD_TOO_LARGE", message }))
+  const invalidQuery = (message: string) => Effect.fail(new InvalidQuery({ code: "INVALID_REQUEST", message }))
   // Names and tools are checked against the caps before anything is stored, so every stored record is bounded.
   const nameTooLong = (name: string) => (name.length > limits.maxNameLength ? tooLarge(`name is longer than ${limits.maxNameLength} characters`) : Effect.void)
   const toolsTooLarge = (tools: ReadonlyArray<{ readonly name: string; readonly inputSchema?: unknown }>) => {
@@ -418,15 +559,15 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
   const authenticate = (secret: string | undefined) =>
     Effect.gen(function* () {
       if (secret === undefined || !secret.startsWith(API_KEY_PREFIX) || secret.length !== API_KEY_PREFIX.length + 43) {
-        return yield* Effect.fail(errors.invalidApiKey())
+        return yield* Effect.fail(new InvalidApiKey({ code: "INVALID_API_KEY", message: "missing, unknown, revoked or malformed API key" }))
       }
       const hash = hashSecret(secret)
       const row = yield* q(store.apiKeyByHash(hash))
       // The lookup is by hash; the explicit comparison keeps the decision itself constant-time.
       if (Option.isNone(row) || !equalBytes(utf8(row.value.key_hash), utf8(hash)) || row.value.revoked_at !== null) {
-        return yield* Effect.fail(errors.invalidApiKey())
+        return yield* Effect.fail(new InvalidApiKey({ code: "INVALID_API_KEY", message: "missing, unknown, revoked or malformed API key" }))
       }
-      return row.value
+      return callerOf(row.value)
     })
 
   // A DID document depends only on (did, key, endpoint); building it (base58, varint) on every resolve is waste.
@@ -471,12 +612,12 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
 
   const entry = (kind: EntryKind, didHash: string) =>
     q(store.entryByHash(didHash)).pipe(
-      Effect.flatMap((o) => (Option.isSome(o) && o.value.kind === kind ? Effect.succeed(o.value) : Effect.fail(errors.notFound(`no ${kind} with didHash ${didHash}`))))
+      Effect.flatMap((o) => (Option.isSome(o) && o.value.kind === kind ? Effect.succeed(o.value) : Effect.fail(new EntryNotFound({ code: "NOT_FOUND", message: `no ${kind} with didHash ${didHash}`, kind }))))
     )
 
-  const owned = (caller: ApiKeyRow, kind: EntryKind, didHash: string) =>
+  const owned = (caller: Caller, kind: EntryKind, didHash: string) =>
     Effect.flatMap(entry(kind, didHash), (row) =>
-      row.owner_key_id === caller.id || caller.kind === "admin" ? Effect.succeed(row) : Effect.fail(errors.notOwner())
+      row.owner_key_id === caller.keyId || caller.kind === "admin" ? Effect.succeed(row) : Effect.fail(notOwner("this API key did not register the record"))
     )
 
   // One row more than asked tells whether another page exists, so the last page says `nextCursor: null`.
@@ -489,49 +630,49 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
   }
 
   const pinnedOrFail = (cid: string) =>
-    Effect.flatMap(q(store.manifest(cid)), (o) => (Option.isSome(o) ? Effect.void : Effect.fail(errors.unprocessable("MANIFEST_NOT_PINNED", `manifest ${cid} is not pinned here`))))
+    Effect.flatMap(q(store.manifest(cid)), (o) => (Option.isSome(o) ? Effect.void : Effect.fail(new ManifestNotPinned({ code: "MANIFEST_NOT_PINNED", message: `manifest ${cid} is not pinned here` }))))
 
   const insert = (row: EntryRow) =>
     store.insertEntry(row).pipe(
       // Only the database's unique violation (the DID or its hash) means taken; any other refusal is the store's.
-      Effect.mapError((e) => (e.reason === "UniqueViolation" ? errors.conflict("DID_TAKEN", `${row.did} is already registered`) : storeError(e)))
+      Effect.mapError((e) => (e.reason === "UniqueViolation" ? new DidTaken({ code: "DID_TAKEN", message: `${row.did} is already registered` }) : storeError(e)))
     )
 
   const validDid = (given: string) => {
     const did = normalizeDid(given)
-    return did === undefined ? Effect.fail(errors.unprocessable("INVALID_DID", `${JSON.stringify(given)} is not a did:mesh DID`)) : Effect.succeed(did)
+    return did === undefined ? Effect.fail(new InvalidDid({ code: "INVALID_DID", message: `${JSON.stringify(given)} is not a did:mesh DID` })) : Effect.succeed(did)
   }
 
   // A key issued to a DID (the challenge exchange, or the admin naming a DID as owner) speaks for that DID only.
-  const ownDid = (caller: ApiKeyRow) => (caller.kind === "agent" ? normalizeDid(caller.owner) ?? caller.owner : undefined)
-  const mayRegisterAgent = (caller: ApiKeyRow, did: string) => {
+  const ownDid = (caller: Caller) => (caller.kind === "agent" ? normalizeDid(caller.owner) ?? caller.owner : undefined)
+  const mayRegisterAgent = (caller: Caller, did: string) => {
     const own = ownDid(caller)
-    return own === undefined || own === did ? Effect.void : Effect.fail(errors.notOwner(`a key issued to ${own} registers only that DID`))
+    return own === undefined || own === did ? Effect.void : Effect.fail(notOwner(`a key issued to ${own} registers only that DID`))
   }
   // The DID an agent key acts for: its owner DID, only when it is the key that registered that DID's agent record.
-  const agentKeyActsFor = (caller: ApiKeyRow): Effect.Effect<string | undefined, Unavailable> => {
+  const agentKeyActsFor = (caller: Caller): Effect.Effect<string | undefined, RegistryUnavailable> => {
     const own = ownDid(caller)
     if (own === undefined) return Effect.succeed(undefined)
     return Effect.map(q(store.entryByDid(own)), (row) =>
-      Option.isSome(row) && row.value.kind === "agent" && row.value.owner_key_id === caller.id ? own : undefined
+      Option.isSome(row) && row.value.kind === "agent" && row.value.owner_key_id === caller.keyId ? own : undefined
     )
   }
   // A key issued to a DID registers `<did>.<name>` only when it is the key that registered `<did>`'s agent record
   // (as the ledger requires of it): the challenge exchange issues keys for an unregistered DID to anyone, so such a
   // key alone would let anybody claim the names under a DID nobody holds yet, or whose agent was deleted.
-  const mayRegisterChild = (caller: ApiKeyRow, did: string) =>
+  const mayRegisterChild = (caller: Caller, did: string) =>
     Effect.gen(function* () {
       const own = ownDid(caller)
       if (own === undefined) return
-      if (!did.startsWith(`${own}.`)) return yield* Effect.fail(errors.notOwner(`a key issued to ${own} registers MCP servers and skills only as ${own}.<name>`))
+      if (!did.startsWith(`${own}.`)) return yield* Effect.fail(notOwner(`a key issued to ${own} registers MCP servers and skills only as ${own}.<name>`))
       if ((yield* agentKeyActsFor(caller)) === undefined) {
-        return yield* Effect.fail(errors.notOwner(`only the key that registered the agent ${own} registers names under it`))
+        return yield* Effect.fail(notOwner(`only the key that registered the agent ${own} registers names under it`))
       }
     })
   // A deleted agent's DID stays its owner's (see the tombstone rule of registerAgent): nothing else may take it.
   const notTombstoned = (did: string) =>
     Effect.flatMap(q(store.tombstone(did)), (tomb) =>
-      Option.isSome(tomb) ? Effect.fail(errors.conflict("DID_TAKEN", `${did} was deleted as an agent; only its last key may register it again`)) : Effect.void
+      Option.isSome(tomb) ? Effect.fail(new DidTaken({ code: "DID_TAKEN", message: `${did} was deleted as an agent; only its last key may register it again` })) : Effect.void
     )
 
   // Fixed windows per budget (API key, DID of agent keys, client address), in memory (per hub process). Bounded:
@@ -547,12 +688,12 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
     }
     return u
   }
-  const charge = (caller: ApiKeyRow, ctx: WriteContext, entries: number, bytes: number) =>
-    Effect.flatMap(Clock.currentTimeMillis, (now): Effect.Effect<void, RateLimited> => {
+  const charge = (caller: Caller, ctx: WriteContext, entries: number, bytes: number) =>
+    Effect.flatMap(Clock.currentTimeMillis, (now): Effect.Effect<void, LimitReached> => {
       if (caller.kind === "admin") return Effect.void
       const own = ownDid(caller)
       const budgets = [
-        { id: `key ${caller.id}`, of: "this API key", entries: quota.entries, bytes: quota.manifestBytes },
+        { id: `key ${caller.keyId}`, of: "this API key", entries: quota.entries, bytes: quota.manifestBytes },
         ...(own === undefined ? [] : [{ id: `did ${own}`, of: `the keys of ${own}`, entries: quota.entries, bytes: quota.manifestBytes }]),
         { id: `address ${ctx.client}`, of: "this client address", entries: quota.perAddress.entries, bytes: quota.perAddress.manifestBytes }
       ].map((b) => ({ ...b, u: window(b.id, now) }))
@@ -561,7 +702,7 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
         if (b.u.entries + entries > b.entries || b.u.bytes + bytes > b.bytes) {
           const retryAfterSeconds = Math.max(1, Math.ceil((b.u.start + quota.windowMs - now) / 1000))
           const what = b.u.entries + entries > b.entries ? `${b.entries} registrations` : `${b.bytes} manifest bytes`
-          return Effect.fail(errors.rateLimited(`write quota of ${b.of} spent (${what} per window)`, retryAfterSeconds))
+          return Effect.fail(LimitReached.of(`write quota of ${b.of} spent (${what} per window)`, retryAfterSeconds))
         }
       }
       for (const b of budgets) {
@@ -571,7 +712,7 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
       return Effect.void
     })
 
-  const signatureInvalid = (message: string) => new Unauthorized({ code: "SIGNATURE_INVALID", message })
+  const signatureInvalid = (message: string) => new InvalidSignature({ code: "SIGNATURE_INVALID", message })
   /** The origin write proofs must name; without one, no proof can be meant for this hub. */
   const hubOf = (ctx: WriteContext) =>
     ctx.hub === undefined ? Effect.fail(signatureInvalid("the hub cannot tell its own URL, so no write proof can name it; start the hub with publicUrl")) : Effect.succeed(ctx.hub)
@@ -622,16 +763,20 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
   const api: RegistryApi = {
     authenticate,
     createApiKey,
+    issueApiKey: (caller, owner, label) =>
+      caller.kind !== "admin"
+        ? Effect.fail(new AdminRequired({ code: "ADMIN_REQUIRED", message: "this needs the admin credential" }))
+        : createApiKey(owner, owner.startsWith("did:") ? "agent" : "user", label),
     revokeApiKey: (caller, id) =>
       Effect.gen(function* () {
         const row = yield* q(store.apiKeyById(id))
-        if (Option.isNone(row)) return yield* Effect.fail(errors.notFound(`no API key ${id}`))
+        if (Option.isNone(row)) return yield* Effect.fail(new ApiKeyNotFound({ code: "NOT_FOUND", message: `no API key ${id}` }))
         // Owner names are not identities (anyone can be issued a key "for" any name), so a non-admin key may revoke
         // only itself; the admin may revoke any key.
-        if (caller.kind !== "admin" && row.value.id !== caller.id) return yield* Effect.fail(errors.notOwner("a key may revoke only itself; the admin may revoke any"))
+        if (caller.kind !== "admin" && row.value.id !== caller.keyId) return yield* Effect.fail(notOwner("a key may revoke only itself; the admin may revoke any"))
         const now = yield* Clock.currentTimeMillis
         const revoked = yield* q(store.revokeApiKey(id, now))
-        if (!revoked) return yield* Effect.fail(errors.conflict("ALREADY_REVOKED", `API key ${id} is already revoked`))
+        if (!revoked) return yield* Effect.fail(new ApiKeyAlreadyRevoked({ code: "ALREADY_REVOKED", message: `API key ${id} is already revoked` }))
       }),
     ensureAdmin: Effect.gen(function* () {
       // The marker, not the count of live admin keys, decides: revoking the admin key must not mint a new one on the
@@ -647,13 +792,13 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
     pinManifest: (caller, manifest, ctx) =>
       Effect.gen(function* () {
         if (typeof manifest !== "object" || manifest === null || Array.isArray(manifest)) {
-          return yield* Effect.fail(errors.unprocessable("INVALID_MANIFEST", "a manifest is a JSON object"))
+          return yield* Effect.fail(invalidManifest("a manifest is a JSON object"))
         }
         if (!Schema.is(Manifest)(manifest)) {
-          return yield* Effect.fail(errors.unprocessable("INVALID_MANIFEST", `a manifest needs a non-empty name and meshProtocolVersion "${MESH_PROTOCOL_VERSION}"`))
+          return yield* Effect.fail(invalidManifest(`a manifest needs a non-empty name and meshProtocolVersion "${MESH_PROTOCOL_VERSION}"`))
         }
         const bytes = canonicalBytes(manifest)
-        if (bytes._tag === "Left") return yield* Effect.fail(errors.unprocessable("INVALID_MANIFEST", bytes.left.message))
+        if (bytes._tag === "Left") return yield* Effect.fail(invalidManifest(bytes.left.message))
         if (bytes.right.length > limits.maxManifestBytes) return yield* tooLarge(`the manifest is larger than ${limits.maxManifestBytes} bytes (JCS form)`)
         const cid = manifestCid(keys, bytes.right)
         yield* charge(caller, ctx, 0, bytes.right.length)
@@ -661,27 +806,27 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
         return { cid }
       }),
     manifest: (cid) =>
-      Effect.flatMap(q(store.manifest(cid)), (o) => (Option.isSome(o) ? Effect.succeed(JSON.parse(o.value) as unknown) : Effect.fail(errors.notFound(`no manifest ${cid}`)))),
+      Effect.flatMap(q(store.manifest(cid)), (o) => (Option.isSome(o) ? Effect.succeed(JSON.parse(o.value) as unknown) : Effect.fail(new ManifestNotFound({ code: "NOT_FOUND", message: `no manifest ${cid}` })))),
     registerAgent: (caller, input, ctx) =>
       Effect.gen(function* () {
         const did = yield* validDid(input.did)
         yield* mayRegisterAgent(caller, did)
         const publicKey = acceptablePublicKeyB64(input.publicKeyB64)
         if (publicKey === undefined) return yield* Effect.fail(invalidKey())
-        if (!isHttpUrl(input.endpointUrl)) return yield* Effect.fail(errors.unprocessable("INVALID_ENDPOINT", "endpointUrl must be an http(s) URL"))
+        if (!isHttpUrl(input.endpointUrl)) return yield* Effect.fail(invalidEndpoint())
         yield* pinnedOrFail(input.manifestCID)
         const hub = yield* hubOf(ctx)
         yield* checkProof(registrationDocument({ ...input, hub }), input.proof, publicKey, did, "the registration proof")
         // A deleted DID comes back only under its last key, and its key version continues where it stopped.
         const tomb = yield* q(store.tombstone(did))
         if (Option.isSome(tomb) && !equalBytes(currentKey(tomb.value), publicKey)) {
-          return yield* Effect.fail(errors.conflict("DID_TAKEN", `${did} was deleted; only its last key may register it again`))
+          return yield* Effect.fail(new DidTaken({ code: "DID_TAKEN", message: `${did} was deleted; only its last key may register it again` }))
         }
         yield* charge(caller, ctx, 1, 0)
         const now = yield* Clock.currentTimeMillis
         const row: EntryRow = {
           did, did_hash: didHash(did), kind: "agent", name: did, endpoint_url: input.endpointUrl, public_key_b64: toBase64(publicKey),
-          key_version: Option.isSome(tomb) ? tomb.value.key_version + 1 : 1, manifest_cid: input.manifestCID, skill_type: null, tools: null, owner_key_id: caller.id,
+          key_version: Option.isSome(tomb) ? tomb.value.key_version + 1 : 1, manifest_cid: input.manifestCID, skill_type: null, tools: null, owner_key_id: caller.keyId,
           created_at: now, updated_at: now
         }
         yield* insert(row)
@@ -693,7 +838,7 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
     updateAgent: (caller, h, patch, ctx) =>
       Effect.gen(function* () {
         const row = yield* owned(caller, "agent", h)
-        if (patch.endpointUrl !== undefined && !isHttpUrl(patch.endpointUrl)) return yield* Effect.fail(errors.unprocessable("INVALID_ENDPOINT", "endpointUrl must be an http(s) URL"))
+        if (patch.endpointUrl !== undefined && !isHttpUrl(patch.endpointUrl)) return yield* Effect.fail(invalidEndpoint())
         if (patch.manifestCID !== undefined) yield* pinnedOrFail(patch.manifestCID)
         // The endpoint and manifest are what the registration proof vouched for and what the DID document publishes,
         // so changing them needs the current key too, not only the bearer key (the admin stands in for a lost key).
@@ -741,8 +886,8 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
       }),
     registerMcp: (caller, input, ctx) =>
       Effect.gen(function* () {
-        if (input.name.trim().length === 0) return yield* Effect.fail(errors.unprocessable("INVALID_MANIFEST", "name must not be empty"))
-        if (!isHttpUrl(input.endpointUrl)) return yield* Effect.fail(errors.unprocessable("INVALID_ENDPOINT", "endpointUrl must be an http(s) URL"))
+        if (input.name.trim().length === 0) return yield* Effect.fail(invalidManifest("name must not be empty"))
+        if (!isHttpUrl(input.endpointUrl)) return yield* Effect.fail(invalidEndpoint())
         yield* nameTooLong(input.name)
         const did = yield* validDid(input.did)
         yield* mayRegisterChild(caller, did)
@@ -753,7 +898,7 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
         const now = yield* Clock.currentTimeMillis
         const row: EntryRow = {
           did, did_hash: didHash(did), kind: "mcp", name: input.name, endpoint_url: input.endpointUrl, public_key_b64: null, key_version: 1,
-          manifest_cid: null, skill_type: null, tools: JSON.stringify(tools), owner_key_id: caller.id, created_at: now, updated_at: now
+          manifest_cid: null, skill_type: null, tools: JSON.stringify(tools), owner_key_id: caller.keyId, created_at: now, updated_at: now
         }
         yield* insert(row)
         return toMcp(row)
@@ -762,7 +907,7 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
     listMcp: page("mcp", toMcp),
     registerSkill: (caller, input, ctx) =>
       Effect.gen(function* () {
-        if (input.name.trim().length === 0) return yield* Effect.fail(errors.unprocessable("INVALID_MANIFEST", "name must not be empty"))
+        if (input.name.trim().length === 0) return yield* Effect.fail(invalidManifest("name must not be empty"))
         yield* nameTooLong(input.name)
         const did = yield* validDid(input.did)
         yield* mayRegisterChild(caller, did)
@@ -771,7 +916,7 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
         const now = yield* Clock.currentTimeMillis
         const row: EntryRow = {
           did, did_hash: didHash(did), kind: "skill", name: input.name, endpoint_url: null, public_key_b64: null, key_version: 1,
-          manifest_cid: null, skill_type: input.skillType ?? "custom", tools: null, owner_key_id: caller.id, created_at: now, updated_at: now
+          manifest_cid: null, skill_type: input.skillType ?? "custom", tools: null, owner_key_id: caller.keyId, created_at: now, updated_at: now
         }
         yield* insert(row)
         return toSkill(row)
@@ -781,7 +926,7 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
     search: (client, text, limit) =>
       Effect.gen(function* () {
         yield* Effect.mapError(searchLimiter.take(client), (e) =>
-          errors.rateLimited("too many searches", e.retryAfterSeconds)
+          LimitReached.of("too many searches", e.retryAfterSeconds)
         )
         if (text.length > limits.maxQueryLength) return yield* invalidQuery(`q is longer than ${limits.maxQueryLength} characters`)
         // Whitespace and control characters separate terms (a NUL inside a term would end the FTS query text early).
@@ -796,24 +941,24 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
       Effect.gen(function* () {
         const did = yield* validDid(input)
         const row = yield* q(store.entryByDid(did))
-        if (Option.isNone(row) || row.value.public_key_b64 === null) return yield* Effect.fail(errors.notFound(`no key registered for ${did}`))
+        if (Option.isNone(row) || row.value.public_key_b64 === null) return yield* Effect.fail(didNotRegistered(did))
         // The memoized document and the one key decoder: a resolve (every signed ledger request) builds neither anew.
         return { document: documentOf(row.value), keyVersion: row.value.key_version, publicKey: currentKey(row.value) }
       }),
     revokeMandate: (signed) =>
       Effect.gen(function* () {
         const req = Schema.decodeUnknownOption(RevocationRequest)(signed)
-        if (Option.isNone(req)) return yield* Effect.fail(new BadRequest({ code: "MISSING_FIELD", message: "expected { type: \"MandateRevocation\", jti, grantor, proof }" }))
+        if (Option.isNone(req)) return yield* Effect.fail(new MalformedRevocation({ code: "MISSING_FIELD", message: "expected { type: \"MandateRevocation\", jti, grantor, proof }" }))
         const grantor = normalizeDid(req.value.grantor)
-        if (grantor === undefined) return yield* Effect.fail(errors.unprocessable("INVALID_DID", "grantor is not a did:mesh DID"))
+        if (grantor === undefined) return yield* Effect.fail(new InvalidDid({ code: "INVALID_DID", message: "grantor is not a did:mesh DID" }))
         const row = yield* q(store.entryByDid(grantor))
-        if (Option.isNone(row) || row.value.public_key_b64 === null) return yield* Effect.fail(errors.notFound(`no key registered for ${grantor}`))
+        if (Option.isNone(row) || row.value.public_key_b64 === null) return yield* Effect.fail(didNotRegistered(grantor))
         yield* verifyMessage(signed as Record<string, unknown>, currentKey(row.value), { verificationMethod: verificationMethodId(grantor) }).pipe(
           Effect.provideService(Keys, keys),
-          Effect.mapError(() => new Unauthorized({ code: "SIGNATURE_INVALID", message: "revocation is not signed by the grantor's current key" }))
+          Effect.mapError(() => signatureInvalid("revocation is not signed by the grantor's current key"))
         )
         const fresh = yield* q(store.revokeMandate(req.value.jti, grantor, yield* Clock.currentTimeMillis))
-        if (!fresh) return yield* Effect.fail(errors.conflict("ALREADY_REVOKED", `mandate ${req.value.jti} is already revoked`))
+        if (!fresh) return yield* Effect.fail(new MandateAlreadyRevoked({ code: "ALREADY_REVOKED", message: `mandate ${req.value.jti} is already revoked` }))
         return { jti: req.value.jti }
       }),
     agentKeyActsFor,
