@@ -107,8 +107,9 @@ type Mapped<E> =
   | RegistryUnreachable
   | BadRequest
 
-const isRetryable = (e: unknown): e is { readonly code: "REGISTRY_UNREACHABLE" | "RATE_LIMITED"; readonly retryAfterSeconds?: number } =>
-  typeof e === "object" && e !== null && "code" in e && (e.code === "REGISTRY_UNREACHABLE" || e.code === "RATE_LIMITED")
+// OVERLOADED is a request shed before its handler ran (docs/protocol.md §12), so repeating it cannot act twice.
+const isRetryable = (e: unknown): e is { readonly code: "REGISTRY_UNREACHABLE" | "RATE_LIMITED" | "OVERLOADED"; readonly retryAfterSeconds?: number } =>
+  typeof e === "object" && e !== null && "code" in e && (e.code === "REGISTRY_UNREACHABLE" || e.code === "RATE_LIMITED" || e.code === "OVERLOADED")
 
 /** A fresh DID for an MCP server or skill: `did:mesh:<prefix>.<slug of the name>-<8 random hex>`, under `namespace.` when given. */
 export const generatedDid = (prefix: "mcp" | "skill", name: string, namespace?: string): string => {
@@ -141,8 +142,8 @@ export const make = (options: MeshClientOptions) =>
       })
 
     /**
-     * One call. Retried: a request that never reached the hub (RequestError), REGISTRY_UNREACHABLE, and RATE_LIMITED
-     * (after `retryAfterSeconds`); not retried: an unreadable answer, since the hub may already have acted on it.
+     * One call. Retried: a request that never reached the hub (RequestError), REGISTRY_UNREACHABLE, and RATE_LIMITED or
+     * OVERLOADED (after `retryAfterSeconds`); not retried: an unreadable answer, since the hub may already have acted on it.
      * Transport failures then surface as REGISTRY_UNREACHABLE.
      */
     const call = <A, E>(apiKey: string | undefined, f: (c: Client) => Effect.Effect<A, E>, url = options.hubUrl, signer?: MeshIdentity): Effect.Effect<A, Mapped<E>> => {
@@ -151,7 +152,7 @@ export const make = (options: MeshClientOptions) =>
       const attempt = (n: number): Effect.Effect<A, Mapped<E>> =>
         Effect.catchAll(once, (e): Effect.Effect<A, Mapped<E>> => {
           const tag = (e as { readonly _tag?: unknown })._tag
-          const limited = isRetryable(e) && e.code === "RATE_LIMITED"
+          const limited = isRetryable(e) && (e.code === "RATE_LIMITED" || e.code === "OVERLOADED")
           // A typed REGISTRY_UNREACHABLE answer (a platform that could not reach its registry) did nothing: retry it too.
           if (!(tag === "RequestError" || isRetryable(e)) || n >= times) return Effect.fail(transport(e as never) as Mapped<E>)
           const wait = limited && e.retryAfterSeconds !== undefined ? e.retryAfterSeconds * 1000 : Math.min(cap, base * 2 ** n)

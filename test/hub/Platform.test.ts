@@ -258,4 +258,20 @@ describe("platform API", () => {
         assert.strictEqual((yield* Fiber.join(f2)).code, "REGISTRY_UNREACHABLE")
       })
     ))
+
+  it.effect("the client retries OVERLOADED after retryAfterSeconds: a shed request never ran, so repeating it is safe", () =>
+    provide(
+      Effect.gen(function* () {
+        // The first two requests find the event loop lagging and are shed with 503 OVERLOADED (Retry-After: 1).
+        let shed = 2
+        const { hub, adminKey } = yield* startHub({ serving: { eventLoopLag: () => (shed-- > 0 ? 1_000 : 0) } })
+        const impatient = yield* MeshClient.make({ hubUrl: hub.url, apiKey: adminKey, retry: { times: 0 } }).pipe(Effect.provide(FetchHttpClient.layer))
+        assert.strictEqual((yield* Effect.flip(impatient.status)).code, "OVERLOADED")
+        const client = yield* MeshClient.make({ hubUrl: hub.url, apiKey: adminKey, retry: { times: 3 } }).pipe(Effect.provide(FetchHttpClient.layer))
+        const fiber = yield* Effect.fork(client.status)
+        yield* drive(fiber, "1 second")
+        assert.strictEqual((yield* Fiber.join(fiber)).status, "ok")
+        assert.isBelow(shed, 0) // the retry came after the second shed
+      })
+    ))
 })

@@ -37,8 +37,9 @@ const spawnHub = (db: string, extra: ReadonlyArray<string> = []) =>
     ({ proc }) => Effect.sync(() => proc.kill("SIGKILL"))
   )
 
+// Under a 200-request burst a hub may shed some with OVERLOADED; the client repeats those (they never ran).
 const clientOf = (url: string, apiKey: string) =>
-  MeshClient.make({ hubUrl: url, apiKey, retry: { times: 0 } }).pipe(Effect.provide(FetchHttpClient.layer))
+  MeshClient.make({ hubUrl: url, apiKey, retry: { times: 8 } }).pipe(Effect.provide(FetchHttpClient.layer))
 
 const provide = <A, E, R>(e: Effect.Effect<A, E, R>) => e.pipe(Effect.scoped, Effect.provide(KeysNative.layer))
 
