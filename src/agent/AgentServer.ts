@@ -59,6 +59,11 @@ export interface AgentServerOptions {
   /** A model provider, or the settings of an OpenAI-compatible one. */
   readonly provider?: ModelProviderApi | ModelProviderOpenAi.OpenAiCompatibleOptions
   readonly model?: string
+  /**
+   * The LLM chat agent's bound on an answer (`maxTokens` of each call). Unset, calls carry none, except under a
+   * task mandate: there each call reserves its prompt plus this bound against `computeLimit`, 1024 by default.
+   */
+  readonly maxOutputTokens?: number
   /** Default "none". */
   readonly memory?: AgentMemory.MemoryMode
   /** Default "none". */
@@ -157,6 +162,9 @@ const checkOptions = (options: AgentServerOptions): Effect.Effect<void, AgentCon
   if (options.handler === undefined && (options.provider === undefined || options.model === undefined)) {
     return refuse("give a handler, or a provider and a model")
   }
+  if (options.maxOutputTokens !== undefined && (!Number.isSafeInteger(options.maxOutputTokens) || options.maxOutputTokens < 1)) {
+    return refuse("maxOutputTokens must be a positive integer")
+  }
   if (auth === "bearer" && (options.bearerTokens ?? []).length === 0 && options.verifyBearer === undefined) {
     return refuse("auth bearer needs bearerTokens or verifyBearer")
   }
@@ -203,7 +211,9 @@ const layerAgentHandler = (options: AgentServerOptions) => {
   const provider = options.provider!
   const providerLayer =
     "chat" in provider ? Layer.succeed(ModelProvider, provider) : ModelProviderOpenAi.layer(provider).pipe(Layer.provide(FetchHttpClient.layer))
-  return layerChat(options.model!).pipe(Layer.provide(providerLayer))
+  return layerChat(options.model!, options.maxOutputTokens === undefined ? {} : { maxOutputTokens: options.maxOutputTokens }).pipe(
+    Layer.provide(providerLayer)
+  )
 }
 
 /** Every service the handlers of an agent server need, composed from its options (the identity is made first). */
