@@ -2,7 +2,9 @@
  * What an agent's handler receives and returns, and how its output is run. A handler may answer in five forms (a
  * string, a Promise, an async iterable, an Effect, a Stream); they all go through `consume`, so every form streams,
  * cancels and fails the same way. Only streams and iterables go through `Stream`: a one-element stream costs far
- * more than the reply. An agent without a handler gets one from its model provider (`layerChat`).
+ * more than the reply. An agent without a handler gets one from its model provider (`layerChat`), whose every call is
+ * reserved against the presented task mandate's compute limit before the provider is asked and settled with the usage
+ * it reported, so concurrent calls cannot together overrun the limit.
  *
  * Floor: agent (docs/architecture.md §3).
  */
