@@ -47,7 +47,16 @@ import { fromBase64 } from "../core/internal/bytes.js"
 import { lift } from "../core/internal/lift.js"
 
 export { AgentConfigError } from "./AgentError.js"
-export { GatePaused, type GuardError, type GuardOptions, type Handler, type HandlerOutput, type RunInput } from "./Handler.js"
+export {
+  type ComputeMeter,
+  type ComputeReservation,
+  GatePaused,
+  type GuardError,
+  type GuardOptions,
+  type Handler,
+  type HandlerOutput,
+  type RunInput
+} from "./Handler.js"
 export { DEFAULT_MAX_RETAINED_EVENT_BYTES, type RunEventType } from "./RunStreams.js"
 
 /** A caller key resolver given as a function: DID → raw public key (bytes or publicKeyB64), or null if unknown. */

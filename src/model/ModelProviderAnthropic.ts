@@ -118,6 +118,9 @@ const decodeMessage = Schema.decodeUnknown(Schema.parseJson(Message))
 const inputOf = (usage: Usage | null | undefined): number | undefined =>
   usage?.input_tokens == null ? undefined : usage.input_tokens + (usage.cache_creation_input_tokens ?? 0) + (usage.cache_read_input_tokens ?? 0)
 
+const maxOf = (a: number | undefined, b: number | undefined): number | undefined =>
+  a === undefined ? b : b === undefined ? a : Math.max(a, b)
+
 /** The code of an `error` event's type (the same types as the HTTP error bodies). */
 const codeOfErrorType = (type: unknown): ModelErrorCode => {
   switch (type) {
@@ -240,7 +243,7 @@ export const make = (options: AnthropicOptions): Effect.Effect<ModelProviderApi,
         let text = ""
         let finishReason: string | undefined
         let input: number | undefined
-        let output: number | null | undefined
+        let output: number | undefined
         let model: string | undefined
         let stopped = false
         const deltas = anthropic.streamRequest(post(request, true), StreamEvent).pipe(
@@ -267,9 +270,9 @@ export const make = (options: AnthropicOptions): Effect.Effect<ModelProviderApi,
               }
               case "message_delta":
                 if (event.delta?.stop_reason) finishReason = event.delta.stop_reason
-                // Counts here are cumulative: the latest is the whole.
-                input = inputOf(event.usage) ?? input
-                output = event.usage?.output_tokens ?? output
+                // Counts here are cumulative, and may leave out what message_start gave (cache counts): keep the larger.
+                input = maxOf(input, inputOf(event.usage))
+                output = maxOf(output ?? undefined, event.usage?.output_tokens ?? undefined)
                 return Effect.succeed([])
               case "message_stop":
                 stopped = true

@@ -209,7 +209,9 @@ export const startFakeAnthropic = (
       for (const part of shown) delta(part)
       if (mode === "truncated") return res.end()
       send("content_block_stop", { type: "content_block_stop", index: 0 })
-      send("message_delta", { type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: output } })
+      // Newer API versions repeat the input count here, without the cache counts message_start gave.
+      const deltaUsage = mode === "cached" ? { input_tokens: 3, output_tokens: output } : { output_tokens: output }
+      send("message_delta", { type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null }, usage: deltaUsage })
       send("message_stop", { type: "message_stop" })
       res.end()
     }
