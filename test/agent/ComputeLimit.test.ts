@@ -94,6 +94,23 @@ describe("compute limits of the LLM chat agent", () => {
       })
     ))
 
+  it.live("a provider without streamEvents is settled from estimates: prompt and answer at 4 characters a token", () =>
+    provide(
+      Effect.gen(function* () {
+        const scripted = makeScripted(["fine thanks"])
+        const provider: ModelProviderApi = { name: scripted.name, chat: scripted.chat, stream: scripted.stream }
+        // Reserves 1 + 300 against 310 and spends 1 + 3 ("fine thanks"): three calls fit, the fourth does not.
+        const { agent, mandate } = yield* setup({ provider, maxOutputTokens: 300, constraints: { computeLimit: { llmTokens: 310 } } })
+        for (let i = 0; i < 3; i++) {
+          const s = yield* readSse(`${agent.url}/v1/run`, { message: "hi", mandate })
+          assert.strictEqual(s.events.at(-1)?.event, "done", JSON.stringify(s.events.at(-1)))
+        }
+        const refused = yield* readSse(`${agent.url}/v1/run`, { message: "hi", mandate })
+        assert.strictEqual(refused.events.length > 0 ? refused.events.at(-1)?.data.code : refused.body.code, "COMPUTE_LIMIT_EXCEEDED")
+        assert.strictEqual(scripted.requests.length, 3)
+      })
+    ))
+
   it.live("a provider failure gives the reservation back", () =>
     provide(
       Effect.gen(function* () {
