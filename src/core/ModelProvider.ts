@@ -4,7 +4,7 @@
  * closed set of codes, so a caller decides between retrying, backing off and giving up without knowing the vendor.
  *
  * The tag, the types and the scripted test provider live here, free of HTTP, so that any floor can name them; the
- * OpenAI-compatible HTTP provider is `ModelProviderOpenAi`.
+ * HTTP providers are `ModelProviderOpenAi` (OpenAI-compatible) and `ModelProviderAnthropic` (the Messages API).
  *
  * Floor: core (docs/architecture.md §3).
  */
