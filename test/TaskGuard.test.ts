@@ -97,6 +97,36 @@ describe("TaskGuard", () => {
       for (let i = 0; i < 3; i++) yield* TaskGuard.check(m.token, action())
     })))
 
+  it.effect("reserveCompute charges LLM tokens without a capability; settleCompute gives back the unused part", () =>
+    guarded(Effect.gen(function* () {
+      const { m } = yield* setup({ allowed: [] })
+      const { bob } = yield* cast
+      const v = yield* Effect.flatMap(TaskGuard, (g) => g.reserveCompute(m.token, bob.did, { llmTokens: 600 }))
+      assert.strictEqual(yield* codeOf(Effect.flatMap(TaskGuard, (g) => g.reserveCompute(m.token, bob.did, { llmTokens: 401 }))), "COMPUTE_LIMIT_EXCEEDED")
+      yield* Effect.flatMap(TaskGuard, (g) => g.settleCompute(v, { llmTokens: 600 }, { llmTokens: 250 }))
+      // 250 spent: 750 remain.
+      yield* Effect.flatMap(TaskGuard, (g) => g.reserveCompute(m.token, bob.did, { llmTokens: 750 }))
+      assert.strictEqual(yield* codeOf(Effect.flatMap(TaskGuard, (g) => g.reserveCompute(m.token, bob.did, { llmTokens: 1 }))), "COMPUTE_LIMIT_EXCEEDED")
+    })))
+
+  it.effect("reserveCompute verifies the mandate for the presenter; settleCompute charges an overrun up to every link's limit", () =>
+    guarded(Effect.gen(function* () {
+      const { alice, bob, carol } = yield* cast
+      const root = yield* issueTaskMandate({ grantorDid: alice.did, granteeDid: bob.did, privateKey: alice.key, constraints })
+      assert.strictEqual(yield* codeOf(Effect.flatMap(TaskGuard, (g) => g.reserveCompute(root.token, carol.did, { llmTokens: 1 }))), "MANDATE_INVALID")
+      const child = yield* attenuateTaskMandate({
+        parent: root,
+        granteeDid: carol.did,
+        grantorPrivateKey: bob.key,
+        constraints: { ...constraints, allowed: [], computeLimit: { llmTokens: 500, webRequests: 5 }, maxDelegationDepth: 0 }
+      })
+      const v = yield* Effect.flatMap(TaskGuard, (g) => g.reserveCompute(child.token, carol.did, { llmTokens: 100 }))
+      yield* Effect.flatMap(TaskGuard, (g) => g.settleCompute(v, { llmTokens: 100 }, { llmTokens: 5000 }))
+      // 5000 were spent: the child is full (500 of 500), and so is the root (1000 of 1000), not past it.
+      assert.strictEqual(yield* codeOf(Effect.flatMap(TaskGuard, (g) => g.reserveCompute(child.token, carol.did, { llmTokens: 1 }))), "COMPUTE_LIMIT_EXCEEDED")
+      assert.strictEqual(yield* codeOf(Effect.flatMap(TaskGuard, (g) => g.reserveCompute(root.token, bob.did, { llmTokens: 1 }))), "COMPUTE_LIMIT_EXCEEDED")
+    })))
+
   it.effect("DATA_ACCESS_VIOLATION for a data scope not granted", () =>
     guarded(Effect.gen(function* () {
       const { m, action } = yield* setup()

@@ -97,6 +97,38 @@ const contract = (name: string, layer: () => Layer.Layer<TaskStore, unknown>) =>
           assert.strictEqual(last.filter((r) => r._tag === "Right").length, 1)
         })))
 
+    it.effect("adjust gives back down to 0 and charges an overrun up to the limit, never failing on it", () =>
+      withStore((store) =>
+        Effect.gen(function* () {
+          yield* store.charge([{ scope: "m1", counter: "compute:llmTokens", amount: 80, limit: 100 }], 1e12)
+          yield* store.adjust([{ scope: "m1", counter: "compute:llmTokens", delta: -30, limit: 100 }], 1e12)
+          assert.strictEqual(yield* store.used("m1", "compute:llmTokens"), 50)
+          yield* store.adjust([{ scope: "m1", counter: "compute:llmTokens", delta: 70, limit: 100 }], 1e12)
+          assert.strictEqual(yield* store.used("m1", "compute:llmTokens"), 100)
+          yield* store.adjust([{ scope: "m1", counter: "compute:llmTokens", delta: -500, limit: 100 }], 1e12)
+          assert.strictEqual(yield* store.used("m1", "compute:llmTokens"), 0)
+          // A counter never charged starts from 0; malformed adjustments are ignored.
+          yield* store.adjust([{ scope: "m2", counter: "c", delta: 7, limit: 5 }, { scope: "m3", counter: "c", delta: 0.5, limit: 5 }], 1e12)
+          assert.deepStrictEqual(yield* Effect.all([store.used("m2", "c"), store.used("m3", "c")]), [5, 0])
+          // What was given back can be charged again, up to the limit.
+          yield* store.charge([{ scope: "m2", counter: "c", amount: 5, limit: 10 }], 1e12)
+          assert.strictEqual((yield* Effect.flip(store.charge([{ scope: "m2", counter: "c", amount: 1, limit: 10 }], 1e12)))._tag, "CounterLimitReached")
+        })))
+
+    it.effect("concurrent reservations and settlements never take a counter past its limit", () =>
+      withStore((store) =>
+        Effect.gen(function* () {
+          const limit = 1_000
+          // Each call reserves 60, then settles at 10..69: some give back, some overrun.
+          yield* Effect.forEach(Array.from({ length: 60 }, (_, i) => i), (i) =>
+            store.charge([{ scope: "m", counter: "t", amount: 60, limit }], 1e12).pipe(
+              Effect.zipRight(store.adjust([{ scope: "m", counter: "t", delta: 10 + i - 60, limit }], 1e12)),
+              Effect.zipRight(Effect.flatMap(store.used("m", "t"), (used) => Effect.sync(() => assert.isAtMost(used, limit)))),
+              Effect.ignore
+            ), { concurrency: "unbounded", discard: true })
+          assert.isAtMost(yield* store.used("m", "t"), limit)
+        })))
+
     it.effect("paused tasks: pause, look up, claim once; a second claim is TASK_ALREADY_RESUMED", () =>
       withStore((store) =>
         Effect.gen(function* () {

@@ -12,8 +12,10 @@
  * Floor: agent (docs/architecture.md §3).
  */
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
+import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import { AgentApi, type AgentAuth, type AuthMode } from "./AgentApi.js"
 import { AgentConfigError } from "./AgentError.js"
@@ -33,6 +35,7 @@ import { KeyNotFound, KeyResolver, type KeyResolverApi, KeyResolverUnavailable, 
 import type { Keys, MalformedKey, PrivateKeyInput } from "../core/Keys.js"
 import * as MeshClient from "../hub/MeshClient.js"
 import { ModelProvider, type ModelProviderApi } from "../core/ModelProvider.js"
+import * as ModelProviderAnthropic from "../model/ModelProviderAnthropic.js"
 import * as ModelProviderOpenAi from "../model/ModelProviderOpenAi.js"
 import * as NonceStore from "../core/NonceStore.js"
 import * as NonceStoreSql from "../sql/NonceStoreSql.js"
@@ -44,7 +47,16 @@ import { fromBase64 } from "../core/internal/bytes.js"
 import { lift } from "../core/internal/lift.js"
 
 export { AgentConfigError } from "./AgentError.js"
-export { GatePaused, type GuardError, type GuardOptions, type Handler, type HandlerOutput, type RunInput } from "./Handler.js"
+export {
+  type ComputeMeter,
+  type ComputeReservation,
+  GatePaused,
+  type GuardError,
+  type GuardOptions,
+  type Handler,
+  type HandlerOutput,
+  type RunInput
+} from "./Handler.js"
 export { DEFAULT_MAX_RETAINED_EVENT_BYTES, type RunEventType } from "./RunStreams.js"
 
 /** A caller key resolver given as a function: DID → raw public key (bytes or publicKeyB64), or null if unknown. */
@@ -56,9 +68,18 @@ export interface AgentServerOptions {
   /** The agent's logic; without one, `provider` and `model` make it an LLM chat agent. */
   readonly handler?: Handler
   readonly systemPrompt?: string
-  /** A model provider, or the settings of an OpenAI-compatible one. */
-  readonly provider?: ModelProviderApi | ModelProviderOpenAi.OpenAiCompatibleOptions
+  /**
+   * A model provider, or the settings of one: `{ baseUrl, apiKey? }` of an OpenAI-compatible server,
+   * `{ type: "anthropic", … }` of the Anthropic Messages API, or a name whose settings come from the environment
+   * (`"anthropic"`: ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL; `"openai"`: OPENAI_API_KEY, OPENAI_BASE_URL).
+   */
+  readonly provider?: ProviderChoice
   readonly model?: string
+  /**
+   * The LLM chat agent's bound on an answer (`maxTokens` of each call). Unset, calls carry none, except under a
+   * task mandate: there each call reserves its prompt plus this bound against `computeLimit`, 1024 by default.
+   */
+  readonly maxOutputTokens?: number
   /** Default "none". */
   readonly memory?: AgentMemory.MemoryMode
   /** Default "none". */
@@ -112,6 +133,22 @@ export interface AgentServerOptions {
   readonly nonceStore?: NonceStore.NonceStoreApi
 }
 
+/** The Anthropic Messages API as an agent's provider; without `apiKey` the key is ANTHROPIC_API_KEY. */
+export interface AnthropicProviderOptions extends ModelProviderAnthropic.AnthropicOptions {
+  readonly type: "anthropic"
+}
+
+/** What `provider` may be. */
+export type ProviderChoice =
+  | ModelProviderApi
+  | ModelProviderOpenAi.OpenAiCompatibleOptions
+  | AnthropicProviderOptions
+  | "anthropic"
+  | "openai"
+
+/** Where `provider: "openai"` goes unless OPENAI_BASE_URL says otherwise. */
+export const OPENAI_BASE_URL = "https://api.openai.com/v1"
+
 /** A running agent server. */
 export interface RunningAgent {
   readonly url: string
@@ -157,6 +194,12 @@ const checkOptions = (options: AgentServerOptions): Effect.Effect<void, AgentCon
   if (options.handler === undefined && (options.provider === undefined || options.model === undefined)) {
     return refuse("give a handler, or a provider and a model")
   }
+  if (typeof options.provider === "string" && options.provider !== "anthropic" && options.provider !== "openai") {
+    return refuse(`unknown provider ${JSON.stringify(options.provider)}: give "anthropic", "openai", a provider or its settings`)
+  }
+  if (options.maxOutputTokens !== undefined && (!Number.isSafeInteger(options.maxOutputTokens) || options.maxOutputTokens < 1)) {
+    return refuse("maxOutputTokens must be a positive integer")
+  }
   if (auth === "bearer" && (options.bearerTokens ?? []).length === 0 && options.verifyBearer === undefined) {
     return refuse("auth bearer needs bearerTokens or verifyBearer")
   }
@@ -197,13 +240,38 @@ export const layerStores = (
   return Layer.mergeAll(tasks, nonces, memory, layerResolver(options))
 }
 
+/** The provider layer for a `provider` option; settings missing from the environment are INVALID_CONFIG. */
+const layerProvider = (provider: ProviderChoice): Layer.Layer<ModelProvider, AgentConfigError> => {
+  if (typeof provider === "object" && "chat" in provider) return Layer.succeed(ModelProvider, provider)
+  const http =
+    provider === "anthropic"
+      ? ModelProviderAnthropic.layerConfig()
+      : provider === "openai"
+        ? Layer.unwrapEffect(
+          Effect.map(
+            Config.all({
+              apiKey: Config.option(Config.redacted("OPENAI_API_KEY")),
+              baseUrl: Config.withDefault(Config.string("OPENAI_BASE_URL"), OPENAI_BASE_URL)
+            }),
+            ({ apiKey, baseUrl }) =>
+              ModelProviderOpenAi.layer({ baseUrl, name: "openai", ...(Option.isSome(apiKey) ? { apiKey: apiKey.value } : {}) })
+          )
+        )
+        : "type" in provider && provider.type === "anthropic"
+          ? ModelProviderAnthropic.layerConfig(provider)
+          : ModelProviderOpenAi.layer(provider as ModelProviderOpenAi.OpenAiCompatibleOptions)
+  return http.pipe(
+    Layer.provide(FetchHttpClient.layer),
+    Layer.mapError((e) => new AgentConfigError({ code: "INVALID_CONFIG", message: `provider: ${String(e)}` }))
+  )
+}
+
 /** The handler the server runs: the one given, or a chat handler over the provider given (or its settings). */
 const layerAgentHandler = (options: AgentServerOptions) => {
   if (options.handler !== undefined) return layerHandler(options.handler)
-  const provider = options.provider!
-  const providerLayer =
-    "chat" in provider ? Layer.succeed(ModelProvider, provider) : ModelProviderOpenAi.layer(provider).pipe(Layer.provide(FetchHttpClient.layer))
-  return layerChat(options.model!).pipe(Layer.provide(providerLayer))
+  return layerChat(options.model!, options.maxOutputTokens === undefined ? {} : { maxOutputTokens: options.maxOutputTokens }).pipe(
+    Layer.provide(layerProvider(options.provider!))
+  )
 }
 
 /** Every service the handlers of an agent server need, composed from its options (the identity is made first). */

@@ -21,7 +21,16 @@ import * as Runtime from "effect/Runtime"
 import type { ApprovalRequest } from "./AgentApi.js"
 import { AgentBadRequest, AgentConflict, AgentForbidden, AgentNotFound, AgentUnavailable, HandlerFailed, ProviderFailed, type RunError } from "./AgentError.js"
 import { type Approval, forbidden, Gates, type GatesApi, stepKey, storeUnavailable, type TaskState } from "./Gates.js"
-import { AgentHandler, consume, GatePaused, type GuardError, type GuardOptions, type RunInput } from "./Handler.js"
+import {
+  AgentHandler,
+  type ComputeMeter,
+  type ComputeReservation,
+  consume,
+  GatePaused,
+  type GuardError,
+  type GuardOptions,
+  type RunInput
+} from "./Handler.js"
 import { Identity } from "./Identity.js"
 import { AgentMemory } from "../core/AgentMemory.js"
 import { TaskGuard, type TaskGuardApi } from "../core/TaskGuard.js"
@@ -152,6 +161,37 @@ const guardFor = (deps: GuardDeps, x: Run) => (capability: string, guardOptions:
       )
   })
 
+const unmetered: ComputeReservation = { llmTokens: 0, settle: () => Effect.void }
+
+/**
+ * The compute meter one execution hands its handler: reservations go to the guard under the presented mandate (none
+ * presented: nothing is charged), and stop once the execution is over.
+ */
+const meterFor = (deps: GuardDeps, x: Run): ComputeMeter => ({
+  metered: x.state.mandate !== undefined,
+  reserve: (llmTokens) =>
+    Effect.suspend(() => {
+      const token = x.state.mandate
+      if (token === undefined) return Effect.succeed(unmetered)
+      if (x.ended || x.paused !== undefined) return Effect.fail(forbidden("RUN_CANCELLED", "the run is over; no more model calls"))
+      return deps.guard.reserveCompute(token, deps.did, { llmTokens }).pipe(
+        Effect.map((mandate): ComputeReservation => ({
+          llmTokens,
+          settle: (spent) =>
+            deps.guard.settleCompute(mandate, { llmTokens }, { llmTokens: spent }).pipe(
+              // Fail-safe: the reservation stays charged as it was, so nothing can be spent past a limit.
+              Effect.catchAll((e) => Effect.logWarning("could not settle a compute reservation", e))
+            )
+        })),
+        Effect.catchTags({
+          // Compute passes no human gate: that code cannot come from a reservation.
+          TaskConstraintViolation: (e) => (e.code === "HUMAN_GATE_REQUIRED" ? Effect.die(e) : Effect.fail(forbidden(e.code, e.message, e.reason))),
+          TaskStoreUnavailable: (e) => Effect.fail(storeUnavailable(e))
+        })
+      )
+    })
+})
+
 /**
  * What the handler receives, and how to cancel the execution: cancelling ends it first, so a handler woken by the
  * abort finds its guard closed.
@@ -159,6 +199,7 @@ const guardFor = (deps: GuardDeps, x: Run) => (capability: string, guardOptions:
 const inputFor = (
   x: Run,
   guardEffect: RunInput["guardEffect"],
+  compute: ComputeMeter,
   systemPrompt: string | undefined,
   runPromise: <A, E>(effect: Effect.Effect<A, E>) => Promise<A>
 ) => {
@@ -177,6 +218,7 @@ const inputFor = (
     systemPrompt,
     guard: (capability, o) => runPromise(guardEffect(capability, o)),
     guardEffect,
+    compute,
     get signal() {
       controller ??= new AbortController()
       if (x.ended) controller.abort()
@@ -198,7 +240,7 @@ export const make = (options: Options): Effect.Effect<ExecutionApi, never, Agent
     const execute: ExecutionApi["execute"] = (state, approval, streaming, emit) =>
       Effect.gen(function* () {
         const x: Run = { state, approval, passed: state.journal.slice(), calls: 0, produced: 0, paused: undefined, pausing: false, ended: false }
-        const { input, cancel } = inputFor(x, guardFor(deps, x), options.systemPrompt, runPromise)
+        const { input, cancel } = inputFor(x, guardFor(deps, x), meterFor(deps, x), options.systemPrompt, runPromise)
         let text = ""
         const output = yield* Effect.either(Effect.try({ try: () => handler(input, streaming), catch: (e) => e }))
         const run = Either.isLeft(output)

@@ -2,18 +2,32 @@
  * What an agent's handler receives and returns, and how its output is run. A handler may answer in five forms (a
  * string, a Promise, an async iterable, an Effect, a Stream); they all go through `consume`, so every form streams,
  * cancels and fails the same way. Only streams and iterables go through `Stream`: a one-element stream costs far
- * more than the reply. An agent without a handler gets one from its model provider (`layerChat`).
+ * more than the reply. An agent without a handler gets one from its model provider (`layerChat`), whose every call is
+ * reserved against the presented task mandate's compute limit before the provider is asked and settled with the usage
+ * it reported, so concurrent calls cannot together overrun the limit.
  *
  * Floor: agent (docs/architecture.md §3).
  */
+import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import type { Caller, ChatMessage } from "./AgentApi.js"
 import { type AgentForbidden, type AgentUnavailable, ProviderFailed } from "./AgentError.js"
-import { type ModelError, ModelProvider } from "../core/ModelProvider.js"
+import {
+  type ChatRequest,
+  type ChatStreamEvent,
+  type ChatUsage,
+  deltaText,
+  estimatePromptTokens,
+  estimateTokens,
+  type ModelError,
+  ModelProvider,
+  type ModelProviderApi
+} from "../core/ModelProvider.js"
 
 /** What a handler declares about an action it asks the guard for. */
 export interface GuardOptions {
@@ -37,6 +51,29 @@ export class GatePaused extends Schema.TaggedError<GatePaused>()("GatePaused", {
 /** What `guard` may fail with. */
 export type GuardError = AgentForbidden | AgentUnavailable | GatePaused
 
+/**
+ * Tokens reserved for one model call against the presented task mandate's `computeLimit`. `settle` with what the
+ * call really spent (the provider's input + output usage) once it is over: the unused part goes back, an overrun is
+ * charged up to the limit. A store failure while settling is logged and leaves the reservation as it was.
+ */
+export interface ComputeReservation {
+  /** Tokens reserved (0 when nothing is metered: no mandate was presented). */
+  readonly llmTokens: number
+  readonly settle: (spentLlmTokens: number) => Effect.Effect<void>
+}
+
+/** Meters the model calls of a run against the task mandate the caller presented. */
+export interface ComputeMeter {
+  /** Whether a task mandate was presented; without one nothing is charged and every reservation is free. */
+  readonly metered: boolean
+  /**
+   * Reserves an upper bound on a call's tokens before it is made, on every link of the mandate at once: fails with
+   * `AgentForbidden` COMPUTE_LIMIT_EXCEEDED (hard stop) when the rest of a limit cannot cover it, or the mandate's
+   * own code when it does not verify for this agent.
+   */
+  readonly reserve: (llmTokens: number) => Effect.Effect<ComputeReservation, AgentForbidden | AgentUnavailable>
+}
+
 /** What a handler receives. */
 export interface RunInput {
   readonly message: string
@@ -57,6 +94,8 @@ export interface RunInput {
   readonly guardEffect: (capability: string, options?: GuardOptions) => Effect.Effect<void, GuardError>
   /** Aborted when the run is cancelled (the server stops, or a plain request's client goes away). */
   readonly signal: AbortSignal
+  /** Reserves and settles the tokens of model calls against the mandate's `computeLimit` (the chat agent's calls go through it). */
+  readonly compute: ComputeMeter
 }
 
 /** What a handler returns: the reply, or its chunks. */
@@ -82,8 +121,84 @@ export const layerHandler = (handler: Handler): Layer.Layer<AgentHandler> => Lay
 const providerFailed = (e: ModelError) =>
   new ProviderFailed({ code: e.code, message: e.message, ...(e.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: e.retryAfterSeconds }) })
 
+/** Options of the chat agent. */
+export interface ChatOptions {
+  /**
+   * `maxTokens` of every call. Unset, calls carry none, except under a task mandate, whose reservation needs a
+   * bound on the answer: there `DEFAULT_METERED_MAX_TOKENS`.
+   */
+  readonly maxOutputTokens?: number
+}
+
+/** The bound on an answer reserved and asked for under a task mandate when the agent sets none. */
+export const DEFAULT_METERED_MAX_TOKENS = 1024
+
+const spentOf = (usage: ChatUsage): number => usage.inputTokens + usage.outputTokens
+
+/**
+ * A chat call metered against the run's mandate: the prompt estimate plus `maxTokens` is reserved before the
+ * provider is asked (a refusal costs no provider call), then settled with the usage it reported. A call the
+ * provider refused (a `ModelError` before any answer) spent nothing; one cut off midway keeps its whole
+ * reservation, as nobody knows what it spent.
+ */
+const meteredChat = (provider: ModelProviderApi, meter: ComputeMeter, request: ChatRequest) =>
+  Effect.uninterruptibleMask((restore) =>
+    Effect.flatMap(meter.reserve(estimatePromptTokens(request) + (request.maxTokens ?? 0)), (reservation) =>
+      Effect.flatMap(Effect.exit(restore(provider.chat(request))), (exit) =>
+        Effect.zipRight(
+          Exit.match(exit, {
+            onSuccess: (result) => reservation.settle(spentOf(result.usage)),
+            onFailure: (cause) => (Cause.isInterrupted(cause) ? Effect.void : reservation.settle(0))
+          }),
+          exit
+        )
+      )
+    )
+  )
+
+/** The same for a streamed answer: settled from the usage of its `Done` event (estimated when the provider gives none). */
+const meteredStream = (provider: ModelProviderApi, meter: ComputeMeter, request: ChatRequest): Stream.Stream<string, ModelError | AgentForbidden | AgentUnavailable> => {
+  const events: Stream.Stream<ChatStreamEvent, ModelError> =
+    provider.streamEvents?.(request) ??
+    Stream.suspend(() => {
+      let text = ""
+      return Stream.concat(
+        Stream.map(provider.stream(request), (delta): ChatStreamEvent => {
+          text += delta
+          return { _tag: "Delta", text: delta }
+        }),
+        Stream.suspend(() =>
+          Stream.succeed<ChatStreamEvent>({
+            _tag: "Done",
+            result: { text, usage: { inputTokens: estimatePromptTokens(request), outputTokens: estimateTokens(text) }, model: request.model, finishReason: "stop" }
+          })
+        )
+      )
+    })
+  return Stream.unwrapScoped(
+    Effect.gen(function* () {
+      let spent: number | undefined
+      let answered = false
+      let refused = false
+      yield* Effect.acquireRelease(meter.reserve(estimatePromptTokens(request) + (request.maxTokens ?? 0)), (reservation) =>
+        spent !== undefined ? reservation.settle(spent) : refused ? reservation.settle(0) : Effect.void
+      )
+      return events.pipe(
+        Stream.tap((event) =>
+          Effect.sync(() => {
+            answered = true
+            if (event._tag === "Done") spent = spentOf(event.result.usage)
+          })
+        ),
+        Stream.tapError(() => Effect.sync(() => void (refused = !answered))),
+        Stream.filterMap(deltaText)
+      )
+    })
+  )
+}
+
 /** The LLM chat agent over the `ModelProvider` in context: system prompt, history, message → `model`. */
-export const layerChat = (model: string): Layer.Layer<AgentHandler, never, ModelProvider> =>
+export const layerChat = (model: string, options: ChatOptions = {}): Layer.Layer<AgentHandler, never, ModelProvider> =>
   Layer.effect(
     AgentHandler,
     Effect.map(ModelProvider, (provider) => (input: RunInput, streaming: boolean): HandlerOutput => {
@@ -93,10 +208,11 @@ export const layerChat = (model: string): Layer.Layer<AgentHandler, never, Model
         ...input.history.filter((m) => m.role !== "system"),
         { role: "user", content: input.message }
       ]
-      const request = { model, messages }
+      const maxTokens = options.maxOutputTokens ?? (input.compute.metered ? DEFAULT_METERED_MAX_TOKENS : undefined)
+      const request: ChatRequest = { model, messages, ...(maxTokens === undefined ? {} : { maxTokens }) }
       return streaming
-        ? Stream.mapError(provider.stream(request), providerFailed)
-        : Effect.mapError(Effect.map(provider.chat(request), (r) => r.text), providerFailed)
+        ? Stream.catchTag(meteredStream(provider, input.compute, request), "ModelError", (e) => Stream.fail(providerFailed(e)))
+        : Effect.map(Effect.catchTag(meteredChat(provider, input.compute, request), "ModelError", (e) => Effect.fail(providerFailed(e))), (r) => r.text)
     })
   )
 

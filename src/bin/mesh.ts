@@ -76,9 +76,11 @@ const agentPort = Options.integer("port").pipe(Options.withFallbackConfig(Config
 const agentHost = Options.text("host").pipe(Options.withFallbackConfig(Config.string("MESH_HOST")), Options.optional, Options.withDescription("address to listen on (env MESH_HOST; default 127.0.0.1)"))
 const agentDb = Options.text("db").pipe(Options.withFallbackConfig(Config.string("MESH_DB")), Options.optional, Options.withDescription("SQLite file for paused tasks, nonces and memory (env MESH_DB; default .mesh/agents/<name>.db)"))
 const agentHub = Options.text("hub").pipe(Options.withFallbackConfig(Config.string("MESH_HUB")), Options.optional, Options.withDescription("hub whose registry resolves callers' and grantors' keys (env MESH_HUB)"))
+const agentProvider = Options.choice("provider", ["anthropic", "openai"]).pipe(Options.withFallbackConfig(Config.literal("anthropic", "openai")("MESH_PROVIDER")), Options.optional, Options.withDescription("model provider of an LLM chat agent (env MESH_PROVIDER): anthropic (ANTHROPIC_API_KEY) or openai (OPENAI_API_KEY, OPENAI_BASE_URL); overrides the module's"))
+const agentModel = Options.text("model").pipe(Options.withFallbackConfig(Config.string("MESH_MODEL")), Options.optional, Options.withDescription("model of an LLM chat agent (env MESH_MODEL); overrides the module's"))
 const agentIdentity = Options.file("identity").pipe(Options.optional, Options.withDescription("identity file from `mesh keygen`: the agent's DID and key"))
 
-const agentCommand = Command.make("agent", { module: agentModule, port: agentPort, host: agentHost, db: agentDb, hub: agentHub, identity: agentIdentity, allowedHosts, allowedOrigins, logLevel }, (args) =>
+const agentCommand = Command.make("agent", { module: agentModule, port: agentPort, host: agentHost, db: agentDb, hub: agentHub, identity: agentIdentity, provider: agentProvider, model: agentModel, allowedHosts, allowedOrigins, logLevel }, (args) =>
   runAgent(args).pipe(Logger.withMinimumLogLevel(LogLevel.fromLiteral(args.logLevel === "warning" ? "Warning" : args.logLevel === "debug" ? "Debug" : args.logLevel === "error" ? "Error" : "Info")))
 ).pipe(Command.withDescription("run the agent a module exports (POST /v1/run, /v1/resume, /health, /.well-known/mesh-agent.json)"))
 

@@ -253,6 +253,9 @@ export const runAgent = (args: {
   readonly db: Option.Option<string>
   readonly hub: Option.Option<string>
   readonly identity: Option.Option<string>
+  /** `anthropic` or `openai` (settings from the environment), overriding the module's provider. */
+  readonly provider?: Option.Option<"anthropic" | "openai">
+  readonly model?: Option.Option<string>
 }) =>
   Effect.scoped(
     Effect.gen(function* () {
@@ -265,6 +268,8 @@ export const runAgent = (args: {
         ...(Option.isSome(args.db) ? { database: args.db.value } : {}),
         ...(Option.isSome(args.hub) ? { hubUrl: args.hub.value } : {}),
         ...(identity === undefined ? {} : { did: identity.did, privateKey: identity.privateKeyPkcs8B64 }),
+        ...(args.provider !== undefined && Option.isSome(args.provider) ? { provider: args.provider.value } : {}),
+        ...(args.model !== undefined && Option.isSome(args.model) ? { model: args.model.value } : {}),
         serving: servingOf(args, loaded.serving)
       }
       const agent = yield* AgentServer.make(options)

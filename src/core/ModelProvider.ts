@@ -4,7 +4,7 @@
  * closed set of codes, so a caller decides between retrying, backing off and giving up without knowing the vendor.
  *
  * The tag, the types and the scripted test provider live here, free of HTTP, so that any floor can name them; the
- * OpenAI-compatible HTTP provider is `ModelProviderOpenAi`.
+ * HTTP providers are `ModelProviderOpenAi` (OpenAI-compatible) and `ModelProviderAnthropic` (the Messages API).
  *
  * Floor: core (docs/architecture.md §3).
  */
@@ -12,6 +12,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 
@@ -120,6 +121,31 @@ export const parseRetryAfter = (value: string | undefined, nowMs: number): numbe
   const at = Date.parse(text)
   return Number.isNaN(at) ? undefined : Math.max(0, Math.ceil((at - nowMs) / 1000))
 }
+
+/** Longest provider text quoted in an error message; provider bodies can be pages of HTML. */
+const MAX_DETAIL = 300
+
+/** The provider's own explanation from an error body (`{error:{message}}`, `{error:"…"}`, `{message}` or text), shortened. */
+export const errorDetail = (body: string | undefined): string => {
+  if (body === undefined) return ""
+  let text = body.trim()
+  try {
+    const json: unknown = JSON.parse(text)
+    const error = Predicate.hasProperty(json, "error") ? json.error : json
+    if (typeof error === "string") text = error
+    else if (Predicate.hasProperty(error, "message") && typeof error.message === "string") text = error.message
+  } catch {
+    // Not JSON: quote the text itself.
+  }
+  return text.length > MAX_DETAIL ? `${text.slice(0, MAX_DETAIL)}…` : text
+}
+
+/** Tokens in a text, estimated at 4 characters a token: for usage a provider leaves out, and for budgets before a call. */
+export const estimateTokens = (text: string): number => Math.ceil(text.length / 4)
+
+/** Input tokens of a request, estimated from its messages (what a budget reserves before the provider counts). */
+export const estimatePromptTokens = (request: ChatRequest): number =>
+  estimateTokens(request.messages.map((m) => m.content).join("\n"))
 
 /** One scripted reply: its text and, optionally, its set usage and finish reason (defaults: word counts, `stop`). */
 export interface ScriptedReply {

@@ -29,6 +29,26 @@ export interface CounterCharge {
   readonly limit: number
 }
 
+/**
+ * A correction after the fact: move the counter (`scope`, `counter`) by `delta` (a safe integer, either sign),
+ * clamped to 0 … `limit`. It settles a reservation once the real amount is known: the unused part goes back, an
+ * overrun is charged as far as the limit.
+ */
+export interface CounterAdjustment {
+  readonly scope: string
+  readonly counter: string
+  readonly delta: number
+  readonly limit: number
+}
+
+/** The counter value after an adjustment: clamped to 0 … limit (a value already past a lowered limit only goes down). */
+export const adjusted = (used: number, a: CounterAdjustment): number =>
+  a.delta < 0 ? Math.max(0, used + a.delta) : Math.max(used, Math.min(a.limit, used + a.delta))
+
+/** Whether an adjustment is well-formed (safe integers, a non-negative limit); others are ignored. */
+export const isAdjustment = (a: CounterAdjustment): boolean =>
+  Number.isSafeInteger(a.delta) && Number.isSafeInteger(a.limit) && a.limit >= 0
+
 /** A charge would take a counter past its limit; nothing was charged. */
 export class CounterLimitReached extends Schema.TaggedError<CounterLimitReached>()("CounterLimitReached", {
   code: Schema.Literal("COUNTER_LIMIT_REACHED"),
@@ -138,6 +158,11 @@ export interface TaskStoreApi {
     charges: ReadonlyArray<CounterCharge>,
     retainUntilMs: number
   ) => Effect.Effect<void, CounterLimitReached | TaskStoreUnavailable>
+  /**
+   * Applies corrections that never fail on a limit: each counter moves by its `delta`, clamped to 0 … `limit`
+   * (for settling a reservation with the amount really spent). Malformed ones are ignored.
+   */
+  readonly adjust: (adjustments: ReadonlyArray<CounterAdjustment>, retainUntilMs: number) => Effect.Effect<void, TaskStoreUnavailable>
   /** The current value of a counter (0 when never charged). */
   readonly used: (scope: string, counter: string) => Effect.Effect<number, TaskStoreUnavailable>
   /** Records a task paused at a human gate; refuses a `taskId` the store already holds, whatever its status. */
@@ -204,6 +229,15 @@ export const makeMemory = (): TaskStoreApi => {
           counters.set(key, { used, until })
         }
         return Effect.void
+      }),
+    adjust: (adjustments, retainUntilMs) =>
+      Effect.sync(() => {
+        for (const a of adjustments) {
+          if (!isAdjustment(a) || a.delta === 0) continue
+          const key = keyOf(a.scope, a.counter)
+          const entry = counters.get(key)
+          counters.set(key, { used: adjusted(entry?.used ?? 0, a), until: Math.max(entry?.until ?? 0, retainUntilMs) })
+        }
       }),
     used: (scope, counter) => Effect.sync(() => counters.get(keyOf(scope, counter))?.used ?? 0),
     pause: (input) =>

@@ -41,6 +41,9 @@ import {
   type ChatStreamEvent,
   type ChatUsage,
   deltaText,
+  errorDetail,
+  estimatePromptTokens,
+  estimateTokens,
   fromHttpStatus,
   ModelError,
   ModelProvider,
@@ -61,9 +64,6 @@ export interface OpenAiCompatibleOptions {
 }
 
 const DEFAULT_TIMEOUT_MS = 60_000
-/** Longest provider text quoted in an error message; provider bodies can be pages of HTML. */
-const MAX_DETAIL = 300
-
 const Count = Schema.NullOr(Schema.NonNegativeInt)
 
 const Usage = Schema.Struct({
@@ -101,14 +101,12 @@ const CompletionChunk = Schema.Struct({
 
 const decodeCompletion = Schema.decodeUnknown(Schema.parseJson(Completion))
 
-const estimateTokens = (text: string): number => Math.ceil(text.length / 4)
-
 const usageOf = (
   usage: typeof Usage.Type | null | undefined,
   request: ChatRequest,
   text: string
 ): ChatUsage => ({
-  inputTokens: usage?.prompt_tokens ?? estimateTokens(request.messages.map((m) => m.content).join("\n")),
+  inputTokens: usage?.prompt_tokens ?? estimatePromptTokens(request),
   outputTokens: usage?.completion_tokens ?? estimateTokens(text)
 })
 
@@ -120,21 +118,6 @@ const requestBody = (request: ChatRequest, stream: boolean) => ({
   ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
   ...(stream ? { stream: true, stream_options: { include_usage: true } } : {})
 })
-
-/** The provider's own explanation from an error body (`{error:{message}}`, `{error:"…"}`, `{message}` or text). */
-const detailOf = (body: string | undefined): string => {
-  if (body === undefined) return ""
-  let text = body.trim()
-  try {
-    const json: unknown = JSON.parse(text)
-    const error = Predicate.hasProperty(json, "error") ? json.error : json
-    if (typeof error === "string") text = error
-    else if (Predicate.hasProperty(error, "message") && typeof error.message === "string") text = error.message
-  } catch {
-    // Not JSON: quote the text itself.
-  }
-  return text.length > MAX_DETAIL ? `${text.slice(0, MAX_DETAIL)}…` : text
-}
 
 /** An OpenAI-compatible provider over the `HttpClient` in context. */
 export const make = (options: OpenAiCompatibleOptions): Effect.Effect<ModelProviderApi, never, HttpClient.HttpClient> =>
@@ -165,7 +148,7 @@ export const make = (options: OpenAiCompatibleOptions): Effect.Effect<ModelProvi
       Effect.map(Clock.currentTimeMillis, (now) => {
         const retryAfter = parseRetryAfter(headers["retry-after"], now)
         // The text of an auth failure is about the key; say nothing of it.
-        const detail = status === 401 || status === 403 ? "the API key was refused" : detailOf(body)
+        const detail = status === 401 || status === 403 ? "the API key was refused" : errorDetail(body)
         return fromHttpStatus(status, scrub(`${name}: HTTP ${status}${detail ? `: ${detail}` : ""}`), retryAfter)
       })
 
@@ -238,7 +221,7 @@ export const make = (options: OpenAiCompatibleOptions): Effect.Effect<ModelProvi
           ),
           Stream.timeoutFail(timedOut, timeout),
           Stream.mapConcatEffect((chunk) => {
-            if (chunk.error !== undefined) return Effect.fail(unavailable(`failed mid-stream: ${detailOf(JSON.stringify(chunk.error))}`))
+            if (chunk.error !== undefined) return Effect.fail(unavailable(`failed mid-stream: ${errorDetail(JSON.stringify(chunk.error))}`))
             if (chunk.usage) usage = chunk.usage
             if (chunk.model) model = chunk.model
             const choice = chunk.choices?.[0]

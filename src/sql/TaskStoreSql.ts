@@ -9,6 +9,7 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import {
+  isAdjustment,
   limitReached,
   notPaused,
   type PausedTask,
@@ -104,6 +105,22 @@ export const make: Effect.Effect<TaskStoreApi, never, SqlClient.SqlClient> = Eff
           Effect.catchTag("SqlError", (e) => Effect.fail(unavailable(e)))
         )
       }),
+    adjust: (adjustments, retainUntilMs) => {
+      const expires = Math.floor(retainUntilMs)
+      // The clamp is in the statement, so concurrent adjustments and charges on one counter stay within 0 … limit.
+      return Effect.forEach(adjustments.filter((a) => isAdjustment(a) && a.delta !== 0), (a) =>
+        a.delta < 0
+          ? sql`UPDATE mesh_task_counters SET used = MAX(0, used + ${a.delta}) WHERE scope = ${a.scope} AND counter = ${a.counter}`
+          : sql`
+              INSERT INTO mesh_task_counters (scope, counter, used, expires_at)
+              VALUES (${a.scope}, ${a.counter}, ${Math.min(a.limit, a.delta)}, ${expires})
+              ON CONFLICT (scope, counter) DO UPDATE SET
+                used = MAX(mesh_task_counters.used, MIN(${a.limit}, mesh_task_counters.used + ${a.delta})),
+                expires_at = MAX(mesh_task_counters.expires_at, excluded.expires_at)`, { discard: true }).pipe(
+        sql.withTransaction,
+        Effect.mapError(unavailable)
+      )
+    },
     used: (scope, counter) =>
       sql<{ used: number }>`SELECT used FROM mesh_task_counters WHERE scope = ${scope} AND counter = ${counter}`.pipe(
         Effect.map((rows) => Number(rows[0]?.used ?? 0)),

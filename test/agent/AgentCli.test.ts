@@ -5,13 +5,14 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { ensureBin } from "../support/bin.js"
+import { startFakeAnthropic } from "../support/fakeAnthropic.js"
 import { get, post } from "./support.js"
 
 /** Runs `mesh agent <args>` as its own process; resolves with its URL once it listens, or with its output if it exits. */
-const spawnAgent = (args: ReadonlyArray<string>) =>
+const spawnAgent = (args: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}) =>
   Effect.acquireRelease(
     Effect.async<{ readonly proc: ChildProcess; readonly url: string | undefined; readonly out: string }>((resume) => {
-      const proc = spawn(process.execPath, [ensureBin(), "agent", ...args], { stdio: ["ignore", "pipe", "pipe"] })
+      const proc = spawn(process.execPath, [ensureBin(), "agent", ...args], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } })
       let out = ""
       let done = false
       const finish = (url: string | undefined) => {
@@ -59,6 +60,24 @@ describe("mesh agent <module>", () => {
         const agent = yield* spawnAgent([file, "--port", "0"])
         assert.isUndefined(agent.url)
         assert.include(agent.out, "MODULE_INVALID")
+      })
+    ))
+
+  it.live("--provider anthropic --model makes the module an LLM chat agent, with the key from ANTHROPIC_API_KEY", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const fake = yield* startFakeAnthropic({ apiKey: "sk-ant-cli" })
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "mesh-agent-cli-"))
+        const file = path.join(dir, "llm.mjs")
+        fs.writeFileSync(file, 'export default { name: "llm-cli" }\n')
+        const agent = yield* spawnAgent([file, "--port", "0", "--db", ":memory:", "--provider", "anthropic", "--model", "claude-cli", "--log-level", "warning"], {
+          ANTHROPIC_API_KEY: "sk-ant-cli",
+          ANTHROPIC_BASE_URL: fake.url
+        })
+        assert.isString(agent.url, agent.out)
+        const reply = yield* post(`${agent.url}/v1/run`, { message: "hello claude" })
+        assert.deepInclude(reply.body, { message: "You said: hello claude" })
+        assert.deepInclude(fake.requests[0]?.body, { model: "claude-cli" })
       })
     ))
 })

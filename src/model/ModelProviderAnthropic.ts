@@ -1,0 +1,323 @@
+/**
+ * An Anthropic provider, meaning the Messages API: `POST {baseUrl}/v1/messages` with the `x-api-key` and
+ * `anthropic-version` headers, and with `stream: true` an SSE stream of `message_start` (input usage),
+ * `content_block_delta` (text), `message_delta` (stop reason, output usage) and `message_stop`.
+ *
+ * Built on `@effect/ai-anthropic`'s `AnthropicClient` for the base URL, the key and version headers and SSE framing
+ * (`streamRequest`), but not on its typed calls: `createMessage` and `createMessageStream` decode with the exact
+ * generated schemas, where one event type or content block newer than the package fails the whole answer, and
+ * Anthropic documents that new event types may appear. So bodies are posted through the client's configured
+ * `HttpClient` and decoded here with lenient schemas asking only for what a `ChatResult` needs; unknown events are
+ * skipped.
+ *
+ * The Messages API takes the system prompt apart from the turns, so `system` messages are joined into `system`; it
+ * requires `max_tokens`, so a request without `maxTokens` gets the provider's default. Input usage counts cache
+ * reads and writes too (they are input tokens the call consumed). `finishReason` is Anthropic's own word
+ * (`end_turn`, `max_tokens`, `stop_sequence`, …). A stream counts as complete only at `message_stop`; one that ends
+ * before fails with PROVIDER_BAD_RESPONSE, and an `error` event in the stream fails with the code of its error type.
+ * The timeout bounds a whole `chat` call, and in a stream each wait for the next piece. Failures never carry the
+ * request's headers, and any echo of the key in a provider's text is scrubbed.
+ *
+ * Floor: model (docs/architecture.md §3).
+ */
+import * as AnthropicClient from "@effect/ai-anthropic/AnthropicClient"
+import type * as AiError from "@effect/ai/AiError"
+import * as HttpBody from "@effect/platform/HttpBody"
+import type * as HttpClient from "@effect/platform/HttpClient"
+import type * as HttpClientError from "@effect/platform/HttpClientError"
+import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Config from "effect/Config"
+import type * as ConfigError from "effect/ConfigError"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Predicate from "effect/Predicate"
+import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import {
+  type ChatRequest,
+  type ChatResult,
+  type ChatStreamEvent,
+  type ChatUsage,
+  deltaText,
+  errorDetail,
+  estimatePromptTokens,
+  estimateTokens,
+  fromHttpStatus,
+  ModelError,
+  type ModelErrorCode,
+  ModelProvider,
+  type ModelProviderApi,
+  parseRetryAfter
+} from "../core/ModelProvider.js"
+
+/** Where and how to reach the Anthropic Messages API. */
+export interface AnthropicOptions {
+  /** Sent as `x-api-key`. */
+  readonly apiKey?: string | Redacted.Redacted
+  /** The API root without `/v1`; default `https://api.anthropic.com`. */
+  readonly baseUrl?: string
+  /** The `anthropic-version` header; default `2023-06-01`. */
+  readonly anthropicVersion?: string
+  /** Names the provider in error messages; default `anthropic`. */
+  readonly name?: string
+  /** Bound on a whole `chat` call and on each wait for the next piece of a stream; default 60 s. */
+  readonly timeoutMs?: number
+  /** `max_tokens` for a request that sets no `maxTokens` (the API requires one); default 4096. */
+  readonly defaultMaxTokens?: number
+}
+
+/** The default API root. */
+export const DEFAULT_BASE_URL = "https://api.anthropic.com"
+const DEFAULT_TIMEOUT_MS = 60_000
+const DEFAULT_MAX_TOKENS = 4096
+
+const Count = Schema.NullOr(Schema.NonNegativeInt)
+
+const Usage = Schema.Struct({
+  input_tokens: Schema.optional(Count),
+  output_tokens: Schema.optional(Count),
+  cache_creation_input_tokens: Schema.optional(Count),
+  cache_read_input_tokens: Schema.optional(Count)
+})
+type Usage = typeof Usage.Type
+
+const Message = Schema.Struct({
+  model: Schema.optional(Schema.NullOr(Schema.String)),
+  content: Schema.Array(Schema.Struct({ type: Schema.String, text: Schema.optional(Schema.NullOr(Schema.String)) })),
+  stop_reason: Schema.optional(Schema.NullOr(Schema.String)),
+  usage: Schema.optional(Schema.NullOr(Usage))
+})
+
+const StreamEvent = Schema.Struct({
+  type: Schema.String,
+  message: Schema.optional(
+    Schema.NullOr(Schema.Struct({ model: Schema.optional(Schema.NullOr(Schema.String)), usage: Schema.optional(Schema.NullOr(Usage)) }))
+  ),
+  delta: Schema.optional(
+    Schema.NullOr(
+      Schema.Struct({
+        type: Schema.optional(Schema.String),
+        text: Schema.optional(Schema.NullOr(Schema.String)),
+        stop_reason: Schema.optional(Schema.NullOr(Schema.String))
+      })
+    )
+  ),
+  usage: Schema.optional(Schema.NullOr(Usage)),
+  error: Schema.optional(Schema.Unknown)
+})
+
+const decodeMessage = Schema.decodeUnknown(Schema.parseJson(Message))
+
+/** Input tokens as billed: fresh input plus cache writes and reads; undefined when the server reported none. */
+const inputOf = (usage: Usage | null | undefined): number | undefined =>
+  usage?.input_tokens == null ? undefined : usage.input_tokens + (usage.cache_creation_input_tokens ?? 0) + (usage.cache_read_input_tokens ?? 0)
+
+const maxOf = (a: number | undefined, b: number | undefined): number | undefined =>
+  a === undefined ? b : b === undefined ? a : Math.max(a, b)
+
+/** The code of an `error` event's type (the same types as the HTTP error bodies). */
+const codeOfErrorType = (type: unknown): ModelErrorCode => {
+  switch (type) {
+    case "rate_limit_error":
+      return "PROVIDER_RATE_LIMITED"
+    case "authentication_error":
+    case "permission_error":
+      return "PROVIDER_AUTH"
+    case "invalid_request_error":
+    case "not_found_error":
+    case "request_too_large":
+      return "PROVIDER_REJECTED"
+    default:
+      return "PROVIDER_UNAVAILABLE"
+  }
+}
+
+/** The request body: `system` messages joined into `system`, the turns in order. */
+const requestBody = (request: ChatRequest, defaultMaxTokens: number, stream: boolean) => {
+  const system = request.messages.filter((m) => m.role === "system").map((m) => m.content)
+  return {
+    model: request.model,
+    max_tokens: request.maxTokens ?? defaultMaxTokens,
+    ...(system.length > 0 ? { system: system.join("\n\n") } : {}),
+    messages: request.messages.filter((m) => m.role !== "system").map(({ content, role }) => ({ role, content })),
+    ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
+    ...(stream ? { stream: true } : {})
+  }
+}
+
+/** An Anthropic provider over the `HttpClient` in context. */
+export const make = (options: AnthropicOptions): Effect.Effect<ModelProviderApi, never, HttpClient.HttpClient> =>
+  Effect.gen(function* () {
+    const name = options.name ?? "anthropic"
+    const timeout = Duration.millis(options.timeoutMs ?? DEFAULT_TIMEOUT_MS)
+    const defaultMaxTokens = options.defaultMaxTokens ?? DEFAULT_MAX_TOKENS
+    const apiKey = typeof options.apiKey === "string" ? Redacted.make(options.apiKey) : options.apiKey
+    const keyText = apiKey === undefined ? "" : Redacted.value(apiKey)
+    // The scope only holds the client's widening of the redacted header names for its own logging; our failures
+    // never carry request headers, so nothing is lost when it closes.
+    const anthropic = yield* Effect.scoped(
+      AnthropicClient.make({
+        apiUrl: (options.baseUrl ?? DEFAULT_BASE_URL).replace(/\/+$/, ""),
+        ...(keyText.length > 0 ? { apiKey } : {}),
+        ...(options.anthropicVersion === undefined ? {} : { anthropicVersion: options.anthropicVersion })
+      })
+    )
+
+    const scrub = (text: string): string => (keyText.length > 0 ? text.split(keyText).join("[redacted]") : text)
+    const failure = (code: ModelErrorCode, message: string): ModelError => new ModelError({ code, message: scrub(`${name}: ${message}`) })
+    const unavailable = (message: string) => failure("PROVIDER_UNAVAILABLE", message)
+    const badResponse = (message: string) => failure("PROVIDER_BAD_RESPONSE", message)
+    const timedOut = () => unavailable(`no answer within ${Duration.format(timeout)}`)
+
+    const statusFailure = (status: number, headers: Readonly<Record<string, string>>, body: string | undefined) =>
+      Effect.map(Clock.currentTimeMillis, (now) => {
+        const retryAfter = parseRetryAfter(headers["retry-after"], now)
+        const detail = status === 401 || status === 403 ? "the API key was refused" : errorDetail(body)
+        return fromHttpStatus(status, scrub(`${name}: HTTP ${status}${detail ? `: ${detail}` : ""}`), retryAfter)
+      })
+
+    const fromClientError = (error: HttpClientError.HttpClientError): ModelError =>
+      error._tag === "RequestError"
+        ? unavailable(`could not reach the server (${error.reason}${error.description ? `: ${error.description}` : ""})`)
+        : unavailable(`the answer broke off (${error.reason})`)
+
+    const fromAiError = (error: AiError.AiError): Effect.Effect<ModelError> => {
+      switch (error._tag) {
+        case "HttpRequestError":
+          return Effect.succeed(unavailable(`could not reach the server (${error.reason})`))
+        case "HttpResponseError":
+          return error.reason === "StatusCode"
+            ? statusFailure(error.response.status, error.response.headers, error.body)
+            : Effect.succeed(
+              error.reason === "EmptyBody" ? badResponse("empty stream") : unavailable(`the stream broke off (${error.reason})`)
+            )
+        case "MalformedOutput":
+          return Effect.succeed(badResponse("undecodable stream event"))
+        default:
+          return Effect.succeed(unavailable(error.message))
+      }
+    }
+
+    const post = (request: ChatRequest, stream: boolean) =>
+      HttpClientRequest.post("/v1/messages", { body: HttpBody.unsafeJson(requestBody(request, defaultMaxTokens, stream)) })
+
+    const readMessage = (response: HttpClientResponse.HttpClientResponse) =>
+      Effect.flatMap(response.text, (text) =>
+        response.status < 200 || response.status >= 300
+          ? Effect.flatMap(statusFailure(response.status, response.headers, text), Effect.fail)
+          : Effect.mapError(decodeMessage(text), () => badResponse("undecodable message"))
+      )
+
+    const usageOf = (input: number | undefined, output: number | null | undefined, request: ChatRequest, text: string): ChatUsage => ({
+      inputTokens: input ?? estimatePromptTokens(request),
+      outputTokens: output ?? estimateTokens(text)
+    })
+
+    const chat = (request: ChatRequest): Effect.Effect<ChatResult, ModelError> =>
+      anthropic.client.httpClient.execute(post(request, false)).pipe(
+        Effect.flatMap(readMessage),
+        Effect.map((message): ChatResult => {
+          const text = message.content.map((block) => (block.type === "text" ? (block.text ?? "") : "")).join("")
+          return {
+            text,
+            usage: usageOf(inputOf(message.usage), message.usage?.output_tokens, request, text),
+            model: message.model || request.model,
+            finishReason: message.stop_reason ?? "end_turn"
+          }
+        }),
+        Effect.catchTags({
+          RequestError: (error) => Effect.fail(fromClientError(error)),
+          ResponseError: (error) => Effect.fail(fromClientError(error))
+        }),
+        Effect.timeoutFail({ duration: timeout, onTimeout: timedOut })
+      )
+
+    const streamEvents = (request: ChatRequest): Stream.Stream<ChatStreamEvent, ModelError> =>
+      Stream.suspend(() => {
+        let text = ""
+        let finishReason: string | undefined
+        let input: number | undefined
+        let output: number | undefined
+        let model: string | undefined
+        let stopped = false
+        const deltas = anthropic.streamRequest(post(request, true), StreamEvent).pipe(
+          Stream.catchAll((error) => Stream.fromEffect(Effect.flatMap(fromAiError(error), Effect.fail))),
+          // A parser failure (an event over 10 MiB) is a defect in `streamRequest`; it is the server's fault.
+          Stream.catchAllCause((cause) =>
+            Option.match(Option.filter(Cause.dieOption(cause), Predicate.isTagged("SseError")), {
+              onNone: () => Stream.failCause(cause),
+              onSome: () => Stream.fail(badResponse("oversized stream event"))
+            })
+          ),
+          Stream.timeoutFail(timedOut, timeout),
+          Stream.takeUntil((event) => event.type === "message_stop"),
+          Stream.mapConcatEffect((event): Effect.Effect<ReadonlyArray<ChatStreamEvent>, ModelError> => {
+            switch (event.type) {
+              case "message_start":
+                input = inputOf(event.message?.usage) ?? input
+                if (event.message?.model) model = event.message.model
+                return Effect.succeed([])
+              case "content_block_delta": {
+                const delta = event.delta?.type === "text_delta" ? (event.delta.text ?? "") : ""
+                text += delta
+                return Effect.succeed(delta.length > 0 ? [{ _tag: "Delta", text: delta }] : [])
+              }
+              case "message_delta":
+                if (event.delta?.stop_reason) finishReason = event.delta.stop_reason
+                // Counts here are cumulative, and may leave out what message_start gave (cache counts): keep the larger.
+                input = maxOf(input, inputOf(event.usage))
+                output = maxOf(output ?? undefined, event.usage?.output_tokens ?? undefined)
+                return Effect.succeed([])
+              case "message_stop":
+                stopped = true
+                return Effect.succeed([])
+              case "error": {
+                const type = Predicate.hasProperty(event.error, "type") ? event.error.type : undefined
+                return Effect.fail(failure(codeOfErrorType(type), `failed mid-stream: ${errorDetail(JSON.stringify({ error: event.error }))}`))
+              }
+              default:
+                return Effect.succeed([])
+            }
+          })
+        )
+        const done = Stream.suspend(() =>
+          !stopped
+            ? Stream.fail(badResponse("the stream ended before message_stop"))
+            : Stream.succeed<ChatStreamEvent>({
+              _tag: "Done",
+              result: { text, usage: usageOf(input, output, request, text), model: model ?? request.model, finishReason: finishReason ?? "end_turn" }
+            })
+        )
+        return Stream.concat(deltas, done)
+      })
+
+    return {
+      name,
+      chat,
+      stream: (request) => Stream.filterMap(streamEvents(request), deltaText),
+      streamEvents
+    }
+  })
+
+/** The `ModelProvider` layer for the Anthropic Messages API. */
+export const layer = (options: AnthropicOptions): Layer.Layer<ModelProvider, never, HttpClient.HttpClient> =>
+  Layer.effect(ModelProvider, make(options))
+
+/** The same, with the key from `ANTHROPIC_API_KEY` (and the root from `ANTHROPIC_BASE_URL` when set) unless given. */
+export const layerConfig = (
+  options: AnthropicOptions = {}
+): Layer.Layer<ModelProvider, ConfigError.ConfigError, HttpClient.HttpClient> =>
+  Layer.effect(
+    ModelProvider,
+    Effect.gen(function* () {
+      const apiKey = options.apiKey ?? (yield* Config.redacted("ANTHROPIC_API_KEY"))
+      const baseUrl = options.baseUrl ?? Option.getOrUndefined(yield* Config.option(Config.string("ANTHROPIC_BASE_URL")))
+      return yield* make({ ...options, apiKey, ...(baseUrl === undefined ? {} : { baseUrl }) })
+    })
+  )
