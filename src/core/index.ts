@@ -5,6 +5,7 @@
 export * as AgentMemory from "./AgentMemory.js"
 export * as Approval from "./Approval.js"
 export * as Canonical from "./Canonical.js"
+export * as CommitToken from "./CommitToken.js"
 export * as Constraints from "./Constraints.js"
 export * as Did from "./Did.js"
 export * as Envelope from "./Envelope.js"
