@@ -15,7 +15,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import type { ApprovalRequired, ChatMessage, RunReply } from "./AgentApi.js"
+import type { ApprovalRequired, ChatMessage, CommitRequest, RunReply } from "./AgentApi.js"
 import { verificationMethodId } from "../core/Did.js"
 import { signRequest } from "../core/HttpSignature.js"
 import { Keys, type PrivateKeyInput } from "../core/Keys.js"
@@ -53,6 +53,12 @@ export interface CallOptions {
   readonly signAs?: SignAs
   /** Send `Authorization: Bearer <token>` (agents with bearer auth). */
   readonly bearerToken?: string
+  /** The capability asked for. */
+  readonly capability?: string
+  /** Ask for the agent's commit token for this saga step (docs/agent.md §3). */
+  readonly commit?: CommitRequest
+  /** Send `Idempotency-Key`: a retry with the same key gets the stored reply and never runs the handler twice. */
+  readonly idempotencyKey?: string
 }
 
 /** A call's result: the reply, or the task paused at a human gate. */
@@ -61,7 +67,7 @@ export type CallResult = RunReply | ApprovalRequired
 /** One event of a streamed call. */
 export type StreamEvent =
   | { readonly type: "chunk"; readonly text: string }
-  | { readonly type: "done"; readonly message: string; readonly sessionId: string }
+  | { readonly type: "done"; readonly message: string; readonly sessionId: string; readonly commitToken?: string }
   | ({ readonly type: "approval_required" } & ApprovalRequired)
 
 /** Client settings. */
@@ -177,7 +183,9 @@ const runPayload = (message: string, o: CallOptions) => ({
   ...(o.sessionId === undefined ? {} : { sessionId: o.sessionId }),
   ...(o.history === undefined ? {} : { history: o.history }),
   ...(o.context === undefined ? {} : { context: o.context }),
-  ...(o.mandate === undefined ? {} : { mandate: o.mandate })
+  ...(o.mandate === undefined ? {} : { mandate: o.mandate }),
+  ...(o.capability === undefined ? {} : { capability: o.capability }),
+  ...(o.commit === undefined ? {} : { commit: o.commit })
 })
 
 /** A response body read under `maxReply` bytes, whatever the peer declares or sends. */
@@ -201,7 +209,11 @@ const readResult = (maxReply: number) => (response: HttpClientResponse.HttpClien
     readJson(maxReply)(response),
     (body): Effect.Effect<CallResult, AgentCallError> => {
       if (response.status === 200 && isRecord(body) && typeof body.message === "string" && typeof body.sessionId === "string") {
-        return Effect.succeed({ message: body.message, sessionId: body.sessionId })
+        return Effect.succeed({
+          message: body.message,
+          sessionId: body.sessionId,
+          ...(typeof body.commitToken === "string" ? { commitToken: body.commitToken } : {})
+        })
       }
       if (response.status === 202 && isRecord(body) && body.status === "approval_required") return Effect.succeed(body as unknown as ApprovalRequired)
       return Effect.fail(fromErrorBody(body, response.status))
@@ -217,7 +229,12 @@ const toEvent = (e: Sse.SseEvent): Effect.Effect<StreamEvent | undefined, AgentC
     case "chunk":
       return Effect.succeed({ type: "chunk", text: String(data.text ?? "") })
     case "done":
-      return Effect.succeed({ type: "done", message: String(data.message ?? ""), sessionId: String(data.sessionId ?? "") })
+      return Effect.succeed({
+        type: "done",
+        message: String(data.message ?? ""),
+        sessionId: String(data.sessionId ?? ""),
+        ...(typeof data.commitToken === "string" ? { commitToken: data.commitToken } : {})
+      })
     case "approval_required":
       return Effect.succeed({ type: "approval_required", ...(data as unknown as ApprovalRequired) })
     case "error":
@@ -278,7 +295,13 @@ export const make = (options: AgentClientOptions = {}): Effect.Effect<AgentClien
 
     const call = (target: string, message: string, o: CallOptions = {}) =>
       Effect.flatMap(endpointOf(target), (base) =>
-        Effect.flatMap(post(`${base}/v1/run`, runPayload(message, o), o, { accept: "application/json" }), readResult(maxReply))
+        Effect.flatMap(
+          post(`${base}/v1/run`, runPayload(message, o), o, {
+            accept: "application/json",
+            ...(o.idempotencyKey === undefined ? {} : { "idempotency-key": o.idempotencyKey })
+          }),
+          readResult(maxReply)
+        )
       )
 
     const resume = (target: string, taskId: string, approval: unknown, o: Pick<CallOptions, "signAs" | "bearerToken"> = {}) =>
