@@ -15,7 +15,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import type { ApprovalRequired, ChatMessage, CommitRequest, RunReply } from "./AgentApi.js"
+import type { ApprovalRequired, ChatMessage, RunReply } from "./AgentApi.js"
 import { verificationMethodId } from "../core/Did.js"
 import { signRequest } from "../core/HttpSignature.js"
 import { Keys, type PrivateKeyInput } from "../core/Keys.js"
@@ -53,11 +53,11 @@ export interface CallOptions {
   readonly signAs?: SignAs
   /** Send `Authorization: Bearer <token>` (agents with bearer auth). */
   readonly bearerToken?: string
-  /** The capability asked for. */
+  /** The capability asked for; the handler sees it and a commit token records it. */
   readonly capability?: string
-  /** Ask for the agent's commit token for this saga step (docs/agent.md §3). */
-  readonly commit?: CommitRequest
-  /** Send `Idempotency-Key`: a retry with the same key gets the stored reply and never runs the handler twice. */
+  /** Ask the agent for a commit token (a signed receipt) for this saga step; the reply carries it as `commitToken`. */
+  readonly commit?: { readonly sagaId: string; readonly step: string; readonly amountUsd?: string }
+  /** Sent as `Idempotency-Key`: the agent answers a repeat with the stored reply and never runs the handler twice. */
   readonly idempotencyKey?: string
 }
 
@@ -188,6 +188,9 @@ const runPayload = (message: string, o: CallOptions) => ({
   ...(o.commit === undefined ? {} : { commit: o.commit })
 })
 
+const runHeaders = (o: CallOptions, accept: string): Record<string, string> =>
+  o.idempotencyKey === undefined ? { accept } : { accept, "idempotency-key": o.idempotencyKey }
+
 /** A response body read under `maxReply` bytes, whatever the peer declares or sends. */
 const readBody = (maxReply: number) => (response: HttpClientResponse.HttpClientResponse): Effect.Effect<string, AgentCallError> =>
   Sse.readReply(bodyOf(response), { maxBytes: maxReply, contentLength: response.headers["content-length"] }).pipe(
@@ -295,13 +298,7 @@ export const make = (options: AgentClientOptions = {}): Effect.Effect<AgentClien
 
     const call = (target: string, message: string, o: CallOptions = {}) =>
       Effect.flatMap(endpointOf(target), (base) =>
-        Effect.flatMap(
-          post(`${base}/v1/run`, runPayload(message, o), o, {
-            accept: "application/json",
-            ...(o.idempotencyKey === undefined ? {} : { "idempotency-key": o.idempotencyKey })
-          }),
-          readResult(maxReply)
-        )
+        Effect.flatMap(post(`${base}/v1/run`, runPayload(message, o), o, runHeaders(o, "application/json")), readResult(maxReply))
       )
 
     const resume = (target: string, taskId: string, approval: unknown, o: Pick<CallOptions, "signAs" | "bearerToken"> = {}) =>

@@ -1,6 +1,8 @@
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import { assert, describe, it } from "@effect/vitest"
+import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
 import * as TestClock from "effect/TestClock"
 import * as AgentClient from "../../src/agent/AgentClient.js"
 import * as AgentServer from "../../src/agent/AgentServer.js"
@@ -222,6 +224,12 @@ describe("Idempotency-Key on /v1/run", () => {
         const token = "commitToken" in first ? first.commitToken : undefined
         const receipt = yield* verify(token ?? "", fromBase64(agent.publicKeyB64))
         assert.deepInclude(receipt, { sagaId: "saga_7", step: "flight", capability: "book", amountUsd: "12", issuer: "did:mesh:booker" })
+        // A streamed call carries the receipt in its done event.
+        const events = yield* Stream.runCollect(
+          client.stream(agent.url, "hotel", { signAs: { did: planner.did, privateKey: planner.privateKey }, commit: { sagaId: "saga_7", step: "hotel" } })
+        )
+        const done = Chunk.toReadonlyArray(events).at(-1)
+        assert.strictEqual((yield* verify(done?.type === "done" ? (done.commitToken ?? "") : "", fromBase64(agent.publicKeyB64))).step, "hotel")
       }).pipe(Effect.provide(FetchHttpClient.layer))
     ))
 })
