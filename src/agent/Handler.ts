@@ -15,7 +15,7 @@ import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import type { Caller, ChatMessage } from "./AgentApi.js"
+import type { Caller, ChatMessage, CommitRequest } from "./AgentApi.js"
 import { type AgentForbidden, type AgentUnavailable, ProviderFailed } from "./AgentError.js"
 import {
   type ChatRequest,
@@ -96,6 +96,16 @@ export interface RunInput {
   readonly signal: AbortSignal
   /** Reserves and settles the tokens of model calls against the mandate's `computeLimit` (the chat agent's calls go through it). */
   readonly compute: ComputeMeter
+  /** The capability the caller asked for, if it named one. */
+  readonly capability: string | undefined
+  /** The saga step the caller asked a commit token for, if it did. */
+  readonly commit: CommitRequest | undefined
+  /**
+   * Reports what the run used, in USD (a number or a decimal string), for the commit token; the last report counts.
+   * Throws `InvalidAmount` for an amount that is not a USD amount or exceeds the step's `commit.amountUsd`: report
+   * before the side effect it pays for, as with `guard`.
+   */
+  readonly reportCost: (usd: number | string) => void
 }
 
 /** What a handler returns: the reply, or its chunks. */
