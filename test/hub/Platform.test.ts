@@ -264,7 +264,7 @@ describe("platform API", () => {
       Effect.gen(function* () {
         // The first two requests find the event loop lagging and are shed with 503 OVERLOADED (Retry-After: 1).
         let shed = 2
-        const { hub, adminKey } = yield* startHub({ serving: { eventLoopLag: () => (shed-- > 0 ? 1_000 : 0) } })
+        const { hub, adminKey } = yield* startHub({ serving: { maxEventLoopLagMs: 100, eventLoopLag: () => (shed-- > 0 ? 1_000 : 0) } })
         const impatient = yield* MeshClient.make({ hubUrl: hub.url, apiKey: adminKey, retry: { times: 0 } }).pipe(Effect.provide(FetchHttpClient.layer))
         assert.strictEqual((yield* Effect.flip(impatient.status)).code, "OVERLOADED")
         const client = yield* MeshClient.make({ hubUrl: hub.url, apiKey: adminKey, retry: { times: 3 } }).pipe(Effect.provide(FetchHttpClient.layer))

@@ -20,7 +20,9 @@ export const tempDatabase = () => path.join(fs.mkdtempSync(path.join(os.tmpdir()
 /** Starts a hub (scoped) and a client with its admin key. */
 export const startHub = (options: Partial<Hub.HubOptions> = {}) =>
   Effect.gen(function* () {
-    const hub = yield* Hub.start({ database: options.database ?? tempDatabase(), ...options })
+    // Lag shedding measures the test runner's load, not the hub's: off here; shedding tests set their lag and limit.
+    const serving = { maxEventLoopLagMs: Infinity, ...options.serving }
+    const hub = yield* Hub.start({ database: options.database ?? tempDatabase(), ...options, serving })
     const adminKey = Option.getOrThrow(hub.admin).apiKey
     const client = yield* MeshClient.make({ hubUrl: hub.url, apiKey: adminKey, retry: { times: 0 } }).pipe(Effect.provide(FetchHttpClient.layer))
     return { hub, adminKey, client }
