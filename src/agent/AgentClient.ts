@@ -53,6 +53,10 @@ export interface CallOptions {
   readonly signAs?: SignAs
   /** Send `Authorization: Bearer <token>` (agents with bearer auth). */
   readonly bearerToken?: string
+  /** Ask the agent for a commit token (a signed receipt) for this saga step; the reply carries it as `commitToken`. */
+  readonly commit?: { readonly sagaId: string; readonly step: string; readonly amountUsd?: string }
+  /** Sent as `Idempotency-Key`: the agent answers a repeat with the stored reply and never runs the handler twice. */
+  readonly idempotencyKey?: string
 }
 
 /** A call's result: the reply, or the task paused at a human gate. */
@@ -177,8 +181,12 @@ const runPayload = (message: string, o: CallOptions) => ({
   ...(o.sessionId === undefined ? {} : { sessionId: o.sessionId }),
   ...(o.history === undefined ? {} : { history: o.history }),
   ...(o.context === undefined ? {} : { context: o.context }),
-  ...(o.mandate === undefined ? {} : { mandate: o.mandate })
+  ...(o.mandate === undefined ? {} : { mandate: o.mandate }),
+  ...(o.commit === undefined ? {} : { commit: o.commit })
 })
+
+const runHeaders = (o: CallOptions, accept: string): Record<string, string> =>
+  o.idempotencyKey === undefined ? { accept } : { accept, "idempotency-key": o.idempotencyKey }
 
 /** A response body read under `maxReply` bytes, whatever the peer declares or sends. */
 const readBody = (maxReply: number) => (response: HttpClientResponse.HttpClientResponse): Effect.Effect<string, AgentCallError> =>
@@ -201,7 +209,11 @@ const readResult = (maxReply: number) => (response: HttpClientResponse.HttpClien
     readJson(maxReply)(response),
     (body): Effect.Effect<CallResult, AgentCallError> => {
       if (response.status === 200 && isRecord(body) && typeof body.message === "string" && typeof body.sessionId === "string") {
-        return Effect.succeed({ message: body.message, sessionId: body.sessionId })
+        return Effect.succeed({
+          message: body.message,
+          sessionId: body.sessionId,
+          ...(typeof body.commitToken === "string" ? { commitToken: body.commitToken } : {})
+        })
       }
       if (response.status === 202 && isRecord(body) && body.status === "approval_required") return Effect.succeed(body as unknown as ApprovalRequired)
       return Effect.fail(fromErrorBody(body, response.status))
@@ -278,7 +290,7 @@ export const make = (options: AgentClientOptions = {}): Effect.Effect<AgentClien
 
     const call = (target: string, message: string, o: CallOptions = {}) =>
       Effect.flatMap(endpointOf(target), (base) =>
-        Effect.flatMap(post(`${base}/v1/run`, runPayload(message, o), o, { accept: "application/json" }), readResult(maxReply))
+        Effect.flatMap(post(`${base}/v1/run`, runPayload(message, o), o, runHeaders(o, "application/json")), readResult(maxReply))
       )
 
     const resume = (target: string, taskId: string, approval: unknown, o: Pick<CallOptions, "signAs" | "bearerToken"> = {}) =>
