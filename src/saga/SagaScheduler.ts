@@ -66,6 +66,8 @@ export interface SchedulerOptions {
   readonly runner: SagaRunner
   /** How a failing compensation is retried before the saga ends `compensation_failed`; default 4 retries, exponential from 200 ms. */
   readonly compensationRetry?: Schedule.Schedule<unknown, unknown>
+  /** How a call that failed for a transient reason (agent unreachable or busy) is repeated; default 5 retries, exponential from 50 ms. */
+  readonly callRetry?: Schedule.Schedule<unknown, unknown>
 }
 
 /** The operations of the scheduler. */
@@ -120,6 +122,11 @@ export const SagaWorkflow = Workflow.make({
 })
 
 const defaultCompensationRetry = Schedule.exponential("200 millis").pipe(Schedule.intersect(Schedule.recurs(4)))
+const defaultCallRetry = Schedule.exponential("50 millis").pipe(Schedule.intersect(Schedule.recurs(5)))
+
+/** Failures that say nothing about the step itself (the agent or its resolver busy or unreachable): retried. */
+const TRANSIENT = new Set(["AGENT_UNREACHABLE", "RESOLVER_UNAVAILABLE", "STORE_UNAVAILABLE", "RATE_LIMITED", "OVERLOADED", "SERVICE_UNAVAILABLE"])
+const isTransient = (e: { readonly code: string; readonly status?: number | undefined }) => TRANSIENT.has(e.code) || e.status === 503 || e.status === 429
 
 const unavailable = (message: string) => new SagaUnavailable({ code: "STORE_UNAVAILABLE", message })
 
@@ -136,6 +143,7 @@ const layerWorkflow = (options: SchedulerOptions) =>
       const resolver = yield* KeyResolver
       const keys = yield* Keys
       const runner = options.runner
+      const callRetry = options.callRetry ?? defaultCallRetry
       const saga = yield* Effect.orDie(store.load(sagaId))
       if (saga === undefined) return yield* Effect.dieMessage(`saga ${sagaId} is not stored`)
       const steps = saga.plan.steps
@@ -145,6 +153,12 @@ const layerWorkflow = (options: SchedulerOptions) =>
         const step = steps[idx]!
         const key = stepKey(sagaId, step.name)
         const fail = (code: string, message: string) => Effect.fail(new StepFailed({ step: step.name, code, message }))
+        // Refused before anything was allocated: nothing to give back.
+        const refused = (code: string, message: string) =>
+          Effect.orDie(store.updateStep(sagaId, idx, { status: "failed", errorCode: code, errorMessage: message })).pipe(
+            Effect.zipRight(event("step_failed", step.name, { code, message })),
+            Effect.zipRight(fail(code, message))
+          )
         return Activity.make({
           name: `forward/${idx}/${step.name}`,
           success: StepCommitted,
@@ -161,9 +175,9 @@ const layerWorkflow = (options: SchedulerOptions) =>
                 merchant: step.agentDid,
                 grantorPrivateKey: runner.privateKey
               }).pipe(Effect.map((m) => m.token), Effect.provideService(Keys, keys))
-            ).pipe(Effect.catchAll((e) => fail(e._tag === "SagaUnavailable" ? e.code : e.code, e.message)))
+            ).pipe(Effect.catchAll((e) => refused(e.code, e.message)))
             const allocation = yield* ledger.allocate(runner.did, saga.poolId, { childToken: child, idempotencyKey: key }).pipe(
-              Effect.catchAll((e) => fail(e.code, e.message))
+              Effect.catchAll((e) => refused(e.code, e.message))
             )
             yield* Effect.orDie(store.updateStep(sagaId, idx, { allocationId: allocation.allocationId }))
             const refund = (code: string, message: string) =>
@@ -182,7 +196,11 @@ const layerWorkflow = (options: SchedulerOptions) =>
                 commit: { sagaId, step: step.name },
                 idempotencyKey: key
               })
-              .pipe(Effect.catchAll((e) => refund(e.code, e.message)))
+              .pipe(
+                // Safe to repeat: the agent answers the same Idempotency-Key with its stored reply.
+                Effect.retry({ schedule: callRetry, while: isTransient }),
+                Effect.catchAll((e) => refund(e.code, e.message))
+              )
             if (!("message" in reply)) return yield* refund("HUMAN_GATE_REQUIRED", "a saga step cannot pause at a human gate")
             const commitToken = (reply as { readonly commitToken?: string }).commitToken
             let used = step.budgetMicros
@@ -230,6 +248,7 @@ const layerWorkflow = (options: SchedulerOptions) =>
                       idempotencyKey: `${stepKey(sagaId, step.name)}:compensate`
                     })
                     .pipe(
+                      Effect.retry({ schedule: callRetry, while: isTransient }),
                       Effect.flatMap((r) => ("message" in r ? Effect.void : Effect.fail({ code: "HUMAN_GATE_REQUIRED", message: "a compensation cannot pause at a human gate" }))),
                       Effect.retry(options.compensationRetry ?? defaultCompensationRetry),
                       Effect.either

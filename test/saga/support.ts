@@ -46,6 +46,7 @@ export const register = (client: MeshClient.MeshClientApi, identity: MeshIdentit
   Effect.gen(function* () {
     const key = yield* client.createApiKey({ owner: identity.did })
     yield* client.registerAgent({ manifest: { name: identity.did.slice(9), meshProtocolVersion: "1.0", capabilities: ["saga"] }, endpointUrl, identity, apiKey: key.apiKey })
+    return key.apiKey
   })
 
 /** Starts the world (scoped). */
@@ -67,7 +68,7 @@ export const world = (options: {
     const client = yield* MeshClient.make({ hubUrl: hub.url, apiKey: Option.getOrThrow(hub.admin).apiKey, retry: { times: 0 } }).pipe(
       Effect.provide(FetchHttpClient.layer)
     )
-    yield* register(client, runner, "http://127.0.0.1:9/runner")
+    const runnerApiKey = yield* register(client, runner, "http://127.0.0.1:9/runner")
     const effects: Effects = new Map()
     const agents: Record<string, MeshIdentity> = {}
     for (const spec of options.agents) {
@@ -91,7 +92,9 @@ export const world = (options: {
         issueIntentMandate({ grantorDid: buyer.did, granteeDid: runner.did, constraints: { spendLimitUsd }, privateKey: buyer.privateKey, ttlSeconds }),
         (m) => m.token
       )
-    return { hub, client, runner, agents, buyer, effects, mandate }
+    /** The pool of a mandate, read as the runner (its grantee). */
+    const pool = (poolId: string) => client.getPool(poolId, { apiKey: runnerApiKey })
+    return { hub, client, runner, runnerApiKey, agents, buyer, effects, mandate, pool }
   })
 
 /** A step on agent `agent` with a compensation `undo-<capability>`. */
