@@ -11,6 +11,7 @@ import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
 import * as OpenApi from "@effect/platform/OpenApi"
 import * as Context from "effect/Context"
+import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import {
   AgentBadRequest,
@@ -25,6 +26,7 @@ import {
 } from "./AgentError.js"
 import { addServingErrors, wireErrors } from "../http/ErrorBody.js"
 import * as ModelProvider from "../core/ModelProvider.js"
+import { parseUsd } from "../core/Money.js"
 import { VERSION } from "../core/Version.js"
 
 /** One turn of a conversation (the model providers' message). */
@@ -35,6 +37,21 @@ export type ChatMessage = ModelProvider.ChatMessage
 /** A session id: chosen by the caller or made by the server. */
 export const SessionId = Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9._:-]{1,128}$/))
 
+/** A capability name, as a run names it and a commit token records it. */
+export const CapabilityName = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200))
+
+/**
+ * A caller's request for a commit token (docs/agent.md §3): the saga and step the run belongs to, and the step's
+ * budget, the amount signed when the handler reports no cost of its own.
+ */
+export const CommitRequest = Schema.Struct({
+  sagaId: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200)),
+  step: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200)),
+  amountUsd: Schema.optional(Schema.String.pipe(Schema.filter((s) => Either.isRight(parseUsd(s)) || "a non-negative USD decimal with at most six decimals")))
+})
+/** A caller's request for a commit token. */
+export type CommitRequest = typeof CommitRequest.Type
+
 /** What `POST /v1/run` takes. */
 export const RunRequest = Schema.Struct({
   message: Schema.String,
@@ -44,13 +61,22 @@ export const RunRequest = Schema.Struct({
   /** Anything the handler should see beside the message. */
   context: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })),
   /** A task mandate granted to this agent, under which the handler's actions are checked. */
-  mandate: Schema.optional(Schema.String)
+  mandate: Schema.optional(Schema.String),
+  /** The capability asked for (the handler sees it); one the agent does not declare is refused. */
+  capability: Schema.optional(CapabilityName),
+  /** Asks for a commit token on the reply, signed by this agent over the step it ran. */
+  commit: Schema.optional(CommitRequest)
 })
 /** What `POST /v1/run` takes. */
 export type RunRequest = typeof RunRequest.Type
 
 /** A finished run. */
-export const RunReply = Schema.Struct({ message: Schema.String, sessionId: Schema.String })
+export const RunReply = Schema.Struct({
+  message: Schema.String,
+  sessionId: Schema.String,
+  /** When the request carried `commit`: the agent's signed receipt for the step (docs/protocol.md §13). */
+  commitToken: Schema.optional(Schema.String)
+})
 /** A finished run. */
 export type RunReply = typeof RunReply.Type
 

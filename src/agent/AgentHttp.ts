@@ -64,6 +64,12 @@ const presentedByGrantor = (token: string, callerDid: string, cache: MandateCach
     : Effect.fail(forbidden("MANDATE_GRANTOR_MISMATCH", `the mandate was granted by ${grantor}, not by the caller ${callerDid}`))
 }
 
+const replyOf = (state: TaskState, outcome: Extract<Outcome, { _tag: "Completed" }>): RunReply => ({
+  message: outcome.message,
+  sessionId: state.sessionId,
+  ...(outcome.commitToken === undefined ? {} : { commitToken: outcome.commitToken })
+})
+
 const runs = Effect.gen(function* () {
   const execution = yield* Execution
   const gates = yield* Gates
@@ -82,7 +88,7 @@ const runs = Effect.gen(function* () {
           Effect.match({
             onSuccess: (outcome) =>
               outcome._tag === "Completed"
-                ? { type: "done" as const, data: { message: outcome.message, sessionId: state.sessionId } satisfies RunReply }
+                ? { type: "done" as const, data: replyOf(state, outcome) }
                 : { type: "approval_required" as const, data: paused(state, outcome) },
             onFailure: (e) => ({ type: "error" as const, data: errorObject({ ...e }, e._tag, e.message, e.code, cid) })
           })
@@ -96,7 +102,7 @@ const runs = Effect.gen(function* () {
       if (acceptsStream(req)) return yield* streamed(state, approval, caller, cid)
       const outcome = yield* execution.execute(state, approval, false, () => undefined)
       return outcome._tag === "Completed"
-        ? jsonResponse({ message: outcome.message, sessionId: state.sessionId } satisfies RunReply)
+        ? jsonResponse(replyOf(state, outcome))
         : jsonResponse(paused(state, outcome), { status: 202 })
     })
 
@@ -124,6 +130,8 @@ const runs = Effect.gen(function* () {
         context: payload.context ?? {},
         caller,
         ...(payload.mandate === undefined ? {} : { mandate: payload.mandate }),
+        ...(payload.capability === undefined ? {} : { capability: payload.capability }),
+        ...(payload.commit === undefined ? {} : { commit: payload.commit }),
         journal: [],
         emitted: 0
       }

@@ -12,29 +12,37 @@
  * Floor: agent (docs/architecture.md §3).
  */
 import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Runtime from "effect/Runtime"
-import type { ApprovalRequest } from "./AgentApi.js"
+import type { ApprovalRequest, CommitRequest } from "./AgentApi.js"
 import { AgentBadRequest, AgentConflict, AgentForbidden, AgentNotFound, AgentUnavailable, HandlerFailed, ProviderFailed, type RunError } from "./AgentError.js"
 import { type Approval, forbidden, Gates, type GatesApi, stepKey, storeUnavailable, type TaskState } from "./Gates.js"
 import { AgentHandler, consume, GatePaused, type GuardError, type GuardOptions, type RunInput } from "./Handler.js"
 import { Identity } from "./Identity.js"
 import { AgentMemory } from "../core/AgentMemory.js"
+import * as CommitToken from "../core/CommitToken.js"
+import { Keys } from "../core/Keys.js"
+import { formatUsdString, InvalidAmount, type Micros, parseUsd } from "../core/Money.js"
 import { TaskGuard, type TaskGuardApi } from "../core/TaskGuard.js"
 import { settle } from "../node/internal/promiseRuntime.js"
 
 /** How an execution ended: the reply, or a pause at a human gate. */
-export type Outcome = { readonly _tag: "Completed"; readonly message: string } | { readonly _tag: "Paused"; readonly request: ApprovalRequest }
+export type Outcome =
+  | { readonly _tag: "Completed"; readonly message: string; readonly commitToken?: string }
+  | { readonly _tag: "Paused"; readonly request: ApprovalRequest }
 
 /** The execution settings (the fields of the same name in `AgentServerOptions`). */
 export interface Options {
   readonly systemPrompt?: string
   /** Whether this runtime is sandboxed (mandates with `sandbox: true` need it). Default false. */
   readonly sandboxed?: boolean
+  /** The capabilities the agent declares: a run may name only these, and a commit token names one of them. */
+  readonly capabilities?: ReadonlyArray<string>
 }
 
 /** Runs the handler. */
@@ -66,6 +74,8 @@ interface Run {
   pausing: boolean
   /** Set when the execution is over (finished, failed or cancelled): its guard allows nothing more. */
   ended: boolean
+  /** What the handler reported it used, for the commit token. */
+  cost: Micros | undefined
 }
 
 const isRunError = (e: unknown): e is RunError =>
@@ -168,6 +178,7 @@ const inputFor = (
     x.ended = true
     controller?.abort()
   }
+  const budget = x.state.commit?.amountUsd === undefined ? undefined : Either.getOrUndefined(parseUsd(x.state.commit.amountUsd))
   const input: RunInput = {
     message: x.state.message,
     sessionId: x.state.sessionId,
@@ -177,6 +188,17 @@ const inputFor = (
     systemPrompt,
     guard: (capability, o) => runPromise(guardEffect(capability, o)),
     guardEffect,
+    capability: x.state.capability,
+    commit: x.state.commit,
+    reportCost: (usd) => {
+      const parsed = parseUsd(usd)
+      if (Either.isLeft(parsed)) throw parsed.left
+      const micros = parsed.right
+      if (budget !== undefined && micros > budget) {
+        throw new InvalidAmount({ code: "INVALID_AMOUNT", message: `reported cost ${String(usd)} USD exceeds the step's ${x.state.commit?.amountUsd} USD` })
+      }
+      x.cost = micros
+    },
     get signal() {
       controller ??= new AbortController()
       if (x.ended) controller.abort()
@@ -186,18 +208,58 @@ const inputFor = (
   return { input, cancel }
 }
 
+/**
+ * The capability a run names, checked against the declared ones; for a commit, the one the token will record: the
+ * run's, or the agent's only declared capability. Refused before the handler runs, so nothing is done unsigned.
+ */
+const capabilityOf = (state: TaskState, declared: ReadonlyArray<string>): Effect.Effect<string | undefined, AgentBadRequest> => {
+  const refuse = (message: string) => Effect.fail(new AgentBadRequest({ code: "INVALID_REQUEST", message }))
+  const asked = state.capability
+  if (asked !== undefined && declared.length > 0 && !declared.includes(asked)) return refuse(`this agent does not offer the capability ${asked}`)
+  const capability = asked ?? (declared.length === 1 ? declared[0] : undefined)
+  if (state.commit !== undefined && capability === undefined) return refuse("a commit names its capability: send capability")
+  return Effect.succeed(capability)
+}
+
 /** The execution over the handler, guard, gates and memory in context. */
-export const make = (options: Options): Effect.Effect<ExecutionApi, never, AgentHandler | TaskGuard | Gates | AgentMemory | Identity> =>
+export const make = (options: Options): Effect.Effect<ExecutionApi, never, AgentHandler | TaskGuard | Gates | AgentMemory | Identity | Keys> =>
   Effect.gen(function* () {
     const handler = yield* AgentHandler
     const memory = yield* AgentMemory
-    const { did } = yield* Identity
+    const identity = yield* Identity
+    const { did } = identity
+    const keys = yield* Keys
+    const declared = options.capabilities ?? []
+
+    /** The agent's signed receipt for a completed step; a failure to sign is the server's, logged. */
+    const commitToken = (state: TaskState, commit: CommitRequest, capability: string, reply: string, cost: Micros | undefined) =>
+      Effect.gen(function* () {
+        const requested = commit.amountUsd === undefined ? undefined : Either.getOrUndefined(parseUsd(commit.amountUsd))
+        const now = yield* Clock.currentTimeMillis
+        return yield* CommitToken.sign(
+          {
+            sagaId: commit.sagaId,
+            step: commit.step,
+            capability,
+            amountUsd: formatUsdString(cost ?? requested ?? (0 as Micros)),
+            resultDigest: yield* CommitToken.digestResult(reply),
+            at: new Date(now).toISOString(),
+            issuer: did
+          },
+          identity.privateKey
+        )
+      }).pipe(
+        Effect.provideService(Keys, keys),
+        Effect.tapError((e) => Effect.logError(`commit token for ${state.sessionId} not signed`, e)),
+        Effect.mapError(() => new HandlerFailed({ code: "HANDLER_FAILED", message: "the agent could not sign the commit token" }))
+      )
     const deps: GuardDeps = { guard: yield* TaskGuard, gates: yield* Gates, did, sandboxed: options.sandboxed ?? false }
     const runPromise = promiseRunner(yield* Effect.runtime<never>())
 
     const execute: ExecutionApi["execute"] = (state, approval, streaming, emit) =>
       Effect.gen(function* () {
-        const x: Run = { state, approval, passed: state.journal.slice(), calls: 0, produced: 0, paused: undefined, pausing: false, ended: false }
+        const capability = yield* capabilityOf(state, declared)
+        const x: Run = { state, approval, passed: state.journal.slice(), calls: 0, produced: 0, paused: undefined, pausing: false, ended: false, cost: undefined }
         const { input, cancel } = inputFor(x, guardFor(deps, x), options.systemPrompt, runPromise)
         let text = ""
         const output = yield* Effect.either(Effect.try({ try: () => handler(input, streaming), catch: (e) => e }))
@@ -219,12 +281,13 @@ export const make = (options: Options): Effect.Effect<ExecutionApi, never, Agent
         yield* memory
           .append(did, state.caller.principal, state.sessionId, [{ role: "user", content: state.message }, { role: "assistant", content: text }])
           .pipe(Effect.mapError(storeUnavailable))
-        return { _tag: "Completed", message: text } as const
+        if (state.commit === undefined || capability === undefined) return { _tag: "Completed", message: text } as const
+        return { _tag: "Completed", message: text, commitToken: yield* commitToken(state, state.commit, capability, text, x.cost) } as const
       })
 
     return { execute }
   })
 
 /** `Execution` with these settings. */
-export const layer = (options: Options): Layer.Layer<Execution, never, AgentHandler | TaskGuard | Gates | AgentMemory | Identity> =>
+export const layer = (options: Options): Layer.Layer<Execution, never, AgentHandler | TaskGuard | Gates | AgentMemory | Identity | Keys> =>
   Layer.effect(Execution, make(options))

@@ -14,7 +14,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as crypto from "node:crypto"
-import { type ApprovalRequest, Caller as CallerSchema, type Caller, ChatMessage } from "./AgentApi.js"
+import { type ApprovalRequest, Caller as CallerSchema, type Caller, ChatMessage, CommitRequest } from "./AgentApi.js"
 import { AgentConflict, AgentForbidden, type ForbiddenCode, AgentNotFound, AgentUnavailable } from "./AgentError.js"
 import type { GuardOptions } from "./Handler.js"
 import { Identity } from "./Identity.js"
@@ -33,6 +33,10 @@ export const TaskState = Schema.Struct({
   context: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
   caller: CallerSchema,
   mandate: Schema.optional(Schema.String),
+  /** The capability the run was asked for. */
+  capability: Schema.optional(Schema.String),
+  /** The commit token asked for, made when the task completes (after a resume too). */
+  commit: Schema.optional(CommitRequest),
   /** The guard calls that had passed, in call order, each as its step key (capability and every option). */
   journal: Schema.Array(Schema.String),
   /** The step key of the guard call the task paused at: an approval resumes that very call and no other. */

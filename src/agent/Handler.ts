@@ -11,7 +11,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import type { Caller, ChatMessage } from "./AgentApi.js"
+import type { Caller, ChatMessage, CommitRequest } from "./AgentApi.js"
 import { type AgentForbidden, type AgentUnavailable, ProviderFailed } from "./AgentError.js"
 import { type ModelError, ModelProvider } from "../core/ModelProvider.js"
 
@@ -57,6 +57,16 @@ export interface RunInput {
   readonly guardEffect: (capability: string, options?: GuardOptions) => Effect.Effect<void, GuardError>
   /** Aborted when the run is cancelled (the server stops, or a plain request's client goes away). */
   readonly signal: AbortSignal
+  /** The capability the caller asked for, if it named one. */
+  readonly capability: string | undefined
+  /** The saga step the caller asked a commit token for, if it did. */
+  readonly commit: CommitRequest | undefined
+  /**
+   * Reports what the run used, in USD (a number or a decimal string), for the commit token; the last report counts.
+   * Throws `InvalidAmount` for an amount that is not a USD amount or exceeds the step's `commit.amountUsd`: report
+   * before the side effect it pays for, as with `guard`.
+   */
+  readonly reportCost: (usd: number | string) => void
 }
 
 /** What a handler returns: the reply, or its chunks. */
