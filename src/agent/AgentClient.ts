@@ -53,6 +53,8 @@ export interface CallOptions {
   readonly signAs?: SignAs
   /** Send `Authorization: Bearer <token>` (agents with bearer auth). */
   readonly bearerToken?: string
+  /** The capability asked for; the handler sees it and a commit token records it. */
+  readonly capability?: string
   /** Ask the agent for a commit token (a signed receipt) for this saga step; the reply carries it as `commitToken`. */
   readonly commit?: { readonly sagaId: string; readonly step: string; readonly amountUsd?: string }
   /** Sent as `Idempotency-Key`: the agent answers a repeat with the stored reply and never runs the handler twice. */
@@ -182,6 +184,7 @@ const runPayload = (message: string, o: CallOptions) => ({
   ...(o.history === undefined ? {} : { history: o.history }),
   ...(o.context === undefined ? {} : { context: o.context }),
   ...(o.mandate === undefined ? {} : { mandate: o.mandate }),
+  ...(o.capability === undefined ? {} : { capability: o.capability }),
   ...(o.commit === undefined ? {} : { commit: o.commit })
 })
 

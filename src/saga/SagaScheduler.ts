@@ -192,8 +192,10 @@ const layerWorkflow = (options: SchedulerOptions) =>
               .call(step.endpointUrl, step.capability, {
                 signAs: runner,
                 mandate: child,
-                context: { sagaId, step: step.name, capability: step.capability, params: step.params },
-                commit: { sagaId, step: step.name },
+                capability: step.capability,
+                context: { sagaId, step: step.name, params: step.params },
+                // The budget caps what the agent may sign for, and is what it signs when it reports no cost.
+                commit: { sagaId, step: step.name, amountUsd: formatUsdString(step.budgetMicros as Micros) },
                 idempotencyKey: key
               })
               .pipe(
@@ -244,7 +246,8 @@ const layerWorkflow = (options: SchedulerOptions) =>
                 : yield* agents
                     .call(step.endpointUrl, c.capability, {
                       signAs: runner,
-                      context: { sagaId, step: step.name, capability: c.capability, params: c.params ?? {}, compensates: step.capability },
+                      capability: c.capability,
+                      context: { sagaId, step: step.name, params: c.params ?? {}, compensates: step.capability },
                       idempotencyKey: `${stepKey(sagaId, step.name)}:compensate`
                     })
                     .pipe(

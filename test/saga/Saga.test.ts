@@ -3,6 +3,7 @@ import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 import * as Schedule from "effect/Schedule"
+import * as CommitToken from "../../src/core/CommitToken.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
 import { step, world } from "./support.js"
 
@@ -22,9 +23,16 @@ describe.each([
     provide(
       Effect.gen(function* () {
         const w = yield* world({ agents: [{ name: "airline" }, { name: "hotel" }, { name: "rental" }], memoryEngine })
-        const steps = trip.map((s, i) => step(w.agents, `s${i}`, s.agent, s.capability, s.budget))
+        // The airline reports what the flight cost (25 of its 30); the others sign for their whole budget.
+        const steps = trip.map((s, i) => step(w.agents, `s${i}`, s.agent, s.capability, s.budget, i === 0 ? 25 : undefined))
         const result = yield* w.hub.scheduler.run(w.buyer.did, { mandate: yield* w.mandate(), steps })
         assert.strictEqual(result.status, "committed", JSON.stringify(result))
+        assert.deepStrictEqual(result.steps.map((s) => s.usedUsd), ["25", "20", "10"])
+        assert.strictEqual((yield* w.pool(result.poolId)).allocatedUsd, 55)
+        for (const [i, s] of result.steps.entries()) {
+          const receipt = yield* CommitToken.verify(s.commitToken!, w.agents[trip[i]!.agent]!.publicKeyBytes)
+          assert.deepStrictEqual([receipt.sagaId, receipt.step, receipt.capability, receipt.amountUsd], [result.sagaId, `s${i}`, trip[i]!.capability, s.usedUsd])
+        }
         assert.deepStrictEqual(result.steps.map((s) => s.status), ["committed", "committed", "committed"])
         assert.deepStrictEqual(
           [...w.effects.entries()].sort(),

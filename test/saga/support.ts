@@ -27,8 +27,8 @@ export interface AgentSpec {
 export const countingHandler = (effects: Effects, spec: AgentSpec) => {
   const failures = new Map<string, number>()
   return (input: RunInput): string => {
-    const ctx = input.context as { readonly sagaId?: string; readonly step?: string; readonly capability?: string }
-    const capability = ctx.capability ?? input.message
+    const ctx = input.context as { readonly sagaId?: string; readonly step?: string; readonly params?: { readonly costUsd?: number } }
+    const capability = input.capability ?? input.message
     const rule = spec.failing?.[capability]
     const seen = failures.get(capability) ?? 0
     if (rule === "always" || (typeof rule === "number" && seen < rule)) {
@@ -37,6 +37,7 @@ export const countingHandler = (effects: Effects, spec: AgentSpec) => {
     }
     const key = `${ctx.sagaId}|${ctx.step}|${capability}`
     effects.set(key, (effects.get(key) ?? 0) + 1)
+    if (ctx.params?.costUsd !== undefined) input.reportCost(ctx.params.costUsd)
     return `${spec.name} did ${capability}`
   }
 }
@@ -98,11 +99,11 @@ export const world = (options: {
   })
 
 /** A step on agent `agent` with a compensation `undo-<capability>`. */
-export const step = (agents: Record<string, MeshIdentity>, name: string, agent: string, capability: string, budgetUsd: number) => ({
+export const step = (agents: Record<string, MeshIdentity>, name: string, agent: string, capability: string, budgetUsd: number, costUsd?: number) => ({
   name,
   agentDid: agents[agent]!.did,
   capability,
-  params: { item: name },
+  params: costUsd === undefined ? { item: name } : { item: name, costUsd },
   budgetUsd,
   compensation: { capability: `undo-${capability}` }
 })
