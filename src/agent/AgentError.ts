@@ -67,10 +67,13 @@ export class AgentNotFound extends Schema.TaggedError<AgentNotFound>()(
   HttpApiSchema.annotations({ status: 404 })
 ) {}
 
-/** 409: the task was already resumed (or cancelled), or it expired with its mandate. */
+/**
+ * 409: the task was already resumed (or cancelled), or it expired with its mandate; an `Idempotency-Key` sent with
+ * another request, or held by a run in progress elsewhere.
+ */
 export class AgentConflict extends Schema.TaggedError<AgentConflict>()(
   "AgentConflict",
-  { code: Schema.Literal("TASK_ALREADY_RESUMED", "TASK_EXPIRED"), message: Schema.String },
+  { code: Schema.Literal("TASK_ALREADY_RESUMED", "TASK_EXPIRED", "IDEMPOTENCY_KEY_REUSED", "IDEMPOTENCY_KEY_IN_PROGRESS"), message: Schema.String },
   HttpApiSchema.annotations({ status: 409 })
 ) {}
 

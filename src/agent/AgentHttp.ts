@@ -20,9 +20,11 @@ import { AgentBadRequest, type AgentForbidden } from "./AgentError.js"
 import { Discovery } from "./Discovery.js"
 import { Execution, type Outcome } from "./Execution.js"
 import { type Approval, forbidden, Gates, storeUnavailable, type TaskState } from "./Gates.js"
+import { Idempotency } from "./Idempotency.js"
 import { Identity } from "./Identity.js"
 import { RunStreams } from "./RunStreams.js"
 import { AgentMemory } from "../core/AgentMemory.js"
+import type { StoredReply } from "../core/IdempotencyStore.js"
 import { normalizeDid } from "../core/Did.js"
 import { decodeUnverified } from "../core/Mandate.js"
 import { VERSION } from "../core/Version.js"
@@ -31,15 +33,16 @@ import { errorObject } from "../http/ErrorBody.js"
 import * as Sse from "../core/Sse.js"
 import { MandateCache, type MandateCacheApi } from "../core/MandateCache.js"
 
-/** A JSON response kept as text: the lean writer sends it as is, with its length (no encode and decode again). */
-const jsonResponse = (body: unknown, options?: { readonly status?: number }): HttpServerResponse.HttpServerResponse => {
-  const text = JSON.stringify(body)
-  return HttpServerResponse.raw(text, {
-    ...options,
+/**
+ * A JSON response kept as text: the lean writer sends it as is, with its length (no encode and decode again). A
+ * reply answered from the idempotency store says so in `Idempotent-Replayed`.
+ */
+const textResponse = (reply: StoredReply, replayed = false): HttpServerResponse.HttpServerResponse =>
+  HttpServerResponse.raw(reply.body, {
+    status: reply.status,
     contentType: "application/json",
-    headers: { "content-length": String(Buffer.byteLength(text)) }
+    headers: { "content-length": String(Buffer.byteLength(reply.body)), ...(replayed ? { "idempotent-replayed": "true" } : {}) }
   })
-}
 
 const acceptsStream = (req: HttpServerRequest.HttpServerRequest): boolean => Sse.isEventStream(req.headers["accept"])
 
@@ -76,6 +79,7 @@ const runs = Effect.gen(function* () {
   const streams = yield* RunStreams
   const memory = yield* AgentMemory
   const { did } = yield* Identity
+  const idempotency = yield* Idempotency
   // The guard parses the same token through this cache: the grantor check costs no second parse.
   const mandateCache = Option.getOrUndefined(yield* Effect.serviceOption(MandateCache))
 
@@ -96,14 +100,21 @@ const runs = Effect.gen(function* () {
       () => ({ type: "error", data: errorObject(undefined, "HandlerFailed", "the server stopped", "HANDLER_FAILED", cid) })
     )
 
+  /** A plain (unstreamed) answer, as the status and the JSON text sent. */
+  const plain = (state: TaskState, approval: Approval | undefined) =>
+    Effect.map(
+      execution.execute(state, approval, false, () => undefined),
+      (outcome): StoredReply =>
+        outcome._tag === "Completed"
+          ? { status: 200, body: JSON.stringify(replyOf(state, outcome)) }
+          : { status: 202, body: JSON.stringify(paused(state, outcome)) }
+    )
+
   const answer = (state: TaskState, approval: Approval | undefined, req: HttpServerRequest.HttpServerRequest, caller: Caller) =>
     Effect.gen(function* () {
       const cid = yield* CorrelationId
       if (acceptsStream(req)) return yield* streamed(state, approval, caller, cid)
-      const outcome = yield* execution.execute(state, approval, false, () => undefined)
-      return outcome._tag === "Completed"
-        ? jsonResponse(replyOf(state, outcome))
-        : jsonResponse(paused(state, outcome), { status: 202 })
+      return textResponse(yield* plain(state, approval))
     })
 
   /** A reconnect: the run named by `Last-Event-ID`, from the event after it. */
@@ -113,12 +124,9 @@ const runs = Effect.gen(function* () {
       : // Without a stream to continue, a Last-Event-ID must not start the work a second time.
         Effect.fail(new AgentBadRequest({ code: "INVALID_REQUEST", message: "Last-Event-ID continues a stream: send Accept: text/event-stream" }))
 
-  const run = (payload: RunRequest) =>
+  /** The task a run request starts: its mandate checked against the caller, its session's history loaded. */
+  const taskOf = (payload: RunRequest, caller: Caller) =>
     Effect.gen(function* () {
-      const req = yield* HttpServerRequest.HttpServerRequest
-      const caller = yield* CurrentCaller
-      const lastEventId = req.headers["last-event-id"]
-      if (lastEventId !== undefined) return yield* reconnect(req, lastEventId, caller)
       if (payload.mandate !== undefined && caller.did !== undefined) yield* presentedByGrantor(payload.mandate, caller.did, mandateCache)
       const sessionId = payload.sessionId ?? crypto.randomUUID()
       const history =
@@ -135,7 +143,24 @@ const runs = Effect.gen(function* () {
         journal: [],
         emitted: 0
       }
-      return yield* answer(state, undefined, req, caller)
+      return state
+    })
+
+  const run = (payload: RunRequest) =>
+    Effect.gen(function* () {
+      const req = yield* HttpServerRequest.HttpServerRequest
+      const caller = yield* CurrentCaller
+      const lastEventId = req.headers["last-event-id"]
+      if (lastEventId !== undefined) return yield* reconnect(req, lastEventId, caller)
+      const key = req.headers["idempotency-key"]
+      if (key === undefined) return yield* answer(yield* taskOf(payload, caller), undefined, req, caller)
+      const answered = yield* idempotency.once(
+        caller,
+        key,
+        { body: payload, streaming: acceptsStream(req) },
+        Effect.flatMap(taskOf(payload, caller), (state) => plain(state, undefined))
+      )
+      return textResponse(answered.reply, answered.replayed)
     })
 
   const resume = (payload: { readonly taskId: string; readonly approval: unknown }) =>

@@ -23,10 +23,13 @@ import * as Discovery from "./Discovery.js"
 import * as Execution from "./Execution.js"
 import * as Gates from "./Gates.js"
 import { type Handler, layerChat, layerHandler } from "./Handler.js"
+import * as Idempotency from "./Idempotency.js"
 import * as Identity from "./Identity.js"
 import * as RunStreams from "./RunStreams.js"
 import * as AgentMemory from "../core/AgentMemory.js"
 import * as AgentMemorySql from "../sql/AgentMemorySql.js"
+import type { IdempotencyStore } from "../core/IdempotencyStore.js"
+import * as IdempotencyStoreSql from "../sql/IdempotencyStoreSql.js"
 import * as Database from "../sql/Database.js"
 import type { InvalidDid } from "../core/Did.js"
 import { KeyNotFound, KeyResolver, type KeyResolverApi, KeyResolverUnavailable, type ResolvedKey } from "../core/KeyResolver.js"
@@ -110,6 +113,8 @@ export interface AgentServerOptions {
    * bounded memory store (100 000, 6 250 per caller) when the database is `:memory:`.
    */
   readonly nonceStore?: NonceStore.NonceStoreApi
+  /** How long a reply to a request with an `Idempotency-Key` is kept for retries (in the agent's database); default 24 hours. */
+  readonly idempotencyTtlMs?: number
 }
 
 /** A running agent server. */
@@ -179,7 +184,11 @@ const layerResolver = (options: AgentServerOptions): Layer.Layer<KeyResolver, ne
 /** The agent's stores: paused tasks, nonces and persistent memory share one SQLite file; and the key resolver. */
 export const layerStores = (
   options: AgentServerOptions
-): Layer.Layer<TaskStore | NonceStore.NonceStore | AgentMemory.AgentMemory | KeyResolver, Database.DatabaseError, Keys> => {
+): Layer.Layer<
+  TaskStore | NonceStore.NonceStore | AgentMemory.AgentMemory | IdempotencyStore | KeyResolver,
+  Database.DatabaseError,
+  Keys
+> => {
   const database = options.database ?? defaultDatabase(options.name)
   const db = Database.layerSqlite(database)
   const tasks = TaskStoreSql.layer.pipe(Layer.provide(db))
@@ -194,7 +203,9 @@ export const layerStores = (
   const mode = options.memory ?? "none"
   const memory =
     mode === "persistent" ? AgentMemorySql.layer().pipe(Layer.provide(db)) : mode === "session" ? AgentMemory.layerSession() : AgentMemory.layerNone
-  return Layer.mergeAll(tasks, nonces, memory, layerResolver(options))
+  // Stored replies live in the agent's database, so a retry after a restart is still answered from it.
+  const replies = IdempotencyStoreSql.layer.pipe(Layer.provide(db))
+  return Layer.mergeAll(tasks, nonces, memory, replies, layerResolver(options))
 }
 
 /** The handler the server runs: the one given, or a chat handler over the provider given (or its settings). */
@@ -216,6 +227,7 @@ export const layerServices = (
   | Gates.Gates
   | RunStreams.RunStreams
   | Discovery.Discovery
+  | Idempotency.Idempotency
   | AgentMemory.AgentMemory,
   AgentConfigError | Database.DatabaseError | MalformedKey,
   Keys
@@ -224,7 +236,15 @@ export const layerServices = (
   const guard = TaskGuard.layer.pipe(Layer.provide(stores))
   const gates = Gates.layer(options).pipe(Layer.provide(stores))
   const execution = Execution.layer(options).pipe(Layer.provide(Layer.mergeAll(stores, guard, gates, layerAgentHandler(options))))
-  const parts = Layer.mergeAll(stores, gates, execution, Auth.layer(options).pipe(Layer.provide(stores)), Discovery.layer(options), RunStreams.layer(options))
+  const parts = Layer.mergeAll(
+    stores,
+    gates,
+    execution,
+    Auth.layer(options).pipe(Layer.provide(stores)),
+    Discovery.layer(options),
+    RunStreams.layer(options),
+    Idempotency.layer(options).pipe(Layer.provide(stores))
+  )
   return parts.pipe(Layer.provideMerge(Identity.layer(options)))
 }
 

@@ -16,7 +16,7 @@ import * as Context from "effect/Context"
 import * as Schema from "effect/Schema"
 import { BadRequest, Conflict, Forbidden, NotFound, RateLimited, RegistryUnreachable, Unauthorized, Unavailable, Unprocessable } from "./HubError.js"
 import { addServingErrors, wireErrors } from "../http/ErrorBody.js"
-import { Allocation, Pool } from "./Ledger.js"
+import { Allocation, Pool, PoolAllocations } from "./Ledger.js"
 import { AgentRecord, McpRecord, McpTool, SearchHit, SkillRecord, SkillType } from "./Registry.js"
 import type { ApiKeyRow } from "../sql/RegistryStore.js"
 import { VERSION } from "../core/Version.js"
@@ -175,8 +175,13 @@ export class SpendingGroup extends HttpApiGroup.make("spending")
   )
   .add(
     HttpApiEndpoint.post("release", "/allocations/:allocationId/release").setPath(Schema.Struct({ allocationId: Schema.String }))
-      .setPayload(Schema.Struct({ usedUsd: Schema.Number }))
+      .setPayload(Schema.Struct({ usedUsd: Schema.Number, commitToken: Schema.optional(Schema.String) }))
       .addSuccess(Schema.Struct({ allocation: Allocation, pool: Pool })).addError(NotFound).addError(Forbidden).addError(Conflict).addError(Unprocessable)
+  )
+  .add(
+    HttpApiEndpoint.get("listAllocations", "/pools/:poolId/allocations").setPath(Schema.Struct({ poolId: Schema.String }))
+      .addSuccess(PoolAllocations).addError(NotFound).addError(Forbidden)
+      .annotate(OpenApi.Description, "The pool and every allocation made from it, with used amounts and commit tokens: the trail `Reconciliation.verify` checks offline.")
   )
   .addError(Unauthorized)
   .addError(RateLimited)

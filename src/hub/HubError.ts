@@ -53,7 +53,8 @@ export class Unprocessable extends Schema.TaggedError<Unprocessable>()(
       "MANIFEST_NOT_PINNED",
       "INVALID_ENDPOINT",
       "INVALID_AMOUNT",
-      "MANDATE_INVALID"
+      "MANDATE_INVALID",
+      "INVALID_COMMIT_TOKEN"
     ),
     message: Schema.String
   },

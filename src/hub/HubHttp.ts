@@ -139,7 +139,7 @@ const actorOf = (
 /** The HTTP error a ledger failure answers with, per failure (so each endpoint's declared errors still hold). */
 type LedgerHttp<E extends LedgerError> = E extends { readonly _tag: "PoolNotFound" | "AllocationNotFound" } ? NotFound
   : E extends { readonly _tag: "NotGrantee" } ? Forbidden
-  : E extends { readonly _tag: "MandateRefused" | "InvalidAmount" } ? Unprocessable
+  : E extends { readonly _tag: "MandateRefused" | "InvalidAmount" | "CommitTokenRefused" } ? Unprocessable
   : E extends { readonly _tag: "InvalidIdempotencyKey" } ? BadRequest
   : E extends { readonly _tag: "BudgetExhausted" | "AlreadyAllocated" | "IdempotencyKeyReused" | "AlreadyReleased" } ? Conflict
   : Unavailable
@@ -155,6 +155,7 @@ const ledgerHttp = <E extends LedgerError>(e: E): LedgerHttp<E> => {
       return new Forbidden({ code: e.code, message }) as LedgerHttp<E>
     case "MandateRefused":
     case "InvalidAmount":
+    case "CommitTokenRefused":
       return new Unprocessable({ code: e.code, message }) as LedgerHttp<E>
     case "InvalidIdempotencyKey":
       return new BadRequest({ code: e.code, message }) as LedgerHttp<E>
@@ -207,6 +208,7 @@ export const SpendingLive = HttpApiBuilder.group(HubApi, "spending", (handlers) 
         )
       )
       .handle("release", ({ path, payload }) => Effect.flatMap(actor, (did) => Effect.mapError(ledger.release(did, path.allocationId, payload), ledgerHttp)))
+      .handle("listAllocations", ({ path }) => Effect.flatMap(actor, (did) => Effect.mapError(ledger.allocations(did, path.poolId), ledgerHttp)))
   })
 )
 

@@ -24,6 +24,7 @@ import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import { HotReads } from "../sql/Database.js"
 import { classify, isReason, isTriggerAbort, type PersistenceError, summarize } from "../sql/SqlFailure.js"
+import * as CommitToken from "../core/CommitToken.js"
 import { KeyResolver } from "../core/KeyResolver.js"
 import type { Keys } from "../core/Keys.js"
 import { decodeUnverified, type Mandate, verifyMandate } from "../core/Mandate.js"
@@ -55,10 +56,22 @@ export const Allocation = Schema.Struct({
   amountUsd: Schema.Number,
   usedUsd: Schema.NullOr(Schema.Number),
   releasedUsd: Schema.NullOr(Schema.Number),
-  status: Schema.Literal("active", "released")
+  status: Schema.Literal("active", "released"),
+  /** The agent's signed receipt the allocation was released with (docs/protocol.md §13), when one was given. */
+  commitToken: Schema.optional(Schema.String)
 })
 /** An allocation as the ledger reports it. */
 export type Allocation = typeof Allocation.Type
+
+/** A pool with every allocation made from it, in the order they were made: the billing trail to reconcile. */
+export const PoolAllocations = Schema.Struct({
+  pool: Pool,
+  /** What released allocations used, in total. */
+  usedUsd: Schema.Number,
+  allocations: Schema.Array(Allocation)
+})
+/** A pool with every allocation made from it. */
+export type PoolAllocations = typeof PoolAllocations.Type
 
 /** No pool under that id (`NOT_FOUND`). */
 export class PoolNotFound extends Data.TaggedError("PoolNotFound")<{ readonly code: "NOT_FOUND"; readonly message: string }> {}
@@ -87,6 +100,9 @@ export class AlreadyAllocated extends Data.TaggedError("AlreadyAllocated")<{ rea
 /** The idempotency key was used for another child mandate (`IDEMPOTENCY_KEY_REUSED`). */
 export class IdempotencyKeyReused extends Data.TaggedError("IdempotencyKeyReused")<{ readonly code: "IDEMPOTENCY_KEY_REUSED"; readonly message: string }> {}
 
+/** A commit token given with a release does not decode as one, or names another amount than `usedUsd` (`INVALID_COMMIT_TOKEN`). */
+export class CommitTokenRefused extends Data.TaggedError("CommitTokenRefused")<{ readonly code: "INVALID_COMMIT_TOKEN"; readonly message: string }> {}
+
 /** The allocation was already released (`ALREADY_REVOKED`). */
 export class AlreadyReleased extends Data.TaggedError("AlreadyReleased")<{ readonly code: "ALREADY_REVOKED"; readonly message: string }> {}
 
@@ -112,6 +128,7 @@ export type LedgerError =
   | AlreadyAllocated
   | IdempotencyKeyReused
   | AlreadyReleased
+  | CommitTokenRefused
   | LedgerUnavailable
 
 /**
@@ -146,15 +163,21 @@ export interface LedgerApi {
     | IdempotencyKeyReused
     | LedgerUnavailable
   >
-  /** Releases an allocation; what was not used returns to the pool. Only once. */
+  /**
+   * Releases an allocation; what was not used returns to the pool. Only once. A `commitToken` (the agent's signed
+   * receipt for the work) is kept with the allocation; it must decode and name `usedUsd` as its amount. Its
+   * signature is checked offline, by whoever reconciles the pool (`Reconciliation.verify`).
+   */
   readonly release: (
     actor: Actor,
     allocationId: string,
-    input: { readonly usedUsd: number }
+    input: { readonly usedUsd: number; readonly commitToken?: string | undefined }
   ) => Effect.Effect<
     { readonly allocation: Allocation; readonly pool: Pool },
-    AllocationNotFound | PoolNotFound | NotGrantee | InvalidAmount | AlreadyReleased | LedgerUnavailable
+    AllocationNotFound | PoolNotFound | NotGrantee | InvalidAmount | AlreadyReleased | CommitTokenRefused | LedgerUnavailable
   >
+  /** A pool and every allocation made from it, with used amounts and commit tokens (its mandate's grantee only). */
+  readonly allocations: (actor: Actor, poolId: string) => Effect.Effect<PoolAllocations, PoolNotFound | NotGrantee | LedgerUnavailable>
 }
 
 /** The `Ledger` service. */
@@ -183,7 +206,8 @@ export const AllocationRow = Schema.Struct({
   amount_micros: Schema.Number,
   used_micros: Schema.NullOr(Schema.Number),
   created_at: Schema.Number,
-  released_at: Schema.NullOr(Schema.Number)
+  released_at: Schema.NullOr(Schema.Number),
+  commit_token: Schema.optional(Schema.NullOr(Schema.String))
 })
 /** An allocation as stored. */
 export type AllocationRow = typeof AllocationRow.Type
@@ -207,7 +231,8 @@ const toAllocation = (r: AllocationRow): Allocation => ({
   amountUsd: formatUsd(r.amount_micros as Micros),
   usedUsd: r.used_micros === null ? null : formatUsd(r.used_micros as Micros),
   releasedUsd: r.used_micros === null ? null : formatUsd((r.amount_micros - r.used_micros) as Micros),
-  status: r.released_at === null ? "active" : "released"
+  status: r.released_at === null ? "active" : "released",
+  ...(r.commit_token === undefined || r.commit_token === null ? {} : { commitToken: r.commit_token })
 })
 
 const mandateInvalid = (message: string) => new MandateRefused({ code: "MANDATE_INVALID", message })
@@ -337,16 +362,42 @@ export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyReso
         if (used.right > alloc.amount_micros) {
           return yield* Effect.fail(invalidAmount("usedUsd exceeds the allocation"))
         }
+        const commitToken = input.commitToken ?? null
+        if (commitToken !== null) yield* commitTokenFor(commitToken, used.right)
         const now = yield* Clock.currentTimeMillis
         // One statement: migration 0007's trigger returns the unused part to the pool; only the first release matches.
-        const released = yield* q(sql`UPDATE mesh_allocations SET used_micros = ${used.right}, released_at = ${now}
+        const released = yield* q(sql`UPDATE mesh_allocations SET used_micros = ${used.right}, released_at = ${now}, commit_token = ${commitToken}
           WHERE id = ${allocationId} AND released_at IS NULL RETURNING id`).pipe(Effect.map((rows) => rows.length > 0))
         if (!released) return yield* Effect.fail(new AlreadyReleased({ code: "ALREADY_REVOKED", message: `allocation ${allocationId} was already released` }))
         const after = yield* q(sql`SELECT * FROM mesh_allocations WHERE id = ${allocationId}`)
         return { allocation: toAllocation(decodeAllocation(after[0])), pool: toPool(yield* poolRow(alloc.pool_id)) }
+      }),
+    allocations: (actor, poolId) =>
+      Effect.gen(function* () {
+        const pool = yield* poolRow(poolId)
+        yield* ownedBy(actor, pool.grantee)
+        // Pool and allocations in one read transaction, so the totals a reconciler compares are of one moment.
+        const [poolNow, rows] = yield* q(
+          sql.withTransaction(Effect.all([sql`SELECT * FROM mesh_pools WHERE id = ${poolId}`, sql`SELECT * FROM mesh_allocations WHERE pool_id = ${poolId} ORDER BY created_at, id`]))
+        )
+        const allocations = rows.map((r) => decodeAllocation(r))
+        const used = allocations.reduce((sum, a) => sum + (a.released_at === null ? 0 : (a.used_micros ?? 0)), 0)
+        return { pool: toPool(decodePool(poolNow[0])), usedUsd: formatUsd(used as Micros), allocations: allocations.map(toAllocation) }
       })
   }
 })
+
+/** Refuses a commit token that does not decode, or whose amount is not the used amount it comes with. */
+const commitTokenFor = (token: string, used: Micros): Effect.Effect<void, CommitTokenRefused> => {
+  const refused = (message: string) => Effect.fail(new CommitTokenRefused({ code: "INVALID_COMMIT_TOKEN", message }))
+  const receipt = CommitToken.decodeUnverified(token)
+  if (Either.isLeft(receipt)) return refused(`${receipt.left.code}: ${receipt.left.message}`)
+  const amount = parseUsd(receipt.right.amountUsd)
+  if (Either.isLeft(amount) || amount.right !== used) {
+    return refused(`the commit token is for ${receipt.right.amountUsd} USD, the release for ${formatUsd(used)} USD`)
+  }
+  return Effect.void
+}
 
 /** What one allocation statement did: inserted, lost a race on its idempotency key, or was refused. */
 export type ReserveOutcome = "allocated" | "raced" | "exhausted" | "duplicate-child"

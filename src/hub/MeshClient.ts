@@ -267,9 +267,16 @@ export const make = (options: MeshClientOptions) =>
         ledgerCall(input, (c) =>
           c.spending.allocate({ path: { poolId: input.poolId }, payload: { childMandate: input.childMandate, idempotencyKey: input.idempotencyKey } })
         ),
-      /** Releases an allocation (the pool mandate's grantee only). */
-      release: (input: { readonly allocationId: string; readonly usedUsd: number } & LedgerAuth) =>
-        ledgerCall(input, (c) => c.spending.release({ path: { allocationId: input.allocationId }, payload: { usedUsd: input.usedUsd } }))
+      /** Releases an allocation (the pool mandate's grantee only), with the agent's commit token for the work, if any. */
+      release: (input: { readonly allocationId: string; readonly usedUsd: number; readonly commitToken?: string } & LedgerAuth) =>
+        ledgerCall(input, (c) =>
+          c.spending.release({
+            path: { allocationId: input.allocationId },
+            payload: { usedUsd: input.usedUsd, ...(input.commitToken === undefined ? {} : { commitToken: input.commitToken }) }
+          })
+        ),
+      /** A pool with every allocation made from it, used amounts and commit tokens (its mandate's grantee only). */
+      listAllocations: (poolId: string, auth: LedgerAuth = {}) => ledgerCall(auth, (c) => c.spending.listAllocations({ path: { poolId } }))
     }
 
     const ttl = options.keyCacheTtlMs ?? 30_000

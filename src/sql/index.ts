@@ -4,6 +4,7 @@
  */
 export * as AgentMemorySql from "./AgentMemorySql.js"
 export * as Database from "./Database.js"
+export * as IdempotencyStoreSql from "./IdempotencyStoreSql.js"
 export * as NonceStoreSql from "./NonceStoreSql.js"
 export * as RegistryStore from "./RegistryStore.js"
 export * as SqlFailure from "./SqlFailure.js"
