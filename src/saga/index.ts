@@ -5,6 +5,7 @@
  */
 export * as Saga from "./Saga.js"
 export * as SagaApi from "./SagaApi.js"
+export * as SagaClient from "./SagaClient.js"
 export * as SagaHttp from "./SagaHttp.js"
 export * as SagaHub from "./SagaHub.js"
 export * as SagaScheduler from "./SagaScheduler.js"
