@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as jose from "jose"
 import { decodeUnverified, digestResult, sign, verify, type CommitReceipt } from "../src/core/CommitToken.js"
 import { KeyRevoked } from "../src/core/Did.js"
 import { Keys } from "../src/core/Keys.js"
@@ -112,4 +113,19 @@ describe.each(layers)("CommitToken (%s)", (_name, layer) => {
         assert.strictEqual(yield* codeOf(sign(yield* receipt(bad), key)), "INVALID_RECEIPT", JSON.stringify(bad))
       }
     }).pipe(Effect.provide(layer)))
+})
+
+describe("CommitToken interop with jose", () => {
+  it.effect("a stock JOSE library verifies the vector tokens from the issuer's public JWK and reads the same receipt", () =>
+    Effect.gen(function* () {
+      const x = Buffer.from(fromHex(issuer.publicKeyHex)).toString("base64url")
+      const key = yield* Effect.promise(() => jose.importJWK({ kty: "OKP", crv: "Ed25519", x }, "EdDSA"))
+      for (const v of vectors.tokens) {
+        const { payload, protectedHeader } = yield* Effect.promise(() => jose.compactVerify(v.token, key, { algorithms: ["EdDSA"] }))
+        assert.deepStrictEqual(protectedHeader, { alg: "EdDSA", kid: `${issuer.did}#key-1`, typ: "commit+jwt" })
+        assert.deepStrictEqual(JSON.parse(new TextDecoder().decode(payload)), v.signed)
+      }
+      const tampered = vectors.invalid[0]!.token
+      assert.isTrue(yield* Effect.promise(() => jose.compactVerify(tampered, key).then(() => false, () => true)))
+    }))
 })

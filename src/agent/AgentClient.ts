@@ -67,7 +67,7 @@ export type CallResult = RunReply | ApprovalRequired
 /** One event of a streamed call. */
 export type StreamEvent =
   | { readonly type: "chunk"; readonly text: string }
-  | { readonly type: "done"; readonly message: string; readonly sessionId: string }
+  | { readonly type: "done"; readonly message: string; readonly sessionId: string; readonly commitToken?: string }
   | ({ readonly type: "approval_required" } & ApprovalRequired)
 
 /** Client settings. */
@@ -232,7 +232,12 @@ const toEvent = (e: Sse.SseEvent): Effect.Effect<StreamEvent | undefined, AgentC
     case "chunk":
       return Effect.succeed({ type: "chunk", text: String(data.text ?? "") })
     case "done":
-      return Effect.succeed({ type: "done", message: String(data.message ?? ""), sessionId: String(data.sessionId ?? "") })
+      return Effect.succeed({
+        type: "done",
+        message: String(data.message ?? ""),
+        sessionId: String(data.sessionId ?? ""),
+        ...(typeof data.commitToken === "string" ? { commitToken: data.commitToken } : {})
+      })
     case "approval_required":
       return Effect.succeed({ type: "approval_required", ...(data as unknown as ApprovalRequired) })
     case "error":

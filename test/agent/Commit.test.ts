@@ -1,7 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as AgentServer from "../../src/agent/AgentServer.js"
+import { signApproval } from "../../src/core/Approval.js"
 import { digestResult, verify } from "../../src/core/CommitToken.js"
+import { generateDid } from "../../src/core/Did.js"
+import { issueTaskMandate } from "../../src/core/Mandate.js"
 import { fromBase64 } from "../../src/core/internal/bytes.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
 import { post, readSse } from "./support.js"
@@ -122,6 +125,42 @@ describe("commit tokens on /v1/run", () => {
         assert.strictEqual(done.event, "done")
         const receipt = yield* verify(done.data.commitToken, fromBase64(agent.publicKeyB64))
         assert.strictEqual(receipt.resultDigest, yield* digestResult("once upon"))
+      })
+    ))
+
+  it.live("a run paused at a human gate gets its commit token when it completes after /v1/resume", () =>
+    provide(
+      Effect.gen(function* () {
+        const user = yield* generateDid("user")
+        const assistant = yield* generateDid("assistant")
+        const agent = yield* AgentServer.make({
+          name: "assistant",
+          did: assistant.did,
+          privateKey: assistant.privateKey,
+          capabilities: ["send_email"],
+          database: ":memory:",
+          resolveCallerKey: (did) => (did === user.did ? user.publicKey : null),
+          handler: async ({ guard, reportCost }) => {
+            await guard("send_email")
+            reportCost("0.25")
+            return "sent"
+          }
+        })
+        const mandate = yield* issueTaskMandate({
+          grantorDid: user.did,
+          granteeDid: assistant.did,
+          privateKey: user.privateKey,
+          constraints: { allowed: ["send_email"], humanGates: ["send_email"], maxDelegationDepth: 0 }
+        })
+        const paused = yield* post(`${agent.url}/v1/run`, { message: "mail bob", mandate: mandate.token, commit: { sagaId: "s", step: "mail", amountUsd: "1" } })
+        assert.strictEqual(paused.status, 202)
+        assert.notProperty(paused.body, "commitToken")
+        const taskId: string = paused.body.approvalRequired.taskId
+        const approval = yield* signApproval({ taskId, capability: "send_email" }, user.did, user.privateKey)
+        const resumed = yield* post(`${agent.url}/v1/resume`, { taskId, approval })
+        assert.strictEqual(resumed.status, 200, JSON.stringify(resumed.body))
+        const receipt = yield* verify(resumed.body.commitToken, fromBase64(agent.publicKeyB64))
+        assert.deepInclude(receipt, { sagaId: "s", step: "mail", capability: "send_email", amountUsd: "0.25" })
       })
     ))
 })

@@ -1,7 +1,12 @@
+import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import { assert, describe, it } from "@effect/vitest"
+import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
 import * as TestClock from "effect/TestClock"
+import * as AgentClient from "../../src/agent/AgentClient.js"
 import * as AgentServer from "../../src/agent/AgentServer.js"
+import { generateDid } from "../../src/core/Did.js"
 import { verify } from "../../src/core/CommitToken.js"
 import { fromBase64 } from "../../src/core/internal/bytes.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
@@ -197,5 +202,34 @@ describe("Idempotency-Key on /v1/run", () => {
         const again = yield* post(`${agent.url}/v1/run`, { message: "x" }, keyed("k"))
         assert.deepStrictEqual([again.body.message, counter.runs], ["booked x #2", 2])
       })
+    ))
+
+  it.live("AgentClient over mesh-sig: capability, commit and idempotencyKey; a retry gets the same signed receipt and the handler ran once", () =>
+    provide(
+      Effect.gen(function* () {
+        const planner = yield* generateDid("planner")
+        const { counter, options } = counting({ auth: "mesh-sig", resolveCallerKey: (did) => (did === planner.did ? planner.publicKey : null) })
+        const agent = yield* AgentServer.make(options)
+        const client = yield* AgentClient.make()
+        const call = client.call(agent.url, "flight", {
+          signAs: { did: planner.did, privateKey: planner.privateKey },
+          capability: "book",
+          commit: { sagaId: "saga_7", step: "flight", amountUsd: "12" },
+          idempotencyKey: "saga_7:flight"
+        })
+        const first = yield* call
+        const second = yield* call
+        assert.strictEqual(counter.runs, 1)
+        assert.deepStrictEqual(second, first)
+        const token = "commitToken" in first ? first.commitToken : undefined
+        const receipt = yield* verify(token ?? "", fromBase64(agent.publicKeyB64))
+        assert.deepInclude(receipt, { sagaId: "saga_7", step: "flight", capability: "book", amountUsd: "12", issuer: "did:mesh:booker" })
+        // A streamed call carries the receipt in its done event.
+        const events = yield* Stream.runCollect(
+          client.stream(agent.url, "hotel", { signAs: { did: planner.did, privateKey: planner.privateKey }, commit: { sagaId: "saga_7", step: "hotel" } })
+        )
+        const done = Chunk.toReadonlyArray(events).at(-1)
+        assert.strictEqual((yield* verify(done?.type === "done" ? (done.commitToken ?? "") : "", fromBase64(agent.publicKeyB64))).step, "hotel")
+      }).pipe(Effect.provide(FetchHttpClient.layer))
     ))
 })
