@@ -204,7 +204,7 @@ const layerWorkflow = (options: SchedulerOptions) =>
                 Effect.catchAll((e) => refund(e.code, e.message))
               )
             if (!("message" in reply)) return yield* refund("HUMAN_GATE_REQUIRED", "a saga step cannot pause at a human gate")
-            const commitToken = (reply as { readonly commitToken?: string }).commitToken
+            const commitToken = reply.commitToken
             let used = step.budgetMicros
             if (commitToken !== undefined) {
               const receipt = yield* verifyCommitToken(commitToken, resolver).pipe(
