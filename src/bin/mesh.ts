@@ -15,7 +15,7 @@ import * as Layer from "effect/Layer"
 import * as Config from "effect/Config"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
-import { createKey, DEFAULT_DATABASE, keygen, runAgent, runHub, runPlatform } from "../cli/Cli.js"
+import { createKey, DEFAULT_DATABASE, keygen, runAgent, runHub, runPlatform, runSagaFile, sagaStatus } from "../cli/Cli.js"
 import * as KeysNative from "../node/KeysNative.js"
 import { VERSION } from "../core/Version.js"
 
@@ -50,7 +50,12 @@ const probePort = Options.integer("probe-port").pipe(
 )
 const newAdminKey = Options.boolean("new-admin-key").pipe(Options.withDescription("issue a new admin credential on this start (after the old one was revoked or lost)"))
 
-const hubCommand = Command.make("hub", { port, host, db, publicUrl, newAdminKey, probePort, allowedHosts, allowedOrigins, logLevel }, (args) =>
+const sagaIdentity = Options.file("saga-identity").pipe(
+  Options.optional,
+  Options.withDescription("identity file (`mesh keygen`) of the saga runner: with it the hub also runs sagas (/v1/sagas) as this DID")
+)
+
+const hubCommand = Command.make("hub", { port, host, db, publicUrl, newAdminKey, probePort, sagaIdentity, allowedHosts, allowedOrigins, logLevel }, (args) =>
   runHub(args).pipe(Logger.withMinimumLogLevel(LogLevel.fromLiteral(args.logLevel === "warning" ? "Warning" : args.logLevel === "debug" ? "Debug" : args.logLevel === "error" ? "Error" : "Info")))
 ).pipe(Command.withDescription("run a hub: registry, spending ledger and platform API on a SQLite file; stops cleanly on SIGINT/SIGTERM"))
 
@@ -84,11 +89,21 @@ const agentCommand = Command.make("agent", { module: agentModule, port: agentPor
   runAgent(args).pipe(Logger.withMinimumLogLevel(LogLevel.fromLiteral(args.logLevel === "warning" ? "Warning" : args.logLevel === "debug" ? "Debug" : args.logLevel === "error" ? "Error" : "Info")))
 ).pipe(Command.withDescription("run the agent a module exports (POST /v1/run, /v1/resume, /health, /.well-known/mesh-agent.json)"))
 
+const sagaFile = Args.file({ name: "file", exists: "yes" }).pipe(Args.withDescription("the saga as JSON: { mandate, steps: [{ name, agentDid | didHash, capability, params, budgetUsd, compensation }] }"))
+const sagaRun = Command.make("run", { hubUrl, file: sagaFile }, (args) => runSagaFile(args)).pipe(
+  Command.withDescription("start a saga on the hub, print its progress, then its end")
+)
+const sagaId = Args.text({ name: "id" }).pipe(Args.withDescription("the saga's id"))
+const sagaStatusCommand = Command.make("status", { hubUrl, sagaId }, (args) => sagaStatus({ hubUrl: args.hubUrl, sagaId: args.sagaId })).pipe(
+  Command.withDescription("print a saga's state")
+)
+const sagaCommand = Command.make("saga").pipe(Command.withDescription("run sagas on a hub"), Command.withSubcommands([sagaRun, sagaStatusCommand]))
+
 const keysCommand = Command.make("keys").pipe(Command.withDescription("manage API keys"), Command.withSubcommands([keysCreate]))
 
 const mesh = Command.make("mesh").pipe(
   Command.withDescription("agent-mesh: identities, signed envelopes and mandates for meshes of AI agents"),
-  Command.withSubcommands([keygenCommand, hubCommand, platformCommand, agentCommand, keysCommand])
+  Command.withSubcommands([keygenCommand, hubCommand, platformCommand, agentCommand, keysCommand, sagaCommand])
 )
 
 const cli = Command.run(mesh, { name: "mesh", version: VERSION })

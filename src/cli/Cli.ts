@@ -14,6 +14,7 @@ import * as MeshClient from "../hub/MeshClient.js"
 import { VERSION } from "../core/Version.js"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 import type { PlatformError } from "@effect/platform/Error"
 import * as Either from "effect/Either"
 import * as ParseResult from "effect/ParseResult"
@@ -22,6 +23,9 @@ import { importPublicKey, Keys, type MalformedKey } from "../core/Keys.js"
 import { equalBytes, randomBytes, toBase64, toHex } from "../core/internal/bytes.js"
 import { tryParseJsonStrict } from "../core/internal/json.js"
 import * as AgentServer from "../agent/AgentServer.js"
+import { type SagaEvent, SagaInput } from "../saga/Saga.js"
+import * as SagaClient from "../saga/SagaClient.js"
+import * as SagaHub from "../saga/SagaHub.js"
 import type * as Serve from "../http/Serve.js"
 import * as NodePath from "node:path"
 import { pathToFileURL } from "node:url"
@@ -159,20 +163,25 @@ export const runHub = (
     readonly publicUrl?: Option.Option<string>
     readonly newAdminKey?: boolean
     readonly probePort?: Option.Option<number>
+    /** An identity file (`mesh keygen`): the hub runs sagas as this DID, which callers grant their mandates to. */
+    readonly sagaIdentity?: Option.Option<string>
   } & ServingFlags
 ) =>
   Effect.scoped(
     Effect.gen(function* () {
       const publicUrl = Option.getOrUndefined(args.publicUrl ?? Option.none())
       if (publicUrl !== undefined) yield* checkHttpUrl(publicUrl)
-      const hub = yield* Hub.start({
+      const options: Hub.HubOptions = {
         database: args.db,
         port: args.port,
         host: args.host,
         serving: { ...servingOf(args), ...Option.match(args.probePort ?? Option.none(), { onNone: () => ({}), onSome: (probePort) => ({ probePort }) }) },
         ...(publicUrl === undefined ? {} : { publicUrl }),
         ...(args.newAdminKey === true ? { newAdminKey: true } : {})
-      })
+      }
+      const sagaFile = Option.getOrUndefined(args.sagaIdentity ?? Option.none())
+      const runner = sagaFile === undefined ? undefined : yield* readIdentityFile(sagaFile)
+      const hub = runner === undefined ? yield* Hub.start(options) : yield* SagaHub.start({ ...options, runner: { did: runner.did, privateKey: runner.privateKeyPkcs8B64 } })
       if (Option.isSome(hub.admin)) {
         yield* Console.log(`admin credential (shown once, store it now; send as "Authorization: Bearer <key>"):\n${hub.admin.value.apiKey}\n`)
       }
@@ -181,6 +190,7 @@ export const runHub = (
       yield* Console.log(`  registry   ${hub.url}/v1/agents`)
       yield* Console.log(`  platform   ${hub.url}/api/status`)
       yield* Console.log(`  docs       ${hub.url}/docs  (OpenAPI: ${hub.url}/openapi.json)`)
+      if (runner !== undefined) yield* Console.log(`  sagas      ${hub.url}/v1/sagas  (runner ${runner.did}: grant mandates to it)`)
       if (hub.probeUrl !== undefined) yield* Console.log(`  probe      ${hub.probeUrl}/health`)
       yield* Console.log(`  database   ${args.db}`)
       yield* Effect.logInfo("hub started")
@@ -280,3 +290,54 @@ export const runAgent = (args: {
       return yield* Effect.never
     })
   ).pipe(Effect.onInterrupt(() => Console.log("agent stopped")))
+
+/** One progress event as a line of `mesh saga run`. */
+export const formatSagaEvent = (e: SagaEvent): string => {
+  const d = e.data as Record<string, unknown>
+  const detail =
+    e.type === "step_started"
+      ? ` ${String(d.capability)} on ${String(d.agentDid)}, budget ${String(d.budgetUsd)} USD`
+      : e.type === "step_committed"
+        ? ` used ${String(d.usedUsd)} USD`
+        : typeof d.code === "string"
+          ? ` ${d.code}${typeof d.message === "string" ? `: ${d.message}` : ""}`
+          : ""
+  return `${String(e.seq).padStart(3)} ${e.type}${e.step === null ? "" : ` ${e.step}`}${detail}`
+}
+
+const sagaCallFailed = (e: SagaClient.SagaCallError) => new CliError({ code: "INVALID_ARGUMENT", message: `${e.code}: ${e.message}` })
+
+/** Reads a saga file (`{ mandate, steps }`, strict JSON) for `mesh saga run`. */
+export const readSagaFile = (file: string): Effect.Effect<SagaInput, CliError, FileSystem.FileSystem> =>
+  Effect.gen(function* () {
+    const fs = yield* FileSystem.FileSystem
+    const text = yield* Effect.mapError(fs.readFileString(file), (e) => new CliError({ code: "IO_ERROR", message: `cannot read ${file}: ${e.message}` }))
+    const parsed = tryParseJsonStrict(text)
+    if (!parsed.ok) return yield* Effect.fail(new CliError({ code: "INVALID_ARGUMENT", message: `${file}: ${parsed.error.message}` }))
+    return yield* Effect.mapError(
+      Schema.decodeUnknown(SagaInput)(parsed.value),
+      (e) => new CliError({ code: "INVALID_ARGUMENT", message: `${file}: ${ParseResult.TreeFormatter.formatErrorSync(e)}` })
+    )
+  })
+
+/** `mesh saga run <file>`: starts the saga, prints each progress event, then the saga as it ended (JSON). */
+export const runSagaFile = (args: { readonly hubUrl: string; readonly file: string }) =>
+  Effect.gen(function* () {
+    const input = yield* readSagaFile(args.file)
+    const client = yield* SagaClient.make({ hubUrl: args.hubUrl })
+    const started = yield* Effect.mapError(client.startSaga(input), sagaCallFailed)
+    yield* Console.log(`saga ${started.sagaId} started on ${args.hubUrl}`)
+    yield* Effect.mapError(Stream.runForEach(client.sagaEvents(started.sagaId), (e) => Console.log(formatSagaEvent(e))), sagaCallFailed)
+    const ended = yield* Effect.mapError(client.getSaga(started.sagaId), sagaCallFailed)
+    yield* Console.log(JSON.stringify(ended, null, 2))
+    return ended
+  }).pipe(Effect.provide(FetchHttpClient.layer))
+
+/** `mesh saga status <id>`: the saga's state (JSON). */
+export const sagaStatus = (args: { readonly hubUrl: string; readonly sagaId: string }) =>
+  Effect.gen(function* () {
+    const client = yield* SagaClient.make({ hubUrl: args.hubUrl })
+    const saga = yield* Effect.mapError(client.getSaga(args.sagaId), sagaCallFailed)
+    yield* Console.log(JSON.stringify(saga, null, 2))
+    return saga
+  }).pipe(Effect.provide(FetchHttpClient.layer))

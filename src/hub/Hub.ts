@@ -92,8 +92,25 @@ export const layerServices = (
   Registry.Registry | Ledger.Ledger | Platform.Platform | RegistryStore.RegistryStore | KeyResolver | NonceStore,
   Database.DatabaseError,
   Keys
-> => {
+> => servicesOn(options, Database.layerSqlite(options.database))
+
+/**
+ * `layerServices` with the database kept in its output, for an assembly that adds stores of its own on the same
+ * connection (`SagaHub`).
+ */
+export const layerServicesWithDatabase = (options: Pick<HubOptions, "database" | "rateLimit" | "writeQuota" | "challengePurge" | "limits" | "nonces">) => {
   const db = Database.layerSqlite(options.database)
+  return Layer.merge(servicesOn(options, db), db)
+}
+
+const servicesOn = (
+  options: Pick<HubOptions, "database" | "rateLimit" | "writeQuota" | "challengePurge" | "limits" | "nonces">,
+  db: ReturnType<typeof Database.layerSqlite>
+): Layer.Layer<
+  Registry.Registry | Ledger.Ledger | Platform.Platform | RegistryStore.RegistryStore | KeyResolver | NonceStore,
+  Database.DatabaseError,
+  Keys
+> => {
   const store = RegistryStore.layer.pipe(Layer.provide(db))
   const registry = Registry.layerWith({
     ...(options.writeQuota === undefined ? {} : { writeQuota: options.writeQuota }),

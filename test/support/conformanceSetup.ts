@@ -11,7 +11,7 @@ import { afterEach, expect } from "vitest"
 import type { Check } from "./openApiConformance.js"
 
 /** The test files whose responses are checked. */
-export const CHECKED_FILES = /[\\/]test[\\/](hub|agent)[\\/]|[\\/]test[\\/]OpenApiConformance\.test\.ts$/
+export const CHECKED_FILES = /[\\/]test[\\/](hub|agent|saga)[\\/]|[\\/]test[\\/]OpenApiConformance\.test\.ts$/
 
 /**
  * What the recorder did in this file: responses checked, and contradictions not yet reported (a test that provokes

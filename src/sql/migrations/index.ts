@@ -16,6 +16,7 @@ import m0010 from "./0010_search_index.js"
 import m0011 from "./0011_hub_hardening.js"
 import m0012 from "./0012_pool_owner_is_grantee.js"
 import m0014 from "./0014_idempotency_and_commit_tokens.js"
+import m0015 from "./0015_sagas.js"
 
 /** The migration record handed to `Migrator.fromRecord` (a record survives bundling, a glob does not). */
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
@@ -31,5 +32,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0010_search_index": m0010,
   "0011_hub_hardening": m0011,
   "0012_pool_owner_is_grantee": m0012,
-  "0014_idempotency_and_commit_tokens": m0014
+  "0014_idempotency_and_commit_tokens": m0014,
+  "0015_sagas": m0015
 }

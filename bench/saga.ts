@@ -1,0 +1,114 @@
+/**
+ * Saga overhead: the latency of one saga step beside one direct `callAgent` to the same agent, both from the hub's
+ * process. Target: a step costs at most 1.5× a direct call (ratio of rates ≥ 0.667).
+ *
+ * Setup: `SagaHub.start` on a temp SQLite file (the durable engine, @effect/cluster `SingleRunner`), its runner and
+ * one echo agent (mesh-sig, `database: ":memory:"`, resolving keys through the hub) registered, a buyer's intent of
+ * 1,000,000 USD granted to the runner. Direct: `AgentClient.call(agentUrl, …, { signAs: runner })`, sequentially.
+ * Saga: `scheduler.run` of a 5-step saga (each step 0.01 USD on the same agent), sequentially; a step's latency is
+ * the saga's (submit to end) divided by 5, so it includes the allocation, the payment mandate, the journal, the
+ * idempotent call with its commit token, the verification of the token and the release. Rounds interleave (20
+ * direct calls, then 2 sagas), 7 rounds after a warm-up, medians of every call and every saga.
+ *
+ * Also printed: the rows the engine journals per step (inserts into `cluster_messages` and `cluster_replies`) and the
+ * rows the scheduler writes per step (events; the step row's three updates are not counted).
+ *
+ * Run: `npm run bench -- saga` (or `npx tsx bench/saga.ts`).
+ */
+import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
+import BetterSqlite3 from "better-sqlite3"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
+import * as LogLevel from "effect/LogLevel"
+import * as Option from "effect/Option"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import * as AgentClient from "../src/agent/AgentClient.js"
+import * as AgentServer from "../src/agent/AgentServer.js"
+import { generateDid, type MeshIdentity } from "../src/core/Did.js"
+import { issueIntentMandate } from "../src/core/Mandate.js"
+import * as MeshClient from "../src/hub/MeshClient.js"
+import * as KeysNative from "../src/node/KeysNative.js"
+import * as SagaHub from "../src/saga/SagaHub.js"
+import { median, report } from "./harness.js"
+
+const STEPS = 5
+
+const count = (db: string) => {
+  const c = new BetterSqlite3(db, { readonly: true })
+  try {
+    const n = (sql: string) => (c.prepare(sql).get() as { n: number }).n
+    const hasJournal = c.prepare("SELECT 1 FROM sqlite_master WHERE name = 'cluster_messages'").get() !== undefined
+    return {
+      journal: hasJournal ? n("SELECT (SELECT COUNT(*) FROM cluster_messages) + (SELECT COUNT(*) FROM cluster_replies) AS n") : 0,
+      events: n("SELECT COUNT(*) AS n FROM mesh_saga_events")
+    }
+  } finally {
+    c.close()
+  }
+}
+
+const program = Effect.gen(function* () {
+  const database = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "mesh-bench-saga-")), "hub.db")
+  const runner = yield* generateDid("bench-runner")
+  const hub = yield* SagaHub.start({ database, runner: { did: runner.did, privateKey: runner.privateKey }, ...(process.env.SAGA_BENCH_MEMORY === "1" ? { memoryEngine: true } : {}) })
+  const registry = yield* MeshClient.make({ hubUrl: hub.url, apiKey: Option.getOrThrow(hub.admin).apiKey })
+  const register = (identity: MeshIdentity, endpointUrl: string) =>
+    Effect.flatMap(registry.createApiKey({ owner: identity.did }), (key) =>
+      registry.registerAgent({ identity, endpointUrl, manifest: { name: identity.did, meshProtocolVersion: "1.0", capabilities: ["echo"] }, apiKey: key.apiKey })
+    )
+  yield* register(runner, "http://127.0.0.1:9/runner")
+  const echo = yield* generateDid("bench-echo")
+  const agent = yield* AgentServer.make({ name: "echo", did: echo.did, privateKey: echo.privateKey, auth: "mesh-sig", hubUrl: hub.url, database: ":memory:", handler: ({ message }) => message })
+  yield* register(echo, agent.url)
+  const buyer = yield* generateDid("bench-buyer")
+  yield* register(buyer, "http://127.0.0.1:9/buyer")
+  const mandate = (yield* issueIntentMandate({ grantorDid: buyer.did, granteeDid: runner.did, constraints: { spendLimitUsd: 1_000_000 }, privateKey: buyer.privateKey })).token
+  const client = yield* AgentClient.make()
+  const steps = Array.from({ length: STEPS }, (_, i) => ({ name: `s${i}`, agentDid: echo.did, capability: "echo", budgetUsd: 0.01 }))
+
+  const direct = (samples: Array<number>) =>
+    Effect.gen(function* () {
+      const t0 = performance.now()
+      yield* client.call(agent.url, "echo", { signAs: runner })
+      samples.push(performance.now() - t0)
+    })
+  const saga = (samples: Array<number>) =>
+    Effect.gen(function* () {
+      const t0 = performance.now()
+      const r = yield* hub.scheduler.run(buyer.did, { mandate, steps })
+      if (r.status !== "committed") return yield* Effect.dieMessage(`saga ended ${r.status}: ${JSON.stringify(r)}`)
+      samples.push((performance.now() - t0) / STEPS)
+    })
+
+  const warm: Array<number> = []
+  for (let i = 0; i < 40; i++) yield* direct(warm)
+  for (let i = 0; i < 4; i++) yield* saga(warm)
+  const before = count(database)
+  const calls: Array<number> = []
+  const perStep: Array<number> = []
+  for (let round = 0; round < 7; round++) {
+    for (let i = 0; i < 20; i++) yield* direct(calls)
+    for (let i = 0; i < 2; i++) yield* saga(perStep)
+  }
+  const after = count(database)
+  const stepsRun = perStep.length * STEPS
+  const d = median(calls)
+  const s = median(perStep)
+  console.log(`\ndirect callAgent median ${d.toFixed(2)} ms; saga step median ${s.toFixed(2)} ms (${(s / d).toFixed(2)}× a direct call)`)
+  console.log(`journal rows per step (cluster_messages + cluster_replies): ${((after.journal - before.journal) / stepsRun).toFixed(1)}; saga events per step: ${((after.events - before.events) / stepsRun).toFixed(1)}`)
+  report("saga", [
+    { figure: { name: `saga step (steps/s, ${STEPS}-step sagas)`, opsPerSecond: 1000 / s }, baseline: { name: "direct callAgent (calls/s)", opsPerSecond: 1000 / d }, target: 0.667 }
+  ])
+}).pipe(
+  Effect.scoped,
+  Effect.provide(Layer.merge(FetchHttpClient.layer, KeysNative.layer)),
+  Logger.withMinimumLogLevel(LogLevel.Error)
+)
+
+/** Runs the suite. */
+export const run = (): Promise<void> => Effect.runPromise(program)
+
+if (import.meta.url === `file://${process.argv[1]}`) await run()

@@ -1,0 +1,65 @@
+/**
+ * The saga endpoints of a hub, as an `HttpApiGroup`, and `SagaHubApi`: the hub's contract with that group added.
+ * The group lives here, not in `hub/`, because its handlers need the scheduler, which needs the agent client (a floor
+ * above the hub); the hub's own groups are reused as they are, so the served document lists both (docs/sagas.md).
+ *
+ * Floor: saga (docs/architecture.md §3).
+ */
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
+import * as OpenApi from "@effect/platform/OpenApi"
+import * as Schema from "effect/Schema"
+import { BadRequest, NotFound, Unavailable } from "../hub/HubError.js"
+import { HubApi } from "../hub/HubApi.js"
+import { SagaInput, SagaResult } from "./Saga.js"
+
+/** A saga refused before it ran: an unknown agent, a budget above the mandate, a mandate that does not verify. */
+export class SagaUnprocessable extends Schema.TaggedError<SagaUnprocessable>()(
+  "SagaUnprocessable",
+  { code: Schema.Literal("AGENT_NOT_FOUND", "LIMIT_EXCEEDED", "INVALID_AMOUNT", "MANDATE_INVALID"), message: Schema.String },
+  HttpApiSchema.annotations({ status: 422 })
+) {}
+
+const SagaPath = Schema.Struct({ sagaId: Schema.String })
+
+// The events endpoint answers with Server-Sent Events; HttpApi declares JSON bodies, so the media type is written here.
+const asEventStream = (operation: Record<string, unknown>): Record<string, unknown> => {
+  const responses = operation.responses as Record<string, { readonly content?: object }> | undefined
+  const ok = responses?.["200"]
+  if (responses === undefined || ok === undefined) return operation
+  const stream = { schema: { type: "string", description: "Server-Sent Events, one per progress event (id = seq, event = type, data = the SagaEvent as JSON); the stream ends after the saga's final event." } }
+  return { ...operation, responses: { ...responses, "200": { ...ok, content: { "text/event-stream": stream } } } }
+}
+
+/** Sagas: start one, read its state, follow its progress. */
+export class SagaGroup extends HttpApiGroup.make("sagas")
+  .add(
+    HttpApiEndpoint.post("startSaga", "/sagas")
+      .setPayload(SagaInput)
+      .addSuccess(SagaResult, { status: 202 })
+      .addError(SagaUnprocessable)
+      .addError(NotFound)
+      .annotate(OpenApi.Description, "Starts a saga under the caller's spending mandate, granted to the hub's saga runner; answers at once with status running.")
+  )
+  .add(
+    HttpApiEndpoint.get("getSaga", "/sagas/:sagaId")
+      .setPath(SagaPath)
+      .addSuccess(SagaResult)
+      .addError(NotFound)
+      .annotate(OpenApi.Description, "A saga's state: status, steps, commit tokens.")
+  )
+  .add(
+    HttpApiEndpoint.get("sagaEvents", "/sagas/:sagaId/events")
+      .setPath(SagaPath)
+      .addSuccess(Schema.String)
+      .addError(NotFound)
+      .annotate(OpenApi.Description, "A saga's progress as Server-Sent Events, from the event after Last-Event-ID (all without it).")
+      .annotate(OpenApi.Transform, asEventStream)
+  )
+  .prefix("/v1")
+  .addError(BadRequest)
+  .addError(Unavailable) {}
+
+/** The hub's contract with the saga endpoints: what `SagaHub` serves and documents at `/openapi.json`. */
+export class SagaHubApi extends HubApi.add(SagaGroup) {}

@@ -1,0 +1,76 @@
+/**
+ * A hub that also runs sagas: the hub's services, the saga scheduler on the same database (its workflow journal in
+ * @effect/cluster's tables beside the hub's), and the hub's contract with the saga endpoints, served on the lean
+ * path. `mesh hub` starts this when it is given a saga runner identity; `Hub.start` stays the hub without sagas,
+ * which imports no workflow engine.
+ *
+ * Sagas left running by a previous process on the same database resume when this starts: the engine finds their
+ * journals and runs them on.
+ *
+ * Floor: saga (docs/architecture.md §3).
+ */
+import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
+import * as AgentClient from "../agent/AgentClient.js"
+import type { Keys } from "../core/Keys.js"
+import * as Hub from "../hub/Hub.js"
+import { HubPublicUrl } from "../hub/HubHttp.js"
+import * as Registry from "../hub/Registry.js"
+import * as Serve from "../http/Serve.js"
+import * as Database from "../sql/Database.js"
+import { SagaHubApi } from "./SagaApi.js"
+import { SagaHubHandlers } from "./SagaHttp.js"
+import * as SagaScheduler from "./SagaScheduler.js"
+
+/** How to run a hub with sagas. */
+export interface SagaHubOptions extends Hub.HubOptions, SagaScheduler.SchedulerOptions {
+  /** Use the in-memory workflow engine (not durable; tests). Default false. */
+  readonly memoryEngine?: boolean
+}
+
+/** A running hub with sagas. */
+export interface RunningSagaHub extends Hub.RunningHub {
+  /** The scheduler, for callers in the same process. */
+  readonly scheduler: SagaScheduler.SagaSchedulerApi
+}
+
+/** The hub's services with the scheduler over them; needs `Keys`. */
+export const layerServices = (options: SagaHubOptions) => {
+  const services = Hub.layerServicesWithDatabase(options)
+  const scheduler = (options.memoryEngine === true ? SagaScheduler.layerTest : SagaScheduler.layer)(options).pipe(
+    Layer.provide(Layer.mergeAll(SagaScheduler.layerAgentsFromRegistry, AgentClient.layer().pipe(Layer.provide(FetchHttpClient.layer)))),
+    Layer.provideMerge(services)
+  )
+  return scheduler
+}
+
+/** Starts a hub with sagas; it stops when the scope closes. */
+export const start = (options: SagaHubOptions): Effect.Effect<RunningSagaHub, Database.DatabaseError | Serve.ServeError, Scope.Scope | Keys> =>
+  Effect.gen(function* () {
+    const services = yield* Layer.build(layerServices(options))
+    const server = yield* Serve.make(SagaHubApi, SagaHubHandlers, {
+      ...Serve.withPublicUrl(options.serving, options.publicUrl),
+      port: options.port ?? 0,
+      host: options.host ?? "127.0.0.1",
+      ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes })
+    }).pipe(
+      Effect.provide(services),
+      options.publicUrl === undefined ? (e) => e : Effect.provideService(HubPublicUrl, options.publicUrl)
+    )
+    const registry = Context.get(services, Registry.Registry)
+    const admin = yield* Effect.mapError(
+      options.newAdminKey === true ? Effect.map(registry.issueAdminKey, Option.some) : registry.ensureAdmin,
+      (e) => new Database.DatabaseError({ code: "DATABASE_ERROR", message: `cannot create the admin credential: ${e.message}` })
+    )
+    return {
+      url: server.url,
+      port: server.port,
+      ...(server.probeUrl === undefined ? {} : { probeUrl: server.probeUrl }),
+      admin,
+      scheduler: Context.get(services, SagaScheduler.SagaScheduler)
+    }
+  })

@@ -1,0 +1,401 @@
+/**
+ * Runs sagas durably. Each saga is one `@effect/workflow` workflow; each forward step and each compensation is an
+ * `Activity`, so the engine journals which finished and, after a crash, replays those and re-runs only the one in
+ * flight. Compensations are registered with `Workflow.withCompensation` as each step commits, so a failure runs them
+ * in reverse, and only for the steps that committed.
+ *
+ * A re-run step must charge nobody twice, so every effect in it is idempotent under a key made of the saga id and the
+ * step name: the child mandate is minted once and stored (`SagaStore.childToken`), the ledger answers a repeated
+ * allocation with the first, the agent answers a repeated `Idempotency-Key` with its stored reply, and a second
+ * release of an allocation is recognised as already done.
+ *
+ * The scheduler acts as one identity, the runner: callers grant it their spending mandate (intent or cart), it owns
+ * the pool in the ledger, signs each step's payment mandate and signs its calls to agents (mesh-sig).
+ *
+ * Which engine runs the workflows is a layer choice (`layer`: @effect/cluster's SQL-backed `SingleRunner`, durable;
+ * `layerTest`: the in-memory engine); nothing here depends on it.
+ *
+ * Floor: saga (docs/architecture.md §3).
+ */
+import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
+import * as SingleRunner from "@effect/cluster/SingleRunner"
+import type * as SqlClient from "@effect/sql/SqlClient"
+import * as Activity from "@effect/workflow/Activity"
+import * as Workflow from "@effect/workflow/Workflow"
+import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
+import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as PubSub from "effect/PubSub"
+import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import { AgentClient, type SignAs } from "../agent/AgentClient.js"
+import { verify as verifyCommitToken } from "../core/CommitToken.js"
+import { randomBytes, toBase64Url } from "../core/internal/bytes.js"
+import { KeyResolver } from "../core/KeyResolver.js"
+import { Keys } from "../core/Keys.js"
+import { attenuateToPayment } from "../core/Mandate.js"
+import { formatUsdString, type Micros, parseUsd } from "../core/Money.js"
+import { Ledger } from "../hub/Ledger.js"
+import { Registry } from "../hub/Registry.js"
+import {
+  type AgentEntry,
+  type FindAgent,
+  isFinal,
+  plan,
+  type SagaEvent,
+  type SagaInput,
+  SagaMandateRefused,
+  SagaNotFound,
+  type SagaRefused,
+  type SagaResult,
+  SagaUnavailable
+} from "./Saga.js"
+import * as SagaStore from "./SagaStore.js"
+
+/** The identity that runs sagas: the grantee of callers' mandates, owner of their pools, signer of step mandates and calls. */
+export type SagaRunner = SignAs
+
+/** How the scheduler runs. */
+export interface SchedulerOptions {
+  readonly runner: SagaRunner
+  /** How a failing compensation is retried before the saga ends `compensation_failed`; default 4 retries, exponential from 200 ms. */
+  readonly compensationRetry?: Schedule.Schedule<unknown, unknown>
+  /** How a call that failed for a transient reason (agent unreachable or busy) is repeated; default 5 retries, exponential from 50 ms. */
+  readonly callRetry?: Schedule.Schedule<unknown, unknown>
+}
+
+/** The operations of the scheduler. */
+export interface SagaSchedulerApi {
+  /** The runner's DID: callers grant their mandates to it. */
+  readonly runner: string
+  /** Checks the saga, opens (or finds) the mandate's pool and starts the saga; answers at once, status `running`. */
+  readonly submit: (caller: string, input: SagaInput) => Effect.Effect<SagaResult, SagaRefused>
+  /** `submit`, then waits until the saga has ended. */
+  readonly run: (caller: string, input: SagaInput) => Effect.Effect<SagaResult, SagaRefused | SagaNotFound>
+  /** A saga's state now. */
+  readonly get: (sagaId: string) => Effect.Effect<SagaResult, SagaNotFound | SagaUnavailable>
+  /** Waits until the saga has ended. */
+  readonly await: (sagaId: string) => Effect.Effect<SagaResult, SagaNotFound | SagaUnavailable>
+  /** The saga's progress events after `afterSeq` (0: all), ending with the final one. */
+  readonly events: (sagaId: string, afterSeq?: number) => Stream.Stream<SagaEvent, SagaNotFound | SagaUnavailable>
+}
+
+/** The `SagaScheduler` service. */
+export class SagaScheduler extends Context.Tag("agent-mesh/SagaScheduler")<SagaScheduler, SagaSchedulerApi>() {}
+
+/** Where the scheduler finds agents (by didHash). */
+export class SagaAgents extends Context.Tag("agent-mesh/SagaAgents")<SagaAgents, FindAgent>() {}
+
+/** Agents from the hub's registry, in process. */
+export const layerAgentsFromRegistry: Layer.Layer<SagaAgents, never, Registry> = Layer.effect(
+  SagaAgents,
+  Effect.map(Registry, (registry): FindAgent => (didHash) =>
+    registry.resolveAgent(didHash).pipe(
+      Effect.map((r): AgentEntry | undefined => ({ did: r.did, didHash: r.didHash, endpointUrl: r.endpointUrl })),
+      Effect.catchAll((e) => (e._tag === "EntryNotFound" ? Effect.succeed(undefined) : Effect.fail(new SagaUnavailable({ code: "STORE_UNAVAILABLE", message: e.message }))))
+    )
+  )
+)
+
+/** A failed forward step, as the workflow journals it. */
+export class StepFailed extends Schema.TaggedError<StepFailed>()("StepFailed", {
+  step: Schema.String,
+  code: Schema.String,
+  message: Schema.String
+}) {}
+
+const StepCommitted = Schema.Struct({ allocationId: Schema.String, usedUsd: Schema.String, commitToken: Schema.NullOr(Schema.String) })
+const Compensated = Schema.Struct({ ok: Schema.Boolean, code: Schema.NullOr(Schema.String), message: Schema.NullOr(Schema.String) })
+
+/** The saga workflow: its payload is the saga id; the plan is read from the store, where it was written before the start. */
+export const SagaWorkflow = Workflow.make({
+  name: "agent-mesh/Saga",
+  payload: { sagaId: Schema.String },
+  idempotencyKey: (p) => p.sagaId,
+  error: StepFailed
+})
+
+const defaultCompensationRetry = Schedule.exponential("200 millis").pipe(Schedule.intersect(Schedule.recurs(4)))
+const defaultCallRetry = Schedule.exponential("50 millis").pipe(Schedule.intersect(Schedule.recurs(5)))
+
+/** Failures that say nothing about the step itself (the agent or its resolver busy or unreachable): retried. */
+const TRANSIENT = new Set(["AGENT_UNREACHABLE", "RESOLVER_UNAVAILABLE", "STORE_UNAVAILABLE", "RATE_LIMITED", "OVERLOADED", "SERVICE_UNAVAILABLE"])
+const isTransient = (e: { readonly code: string; readonly status?: number | undefined }) => TRANSIENT.has(e.code) || e.status === 503 || e.status === 429
+
+const unavailable = (message: string) => new SagaUnavailable({ code: "STORE_UNAVAILABLE", message })
+
+/** The idempotency key of a step's allocation and call; a compensation's call adds `:compensate`. */
+export const stepKey = (sagaId: string, step: string): string => `${sagaId}:${step}`
+
+/** The workflow's implementation: registers the saga workflow with the engine. */
+const layerWorkflow = (options: SchedulerOptions) =>
+  SagaWorkflow.toLayer(({ sagaId }) =>
+    Effect.gen(function* () {
+      const store = yield* SagaStore.SagaStore
+      const ledger = yield* Ledger
+      const agents = yield* AgentClient
+      const resolver = yield* KeyResolver
+      const keys = yield* Keys
+      const runner = options.runner
+      const callRetry = options.callRetry ?? defaultCallRetry
+      const saga = yield* Effect.orDie(store.load(sagaId))
+      if (saga === undefined) return yield* Effect.dieMessage(`saga ${sagaId} is not stored`)
+      const steps = saga.plan.steps
+      const event = (type: Parameters<typeof store.append>[1], step: string | null, data: Record<string, unknown> = {}) => Effect.orDie(store.append(sagaId, type, step, data))
+
+      const forward = (idx: number) => {
+        const step = steps[idx]!
+        const key = stepKey(sagaId, step.name)
+        const fail = (code: string, message: string) => Effect.fail(new StepFailed({ step: step.name, code, message }))
+        // Refused before anything was allocated: nothing to give back.
+        const refused = (code: string, message: string) =>
+          Effect.orDie(store.updateStep(sagaId, idx, { status: "failed", errorCode: code, errorMessage: message })).pipe(
+            Effect.zipRight(event("step_failed", step.name, { code, message })),
+            Effect.zipRight(fail(code, message))
+          )
+        return Activity.make({
+          name: `forward/${idx}/${step.name}`,
+          success: StepCommitted,
+          error: StepFailed,
+          execute: Effect.gen(function* () {
+            yield* event("step_started", step.name, { agentDid: step.agentDid, capability: step.capability, budgetUsd: formatUsdString(step.budgetMicros as Micros) })
+            const child = yield* store.childToken(
+              sagaId,
+              idx,
+              attenuateToPayment({
+                parent: saga.plan.mandate,
+                granteeDid: step.agentDid,
+                amountUsd: step.budgetMicros / 1_000_000,
+                merchant: step.agentDid,
+                grantorPrivateKey: runner.privateKey
+              }).pipe(Effect.map((m) => m.token), Effect.provideService(Keys, keys))
+            ).pipe(Effect.catchAll((e) => refused(e.code, e.message)))
+            const allocation = yield* ledger.allocate(runner.did, saga.poolId, { childToken: child, idempotencyKey: key }).pipe(
+              Effect.catchAll((e) => refused(e.code, e.message))
+            )
+            yield* Effect.orDie(store.updateStep(sagaId, idx, { allocationId: allocation.allocationId }))
+            const refund = (code: string, message: string) =>
+              ledger.release(runner.did, allocation.allocationId, { usedUsd: 0 }).pipe(
+                Effect.catchTag("AlreadyReleased", () => Effect.void),
+                Effect.ignore,
+                Effect.zipRight(Effect.orDie(store.updateStep(sagaId, idx, { status: "failed", usedMicros: 0, errorCode: code, errorMessage: message }))),
+                Effect.zipRight(event("step_failed", step.name, { code, message })),
+                Effect.zipRight(fail(code, message))
+              )
+            const reply = yield* agents
+              .call(step.endpointUrl, step.capability, {
+                signAs: runner,
+                mandate: child,
+                capability: step.capability,
+                context: { sagaId, step: step.name, params: step.params },
+                // The budget caps what the agent may sign for, and is what it signs when it reports no cost.
+                commit: { sagaId, step: step.name, amountUsd: formatUsdString(step.budgetMicros as Micros) },
+                idempotencyKey: key
+              })
+              .pipe(
+                // Safe to repeat: the agent answers the same Idempotency-Key with its stored reply.
+                Effect.retry({ schedule: callRetry, while: isTransient }),
+                Effect.catchAll((e) => refund(e.code, e.message))
+              )
+            if (!("message" in reply)) return yield* refund("HUMAN_GATE_REQUIRED", "a saga step cannot pause at a human gate")
+            const commitToken = reply.commitToken
+            let used = step.budgetMicros
+            if (commitToken !== undefined) {
+              const receipt = yield* verifyCommitToken(commitToken, resolver).pipe(
+                Effect.provideService(Keys, keys),
+                Effect.catchAll((e) => refund("COMMIT_INVALID", `the agent's commit token does not verify: ${e.message}`))
+              )
+              const amount = parseUsd(receipt.amountUsd)
+              if (receipt.sagaId !== sagaId || receipt.step !== step.name || receipt.issuer !== step.agentDid || Either.isLeft(amount)) {
+                return yield* refund("COMMIT_INVALID", "the agent's commit token is for another step or agent")
+              }
+              if (amount.right > step.budgetMicros) return yield* refund("INVALID_AMOUNT", `the agent used ${receipt.amountUsd} USD, above the step's budget`)
+              used = amount.right
+            }
+            const usedUsd = formatUsdString(used as Micros)
+            yield* ledger.release(runner.did, allocation.allocationId, { usedUsd: used / 1_000_000, ...(commitToken === undefined ? {} : { commitToken }) }).pipe(
+              Effect.catchTag("AlreadyReleased", () => Effect.void),
+              Effect.catchAll((e) => fail(e.code, e.message))
+            )
+            yield* Effect.orDie(
+              store.updateStep(sagaId, idx, { status: "committed", usedMicros: used, commitToken: commitToken ?? null, result: reply.message })
+            )
+            yield* event("step_committed", step.name, { usedUsd, ...(commitToken === undefined ? {} : { commitToken }) })
+            return { allocationId: allocation.allocationId, usedUsd, commitToken: commitToken ?? null }
+          })
+        })
+      }
+
+      const compensate = (idx: number) => {
+        const step = steps[idx]!
+        return Activity.make({
+          name: `compensate/${idx}/${step.name}`,
+          success: Compensated,
+          execute: Effect.gen(function* () {
+            yield* event("step_compensating", step.name)
+            const c = step.compensation
+            const outcome =
+              c === undefined
+                ? Either.right(undefined)
+                : yield* agents
+                    .call(step.endpointUrl, c.capability, {
+                      signAs: runner,
+                      capability: c.capability,
+                      context: { sagaId, step: step.name, params: c.params ?? {}, compensates: step.capability },
+                      idempotencyKey: `${stepKey(sagaId, step.name)}:compensate`
+                    })
+                    .pipe(
+                      Effect.retry({ schedule: callRetry, while: isTransient }),
+                      Effect.flatMap((r) => ("message" in r ? Effect.void : Effect.fail({ code: "HUMAN_GATE_REQUIRED", message: "a compensation cannot pause at a human gate" }))),
+                      Effect.retry(options.compensationRetry ?? defaultCompensationRetry),
+                      Effect.either
+                    )
+            if (Either.isRight(outcome)) {
+              yield* Effect.orDie(store.updateStep(sagaId, idx, { status: "compensated" }))
+              yield* event("step_compensated", step.name)
+              return { ok: true, code: null, message: null }
+            }
+            const { code, message } = outcome.left
+            yield* Effect.orDie(store.updateStep(sagaId, idx, { status: "compensation_failed", errorCode: code, errorMessage: message }))
+            yield* event("step_compensation_failed", step.name, { code, message })
+            return { ok: false, code, message }
+          })
+        })
+      }
+
+      // Registered first, so it runs last: after every compensation has run.
+      yield* Workflow.addFinalizer((exit) =>
+        Effect.gen(function* () {
+          // Interrupted only: the process is stopping, and the workflow resumes on the next start.
+          if (Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)) return
+          if (Exit.isSuccess(exit)) {
+            if (yield* store.finish(sagaId, "committed", null, null)) yield* store.append(sagaId, "saga_committed", null, {})
+            return
+          }
+          const failure = Cause.failureOption(exit.cause)
+          const failed = failure._tag === "Some" && failure.value instanceof StepFailed ? failure.value : undefined
+          const result = yield* store.result(sagaId)
+          const broken = result?.steps.find((s) => s.status === "compensation_failed")
+          if (broken !== undefined) {
+            if (yield* store.finish(sagaId, "compensation_failed", broken.name, broken.errorCode)) {
+              yield* store.append(sagaId, "saga_compensation_failed", broken.name, { code: broken.errorCode })
+            }
+          } else if (yield* store.finish(sagaId, "compensated", failed?.step ?? null, failed?.code ?? "INTERNAL_ERROR")) {
+            yield* store.append(sagaId, "saga_compensated", failed?.step ?? null, { code: failed?.code ?? "INTERNAL_ERROR" })
+          }
+        }).pipe(Effect.orDie)
+      )
+      for (let idx = 0; idx < steps.length; idx++) {
+        yield* forward(idx).pipe(
+          Workflow.withCompensation((_, cause) => (Cause.isInterruptedOnly(cause) ? Effect.void : Effect.asVoid(compensate(idx))))
+        )
+      }
+    })
+  )
+
+/** The scheduler's operations over its store and the engine (the workflow registered by `layerWorkflow`). */
+export const make = (options: SchedulerOptions) =>
+  Effect.gen(function* () {
+    const store = yield* SagaStore.SagaStore
+    const ledger = yield* Ledger
+    const resolver = yield* KeyResolver
+    const findAgent = yield* SagaAgents
+    const engine = yield* WorkflowEngine.WorkflowEngine
+    const keys = yield* Keys
+    const runner = options.runner.did.toLowerCase()
+
+    const get = (sagaId: string) =>
+      Effect.flatMap(store.result(sagaId), (r) => (r === undefined ? Effect.fail(new SagaNotFound({ code: "NOT_FOUND", message: `no saga ${sagaId}` })) : Effect.succeed(r)))
+
+    const awaitEnd = (sagaId: string) =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const news = yield* PubSub.subscribe(store.changes)
+          while (true) {
+            const r = yield* get(sagaId)
+            if (r.status !== "running") return r
+            // Another process may write the end (a hub restarted on the same file): look again at least every second.
+            yield* Effect.raceFirst(Effect.asVoid(news.take), Effect.sleep("1 second"))
+          }
+        })
+      )
+
+    const submit = (caller: string, input: SagaInput): Effect.Effect<SagaResult, SagaRefused> =>
+      Effect.gen(function* () {
+        const accepted = yield* plan(input, { runner, resolver, findAgent }).pipe(Effect.provideService(Keys, keys))
+        const pool = yield* ledger.openPool(runner, input.mandate).pipe(
+          Effect.catchAll((e): Effect.Effect<never, SagaRefused> =>
+            e._tag === "LedgerUnavailable"
+              ? Effect.fail(unavailable(e.message))
+              : Effect.fail(new SagaMandateRefused({ code: "MANDATE_INVALID", reason: e.code, message: e.message }))
+          )
+        )
+        const sagaId = `saga_${toBase64Url(randomBytes(16))}`
+        yield* store.create({ id: sagaId, caller, runner, poolId: pool.poolId, plan: accepted })
+        yield* store.append(sagaId, "saga_started", null, { poolId: pool.poolId, steps: accepted.steps.map((s) => s.name) })
+        yield* SagaWorkflow.execute({ sagaId }, { discard: true }).pipe(Effect.provideService(WorkflowEngine.WorkflowEngine, engine))
+        return yield* Effect.catchTag(get(sagaId), "SagaNotFound", () => Effect.dieMessage(`saga ${sagaId} vanished`))
+      })
+
+    const events = (sagaId: string, afterSeq = 0): Stream.Stream<SagaEvent, SagaNotFound | SagaUnavailable> =>
+      Stream.unwrapScoped(
+        Effect.gen(function* () {
+          const news = yield* PubSub.subscribe(store.changes)
+          yield* get(sagaId)
+          let seq = afterSeq
+          let done = false
+          const next: Effect.Effect<ReadonlyArray<SagaEvent>, SagaUnavailable> = Effect.gen(function* () {
+            while (true) {
+              const batch = yield* store.eventsAfter(sagaId, seq)
+              if (batch.length > 0) {
+                seq = batch[batch.length - 1]!.seq
+                if (batch.some((e) => isFinal(e.type))) done = true
+                return batch
+              }
+              yield* Effect.raceFirst(Effect.asVoid(news.take), Effect.sleep("1 second"))
+            }
+          })
+          return Stream.repeatEffectOption(Effect.suspend(() => (done ? Effect.fail(Option.none()) : Effect.mapError(next, Option.some)))).pipe(
+            Stream.flattenIterables
+          )
+        })
+      )
+
+    return {
+      runner,
+      submit,
+      run: (caller, input) => Effect.flatMap(submit(caller, input), (r) => awaitEnd(r.sagaId)),
+      get,
+      await: awaitEnd,
+      events
+    } satisfies SagaSchedulerApi
+  })
+
+/** What the scheduler needs around it besides the engine. */
+export type SchedulerRequirements = Ledger | AgentClient | KeyResolver | Keys | SagaAgents | SqlClient.SqlClient
+
+/** The scheduler on an engine: the store, the workflow registered, the service. */
+const layerOn = (options: SchedulerOptions) =>
+  Layer.effect(SagaScheduler, make(options)).pipe(
+    Layer.provideMerge(layerWorkflow(options)),
+    Layer.provideMerge(SagaStore.layer)
+  )
+
+/**
+ * The durable scheduler: @effect/cluster's `SingleRunner` over the same SQL database (its tables are its own), with
+ * runner storage in memory, since one process owns every shard and a restart must not wait out a dead runner's lock.
+ */
+export const layer = (options: SchedulerOptions): Layer.Layer<SagaScheduler | SagaStore.SagaStore, never, SchedulerRequirements> =>
+  layerOn(options).pipe(
+    Layer.provide(ClusterWorkflowEngine.layer.pipe(Layer.provide(Layer.orDie(SingleRunner.layer({ runnerStorage: "memory" })))))
+  ) as Layer.Layer<SagaScheduler | SagaStore.SagaStore, never, SchedulerRequirements>
+
+/** The scheduler on the in-memory engine (not durable): for tests. */
+export const layerTest = (options: SchedulerOptions): Layer.Layer<SagaScheduler | SagaStore.SagaStore, never, SchedulerRequirements> =>
+  layerOn(options).pipe(Layer.provide(WorkflowEngine.layerMemory))

@@ -1,0 +1,202 @@
+/**
+ * The scheduler's own records of each saga (migration 0015): the accepted plan, one row per step and the progress
+ * events. The workflow engine journals which activities finished; these rows hold what a reader asks for (status,
+ * commit tokens, events) and the one thing a re-run step must not make afresh, its child mandate: the ledger answers
+ * an allocation retried under the same idempotency key only for the same child.
+ *
+ * Every write is one statement, so two fibers (a step and a reader) never hold a transaction across each other.
+ *
+ * Floor: saga (docs/architecture.md §3).
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as PubSub from "effect/PubSub"
+import { formatUsdString, type Micros } from "../core/Money.js"
+import { classify, summarize } from "../sql/SqlFailure.js"
+import { type SagaEvent, type SagaEventType, type SagaPlan, type SagaResult, type SagaStatus, SagaUnavailable, type StepStatus } from "./Saga.js"
+
+/** A saga as stored. */
+export interface StoredSaga {
+  readonly id: string
+  readonly runner: string
+  readonly poolId: string
+  readonly plan: SagaPlan
+  readonly status: SagaStatus
+}
+
+/** What a step's row may be updated with. */
+export interface StepUpdate {
+  readonly status?: StepStatus
+  readonly allocationId?: string
+  readonly commitToken?: string | null
+  readonly usedMicros?: number
+  readonly result?: string
+  readonly errorCode?: string
+  readonly errorMessage?: string
+}
+
+/** The operations of the saga store. */
+export interface SagaStoreApi {
+  readonly create: (input: { readonly id: string; readonly caller: string; readonly runner: string; readonly poolId: string; readonly plan: SagaPlan }) => Effect.Effect<void, SagaUnavailable>
+  readonly load: (id: string) => Effect.Effect<StoredSaga | undefined, SagaUnavailable>
+  /** The step's child mandate: the one stored, or `make`'s, stored first-writer-wins. */
+  readonly childToken: <E>(id: string, idx: number, make: Effect.Effect<string, E>) => Effect.Effect<string, E | SagaUnavailable>
+  readonly updateStep: (id: string, idx: number, update: StepUpdate) => Effect.Effect<void, SagaUnavailable>
+  /** Ends a running saga; false when it had already ended. */
+  readonly finish: (id: string, status: Exclude<SagaStatus, "running">, failedStep: string | null, errorCode: string | null) => Effect.Effect<boolean, SagaUnavailable>
+  readonly append: (id: string, type: SagaEventType, step: string | null, data: Readonly<Record<string, unknown>>) => Effect.Effect<void, SagaUnavailable>
+  readonly eventsAfter: (id: string, seq: number) => Effect.Effect<ReadonlyArray<SagaEvent>, SagaUnavailable>
+  readonly result: (id: string) => Effect.Effect<SagaResult | undefined, SagaUnavailable>
+  /** Ids of sagas with news (an event appended), for readers waiting in this process. */
+  readonly changes: PubSub.PubSub<string>
+}
+
+/** The `SagaStore` service. */
+export class SagaStore extends Context.Tag("agent-mesh/SagaStore")<SagaStore, SagaStoreApi>() {}
+
+interface SagaRow {
+  readonly id: string
+  readonly runner: string
+  readonly pool_id: string
+  readonly definition: string
+  readonly status: SagaStatus
+  readonly failed_step: string | null
+  readonly error_code: string | null
+}
+
+interface StepRow {
+  readonly idx: number
+  readonly name: string
+  readonly status: StepStatus
+  readonly allocation_id: string | null
+  readonly commit_token: string | null
+  readonly used_usd: string | null
+  readonly result: string | null
+  readonly error_code: string | null
+  readonly error_message: string | null
+}
+
+interface EventRow {
+  readonly saga_id: string
+  readonly seq: number
+  readonly type: SagaEventType
+  readonly step: string | null
+  readonly data: string
+  readonly at: number
+}
+
+/** The store on a migrated `SqlClient`. */
+export const make: Effect.Effect<SagaStoreApi, never, SqlClient.SqlClient> = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const changes = yield* PubSub.unbounded<string>()
+  const q = <A>(e: Effect.Effect<A, unknown>): Effect.Effect<A, SagaUnavailable> =>
+    Effect.mapError(e, (f) => new SagaUnavailable({ code: "STORE_UNAVAILABLE", message: summarize(classify(f)) }))
+
+  const load = (id: string) =>
+    q(sql<SagaRow>`SELECT id, runner, pool_id, definition, status, failed_step, error_code FROM mesh_sagas WHERE id = ${id}`).pipe(
+      Effect.map((rows) => rows[0])
+    )
+
+  const api: SagaStoreApi = {
+    changes,
+    create: ({ id, caller, runner, poolId, plan }) =>
+      Effect.gen(function* () {
+        const now = yield* Clock.currentTimeMillis
+        // One transaction, so no reader finds a saga without its steps.
+        yield* q(sql`INSERT INTO mesh_sagas ${sql.insert({
+          id, caller, runner, mandate: plan.mandate, pool_id: poolId, definition: JSON.stringify(plan), status: "running",
+          failed_step: null, error_code: null, created_at: now, updated_at: now
+        })}`.pipe(
+          Effect.zipRight(sql`INSERT INTO mesh_saga_steps ${sql.insert(plan.steps.map((s, idx) => ({ saga_id: id, idx, name: s.name, status: "pending" })))}`),
+          sql.withTransaction
+        ))
+      }),
+    load: (id) =>
+      Effect.map(load(id), (row) =>
+        row === undefined ? undefined : { id: row.id, runner: row.runner, poolId: row.pool_id, plan: JSON.parse(row.definition) as SagaPlan, status: row.status }
+      ),
+    childToken: (id, idx, mint) =>
+      Effect.gen(function* () {
+        const read = q(sql<{ child_token: string | null }>`SELECT child_token FROM mesh_saga_steps WHERE saga_id = ${id} AND idx = ${idx}`)
+        const before = (yield* read)[0]?.child_token
+        if (before !== null && before !== undefined) return before
+        const token = yield* mint
+        yield* q(sql`UPDATE mesh_saga_steps SET child_token = ${token} WHERE saga_id = ${id} AND idx = ${idx} AND child_token IS NULL`)
+        return (yield* read)[0]?.child_token ?? token
+      }),
+    updateStep: (id, idx, u) => {
+      const set: Record<string, string | number | null> = {}
+      if (u.status !== undefined) set.status = u.status
+      if (u.allocationId !== undefined) set.allocation_id = u.allocationId
+      if (u.commitToken !== undefined) set.commit_token = u.commitToken
+      if (u.usedMicros !== undefined) set.used_usd = formatUsdString(u.usedMicros as Micros)
+      if (u.result !== undefined) set.result = u.result
+      if (u.errorCode !== undefined) set.error_code = u.errorCode
+      if (u.errorMessage !== undefined) set.error_message = u.errorMessage
+      return q(sql`UPDATE mesh_saga_steps SET ${sql.update(set)} WHERE saga_id = ${id} AND idx = ${idx}`)
+    },
+    finish: (id, status, failedStep, errorCode) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        q(sql`UPDATE mesh_sagas SET status = ${status}, failed_step = ${failedStep}, error_code = ${errorCode}, updated_at = ${now}
+          WHERE id = ${id} AND status = 'running' RETURNING id`).pipe(Effect.map((rows) => rows.length > 0))
+      ),
+    append: (id, type, step, data) =>
+      Effect.gen(function* () {
+        const now = yield* Clock.currentTimeMillis
+        // The next seq is read and written in one statement: appends of one saga never share a number.
+        yield* q(sql`INSERT INTO mesh_saga_events (saga_id, seq, type, step, data, at)
+          SELECT ${id}, COALESCE(MAX(seq), 0) + 1, ${type}, ${step}, ${JSON.stringify(data)}, ${now} FROM mesh_saga_events WHERE saga_id = ${id}`)
+        yield* PubSub.publish(changes, id)
+      }),
+    eventsAfter: (id, seq) =>
+      q(sql<EventRow>`SELECT * FROM mesh_saga_events WHERE saga_id = ${id} AND seq > ${seq} ORDER BY seq`).pipe(
+        Effect.map((rows) =>
+          rows.map((r): SagaEvent => ({
+            sagaId: r.saga_id,
+            seq: Number(r.seq),
+            type: r.type,
+            step: r.step,
+            data: JSON.parse(r.data) as Record<string, unknown>,
+            at: new Date(Number(r.at)).toISOString()
+          }))
+        )
+      ),
+    result: (id) =>
+      Effect.gen(function* () {
+        const row = yield* load(id)
+        if (row === undefined) return undefined
+        const plan = JSON.parse(row.definition) as SagaPlan
+        const steps = yield* q(sql<StepRow>`SELECT * FROM mesh_saga_steps WHERE saga_id = ${id} ORDER BY idx`)
+        return {
+          sagaId: row.id,
+          status: row.status,
+          poolId: row.pool_id,
+          failedStep: row.failed_step,
+          errorCode: row.error_code,
+          steps: steps.map((s) => {
+            const p = plan.steps[Number(s.idx)]!
+            return {
+              name: s.name,
+              agentDid: p.agentDid,
+              capability: p.capability,
+              status: s.status,
+              budgetUsd: formatUsdString(p.budgetMicros as Micros),
+              usedUsd: s.used_usd,
+              allocationId: s.allocation_id,
+              commitToken: s.commit_token,
+              result: s.result,
+              errorCode: s.error_code,
+              error: s.error_message
+            }
+          })
+        }
+      })
+  }
+  return api
+})
+
+/** The store on SQL; needs a migrated `SqlClient`. */
+export const layer: Layer.Layer<SagaStore, never, SqlClient.SqlClient> = Layer.effect(SagaStore, make)
