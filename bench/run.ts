@@ -10,7 +10,8 @@ const suites: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
   http: () => import("./http.js"),
   agent: () => import("./agent.js"),
   ledger: () => import("./ledger.js"),
-  start: () => import("./start.js")
+  start: () => import("./start.js"),
+  router: () => import("./router.js")
 }
 
 const wanted = process.argv.slice(2)

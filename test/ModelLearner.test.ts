@@ -6,7 +6,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Random from "effect/Random"
 import * as Database from "../src/sql/Database.js"
-import { fromCounts, ModelLearner, PRIOR_WEIGHT, sampleBeta, splitMix32 } from "../src/model/ModelLearner.js"
+import { fromCounts, ModelLearner, PRIOR_WEIGHT, sampleBeta, seededUniform, splitMix32 } from "../src/model/ModelLearner.js"
 import * as ModelLearnerSql from "../src/model/ModelLearnerSql.js"
 
 const tempDb = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "mesh-learner-")), "learner.db")
@@ -33,8 +33,8 @@ describe("ModelLearner", () => {
     Effect.gen(function* () {
       const learner = fromCounts()
       yield* learner.record("m", "CODE", true)
-      const a = yield* Effect.withRandom(learner.sample(["m", "n"], "CODE"), Random.make(9))
-      const b = yield* Effect.withRandom(learner.sample(["m", "n"], "CODE"), Random.make(9))
+      const a = learner.sample(["m", "n"], "CODE", yield* Effect.withRandom(seededUniform, Random.make(9)))
+      const b = learner.sample(["m", "n"], "CODE", yield* Effect.withRandom(seededUniform, Random.make(9)))
       assert.deepStrictEqual(a, b)
     }))
 

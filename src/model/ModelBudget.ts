@@ -1,7 +1,7 @@
 /**
  * A budget of tokens and micro-USD that model calls draw on, atomically: before a call the caller reserves an upper
  * bound of what it can cost (the prompt's bound plus the most answer tokens it asks for, priced); after the call it
- * settles with what the provider reported and the rest is released. Every reservation is one `Ref.modify`, so any
+ * settles with what the provider reported and the rest is released. Every reservation is one synchronous check-and-hold, so any
  * number of concurrent calls on one budget never hold or spend more than its limits together: when the bound does
  * not fit, the call is refused with `BUDGET_EXHAUSTED` before anything is sent.
  *
@@ -15,7 +15,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import * as Ref from "effect/Ref"
+import * as MutableRef from "effect/MutableRef"
 import * as Schema from "effect/Schema"
 import type { ChatMessage } from "../core/ModelProvider.js"
 
@@ -54,6 +54,8 @@ export interface Reservation {
   readonly settle: (used: Amount) => Effect.Effect<void>
   /** Releases the whole hold, charging nothing. */
   readonly release: Effect.Effect<void>
+  /** `settle`, run synchronously by a caller already inside an effect. */
+  readonly unsafeSettle: (used: Amount) => void
 }
 
 /** A budget. */
@@ -66,6 +68,10 @@ export interface ModelBudget {
   readonly tryReserve: <A>(plan: (left: Amount) => readonly [Amount, A] | undefined) => Effect.Effect<Option.Option<readonly [Reservation, A]>>
   /** Reserves `amount` or fails with BUDGET_EXHAUSTED. */
   readonly reserve: (amount: Amount, what: string) => Effect.Effect<Reservation, ModelBudgetExhausted>
+  /** `tryReserve`, run synchronously by a caller already inside an effect; undefined when nothing was reserved. */
+  readonly unsafeTryReserve: <A>(plan: (left: Amount) => readonly [Amount, A] | undefined) => readonly [Reservation, A] | undefined
+  /** The state, read synchronously by a caller already inside an effect. */
+  readonly unsafeState: () => BudgetState
 }
 
 const zero: Amount = { tokens: 0, micros: 0 }
@@ -75,46 +81,54 @@ const sub = (a: Amount, b: Amount): Amount => ({ tokens: a.tokens - b.tokens, mi
 /** True when `a` fits within `b` on both counts. */
 export const fits = (a: Amount, b: Amount): boolean => a.tokens <= b.tokens && a.micros <= b.micros
 
-/** A fresh budget with these limits. */
+/**
+ * A fresh budget with these limits.
+ *
+ * The state is one `MutableRef` changed only by synchronous code, which is what `Ref.modify` is underneath: a
+ * JavaScript thread runs a synchronous check-and-hold to its end before any other fiber runs, so it is atomic. The
+ * `unsafe` forms let the router check and hold inside a step of its own instead of paying an effect per operation
+ * on every call (docs/models.md: overhead).
+ */
 export const make = (limit: Amount): Effect.Effect<ModelBudget> =>
-  Effect.map(Ref.make<BudgetState>({ limit, spent: zero, held: zero }), (ref) => {
+  Effect.sync(() => {
+    const cell = MutableRef.make<BudgetState>({ limit, spent: zero, held: zero })
     const reservation = (amount: Amount): Reservation => {
       let open = true
-      const finish = (used: Amount) =>
-        Ref.update(ref, (s) => {
-          if (!open) return s
-          open = false
-          return { ...s, spent: add(s.spent, used), held: sub(s.held, amount) }
-        })
-      return { amount, settle: finish, release: finish(zero) }
+      const unsafeSettle = (used: Amount) => {
+        if (!open) return
+        open = false
+        const s = MutableRef.get(cell)
+        MutableRef.set(cell, { limit: s.limit, spent: add(s.spent, used), held: sub(s.held, amount) })
+      }
+      return { amount, unsafeSettle, settle: (used) => Effect.sync(() => unsafeSettle(used)), release: Effect.sync(() => unsafeSettle(zero)) }
+    }
+    const unsafeTryReserve = <A>(plan: (left: Amount) => readonly [Amount, A] | undefined): readonly [Reservation, A] | undefined => {
+      const s = MutableRef.get(cell)
+      const left = available(s)
+      const chosen = plan(left)
+      if (chosen === undefined || chosen[0].tokens < 0 || chosen[0].micros < 0 || !fits(chosen[0], left)) return undefined
+      MutableRef.set(cell, { limit: s.limit, spent: s.spent, held: add(s.held, chosen[0]) })
+      return [reservation(chosen[0]), chosen[1]]
     }
     const tryReserve = <A>(plan: (left: Amount) => readonly [Amount, A] | undefined) =>
-      Ref.modify(ref, (s): readonly [Option.Option<readonly [Reservation, A]>, BudgetState] => {
-        const left = available(s)
-        const chosen = plan(left)
-        if (chosen === undefined || chosen[0].tokens < 0 || chosen[0].micros < 0 || !fits(chosen[0], left)) return [Option.none(), s]
-        return [Option.some([reservation(chosen[0]), chosen[1]] as const), { ...s, held: add(s.held, chosen[0]) }]
-      })
+      Effect.sync(() => Option.fromNullable(unsafeTryReserve(plan)))
     return {
-      state: Ref.get(ref),
+      state: Effect.sync(() => MutableRef.get(cell)),
+      unsafeState: () => MutableRef.get(cell),
       tryReserve,
+      unsafeTryReserve,
       reserve: (amount, what) =>
-        Effect.flatMap(
-          tryReserve((left) => (fits(amount, left) ? [amount, undefined] : undefined)),
-          Option.match({
-            onNone: () =>
-              Effect.flatMap(Ref.get(ref), (s) => {
-                const left = available(s)
-                return Effect.fail(
-                  new ModelBudgetExhausted({
-                    code: "BUDGET_EXHAUSTED",
-                    message: `${what} needs ${amount.tokens} tokens and ${amount.micros} micro-USD; ${left.tokens} tokens and ${left.micros} micro-USD are left`
-                  })
-                )
-              }),
-            onSome: ([r]) => Effect.succeed(r)
-          })
-        )
+        Effect.suspend(() => {
+          const r = unsafeTryReserve((left) => (fits(amount, left) ? [amount, undefined] : undefined))
+          if (r !== undefined) return Effect.succeed(r[0])
+          const left = available(MutableRef.get(cell))
+          return Effect.fail(
+            new ModelBudgetExhausted({
+              code: "BUDGET_EXHAUSTED",
+              message: `${what} needs ${amount.tokens} tokens and ${amount.micros} micro-USD; ${left.tokens} tokens and ${left.micros} micro-USD are left`
+            })
+          )
+        })
     }
   })
 

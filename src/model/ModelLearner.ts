@@ -12,8 +12,8 @@
  *
  * Sampling is seeded from Effect's `Random` service: tests fix it (`Random.make(seed)`) and get the same choices
  * every run. Thompson sampling needs no secrecy, so the CSPRNG rule for keys and ids does not apply; one draw from
- * `Random` seeds a small local generator (SplitMix32) for the Gamma draws, so one choice over 20 models is one
- * effect, not eighty.
+ * `Random` seeds a small local generator (SplitMix32, `seededUniform`) that the router keeps, so a choice over 20
+ * models costs Gamma draws, not eighty effects.
  *
  * Floor: model (docs/architecture.md §3).
  */
@@ -47,8 +47,8 @@ export const PRIOR_WEIGHT = 50
 
 /** The operations of a learner. */
 export interface ModelLearnerApi {
-  /** One Thompson draw per model, in the order given: a sample of its Beta(α, β) for the task type. */
-  readonly sample: (modelIds: ReadonlyArray<string>, taskType: TaskType) => Effect.Effect<ReadonlyArray<number>>
+  /** One Thompson draw per model, in the order given: a sample of its Beta(α, β) for the task type, from `uniform`. */
+  readonly sample: (modelIds: ReadonlyArray<string>, taskType: TaskType, uniform: () => number) => ReadonlyArray<number>
   /** Records one outcome of a model on a task type. */
   readonly record: (modelId: string, taskType: TaskType, success: boolean) => Effect.Effect<void, PersistenceError>
   /** The counts this learner observed itself (what it publishes). */
@@ -95,6 +95,13 @@ export const splitMix32 = (seed: number): (() => number) => {
     return z / 4294967296
   }
 }
+
+/**
+ * A uniform source for Thompson draws, seeded with one draw from Effect's `Random` (the calling fiber's, so a test's
+ * `Random.make(seed)` fixes every later draw): SplitMix32, because a `Random` draw costs microseconds and one choice
+ * over 20 models takes 80 uniforms or more.
+ */
+export const seededUniform: Effect.Effect<() => number> = Effect.map(Random.nextInt, splitMix32)
 
 const normal = (uniform: () => number): number => {
   const u = 1 - uniform()
@@ -154,16 +161,16 @@ export const fromCounts = (initial: Map<string, Counts> = new Map(), persistence
     return c
   }
   return {
-    sample: (modelIds, taskType) =>
-      Effect.map(Random.nextInt, (seed) => {
-        const uniform = splitMix32(seed)
-        return modelIds.map((id) => {
-          const c = counts.get(pairKey(id, taskType))
-          return c === undefined
-            ? sampleBeta(1, 1, uniform)
-            : sampleBeta(1 + c.successes + c.priorSuccesses, 1 + c.failures + c.priorFailures, uniform)
-        })
-      }),
+    sample: (modelIds, taskType, uniform) => {
+      const out: Array<number> = new Array(modelIds.length)
+      for (let i = 0; i < modelIds.length; i++) {
+        const c = counts.get(pairKey(modelIds[i]!, taskType))
+        out[i] = c === undefined
+          ? uniform() // Beta(1, 1) is uniform.
+          : sampleBeta(1 + c.successes + c.priorSuccesses, 1 + c.failures + c.priorFailures, uniform)
+      }
+      return out
+    },
     record: (modelId, taskType, success) =>
       Effect.suspend(() => {
         const c = entry(modelId, taskType)

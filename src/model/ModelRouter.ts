@@ -27,11 +27,11 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
 import type * as Random from "effect/Random"
 import type { TaskType } from "../core/Constraints.js"
 import {
   type ChatMessage,
+  type ChatRequest,
   type ChatResult,
   makeScripted,
   ModelError,
@@ -40,8 +40,8 @@ import {
   type Script
 } from "../core/ModelProvider.js"
 import { costMicros, type ModelCatalogue, type ModelSpec } from "./ModelCatalogue.js"
-import { type Amount, type ModelBudget, ModelBudgetExhausted, promptTokenBound } from "./ModelBudget.js"
-import { layerMemory as learnerMemory, ModelLearner, type ModelLearnerApi } from "./ModelLearner.js"
+import { type Amount, available, type ModelBudget, ModelBudgetExhausted, promptTokenBound, type Reservation } from "./ModelBudget.js"
+import { layerMemory as learnerMemory, ModelLearner, type ModelLearnerApi, seededUniform, splitMix32 } from "./ModelLearner.js"
 import { layerScripted as qualityScripted, QualityEstimator, type QualityEstimatorApi, type QualityInput } from "./QualityEstimator.js"
 
 /** How a session splits its budget over steps (the spec's AllocatorMode). */
@@ -143,7 +143,7 @@ export interface RouterParts {
   readonly providers: ModelProvidersApi
   readonly quality: QualityEstimatorApi
   readonly learner: ModelLearnerApi
-  /** A fixed random source for Thompson draws; default: the `Random` of the calling fiber. */
+  /** Seeds the Thompson draws (one draw, on the first choice); default: the `Random` of the calling fiber. */
   readonly random?: Random.Random
 }
 
@@ -153,31 +153,65 @@ export const fromParts = (parts: RouterParts): ModelRouterApi => {
   const models = catalogue.models
   const top = models[models.length - 1]!
 
+  // Seeded once, on the first THOMPSON choice, from `parts.random` or the calling fiber's `Random`.
+  let uniform: (() => number) | undefined
+  const seed = parts.random === undefined ? seededUniform : Effect.map(parts.random.nextInt, splitMix32)
+  const uniformSource: Effect.Effect<() => number> = Effect.suspend(() =>
+    uniform !== undefined ? Effect.succeed(uniform) : Effect.map(seed, (u) => (uniform = u))
+  )
+
   const exhausted = (message: string) => new ModelBudgetExhausted({ code: "BUDGET_EXHAUSTED", message })
 
-  const choose = (request: Omit<RouteRequest, "budget">, promptBound: number): Effect.Effect<ModelSpec, ModelBudgetExhausted> => {
-    const usable = models.filter((m) => m.contextWindow - promptBound >= MIN_OUTPUT_TOKENS)
-    if (usable.length === 0) return Effect.fail(exhausted(`a prompt of up to ${promptBound} tokens fits no model's context window`))
-    const fitsShare = usable.filter((m) => outputFitting(m, promptBound, request.share) >= MIN_OUTPUT_TOKENS)
-    if (request.mode !== "THOMPSON") return Effect.succeed(fitsShare.length > 0 ? fitsShare[fitsShare.length - 1]! : usable[0]!)
-    const pool = fitsShare.length > 0 ? fitsShare : usable
-    const draw = learner.sample(pool.map((m) => m.id), request.taskType)
-    const seeded = parts.random === undefined ? draw : Effect.withRandom(draw, parts.random)
-    return Effect.map(seeded, (thetas) => {
-      const expectedOut = (m: ModelSpec) => Math.max(MIN_OUTPUT_TOKENS, Math.min(m.maxOutputTokens, request.share.tokens - promptBound))
-      const strongest = costMicros(top, promptBound, expectedOut(top))
-      let best = pool[0]!
-      let bestScore = Infinity
-      for (let i = 0; i < pool.length; i++) {
-        const m = pool[i]!
-        const score = costMicros(m, promptBound, expectedOut(m)) + (1 - thetas[i]!) * strongest
-        if (score < bestScore) {
-          best = m
-          bestScore = score
-        }
+  // The pick runs on every call: plain loops, no closures made per call.
+  const pickPool: Array<ModelSpec> = []
+  const pickIds: Array<string> = []
+
+  /** The first pick, given a uniform source for THOMPSON; the error when no model holds the prompt. */
+  const pick = (request: Omit<RouteRequest, "budget">, promptBound: number, uniform: () => number): ModelSpec | ModelBudgetExhausted => {
+    let cheapestUsable: ModelSpec | undefined
+    let strongestFitting: ModelSpec | undefined
+    pickPool.length = 0
+    for (const m of models) {
+      if (m.contextWindow - promptBound < MIN_OUTPUT_TOKENS) continue
+      cheapestUsable ??= m
+      if (outputFitting(m, promptBound, request.share) >= MIN_OUTPUT_TOKENS) {
+        strongestFitting = m
+        pickPool.push(m)
       }
-      return best
-    })
+    }
+    if (cheapestUsable === undefined) return exhausted(`a prompt of up to ${promptBound} tokens fits no model's context window`)
+    if (request.mode !== "THOMPSON") return strongestFitting ?? cheapestUsable
+    if (pickPool.length === 0) {
+      for (const m of models) if (m.contextWindow - promptBound >= MIN_OUTPUT_TOKENS) pickPool.push(m)
+    }
+    pickIds.length = 0
+    for (const m of pickPool) pickIds.push(m.id)
+    const thetas = learner.sample(pickIds, request.taskType, uniform)
+    const shareOut = request.share.tokens - promptBound
+    const strongest = costMicros(top, promptBound, Math.max(MIN_OUTPUT_TOKENS, Math.min(top.maxOutputTokens, shareOut)))
+    let best = pickPool[0]!
+    let bestScore = Infinity
+    for (let i = 0; i < pickPool.length; i++) {
+      const m = pickPool[i]!
+      const score = costMicros(m, promptBound, Math.max(MIN_OUTPUT_TOKENS, Math.min(m.maxOutputTokens, shareOut))) + (1 - thetas[i]!) * strongest
+      if (score < bestScore) {
+        best = m
+        bestScore = score
+      }
+    }
+    return best
+  }
+
+  const noUniform = (): number => {
+    throw new Error("a THOMPSON pick before the draws were seeded")
+  }
+
+  /** `pick` as an effect, seeding the draws first when a THOMPSON pick needs them and they are not yet seeded. */
+  const choose = (request: Omit<RouteRequest, "budget">, promptBound: number): Effect.Effect<ModelSpec, ModelBudgetExhausted> => {
+    const done = (m: ModelSpec | ModelBudgetExhausted) => (m instanceof ModelBudgetExhausted ? Effect.fail(m) : Effect.succeed(m))
+    if (request.mode !== "THOMPSON") return done(pick(request, promptBound, noUniform))
+    if (uniform !== undefined) return done(pick(request, promptBound, uniform))
+    return Effect.flatMap(uniformSource, (u) => done(pick(request, promptBound, u)))
   }
 
   const nextTier = (m: ModelSpec, promptBound: number): ModelSpec | undefined => {
@@ -185,131 +219,129 @@ export const fromParts = (parts: RouterParts): ModelRouterApi => {
     return undefined
   }
 
-  const call = (request: RouteRequest, m: ModelSpec, promptBound: number) =>
-    Effect.flatMap(
-      request.budget.tryReserve((left) => {
-        const out = outputFitting(m, promptBound, left)
-        return out < MIN_OUTPUT_TOKENS ? undefined : [{ tokens: promptBound + out, micros: costMicros(m, promptBound, out) }, out] as const
-      }),
-      Option.match({
-        onNone: () => Effect.succeed(Option.none<readonly [ChatResult, Attempt]>()),
-        onSome: ([reservation, maxTokens]) => {
-          const provider = parts.providers.get(m.provider)
-          if (provider === undefined) {
-            return Effect.zipRight(
-              reservation.release,
-              Effect.fail(new ModelError({ code: "PROVIDER_REJECTED", message: `no provider named ${JSON.stringify(m.provider)} for model ${m.id}` }))
-            )
-          }
-          return provider.chat({
-            model: m.id,
-            messages: request.messages,
-            maxTokens,
-            ...(request.temperature === undefined ? {} : { temperature: request.temperature })
-          }).pipe(
-            Effect.onError(() => reservation.release),
-            Effect.flatMap((result) => {
-              const used = result.usage.inputTokens + result.usage.outputTokens
-              const micros = costMicros(m, result.usage.inputTokens, result.usage.outputTokens)
-              const over = used > reservation.amount.tokens || micros > reservation.amount.micros
-              const settled = reservation.settle({ tokens: used, micros })
-              return Effect.as(
-                over
-                  ? Effect.zipRight(
-                    settled,
-                    Effect.logWarning(`${m.id} used ${used} tokens (${micros} micro-USD), more than the ${reservation.amount.tokens} reserved`)
-                  )
-                  : settled,
-                result
-              )
-            }),
-            Effect.flatMap((result) => {
-              const input: QualityInput = {
-                messages: request.messages,
-                answer: result.text,
-                finishReason: result.finishReason,
-                modelId: m.id,
-                taskType: request.taskType
-              }
-              return Effect.map(quality.score(input), (score) =>
-                Option.some([result, {
-                  modelId: m.id,
-                  quality: clamp01(score),
-                  inputTokens: result.usage.inputTokens,
-                  outputTokens: result.usage.outputTokens,
-                  costMicros: costMicros(m, result.usage.inputTokens, result.usage.outputTokens)
-                }] as const)
-              )
-            })
-          )
-        }
-      })
-    )
+  /** Reserves for `m` within what is left; undefined when its bound with MIN_OUTPUT_TOKENS does not fit. */
+  const reserveFor = (request: RouteRequest, m: ModelSpec, promptBound: number) =>
+    request.budget.unsafeTryReserve((left) => {
+      const out = outputFitting(m, promptBound, left)
+      return out < MIN_OUTPUT_TOKENS ? undefined : [{ tokens: promptBound + out, micros: costMicros(m, promptBound, out) }, out] as const
+    })
 
-  const learn = (request: RouteRequest, attempt: Attempt) =>
-    learner.record(attempt.modelId, request.taskType, attempt.quality >= request.qualityThreshold && attempt.costMicros <= request.share.micros).pipe(
-      Effect.catchAll((e) => Effect.logWarning(`the learner could not record an outcome: ${e.message}`))
+  /** One attempt on `m` under `reservation`: call, settle, score, record in the learner. */
+  const attempt = (
+    request: RouteRequest,
+    m: ModelSpec,
+    [reservation, maxTokens]: readonly [Reservation, number]
+  ): Effect.Effect<readonly [ChatResult, Attempt], ModelError> => {
+    const provider = parts.providers.get(m.provider)
+    if (provider === undefined) {
+      reservation.unsafeSettle({ tokens: 0, micros: 0 })
+      return Effect.fail(new ModelError({ code: "PROVIDER_REJECTED", message: `no provider named ${JSON.stringify(m.provider)} for model ${m.id}` }))
+    }
+    const chatRequest: ChatRequest = request.temperature === undefined
+      ? { model: m.id, messages: request.messages, maxTokens }
+      : { model: m.id, messages: request.messages, maxTokens, temperature: request.temperature }
+    return Effect.flatMap(
+      Effect.onError(provider.chat(chatRequest), () => reservation.release),
+      (result) => {
+        const used = result.usage.inputTokens + result.usage.outputTokens
+        const micros = costMicros(m, result.usage.inputTokens, result.usage.outputTokens)
+        reservation.unsafeSettle({ tokens: used, micros })
+        const over = used > reservation.amount.tokens || micros > reservation.amount.micros
+        const input: QualityInput = {
+          messages: request.messages,
+          answer: result.text,
+          finishReason: result.finishReason,
+          modelId: m.id,
+          taskType: request.taskType
+        }
+        return Effect.flatMap(quality.score(input), (score) => {
+          const a: Attempt = {
+            modelId: m.id,
+            quality: clamp01(score),
+            inputTokens: result.usage.inputTokens,
+            outputTokens: result.usage.outputTokens,
+            costMicros: micros
+          }
+          const success = a.quality >= request.qualityThreshold && micros <= request.share.micros
+          const learnt = Effect.catchAll(
+            learner.record(m.id, request.taskType, success),
+            (e) => Effect.logWarning(`the learner could not record an outcome: ${e.message}`)
+          )
+          const logged = over
+            ? Effect.zipRight(Effect.logWarning(`${m.id} used ${used} tokens (${micros} micro-USD), more than the ${reservation.amount.tokens} reserved`), learnt)
+            : learnt
+          return Effect.as(logged, [result, a] as const)
+        })
+      }
     )
+  }
+
+  const summed = (attempts: ReadonlyArray<Attempt>): RouteUsage => {
+    let inputTokens = 0
+    let outputTokens = 0
+    let micros = 0
+    for (const a of attempts) {
+      inputTokens += a.inputTokens
+      outputTokens += a.outputTokens
+      micros += a.costMicros
+    }
+    return { inputTokens, outputTokens, costMicros: micros }
+  }
+
+  /** Escalates from `current` while the last score is below the threshold and the next tier fits; then answers the best. */
+  const climb = (
+    request: RouteRequest,
+    promptBound: number,
+    current: ModelSpec,
+    attempts: Array<Attempt>,
+    best: readonly [ChatResult, Attempt]
+  ): Effect.Effect<RouteResult, ModelError> => {
+    const last = attempts[attempts.length - 1]!
+    const next = last.quality < request.qualityThreshold ? nextTier(current, promptBound) : undefined
+    const reserved = next === undefined ? undefined : reserveFor(request, next, promptBound)
+    if (next === undefined || reserved === undefined) {
+      const [result, a] = best
+      return Effect.succeed({
+        content: result.text,
+        modelId: a.modelId,
+        nEscalations: attempts.length - 1,
+        quality: a.quality,
+        usage: summed(attempts),
+        attempts
+      })
+    }
+    return Effect.flatMap(attempt(request, next, reserved), (got) => {
+      attempts.push(got[1])
+      return climb(request, promptBound, next, attempts, got[1].quality >= best[1].quality ? got : best)
+    })
+  }
+
+  const start = (request: RouteRequest, promptBound: number, first: ModelSpec): Effect.Effect<RouteResult, ModelError | ModelBudgetExhausted> => {
+    let current = first
+    let reserved = reserveFor(request, first, promptBound)
+    // When the pick does not fit what is left, fall back to cheaper models before giving up.
+    for (let i = 0; reserved === undefined && i < models.length; i++) {
+      const m = models[i]!
+      if (m === first || m.tier > first.tier || m.contextWindow - promptBound < MIN_OUTPUT_TOKENS) continue
+      reserved = reserveFor(request, m, promptBound)
+      current = m
+    }
+    if (reserved === undefined) {
+      const left = available(request.budget.unsafeState())
+      return Effect.fail(exhausted(`no model fits what is left: ${left.tokens} tokens, ${left.micros} micro-USD`))
+    }
+    const model = current
+    return Effect.flatMap(attempt(request, model, reserved), (got) => climb(request, promptBound, model, [got[1]], got))
+  }
 
   const route = (request: RouteRequest): Effect.Effect<RouteResult, ModelError | ModelBudgetExhausted> =>
-    Effect.gen(function* () {
+    Effect.suspend(() => {
       const promptBound = promptTokenBound(request.messages)
-      const first = yield* choose(request, promptBound)
-      // When the pick does not fit what is left, fall back to cheaper models before giving up.
-      let current: ModelSpec | undefined = first
-      let got = yield* call(request, first, promptBound)
-      if (Option.isNone(got)) {
-        for (const m of models) {
-          if (m === first || m.tier > first.tier || m.contextWindow - promptBound < MIN_OUTPUT_TOKENS) continue
-          got = yield* call(request, m, promptBound)
-          if (Option.isSome(got)) {
-            current = m
-            break
-          }
-        }
+      if (request.mode === "THOMPSON" && uniform === undefined) {
+        return Effect.flatMap(choose(request, promptBound), (first) => start(request, promptBound, first))
       }
-      if (Option.isNone(got)) {
-        const s = yield* request.budget.state
-        return yield* Effect.fail(
-          exhausted(`no model fits what is left: ${s.limit.tokens - s.spent.tokens - s.held.tokens} tokens, ${s.limit.micros - s.spent.micros - s.held.micros} micro-USD`)
-        )
-      }
-      const attempts: Array<Attempt> = []
-      let [bestResult, bestAttempt] = got.value
-      attempts.push(bestAttempt)
-      yield* learn(request, bestAttempt)
-      let last = bestAttempt
-      while (last.quality < request.qualityThreshold) {
-        const next = nextTier(current!, promptBound)
-        if (next === undefined) break
-        const again = yield* call(request, next, promptBound)
-        if (Option.isNone(again)) break
-        const [result, attempt] = again.value
-        attempts.push(attempt)
-        yield* learn(request, attempt)
-        if (attempt.quality >= bestAttempt.quality) {
-          bestResult = result
-          bestAttempt = attempt
-        }
-        current = next
-        last = attempt
-      }
-      let inputTokens = 0
-      let outputTokens = 0
-      let micros = 0
-      for (const a of attempts) {
-        inputTokens += a.inputTokens
-        outputTokens += a.outputTokens
-        micros += a.costMicros
-      }
-      return {
-        content: bestResult.text,
-        modelId: bestAttempt.modelId,
-        nEscalations: attempts.length - 1,
-        quality: bestAttempt.quality,
-        usage: { inputTokens, outputTokens, costMicros: micros },
-        attempts
-      }
+      const first = pick(request, promptBound, uniform ?? noUniform)
+      return first instanceof ModelBudgetExhausted ? Effect.fail(first) : start(request, promptBound, first)
     })
 
   return {

@@ -26,7 +26,6 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import type * as Redacted from "effect/Redacted"
-import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import { usdMicros } from "../core/Constraints.js"
@@ -134,10 +133,10 @@ interface OpenStep {
 }
 
 interface Usage {
-  readonly tokens: number
-  readonly micros: number
-  readonly nCalls: number
-  readonly models: ReadonlyArray<string>
+  tokens: number
+  micros: number
+  nCalls: number
+  readonly models: Array<string>
 }
 
 /** The decoded mandate, or MALFORMED / KIND_MISMATCH. */
@@ -164,12 +163,15 @@ export const make = (options: SessionOptions): Effect.Effect<ModelSession, Manda
     const expectedSteps = Math.max(1, cns.expected_steps)
     const budget = yield* makeBudget(limit)
     const steps = new Map<string, OpenStep>()
-    const begun = yield* Ref.make(0)
-    const closed = yield* Ref.make(false)
-    const usage = yield* Ref.make<Usage>({ tokens: 0, micros: 0, nCalls: 0, models: [] })
+    // Counters changed only by synchronous code inside this session's effects (atomic on one JavaScript thread),
+    // so a call pays no effect of its own for its bookkeeping.
+    let begun = 0
+    let closed = false
+    const usage: Usage = { tokens: 0, micros: 0, nCalls: 0, models: [] }
 
     const refuse = (code: ModelSessionErrorCode, message: string) => Effect.fail(new ModelSessionError({ code, message }))
-    const ifOpen = Effect.flatMap(Ref.get(closed), (c) => (c ? refuse("SESSION_CLOSED", "the session is closed") : Effect.void))
+    const closedError = () => new ModelSessionError({ code: "SESSION_CLOSED", message: "the session is closed" })
+    const ifOpen = Effect.suspend(() => (closed ? Effect.fail(closedError()) : Effect.void))
 
     /** The allocator's share of `left` for the next step or call, `begunBefore` steps having begun. */
     const share = (left: Amount, begunBefore: number, importanceWeight: number, totalWeight: number): Amount => {
@@ -190,49 +192,52 @@ export const make = (options: SessionOptions): Effect.Effect<ModelSession, Manda
     const messagesOf = (prompt: string | ReadonlyArray<ChatMessage>): ReadonlyArray<ChatMessage> =>
       typeof prompt === "string" ? [{ role: "user", content: prompt }] : prompt
 
-    const record = (u: RouteUsage, attempts: ReadonlyArray<{ readonly modelId: string }>) =>
-      Ref.update(usage, (s) => {
-        const models = [...s.models]
-        for (const a of attempts) if (!models.includes(a.modelId)) models.push(a.modelId)
-        return { tokens: s.tokens + u.inputTokens + u.outputTokens, micros: s.micros + u.costMicros, nCalls: s.nCalls + attempts.length, models }
-      })
+    const record = (u: RouteUsage, attempts: ReadonlyArray<{ readonly modelId: string }>) => {
+      usage.tokens += u.inputTokens + u.outputTokens
+      usage.micros += u.costMicros
+      usage.nCalls += attempts.length
+      for (const a of attempts) if (!usage.models.includes(a.modelId)) usage.models.push(a.modelId)
+    }
 
     const chat: ModelSession["chat"] = (prompt, stepMandate) =>
-      Effect.gen(function* () {
-        yield* ifOpen
+      Effect.suspend((): Effect.Effect<ChatReply, ModelError | ModelBudgetExhausted | ModelSessionError> => {
+        if (closed) return Effect.fail(closedError())
         let target: ModelBudget = budget
         let callShare: Amount
         if (stepMandate !== undefined) {
           const jti = typeof stepMandate === "string" ? Either.getOrUndefined(Either.map(decodeUnverified(stepMandate), (m) => m.jti)) : stepMandate.jti
           const step = jti === undefined ? undefined : steps.get(jti)
-          if (step === undefined) return yield* refuse("STEP_NOT_OPEN", "this step mandate is not open in this session")
+          if (step === undefined) return refuse("STEP_NOT_OPEN", "this step mandate is not open in this session")
           target = step.budget
-          callShare = available(yield* step.budget.state)
+          callShare = available(step.budget.unsafeState())
         } else {
-          const n = yield* Ref.getAndUpdate(begun, (k) => k + 1)
-          callShare = share(available(yield* budget.state), n, 1, expectedSteps)
+          callShare = share(available(budget.unsafeState()), begun++, 1, expectedSteps)
         }
-        const result = yield* router.route({
-          messages: messagesOf(prompt),
-          taskType: cns.task_type,
-          qualityThreshold: cns.quality_threshold,
-          budget: target,
-          share: callShare,
-          mode,
-          ...(options.temperature === undefined ? {} : { temperature: options.temperature })
-        })
-        yield* record(result.usage, result.attempts)
-        return {
-          content: result.content,
-          modelId: result.modelId,
-          nEscalations: result.nEscalations,
-          quality: result.quality,
-          usage: {
-            inputTokens: result.usage.inputTokens,
-            outputTokens: result.usage.outputTokens,
-            costUsd: formatUsd(result.usage.costMicros as Micros)
+        return Effect.map(
+          router.route({
+            messages: messagesOf(prompt),
+            taskType: cns.task_type,
+            qualityThreshold: cns.quality_threshold,
+            budget: target,
+            share: callShare,
+            mode,
+            ...(options.temperature === undefined ? {} : { temperature: options.temperature })
+          }),
+          (result): ChatReply => {
+            record(result.usage, result.attempts)
+            return {
+              content: result.content,
+              modelId: result.modelId,
+              nEscalations: result.nEscalations,
+              quality: result.quality,
+              usage: {
+                inputTokens: result.usage.inputTokens,
+                outputTokens: result.usage.outputTokens,
+                costUsd: formatUsd(result.usage.costMicros as Micros)
+              }
+            }
           }
-        }
+        )
       })
 
     const step: ModelSession["step"] = (name, importanceWeight = 1, totalWeight = expectedSteps, stepOptions = {}) =>
@@ -240,7 +245,7 @@ export const make = (options: SessionOptions): Effect.Effect<ModelSession, Manda
         yield* ifOpen
         const key = options.privateKey
         if (key === undefined) return yield* refuse("SIGNING_KEY_REQUIRED", "opening a step signs a mandate: give the session the holder's privateKey")
-        const n = yield* Ref.getAndUpdate(begun, (k) => k + 1)
+        const n = begun++
         const acquire = Effect.gen(function* () {
           const reserved = yield* budget.tryReserve((left) => {
             const s = share(left, n, importanceWeight, totalWeight)
@@ -294,16 +299,18 @@ export const make = (options: SessionOptions): Effect.Effect<ModelSession, Manda
           : Effect.flatMap(learner.observed, (stats) => withHttp(publishStats(registryUrl, options.registryApiKey!, { stats }))),
       chat,
       step,
-      close: Ref.set(closed, true),
-      summary: Effect.map(Effect.all([Ref.get(usage), budget.state]), ([u, s]) => {
-        const left = available(s)
+      close: Effect.sync(() => {
+        closed = true
+      }),
+      summary: Effect.sync(() => {
+        const left = available(budget.unsafeState())
         return {
-          totalTokens: u.tokens,
+          totalTokens: usage.tokens,
           tokensRemaining: left.tokens,
-          totalCostUsd: formatUsd(u.micros as Micros),
+          totalCostUsd: formatUsd(usage.micros as Micros),
           costRemaining: formatUsd(Math.max(0, left.micros) as Micros),
-          nCalls: u.nCalls,
-          modelsUsed: u.models
+          nCalls: usage.nCalls,
+          modelsUsed: [...usage.models]
         }
       })
     }
