@@ -70,7 +70,7 @@ export class AgentNotFound extends Schema.TaggedError<AgentNotFound>()(
 /** 409: the task was already resumed (or cancelled), or it expired with its mandate. */
 export class AgentConflict extends Schema.TaggedError<AgentConflict>()(
   "AgentConflict",
-  { code: Schema.Literal("TASK_ALREADY_RESUMED", "TASK_EXPIRED"), message: Schema.String },
+  { code: Schema.Literal("TASK_ALREADY_RESUMED", "TASK_EXPIRED", "BUDGET_EXHAUSTED"), message: Schema.String },
   HttpApiSchema.annotations({ status: 409 })
 ) {}
 

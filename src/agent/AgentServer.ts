@@ -22,7 +22,7 @@ import * as Auth from "./Auth.js"
 import * as Discovery from "./Discovery.js"
 import * as Execution from "./Execution.js"
 import * as Gates from "./Gates.js"
-import { type Handler, layerChat, layerHandler } from "./Handler.js"
+import { type Handler, layerHandler } from "./Handler.js"
 import * as Identity from "./Identity.js"
 import * as RunStreams from "./RunStreams.js"
 import * as AgentMemory from "../core/AgentMemory.js"
@@ -42,6 +42,12 @@ import * as TaskStoreSql from "../sql/TaskStoreSql.js"
 import * as Serve from "../http/Serve.js"
 import { fromBase64 } from "../core/internal/bytes.js"
 import { lift } from "../core/internal/lift.js"
+import * as Either from "effect/Either"
+import * as ModelCatalogue from "../model/ModelCatalogue.js"
+import * as ModelLearner from "../model/ModelLearner.js"
+import * as ModelRouter from "../model/ModelRouter.js"
+import * as QualityEstimator from "../model/QualityEstimator.js"
+import * as RoutedChat from "./RoutedChat.js"
 
 export { AgentConfigError } from "./AgentError.js"
 export { GatePaused, type GuardError, type GuardOptions, type Handler, type HandlerOutput, type RunInput } from "./Handler.js"
@@ -59,6 +65,11 @@ export interface AgentServerOptions {
   /** A model provider, or the settings of an OpenAI-compatible one. */
   readonly provider?: ModelProviderApi | ModelProviderOpenAi.OpenAiCompatibleOptions
   readonly model?: string
+  /**
+   * Models to route over with `provider` serving every one (docs/models.md), instead of one `model`: a catalogue or
+   * its config. Either way an LLM agent answers through the `ModelRouter`.
+   */
+  readonly catalogue?: ModelCatalogue.ModelCatalogue | { readonly models: ReadonlyArray<typeof ModelCatalogue.ModelSpecConfig.Encoded> }
   /** Default "none". */
   readonly memory?: AgentMemory.MemoryMode
   /** Default "none". */
@@ -154,8 +165,12 @@ const checkOptions = (options: AgentServerOptions): Effect.Effect<void, AgentCon
   const auth = options.auth ?? "none"
   const refuse = (message: string) => Effect.fail(new AgentConfigError({ code: "INVALID_CONFIG", message }))
   if (typeof options.name !== "string" || options.name.length === 0) return refuse("name is required")
-  if (options.handler === undefined && (options.provider === undefined || options.model === undefined)) {
-    return refuse("give a handler, or a provider and a model")
+  if (options.handler === undefined && (options.provider === undefined || (options.model === undefined && options.catalogue === undefined))) {
+    return refuse("give a handler, or a provider and a model (or a catalogue)")
+  }
+  if (options.catalogue !== undefined && !("byId" in options.catalogue)) {
+    const decoded = ModelCatalogue.decode(options.catalogue)
+    if (Either.isLeft(decoded)) return refuse(`catalogue: ${decoded.left.message}`)
   }
   if (auth === "bearer" && (options.bearerTokens ?? []).length === 0 && options.verifyBearer === undefined) {
     return refuse("auth bearer needs bearerTokens or verifyBearer")
@@ -203,7 +218,16 @@ const layerAgentHandler = (options: AgentServerOptions) => {
   const provider = options.provider!
   const providerLayer =
     "chat" in provider ? Layer.succeed(ModelProvider, provider) : ModelProviderOpenAi.layer(provider).pipe(Layer.provide(FetchHttpClient.layer))
-  return layerChat(options.model!).pipe(Layer.provide(providerLayer))
+  const catalogue = options.catalogue === undefined
+    ? ModelCatalogue.single(options.model!, "default")
+    : "byId" in options.catalogue
+      ? options.catalogue
+      : Either.getOrThrow(ModelCatalogue.decode(options.catalogue))
+  const router = ModelRouter.layer(catalogue).pipe(
+    Layer.provide(Layer.mergeAll(ModelRouter.layerFromModelProvider, QualityEstimator.layerHeuristic, ModelLearner.layerMemory)),
+    Layer.provide(providerLayer)
+  )
+  return RoutedChat.layer.pipe(Layer.provide(router))
 }
 
 /** Every service the handlers of an agent server need, composed from its options (the identity is made first). */
@@ -223,7 +247,7 @@ export const layerServices = (
   const stores = layerStores(options)
   const guard = TaskGuard.layer.pipe(Layer.provide(stores))
   const gates = Gates.layer(options).pipe(Layer.provide(stores))
-  const execution = Execution.layer(options).pipe(Layer.provide(Layer.mergeAll(stores, guard, gates, layerAgentHandler(options))))
+  const execution = Execution.layer(options).pipe(Layer.provide(Layer.mergeAll(stores, guard, gates, layerAgentHandler(options).pipe(Layer.provide(stores)))))
   const parts = Layer.mergeAll(stores, gates, execution, Auth.layer(options).pipe(Layer.provide(stores)), Discovery.layer(options), RunStreams.layer(options))
   return parts.pipe(Layer.provideMerge(Identity.layer(options)))
 }

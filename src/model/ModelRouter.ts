@@ -119,6 +119,8 @@ export interface ModelRouterApi {
   readonly catalogue: ModelCatalogue
   /** Routes one request: pick, call, score, escalate. */
   readonly route: (request: RouteRequest) => Effect.Effect<RouteResult, ModelError | ModelBudgetExhausted>
+  /** The provider serving a model of the catalogue, when there is one. */
+  readonly providerOf: (model: ModelSpec) => ModelProviderApi | undefined
   /** The first pick alone (no call), for inspection and measurement. */
   readonly choose: (request: Omit<RouteRequest, "budget">) => Effect.Effect<ModelSpec, ModelBudgetExhausted>
 }
@@ -347,6 +349,7 @@ export const fromParts = (parts: RouterParts): ModelRouterApi => {
   return {
     catalogue,
     route,
+    providerOf: (m) => parts.providers.get(m.provider),
     choose: (request) => Effect.suspend(() => choose(request, promptTokenBound(request.messages)))
   }
 }
