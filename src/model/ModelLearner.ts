@@ -103,21 +103,31 @@ export const splitMix32 = (seed: number): (() => number) => {
  */
 export const seededUniform: Effect.Effect<() => number> = Effect.map(Random.nextInt, splitMix32)
 
-const normal = (uniform: () => number): number => {
-  const u = 1 - uniform()
-  return Math.sqrt(-2 * Math.log(u)) * Math.cos(2 * Math.PI * uniform())
+/** Standard normal draws from `uniform` (Box–Muller), the second of each pair kept for the next call. */
+export const normals = (uniform: () => number): (() => number) => {
+  let spare: number | undefined
+  return () => {
+    if (spare !== undefined) {
+      const z = spare
+      spare = undefined
+      return z
+    }
+    const r = Math.sqrt(-2 * Math.log(1 - uniform()))
+    const t = 2 * Math.PI * uniform()
+    spare = r * Math.sin(t)
+    return r * Math.cos(t)
+  }
 }
 
-/** A Gamma(shape, 1) draw (Marsaglia and Tsang, 2000; shape < 1 boosted by U^(1/shape)). */
-export const sampleGamma = (shape: number, uniform: () => number): number => {
-  if (shape < 1) return sampleGamma(shape + 1, uniform) * Math.pow(1 - uniform(), 1 / shape)
+const gammaWith = (shape: number, uniform: () => number, normal: () => number): number => {
+  if (shape < 1) return gammaWith(shape + 1, uniform, normal) * Math.pow(1 - uniform(), 1 / shape)
   const d = shape - 1 / 3
   const c = 1 / Math.sqrt(9 * d)
   for (;;) {
     let x: number
     let v: number
     do {
-      x = normal(uniform)
+      x = normal()
       v = 1 + c * x
     } while (v <= 0)
     v = v * v * v
@@ -126,10 +136,13 @@ export const sampleGamma = (shape: number, uniform: () => number): number => {
   }
 }
 
-/** A Beta(alpha, beta) draw, from two Gamma draws. */
-export const sampleBeta = (alpha: number, beta: number, uniform: () => number): number => {
-  const x = sampleGamma(alpha, uniform)
-  const y = sampleGamma(beta, uniform)
+/** A Gamma(shape, 1) draw (Marsaglia and Tsang, 2000; shape < 1 boosted by U^(1/shape)). */
+export const sampleGamma = (shape: number, uniform: () => number): number => gammaWith(shape, uniform, normals(uniform))
+
+/** A Beta(alpha, beta) draw, from two Gamma draws; pass `normal` to share one normal source over many draws. */
+export const sampleBeta = (alpha: number, beta: number, uniform: () => number, normal: () => number = normals(uniform)): number => {
+  const x = gammaWith(alpha, uniform, normal)
+  const y = gammaWith(beta, uniform, normal)
   return x / (x + y)
 }
 
@@ -151,23 +164,37 @@ export const fromCounts = (initial: Map<string, Counts> = new Map(), persistence
     const at = key.indexOf("\u0000")
     return [key.slice(0, at) as TaskType, key.slice(at + 1)]
   }
+  // The same Counts objects by task type, then model: sampling runs on every THOMPSON pick and builds no keys.
+  const byTask = new Map<TaskType, Map<string, Counts>>()
+  const index = (modelId: string, taskType: TaskType, c: Counts) => {
+    let m = byTask.get(taskType)
+    if (m === undefined) byTask.set(taskType, (m = new Map()))
+    m.set(modelId, c)
+  }
+  for (const [key, c] of counts) {
+    const [taskType, modelId] = parse(key)
+    index(modelId, taskType, c)
+  }
   const entry = (modelId: string, taskType: TaskType): Counts => {
     const key = pairKey(modelId, taskType)
     let c = counts.get(key)
     if (c === undefined) {
       c = { successes: 0, failures: 0, priorSuccesses: 0, priorFailures: 0 }
       counts.set(key, c)
+      index(modelId, taskType, c)
     }
     return c
   }
   return {
     sample: (modelIds, taskType, uniform) => {
       const out: Array<number> = new Array(modelIds.length)
+      const normal = normals(uniform)
+      const known = byTask.get(taskType)
       for (let i = 0; i < modelIds.length; i++) {
-        const c = counts.get(pairKey(modelIds[i]!, taskType))
+        const c = known?.get(modelIds[i]!)
         out[i] = c === undefined
           ? uniform() // Beta(1, 1) is uniform.
-          : sampleBeta(1 + c.successes + c.priorSuccesses, 1 + c.failures + c.priorFailures, uniform)
+          : sampleBeta(1 + c.successes + c.priorSuccesses, 1 + c.failures + c.priorFailures, uniform, normal)
       }
       return out
     },
