@@ -8,9 +8,10 @@
  * First pick, by allocator (docs/models.md):
  * - PROPORTIONAL and IMPORTANCE_WEIGHTED: the strongest model whose bound fits the call's share of the budget (the
  *   share is what these allocators decide; the router spends it well), else the cheapest;
- * - THOMPSON: for each model that fits the share, a draw θ from the learner's Beta belief that it succeeds; the
- *   pick minimises the expected cost of a good answer, `cost + (1 − θ) × cost of the strongest`, so a cheap model
- *   is tried where it is believed to succeed and skipped where it is believed to fail.
+ * - THOMPSON: for each usable model a draw θ from the learner's Beta belief that it succeeds; the pick is the model
+ *   fitting the share whose expected cost of a good answer, escalating on a miss as the route does
+ *   (`E(m) = cost(m) + (1 − θ(m)) × E(next tier)`), is lowest, so a cheap model is tried where it is believed to
+ *   succeed and skipped where it is believed to fail.
  * Every attempt is recorded in the learner (success: score ≥ threshold and cost ≤ share), whatever the allocator.
  *
  * Why not `ExecutionPlan`: Effect's plan moves to the next step when the effect *fails*, and gives neither the
@@ -153,7 +154,6 @@ export interface RouterParts {
 export const fromParts = (parts: RouterParts): ModelRouterApi => {
   const { catalogue, learner, quality } = parts
   const models = catalogue.models
-  const top = models[models.length - 1]!
 
   // Seeded once, on the first THOMPSON choice, from `parts.random` or the calling fiber's `Random`.
   let uniform: (() => number) | undefined
@@ -167,6 +167,8 @@ export const fromParts = (parts: RouterParts): ModelRouterApi => {
   // The pick runs on every call: plain loops, no closures made per call.
   const pickPool: Array<ModelSpec> = []
   const pickIds: Array<string> = []
+  const pickModels: Array<ModelSpec> = []
+  const expected: Array<number> = []
 
   /** The first pick, given a uniform source for THOMPSON; the error when no model holds the prompt. */
   const pick = (request: Omit<RouteRequest, "budget">, promptBound: number, uniform: () => number): ModelSpec | ModelBudgetExhausted => {
@@ -183,25 +185,40 @@ export const fromParts = (parts: RouterParts): ModelRouterApi => {
     }
     if (cheapestUsable === undefined) return exhausted(`a prompt of up to ${promptBound} tokens fits no model's context window`)
     if (request.mode !== "THOMPSON") return strongestFitting ?? cheapestUsable
-    if (pickPool.length === 0) {
-      for (const m of models) if (m.contextWindow - promptBound >= MIN_OUTPUT_TOKENS) pickPool.push(m)
-    }
+    // One draw per usable model; the expected cost of a good answer starting at each, escalating on a miss as the
+    // route does, computed from the strongest down; the cheapest start that fits the share wins.
     pickIds.length = 0
-    for (const m of pickPool) pickIds.push(m.id)
+    pickModels.length = 0
+    for (const m of models) {
+      if (m.contextWindow - promptBound < MIN_OUTPUT_TOKENS) continue
+      pickIds.push(m.id)
+      pickModels.push(m)
+    }
     const thetas = learner.sample(pickIds, request.taskType, uniform)
     const shareOut = request.share.tokens - promptBound
-    const strongest = costMicros(top, promptBound, Math.max(MIN_OUTPUT_TOKENS, Math.min(top.maxOutputTokens, shareOut)))
-    let best = pickPool[0]!
-    let bestScore = Infinity
-    for (let i = 0; i < pickPool.length; i++) {
-      const m = pickPool[i]!
-      const score = costMicros(m, promptBound, Math.max(MIN_OUTPUT_TOKENS, Math.min(m.maxOutputTokens, shareOut))) + (1 - thetas[i]!) * strongest
-      if (score < bestScore) {
+    const n = pickModels.length
+    expected.length = n
+    let best: ModelSpec | undefined
+    let bestCost = Infinity
+    let fallback = pickModels[0]!
+    let fallbackCost = Infinity
+    for (let i = n - 1; i >= 0; i--) {
+      const m = pickModels[i]!
+      let next = i + 1
+      while (next < n && pickModels[next]!.tier <= m.tier) next++
+      const own = costMicros(m, promptBound, Math.max(MIN_OUTPUT_TOKENS, Math.min(m.maxOutputTokens, shareOut)))
+      const e = own + (next < n ? (1 - thetas[i]!) * expected[next]! : 0)
+      expected[i] = e
+      if (e < fallbackCost) {
+        fallback = m
+        fallbackCost = e
+      }
+      if (e < bestCost && pickPool.includes(m)) {
         best = m
-        bestScore = score
+        bestCost = e
       }
     }
-    return best
+    return best ?? fallback
   }
 
   const noUniform = (): number => {
