@@ -11,7 +11,8 @@ const suites: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
   agent: () => import("./agent.js"),
   ledger: () => import("./ledger.js"),
   start: () => import("./start.js"),
-  saga: () => import("./saga.js")
+  saga: () => import("./saga.js"),
+  router: () => import("./router.js")
 }
 
 const wanted = process.argv.slice(2)

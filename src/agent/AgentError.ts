@@ -73,7 +73,7 @@ export class AgentNotFound extends Schema.TaggedError<AgentNotFound>()(
  */
 export class AgentConflict extends Schema.TaggedError<AgentConflict>()(
   "AgentConflict",
-  { code: Schema.Literal("TASK_ALREADY_RESUMED", "TASK_EXPIRED", "IDEMPOTENCY_KEY_REUSED", "IDEMPOTENCY_KEY_IN_PROGRESS"), message: Schema.String },
+  { code: Schema.Literal("TASK_ALREADY_RESUMED", "TASK_EXPIRED", "IDEMPOTENCY_KEY_REUSED", "IDEMPOTENCY_KEY_IN_PROGRESS", "BUDGET_EXHAUSTED"), message: Schema.String },
   HttpApiSchema.annotations({ status: 409 })
 ) {}
 

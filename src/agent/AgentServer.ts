@@ -24,7 +24,7 @@ import * as Auth from "./Auth.js"
 import * as Discovery from "./Discovery.js"
 import * as Execution from "./Execution.js"
 import * as Gates from "./Gates.js"
-import { type Handler, layerChat, layerHandler } from "./Handler.js"
+import { type Handler, layerHandler } from "./Handler.js"
 import * as Idempotency from "./Idempotency.js"
 import * as Identity from "./Identity.js"
 import * as RunStreams from "./RunStreams.js"
@@ -48,6 +48,12 @@ import * as TaskStoreSql from "../sql/TaskStoreSql.js"
 import * as Serve from "../http/Serve.js"
 import { fromBase64 } from "../core/internal/bytes.js"
 import { lift } from "../core/internal/lift.js"
+import * as Either from "effect/Either"
+import * as ModelCatalogue from "../model/ModelCatalogue.js"
+import * as ModelLearner from "../model/ModelLearner.js"
+import * as ModelRouter from "../model/ModelRouter.js"
+import * as QualityEstimator from "../model/QualityEstimator.js"
+import * as RoutedChat from "./RoutedChat.js"
 
 export { AgentConfigError } from "./AgentError.js"
 export {
@@ -79,10 +85,16 @@ export interface AgentServerOptions {
   readonly provider?: ProviderChoice
   readonly model?: string
   /**
-   * The LLM chat agent's bound on an answer (`maxTokens` of each call). Unset, calls carry none, except under a
-   * task mandate: there each call reserves its prompt plus this bound against `computeLimit`, 1024 by default.
+   * The LLM chat agent's bound on an answer (`maxTokens` of each call, below the model's own). Unset: the model's
+   * bound, except under a task mandate, where each call reserves its prompt plus this bound against `computeLimit`,
+   * 1024 by default.
    */
   readonly maxOutputTokens?: number
+  /**
+   * Models to route over with `provider` serving every one (docs/models.md), instead of one `model`: a catalogue or
+   * its config. Either way an LLM agent answers through the `ModelRouter`.
+   */
+  readonly catalogue?: ModelCatalogue.ModelCatalogue | { readonly models: ReadonlyArray<typeof ModelCatalogue.ModelSpecConfig.Encoded> }
   /** Default "none". */
   readonly memory?: AgentMemory.MemoryMode
   /** Default "none". */
@@ -196,8 +208,12 @@ const checkOptions = (options: AgentServerOptions): Effect.Effect<void, AgentCon
   const auth = options.auth ?? "none"
   const refuse = (message: string) => Effect.fail(new AgentConfigError({ code: "INVALID_CONFIG", message }))
   if (typeof options.name !== "string" || options.name.length === 0) return refuse("name is required")
-  if (options.handler === undefined && (options.provider === undefined || options.model === undefined)) {
-    return refuse("give a handler, or a provider and a model")
+  if (options.handler === undefined && (options.provider === undefined || (options.model === undefined && options.catalogue === undefined))) {
+    return refuse("give a handler, or a provider and a model (or a catalogue)")
+  }
+  if (options.catalogue !== undefined && !("byId" in options.catalogue)) {
+    const decoded = ModelCatalogue.decode(options.catalogue)
+    if (Either.isLeft(decoded)) return refuse(`catalogue: ${decoded.left.message}`)
   }
   if (typeof options.provider === "string" && options.provider !== "anthropic" && options.provider !== "openai") {
     return refuse(`unknown provider ${JSON.stringify(options.provider)}: give "anthropic", "openai", a provider or its settings`)
@@ -280,9 +296,16 @@ const layerProvider = (provider: ProviderChoice): Layer.Layer<ModelProvider, Age
 /** The handler the server runs: the one given, or a chat handler over the provider given (or its settings). */
 const layerAgentHandler = (options: AgentServerOptions) => {
   if (options.handler !== undefined) return layerHandler(options.handler)
-  return layerChat(options.model!, options.maxOutputTokens === undefined ? {} : { maxOutputTokens: options.maxOutputTokens }).pipe(
+  const catalogue = options.catalogue === undefined
+    ? ModelCatalogue.single(options.model!, "default")
+    : "byId" in options.catalogue
+      ? options.catalogue
+      : Either.getOrThrow(ModelCatalogue.decode(options.catalogue))
+  const router = ModelRouter.layer(catalogue).pipe(
+    Layer.provide(Layer.mergeAll(ModelRouter.layerFromModelProvider, QualityEstimator.layerHeuristic, ModelLearner.layerMemory)),
     Layer.provide(layerProvider(options.provider!))
   )
+  return RoutedChat.layer(options.maxOutputTokens === undefined ? {} : { maxOutputTokens: options.maxOutputTokens }).pipe(Layer.provide(router))
 }
 
 /** Every service the handlers of an agent server need, composed from its options (the identity is made first). */
@@ -303,7 +326,7 @@ export const layerServices = (
   const stores = layerStores(options)
   const guard = TaskGuard.layer.pipe(Layer.provide(stores))
   const gates = Gates.layer(options).pipe(Layer.provide(stores))
-  const execution = Execution.layer(options).pipe(Layer.provide(Layer.mergeAll(stores, guard, gates, layerAgentHandler(options))))
+  const execution = Execution.layer(options).pipe(Layer.provide(Layer.mergeAll(stores, guard, gates, layerAgentHandler(options).pipe(Layer.provide(stores)))))
   const parts = Layer.mergeAll(
     stores,
     gates,

@@ -2,9 +2,10 @@
  * What an agent's handler receives and returns, and how its output is run. A handler may answer in five forms (a
  * string, a Promise, an async iterable, an Effect, a Stream); they all go through `consume`, so every form streams,
  * cancels and fails the same way. Only streams and iterables go through `Stream`: a one-element stream costs far
- * more than the reply. An agent without a handler gets one from its model provider (`layerChat`), whose every call is
- * reserved against the presented task mandate's compute limit before the provider is asked and settled with the usage
- * it reported, so concurrent calls cannot together overrun the limit.
+ * more than the reply. An agent without a handler answers through the model router (`RoutedChat`), whose every call
+ * goes through `meteredChat` / `meteredStream` here: reserved against the presented task mandate's compute limit
+ * before the provider is asked and settled with the usage it reported, so concurrent calls cannot together overrun
+ * the limit.
  *
  * Floor: agent (docs/architecture.md §3).
  */
@@ -16,7 +17,7 @@ import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import type { Caller, ChatMessage, CommitRequest } from "./AgentApi.js"
-import { type AgentForbidden, type AgentUnavailable, ProviderFailed } from "./AgentError.js"
+import { type AgentForbidden, type AgentUnavailable } from "./AgentError.js"
 import {
   type ChatRequest,
   type ChatStreamEvent,
@@ -25,7 +26,6 @@ import {
   estimatePromptTokens,
   estimateTokens,
   type ModelError,
-  ModelProvider,
   type ModelProviderApi
 } from "../core/ModelProvider.js"
 
@@ -128,14 +128,12 @@ export class AgentHandler extends Context.Tag("agent-mesh/agent/AgentHandler")<
 /** A user's handler as the server's. */
 export const layerHandler = (handler: Handler): Layer.Layer<AgentHandler> => Layer.succeed(AgentHandler, (input) => handler(input))
 
-const providerFailed = (e: ModelError) =>
-  new ProviderFailed({ code: e.code, message: e.message, ...(e.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: e.retryAfterSeconds }) })
-
 /** Options of the chat agent. */
 export interface ChatOptions {
   /**
-   * `maxTokens` of every call. Unset, calls carry none, except under a task mandate, whose reservation needs a
-   * bound on the answer: there `DEFAULT_METERED_MAX_TOKENS`.
+   * `maxTokens` of every call (at most the model's own bound). Unset, calls carry none, except under a task mandate,
+   * whose reservation needs a bound on the answer (there `DEFAULT_METERED_MAX_TOKENS`), or a model-budget mandate
+   * (there the router's fit within what is left).
    */
   readonly maxOutputTokens?: number
 }
@@ -151,7 +149,7 @@ const spentOf = (usage: ChatUsage): number => usage.inputTokens + usage.outputTo
  * provider refused (a `ModelError` before any answer) spent nothing; one cut off midway keeps its whole
  * reservation, as nobody knows what it spent.
  */
-const meteredChat = (provider: ModelProviderApi, meter: ComputeMeter, request: ChatRequest) =>
+export const meteredChat = (provider: ModelProviderApi, meter: ComputeMeter, request: ChatRequest) =>
   Effect.uninterruptibleMask((restore) =>
     Effect.flatMap(meter.reserve(estimatePromptTokens(request) + (request.maxTokens ?? 0)), (reservation) =>
       Effect.flatMap(Effect.exit(restore(provider.chat(request))), (exit) =>
@@ -167,7 +165,7 @@ const meteredChat = (provider: ModelProviderApi, meter: ComputeMeter, request: C
   )
 
 /** The same for a streamed answer: settled from the usage of its `Done` event (estimated when the provider gives none). */
-const meteredStream = (provider: ModelProviderApi, meter: ComputeMeter, request: ChatRequest): Stream.Stream<string, ModelError | AgentForbidden | AgentUnavailable> => {
+export const meteredStream = (provider: ModelProviderApi, meter: ComputeMeter, request: ChatRequest): Stream.Stream<string, ModelError | AgentForbidden | AgentUnavailable> => {
   const events: Stream.Stream<ChatStreamEvent, ModelError> =
     provider.streamEvents?.(request) ??
     Stream.suspend(() => {
@@ -206,25 +204,6 @@ const meteredStream = (provider: ModelProviderApi, meter: ComputeMeter, request:
     })
   )
 }
-
-/** The LLM chat agent over the `ModelProvider` in context: system prompt, history, message → `model`. */
-export const layerChat = (model: string, options: ChatOptions = {}): Layer.Layer<AgentHandler, never, ModelProvider> =>
-  Layer.effect(
-    AgentHandler,
-    Effect.map(ModelProvider, (provider) => (input: RunInput, streaming: boolean): HandlerOutput => {
-      const messages: Array<ChatMessage> = [
-        ...(input.systemPrompt === undefined ? [] : [{ role: "system" as const, content: input.systemPrompt }]),
-        // Only the operator's system prompt: a caller's history may not slip in system turns of its own.
-        ...input.history.filter((m) => m.role !== "system"),
-        { role: "user", content: input.message }
-      ]
-      const maxTokens = options.maxOutputTokens ?? (input.compute.metered ? DEFAULT_METERED_MAX_TOKENS : undefined)
-      const request: ChatRequest = { model, messages, ...(maxTokens === undefined ? {} : { maxTokens }) }
-      return streaming
-        ? Stream.catchTag(meteredStream(provider, input.compute, request), "ModelError", (e) => Stream.fail(providerFailed(e)))
-        : Effect.map(Effect.catchTag(meteredChat(provider, input.compute, request), "ModelError", (e) => Effect.fail(providerFailed(e))), (r) => r.text)
-    })
-  )
 
 const isStream = (u: unknown): u is Stream.Stream<string, unknown> => typeof u === "object" && u !== null && Stream.StreamTypeId in u
 const isAsyncIterable = (u: unknown): u is AsyncIterable<string> =>

@@ -22,6 +22,7 @@ import type { RateLimitOptions } from "./RateLimiter.js"
 import * as Registry from "./Registry.js"
 import * as RegistryStore from "../sql/RegistryStore.js"
 import * as Serve from "../http/Serve.js"
+import * as LearnerStatsStore from "./LearnerStatsStore.js"
 
 /** How to run a hub. */
 export interface HubOptions {
@@ -89,7 +90,7 @@ export const layerRegistryKeyResolver: Layer.Layer<KeyResolver, never, Registry.
 export const layerServices = (
   options: Pick<HubOptions, "database" | "rateLimit" | "writeQuota" | "challengePurge" | "limits" | "nonces">
 ): Layer.Layer<
-  Registry.Registry | Ledger.Ledger | Platform.Platform | RegistryStore.RegistryStore | KeyResolver | NonceStore,
+  Registry.Registry | Ledger.Ledger | Platform.Platform | RegistryStore.RegistryStore | KeyResolver | NonceStore | LearnerStatsStore.LearnerStatsStore,
   Database.DatabaseError,
   Keys
 > => servicesOn(options, Database.layerSqlite(options.database))
@@ -107,7 +108,7 @@ const servicesOn = (
   options: Pick<HubOptions, "database" | "rateLimit" | "writeQuota" | "challengePurge" | "limits" | "nonces">,
   db: ReturnType<typeof Database.layerSqlite>
 ): Layer.Layer<
-  Registry.Registry | Ledger.Ledger | Platform.Platform | RegistryStore.RegistryStore | KeyResolver | NonceStore,
+  Registry.Registry | Ledger.Ledger | Platform.Platform | RegistryStore.RegistryStore | KeyResolver | NonceStore | LearnerStatsStore.LearnerStatsStore,
   Database.DatabaseError,
   Keys
 > => {
@@ -123,7 +124,8 @@ const servicesOn = (
     Layer.provide(Platform.layerLocalGateway.pipe(Layer.provide(registry)))
   )
   const nonces = NonceStoreSql.layerWith(options.nonces ?? {}).pipe(Layer.provide(db))
-  return Layer.mergeAll(registry, ledger, platform, purge, resolver, nonces)
+  const learnerStats = LearnerStatsStore.layer.pipe(Layer.provide(db))
+  return Layer.mergeAll(registry, ledger, platform, purge, resolver, nonces, learnerStats)
 }
 
 /** Starts a hub; it stops when the scope closes. */

@@ -19,6 +19,8 @@ import { addServingErrors, wireErrors } from "../http/ErrorBody.js"
 import { Allocation, Pool, PoolAllocations } from "./Ledger.js"
 import { AgentRecord, type Caller as KeyCaller, McpRecord, McpTool, SearchHit, SkillRecord, SkillType } from "./Registry.js"
 import { VERSION } from "../core/Version.js"
+import { PublishResult } from "../model/LearnerRegistry.js"
+import { LearnerStats } from "../model/ModelLearner.js"
 
 /** Who the request's API key speaks for (`Registry.Caller`: key id, owner, kind), never the stored key row. */
 export class Caller extends Context.Tag("agent-mesh/hub/Caller")<Caller, KeyCaller>() {}
@@ -188,6 +190,19 @@ export class SpendingGroup extends HttpApiGroup.make("spending")
   .middleware(ApiKeyAuth)
   .prefix("/v1/spending") {}
 
+/**
+ * The mesh's model-routing statistics (docs/models.md): what Thompson learners observed, counts only, summed over
+ * publishers. Anyone may read them; publishing (a publisher's totals, replacing its previous ones) needs an API key.
+ */
+export class LearnerGroup extends HttpApiGroup.make("learner")
+  .add(HttpApiEndpoint.get("learnerStats", "/learner-stats").addSuccess(LearnerStats))
+  .add(
+    HttpApiEndpoint.post("publishLearnerStats", "/learner-stats").setPayload(LearnerStats).addSuccess(PublishResult)
+      .addError(Unauthorized).middleware(ApiKeyAuth)
+  )
+  .addError(Unavailable)
+  .prefix("/v1") {}
+
 /** What `/api/status` answers. */
 export const Status = Schema.Struct({
   status: Schema.Literal("ok", "degraded"),
@@ -235,6 +250,7 @@ export class HubApi extends addServingErrors(
     .add(RegistryGroup)
     .add(KeysGroup)
     .add(SpendingGroup)
+    .add(LearnerGroup)
     .add(PlatformGroup)
     .add(DocsGroup)
 )

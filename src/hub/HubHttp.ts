@@ -23,6 +23,8 @@ import { PayloadTooLarge } from "../http/ErrorBody.js"
 import { Platform, type PlatformError } from "./Platform.js"
 import { type Caller as KeyCaller, hubOrigin, Registry, type RegistryError } from "./Registry.js"
 import { clientKey } from "../core/internal/clientKey.js"
+import { LearnerStatsStore } from "./LearnerStatsStore.js"
+import type { PersistenceError } from "../sql/SqlFailure.js"
 
 // Every per-address limit (search, challenges, write quotas) counts an IPv6 client by its /64 (core/internal/clientKey.ts).
 const clientKeyOf = (req: HttpServerRequest.HttpServerRequest): string => clientKey(Option.getOrElse(req.remoteAddress, () => "unknown"))
@@ -319,5 +321,19 @@ const HEALTHY = { status: "ok" } as const
 /** `/health`: a constant answer, so it costs the least any request can. */
 export const HealthLive = HttpApiBuilder.group(HubApi, "health", (handlers) => Effect.succeed(handlers.handle("health", () => Effect.succeed(HEALTHY))))
 
+/** The learner statistics: read by anyone, published under the caller's key (its owner is the publisher). */
+export const LearnerLive = HttpApiBuilder.group(HubApi, "learner", (handlers) =>
+  Effect.map(LearnerStatsStore, (store) => {
+    const unavailable = (e: PersistenceError) => new Unavailable({ code: "STORE_UNAVAILABLE", message: `learner statistics: ${e.message}` })
+    return handlers
+      .handle("learnerStats", () => Effect.mapBoth(store.aggregate, { onFailure: unavailable, onSuccess: (stats) => ({ stats }) }))
+      .handle("publishLearnerStats", ({ payload }) =>
+        Effect.flatMap(Caller, (caller) =>
+          Effect.mapBoth(store.publish(caller.owner, payload.stats), { onFailure: unavailable, onSuccess: (accepted) => ({ accepted }) })))
+  }))
+
+/** The hub's groups but its documents, for assemblies that serve a larger contract with a document of their own (`SagaHub`). */
+export const GroupsLive = Layer.mergeAll(HealthLive, RegistryLive, KeysLive, SpendingLive, LearnerLive, PlatformLive)
+
 /** Every group of the hub, needing the services behind them. */
-export const HandlersLive = Layer.mergeAll(HealthLive, RegistryLive, KeysLive, SpendingLive, PlatformLive, DocsLive).pipe(Layer.provide(ApiKeyAuthLive))
+export const HandlersLive = Layer.mergeAll(GroupsLive, DocsLive).pipe(Layer.provide(ApiKeyAuthLive))

@@ -14,7 +14,7 @@ import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
 import * as Sse from "../core/Sse.js"
 import { BadRequest, errors } from "../hub/HubError.js"
-import { ApiKeyAuthLive, docsPage, HealthLive, KeysLive, PlatformLive, RegistryLive, SpendingLive } from "../hub/HubHttp.js"
+import { ApiKeyAuthLive, docsPage, GroupsLive } from "../hub/HubHttp.js"
 import { decodeUnverified } from "../core/Mandate.js"
 import type { SagaNotFound, SagaRefused, SagaUnavailable } from "./Saga.js"
 import { SagaHubApi, SagaUnprocessable } from "./SagaApi.js"
@@ -75,6 +75,6 @@ export const SagaDocsLive = HttpApiBuilder.group(SagaHubApi, "docs", (handlers) 
 )
 
 /** Every group of a hub with sagas, needing the hub's services and the scheduler. */
-export const SagaHubHandlers = Layer.mergeAll(HealthLive, RegistryLive, KeysLive, SpendingLive, PlatformLive, SagaDocsLive, SagasLive).pipe(
+export const SagaHubHandlers = Layer.mergeAll(GroupsLive, SagaDocsLive, SagasLive).pipe(
   Layer.provide(ApiKeyAuthLive)
 )

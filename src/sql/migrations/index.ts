@@ -15,6 +15,7 @@ import m0009 from "./0009_agent_memory.js"
 import m0010 from "./0010_search_index.js"
 import m0011 from "./0011_hub_hardening.js"
 import m0012 from "./0012_pool_owner_is_grantee.js"
+import m0013 from "./0013_model_learner.js"
 import m0014 from "./0014_idempotency_and_commit_tokens.js"
 import m0015 from "./0015_sagas.js"
 
@@ -32,6 +33,7 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0010_search_index": m0010,
   "0011_hub_hardening": m0011,
   "0012_pool_owner_is_grantee": m0012,
+  "0013_model_learner": m0013,
   "0014_idempotency_and_commit_tokens": m0014,
   "0015_sagas": m0015
 }
