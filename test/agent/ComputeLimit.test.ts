@@ -9,7 +9,7 @@ import * as Fiber from "effect/Fiber"
 import * as AgentServer from "../../src/agent/AgentServer.js"
 import type { TaskConstraints } from "../../src/core/Constraints.js"
 import { generateDid } from "../../src/core/Did.js"
-import { issueTaskMandate } from "../../src/core/Mandate.js"
+import { issueModelBudgetMandate, issueTaskMandate } from "../../src/core/Mandate.js"
 import { type ChatRequest, makeScripted, ModelError, type ModelProviderApi } from "../../src/core/ModelProvider.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
 import { post, readSse } from "./support.js"
@@ -207,6 +207,48 @@ describe("compute limits of the LLM chat agent", () => {
         assert.strictEqual(refused.status, 403)
         assert.strictEqual(refused.body.code, "MANDATE_INVALID")
         assert.strictEqual(provider.requests.length, 0)
+      })
+    ))
+
+  it.live("a routed escalation is charged too: each model the router asks is a call against computeLimit", () =>
+    provide(
+      Effect.gen(function* () {
+        const user = yield* generateDid("user")
+        const assistant = yield* generateDid("assistant")
+        // mini hedges (scored below the bar), frontier answers; each reports 100 tokens.
+        const provider = makeScripted((r) =>
+          r.model === "mini" ? { text: "I'm not sure.", inputTokens: 40, outputTokens: 60 } : { text: "Because of Rayleigh scattering.", inputTokens: 40, outputTokens: 60 }
+        )
+        const model = { provider: "local", contextWindow: 8192, maxOutputTokens: 64 }
+        const agent = yield* AgentServer.make({
+          name: "assistant",
+          did: assistant.did,
+          privateKey: assistant.privateKey,
+          database: ":memory:",
+          provider,
+          catalogue: {
+            models: [
+              { id: "mini", tier: 1, inputUsdPerMTok: 1, outputUsdPerMTok: 2, ...model },
+              { id: "frontier", tier: 2, inputUsdPerMTok: 10, outputUsdPerMTok: 20, ...model }
+            ]
+          },
+          resolveCallerKey: (did) => (did === user.did ? user.publicKey : null)
+        })
+        const grant = { grantorDid: user.did, granteeDid: assistant.did, privateKey: user.privateKey }
+        // 250 tokens: the first run's two calls spend 200, so the next run's first reservation (prompt + 64) no longer fits.
+        const mandate = (yield* issueTaskMandate({ ...grant, constraints: { allowed: [], maxDelegationDepth: 0, computeLimit: { llmTokens: 250 } } })).token
+        // A share too small for frontier's bound: mini first, then frontier.
+        const budget = (yield* issueModelBudgetMandate({
+          ...grant,
+          constraints: { token_budget: 10_000, cost_budget_usd: 0.004, quality_threshold: 0.7, task_type: "REASONING", expected_steps: 4 }
+        })).token
+        const first = yield* run(agent.url, { message: "why is the sky blue?", mandate, context: { modelBudgetMandate: budget } })
+        assert.strictEqual(first.status, 200)
+        assert.deepStrictEqual(provider.requests.map((q) => q.model), ["mini", "frontier"])
+        const second = yield* run(agent.url, { message: "why is the sky blue?", mandate, context: { modelBudgetMandate: budget } })
+        assert.strictEqual(second.status, 403)
+        assert.strictEqual(second.body.code, "COMPUTE_LIMIT_EXCEEDED")
+        assert.strictEqual(provider.requests.length, 2)
       })
     ))
 })
