@@ -130,7 +130,11 @@ export const make: Effect.Effect<SagaStoreApi, never, SqlClient.SqlClient> = Eff
         const before = (yield* read)[0]?.child_token
         if (before !== null && before !== undefined) return before
         const token = yield* mint
-        yield* q(sql`UPDATE mesh_saga_steps SET child_token = ${token} WHERE saga_id = ${id} AND idx = ${idx} AND child_token IS NULL`)
+        // The row answers only when this write won; a concurrent first writer's token is read back instead.
+        const written = yield* q(
+          sql<{ child_token: string }>`UPDATE mesh_saga_steps SET child_token = ${token} WHERE saga_id = ${id} AND idx = ${idx} AND child_token IS NULL RETURNING child_token`
+        )
+        if (written.length > 0) return token
         return (yield* read)[0]?.child_token ?? token
       }),
     updateStep: (id, idx, u) => {
