@@ -8,7 +8,11 @@
  * Saga: `scheduler.run` of a 5-step saga (each step 0.01 USD on the same agent), sequentially; a step's latency is
  * the saga's (submit to end) divided by 5, so it includes the allocation, the payment mandate, the journal, the
  * idempotent call with its commit token, the verification of the token and the release. Rounds interleave (20
- * direct calls, then 2 sagas), 7 rounds after a warm-up, medians of every call and every saga.
+ * direct calls, 10 calls as a step makes them, then 2 sagas), 7 rounds after a warm-up, medians of every call and every saga.
+ *
+ * Also printed: the same direct call carrying what a step's call carries (a payment mandate attenuated from the
+ * buyer's, `commit` and an `Idempotency-Key`, fresh for each call), so the part of a step's cost that is the call's own
+ * protocol work (the agent's idempotency record, its commit token) can be told from the scheduler's and the engine's.
  *
  * Also printed: the rows the engine journals per step (inserts into `cluster_messages` and `cluster_replies`) and the
  * rows the scheduler writes per step (events; the step row's three updates are not counted).
@@ -28,7 +32,7 @@ import * as path from "node:path"
 import * as AgentClient from "../src/agent/AgentClient.js"
 import * as AgentServer from "../src/agent/AgentServer.js"
 import { generateDid, type MeshIdentity } from "../src/core/Did.js"
-import { issueIntentMandate } from "../src/core/Mandate.js"
+import { attenuateToPayment, issueIntentMandate } from "../src/core/Mandate.js"
 import * as MeshClient from "../src/hub/MeshClient.js"
 import * as KeysNative from "../src/node/KeysNative.js"
 import * as SagaHub from "../src/saga/SagaHub.js"
@@ -75,6 +79,22 @@ const program = Effect.gen(function* () {
       yield* client.call(agent.url, "echo", { signAs: runner })
       samples.push(performance.now() - t0)
     })
+  const child = (yield* attenuateToPayment({ parent: mandate, granteeDid: echo.did, amountUsd: 0.01, merchant: echo.did, grantorPrivateKey: runner.privateKey })).token
+  let twinSeq = 0
+  const twin = (samples: Array<number>) =>
+    Effect.gen(function* () {
+      const step = `t${++twinSeq}`
+      const t0 = performance.now()
+      yield* client.call(agent.url, "echo", {
+        signAs: runner,
+        mandate: child,
+        capability: "echo",
+        context: { sagaId: "bench", step, params: {} },
+        commit: { sagaId: "bench", step, amountUsd: "0.01" },
+        idempotencyKey: `bench:${step}`
+      })
+      samples.push(performance.now() - t0)
+    })
   const saga = (samples: Array<number>) =>
     Effect.gen(function* () {
       const t0 = performance.now()
@@ -85,12 +105,15 @@ const program = Effect.gen(function* () {
 
   const warm: Array<number> = []
   for (let i = 0; i < 40; i++) yield* direct(warm)
+  for (let i = 0; i < 10; i++) yield* twin(warm)
   for (let i = 0; i < 4; i++) yield* saga(warm)
   const before = count(database)
   const calls: Array<number> = []
+  const twins: Array<number> = []
   const perStep: Array<number> = []
   for (let round = 0; round < 7; round++) {
     for (let i = 0; i < 20; i++) yield* direct(calls)
+    for (let i = 0; i < 10; i++) yield* twin(twins)
     for (let i = 0; i < 2; i++) yield* saga(perStep)
   }
   const after = count(database)
@@ -98,6 +121,7 @@ const program = Effect.gen(function* () {
   const d = median(calls)
   const s = median(perStep)
   console.log(`\ndirect callAgent median ${d.toFixed(2)} ms; saga step median ${s.toFixed(2)} ms (${(s / d).toFixed(2)}× a direct call)`)
+  console.log(`direct call with a step's mandate, commit and Idempotency-Key: median ${median(twins).toFixed(2)} ms (${(median(twins) / d).toFixed(2)}× a direct call)`)
   console.log(`journal rows per step (cluster_messages + cluster_replies): ${((after.journal - before.journal) / stepsRun).toFixed(1)}; saga events per step: ${((after.events - before.events) / stepsRun).toFixed(1)}`)
   report("saga", [
     { figure: { name: `saga step (steps/s, ${STEPS}-step sagas)`, opsPerSecond: 1000 / s }, baseline: { name: "direct callAgent (calls/s)", opsPerSecond: 1000 / d }, target: 0.667 }

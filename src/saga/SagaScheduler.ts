@@ -317,11 +317,13 @@ export const make = (options: SchedulerOptions) =>
       Effect.scoped(
         Effect.gen(function* () {
           const news = yield* PubSub.subscribe(store.changes)
+          // Only this saga's final event ends the wait: reading the saga on every step's news would cost each step a read.
+          const ended = Effect.asVoid(Effect.repeat(news.take, { until: (c) => c.sagaId === sagaId && isFinal(c.type) }))
           while (true) {
             const r = yield* get(sagaId)
             if (r.status !== "running") return r
             // Another process may write the end (a hub restarted on the same file): look again at least every second.
-            yield* Effect.raceFirst(Effect.asVoid(news.take), Effect.sleep("1 second"))
+            yield* Effect.raceFirst(ended, Effect.sleep("1 second"))
           }
         })
       )
@@ -347,6 +349,7 @@ export const make = (options: SchedulerOptions) =>
       Stream.unwrapScoped(
         Effect.gen(function* () {
           const news = yield* PubSub.subscribe(store.changes)
+          const ownNews = Effect.asVoid(Effect.repeat(news.take, { until: (c) => c.sagaId === sagaId }))
           yield* get(sagaId)
           let seq = afterSeq
           let done = false
@@ -358,7 +361,7 @@ export const make = (options: SchedulerOptions) =>
                 if (batch.some((e) => isFinal(e.type))) done = true
                 return batch
               }
-              yield* Effect.raceFirst(Effect.asVoid(news.take), Effect.sleep("1 second"))
+              yield* Effect.raceFirst(ownNews, Effect.sleep("1 second"))
             }
           })
           return Stream.repeatEffectOption(Effect.suspend(() => (done ? Effect.fail(Option.none()) : Effect.mapError(next, Option.some)))).pipe(

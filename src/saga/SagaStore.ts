@@ -50,8 +50,14 @@ export interface SagaStoreApi {
   readonly append: (id: string, type: SagaEventType, step: string | null, data: Readonly<Record<string, unknown>>) => Effect.Effect<void, SagaUnavailable>
   readonly eventsAfter: (id: string, seq: number) => Effect.Effect<ReadonlyArray<SagaEvent>, SagaUnavailable>
   readonly result: (id: string) => Effect.Effect<SagaResult | undefined, SagaUnavailable>
-  /** Ids of sagas with news (an event appended), for readers waiting in this process. */
-  readonly changes: PubSub.PubSub<string>
+  /** Each event appended (its saga and type), for readers waiting in this process. */
+  readonly changes: PubSub.PubSub<SagaChange>
+}
+
+/** News of one saga: an event of `type` was appended. */
+export interface SagaChange {
+  readonly sagaId: string
+  readonly type: SagaEventType
 }
 
 /** The `SagaStore` service. */
@@ -91,7 +97,7 @@ interface EventRow {
 /** The store on a migrated `SqlClient`. */
 export const make: Effect.Effect<SagaStoreApi, never, SqlClient.SqlClient> = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
-  const changes = yield* PubSub.unbounded<string>()
+  const changes = yield* PubSub.unbounded<SagaChange>()
   const q = <A>(e: Effect.Effect<A, unknown>): Effect.Effect<A, SagaUnavailable> =>
     Effect.mapError(e, (f) => new SagaUnavailable({ code: "STORE_UNAVAILABLE", message: summarize(classify(f)) }))
 
@@ -124,7 +130,11 @@ export const make: Effect.Effect<SagaStoreApi, never, SqlClient.SqlClient> = Eff
         const before = (yield* read)[0]?.child_token
         if (before !== null && before !== undefined) return before
         const token = yield* mint
-        yield* q(sql`UPDATE mesh_saga_steps SET child_token = ${token} WHERE saga_id = ${id} AND idx = ${idx} AND child_token IS NULL`)
+        // The row answers only when this write won; a concurrent first writer's token is read back instead.
+        const written = yield* q(
+          sql<{ child_token: string }>`UPDATE mesh_saga_steps SET child_token = ${token} WHERE saga_id = ${id} AND idx = ${idx} AND child_token IS NULL RETURNING child_token`
+        )
+        if (written.length > 0) return token
         return (yield* read)[0]?.child_token ?? token
       }),
     updateStep: (id, idx, u) => {
@@ -149,7 +159,7 @@ export const make: Effect.Effect<SagaStoreApi, never, SqlClient.SqlClient> = Eff
         // The next seq is read and written in one statement: appends of one saga never share a number.
         yield* q(sql`INSERT INTO mesh_saga_events (saga_id, seq, type, step, data, at)
           SELECT ${id}, COALESCE(MAX(seq), 0) + 1, ${type}, ${step}, ${JSON.stringify(data)}, ${now} FROM mesh_saga_events WHERE saga_id = ${id}`)
-        yield* PubSub.publish(changes, id)
+        yield* PubSub.publish(changes, { sagaId: id, type })
       }),
     eventsAfter: (id, seq) =>
       q(sql<EventRow>`SELECT * FROM mesh_saga_events WHERE saga_id = ${id} AND seq > ${seq} ORDER BY seq`).pipe(
