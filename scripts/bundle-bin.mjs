@@ -1,11 +1,17 @@
-// Bundles the `mesh` command into one file so it starts without resolving hundreds of modules.
+// Bundles the `mesh` command so it starts without resolving hundreds of modules: one entry file, and a chunk for
+// each part the command imports only when used (the agent server and its providers, the saga engine), so that
+// `mesh hub` does not parse them.
 // better-sqlite3 is native and stays an external dependency; tsx (for `mesh agent x.ts`) is the user's, if installed.
 import { build } from "esbuild"
-import { chmodSync } from "node:fs"
+import { chmodSync, rmSync } from "node:fs"
 
+rmSync("dist/bin/chunks", { recursive: true, force: true })
 await build({
   entryPoints: ["src/bin/mesh.ts"],
-  outfile: "dist/bin/mesh.js",
+  outdir: "dist/bin",
+  entryNames: "[name]",
+  chunkNames: "chunks/[name]-[hash]",
+  splitting: true,
   bundle: true,
   platform: "node",
   target: "node20",

@@ -22,10 +22,9 @@ import { didHash, extractPublicKey, generateDid, type InvalidDid, isNormalizedDi
 import { importPublicKey, Keys, type MalformedKey } from "../core/Keys.js"
 import { equalBytes, randomBytes, toBase64, toHex } from "../core/internal/bytes.js"
 import { tryParseJsonStrict } from "../core/internal/json.js"
-import * as AgentServer from "../agent/AgentServer.js"
+import type * as AgentServer from "../agent/AgentServer.js"
 import { type SagaEvent, SagaInput } from "../saga/Saga.js"
 import * as SagaClient from "../saga/SagaClient.js"
-import * as SagaHub from "../saga/SagaHub.js"
 import type * as Serve from "../http/Serve.js"
 import * as NodePath from "node:path"
 import { pathToFileURL } from "node:url"
@@ -181,7 +180,11 @@ export const runHub = (
       }
       const sagaFile = Option.getOrUndefined(args.sagaIdentity ?? Option.none())
       const runner = sagaFile === undefined ? undefined : yield* readIdentityFile(sagaFile)
-      const hub = runner === undefined ? yield* Hub.start(options) : yield* SagaHub.start({ ...options, runner: { did: runner.did, privateKey: runner.privateKeyPkcs8B64 } })
+      // Loaded only for a hub with sagas, so a plain `mesh hub` does not load the workflow engine (the bin is chunked).
+      const hub = runner === undefined
+        ? yield* Hub.start(options)
+        : yield* Effect.flatMap(Effect.promise(() => import("../saga/SagaHub.js")), (SagaHub) =>
+          SagaHub.start({ ...options, runner: { did: runner.did, privateKey: runner.privateKeyPkcs8B64 } }))
       if (Option.isSome(hub.admin)) {
         yield* Console.log(`admin credential (shown once, store it now; send as "Authorization: Bearer <key>"):\n${hub.admin.value.apiKey}\n`)
       }
@@ -282,7 +285,9 @@ export const runAgent = (args: {
         ...(args.model !== undefined && Option.isSome(args.model) ? { model: args.model.value } : {}),
         serving: servingOf(args, loaded.serving)
       }
-      const agent = yield* AgentServer.make(options)
+      // Loaded only by `mesh agent`: the agent server, its router and its providers are not parsed by `mesh hub`.
+      const AgentServerModule = yield* Effect.promise(() => import("../agent/AgentServer.js"))
+      const agent = yield* AgentServerModule.make(options)
       yield* Console.log(`agent-mesh agent ${options.name} ${VERSION} listening on ${agent.url}`)
       yield* Console.log(`  did        ${agent.did}  (didHash ${agent.didHash})`)
       yield* Console.log(`  run        POST ${agent.url}/v1/run  (auth ${options.auth ?? "none"})`)
