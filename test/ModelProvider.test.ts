@@ -229,15 +229,7 @@ describe("ModelProviderOpenAi", () => {
     retryAfterDate: ["Wed, 01 Jan 2025 00:01:00 GMT", 60],
     streamEnd: "a finish reason",
     streamError: ["frame", "crashed mid-answer"],
-    streamPiece: "piece",
-    modes: {
-      rateLimited: "rate-limited",
-      garbage: "garbage",
-      wrongShape: "wrong-shape",
-      truncated: "truncated",
-      streamError: "stream-error",
-      stall: "stall"
-    }
+    streamPiece: "piece"
   })
 
   it.scoped("estimates usage a server leaves out (4 characters a token)", () =>

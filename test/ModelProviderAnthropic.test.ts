@@ -127,15 +127,7 @@ describe("ModelProviderAnthropic", () => {
     retryAfterDate: ["Wed, 01 Jan 2025 00:00:45 GMT", 45],
     streamEnd: "message_stop",
     streamError: ["event", "Overloaded mid-answer"],
-    streamPiece: "event",
-    modes: {
-      rateLimited: "rate-limited",
-      garbage: "garbage",
-      wrongShape: "wrong-shape",
-      truncated: "truncated",
-      streamError: "stream-error",
-      stall: "stall"
-    }
+    streamPiece: "event"
   })
 
   it.scoped("layerConfig reads the key from ANTHROPIC_API_KEY and the root from ANTHROPIC_BASE_URL", () =>

@@ -46,15 +46,10 @@ export interface ProviderFailureCases<Mode extends string> {
   readonly streamError: readonly [string, string]
   /** What a stream waits for, for the stream-timeout case's title. */
   readonly streamPiece: string
-  readonly modes: {
-    readonly rateLimited: Mode
-    readonly garbage: Mode
-    readonly wrongShape: Mode
-    readonly truncated: Mode
-    readonly streamError: Mode
-    readonly stall: Mode
-  }
 }
+
+/** The modes every provider's fake has, under the same names. */
+type CommonMode = "rate-limited" | "garbage" | "wrong-shape" | "truncated" | "stream-error" | "stall"
 
 const ask = (text: string): ChatRequest => ({ model: "test-model", messages: [{ role: "user", content: text }] })
 
@@ -65,9 +60,9 @@ const expectError = <A>(effect: Effect.Effect<A, ModelError>) =>
 const chatAndStream = (provider: ModelProviderApi) =>
   Effect.all([expectError(provider.chat(ask("hi"))), expectError(Stream.runDrain(provider.stream(ask("hi"))))])
 
-/** Registers the failure cases in the enclosing `describe`. */
-export const providerFailureCases = <Mode extends string>(cases: ProviderFailureCases<Mode>): void => {
-  const { key, modes, setup } = cases
+/** Registers the failure cases in the enclosing `describe`; the fake must have the `CommonMode`s. */
+export const providerFailureCases = <Mode extends string>(cases: ProviderFailureCases<Mode | CommonMode>): void => {
+  const { key, setup } = cases
 
   it.scoped("maps a refused key to PROVIDER_AUTH without echoing the key the server quoted", () =>
     Effect.gen(function* () {
@@ -104,12 +99,12 @@ export const providerFailureCases = <Mode extends string>(cases: ProviderFailure
     Effect.gen(function* () {
       const { fake, provider } = yield* setup()
       yield* TestClock.setTime(Date.parse("2025-01-01T00:00:00Z"))
-      yield* fake.setMode(modes.rateLimited, { retryAfter: cases.retryAfterDate[0] })
+      yield* fake.setMode("rate-limited", { retryAfter: cases.retryAfterDate[0] })
       assert.strictEqual((yield* expectError(provider.chat(ask("hi")))).retryAfterSeconds, cases.retryAfterDate[1])
     }).pipe(Effect.provide(FetchHttpClient.layer))
   )
 
-  for (const mode of [modes.garbage, modes.wrongShape]) {
+  for (const mode of ["garbage", "wrong-shape"] as const) {
     it.scoped(`maps an undecodable answer (${mode}) to PROVIDER_BAD_RESPONSE, on chat and on stream`, () =>
       Effect.gen(function* () {
         const { fake, provider } = yield* setup()
@@ -122,7 +117,7 @@ export const providerFailureCases = <Mode extends string>(cases: ProviderFailure
   it.scoped(`fails a stream that ends before ${cases.streamEnd}, after the deltas it did get`, () =>
     Effect.gen(function* () {
       const { fake, provider } = yield* setup()
-      yield* fake.setMode(modes.truncated)
+      yield* fake.setMode("truncated")
       const got: Array<string> = []
       const error = yield* expectError(Stream.runForEach(provider.stream(ask("one two three four")), (d) => Effect.sync(() => got.push(d))))
       assert.strictEqual(error.code, "PROVIDER_BAD_RESPONSE")
@@ -133,7 +128,7 @@ export const providerFailureCases = <Mode extends string>(cases: ProviderFailure
   it.scoped(`maps an error ${cases.streamError[0]} in the middle of a stream to PROVIDER_UNAVAILABLE`, () =>
     Effect.gen(function* () {
       const { fake, provider } = yield* setup()
-      yield* fake.setMode(modes.streamError)
+      yield* fake.setMode("stream-error")
       const error = yield* expectError(Stream.runDrain(provider.stream(ask("hi"))))
       assert.strictEqual(error.code, "PROVIDER_UNAVAILABLE")
       assert.include(error.message, cases.streamError[1])
@@ -155,7 +150,7 @@ export const providerFailureCases = <Mode extends string>(cases: ProviderFailure
   it.scoped("times a silent chat out as PROVIDER_UNAVAILABLE (default 60 s)", () =>
     Effect.gen(function* () {
       const { fake, provider } = yield* setup()
-      yield* fake.setMode(modes.stall)
+      yield* fake.setMode("stall")
       const fiber = yield* Effect.fork(Effect.either(provider.chat(ask("hi"))))
       yield* fake.received(1)
       yield* TestClock.adjust("59 seconds")
@@ -171,7 +166,7 @@ export const providerFailureCases = <Mode extends string>(cases: ProviderFailure
   it.scoped(`times a stream out when the next ${cases.streamPiece} does not come`, () =>
     Effect.gen(function* () {
       const { fake, provider } = yield* setup({ timeoutMs: 5_000 })
-      yield* fake.setMode(modes.stall)
+      yield* fake.setMode("stall")
       const fiber = yield* Effect.fork(Effect.either(Stream.runDrain(provider.stream(ask("hi")))))
       yield* fake.received(1)
       yield* TestClock.adjust("5 seconds")
