@@ -3,14 +3,12 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Chunk from "effect/Chunk"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
-import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
-import * as TestClock from "effect/TestClock"
-import { type ChatRequest, type ChatStreamEvent, ModelError, type ModelErrorCode, ModelProvider } from "../src/core/ModelProvider.js"
+import { type ChatRequest, type ChatStreamEvent, type ModelError, ModelProvider } from "../src/core/ModelProvider.js"
 import * as Anthropic from "../src/model/ModelProviderAnthropic.js"
 import { type FakeAnthropicMode, startFakeAnthropic } from "./support/fakeAnthropic.js"
+import { providerFailureCases } from "./support/providerFailureCases.js"
 
 const KEY = "sk-ant-test-0123456789abcdef"
 
@@ -27,9 +25,6 @@ const setup = (options: { readonly serverKey?: string; readonly clientKey?: stri
     })
     return { fake, provider }
   })
-
-const expectError = <A>(effect: Effect.Effect<A, ModelError>) =>
-  Effect.flip(effect).pipe(Effect.tap((e) => assert.instanceOf(e, ModelError)))
 
 const events = (provider: { readonly streamEvents?: (r: ChatRequest) => Stream.Stream<ChatStreamEvent, ModelError> }, request: ChatRequest) => {
   assert(provider.streamEvents !== undefined)
@@ -116,126 +111,24 @@ describe("ModelProviderAnthropic", () => {
     }).pipe(Effect.provide(FetchHttpClient.layer))
   )
 
-  it.scoped("maps a refused key to PROVIDER_AUTH without echoing the key the server quoted", () =>
-    Effect.gen(function* () {
-      const wrong = "sk-ant-wrong-key-that-must-not-leak"
-      const { provider } = yield* setup({ serverKey: KEY, clientKey: wrong })
-      for (const error of [yield* expectError(provider.chat(ask("hi"))), yield* expectError(Stream.runDrain(provider.stream(ask("hi"))))]) {
-        assert.strictEqual(error.code, "PROVIDER_AUTH")
-        assert.strictEqual(error.status, 401)
-        assert.notInclude(JSON.stringify(error), wrong)
-        assert.notInclude(String(error), wrong)
-      }
-    }).pipe(Effect.provide(FetchHttpClient.layer))
-  )
-
-  const statusCases: ReadonlyArray<readonly [FakeAnthropicMode, ModelErrorCode, number, string]> = [
-    ["unauthorized", "PROVIDER_AUTH", 401, "API key was refused"],
-    ["rate-limited", "PROVIDER_RATE_LIMITED", 429, "rate limit"],
-    ["bad-request", "PROVIDER_REJECTED", 400, "not a valid model"],
-    ["server-error", "PROVIDER_UNAVAILABLE", 500, "Internal server error"],
-    ["overloaded", "PROVIDER_UNAVAILABLE", 529, "Overloaded"]
-  ]
-  for (const [mode, code, status, detail] of statusCases) {
-    it.scoped(`maps HTTP ${status} to ${code}, on chat and on stream`, () =>
-      Effect.gen(function* () {
-        const { fake, provider } = yield* setup({ serverKey: KEY, clientKey: KEY })
-        yield* fake.setMode(mode)
-        const errors = [yield* expectError(provider.chat(ask("hi"))), yield* expectError(Stream.runDrain(provider.stream(ask("hi"))))]
-        for (const error of errors) {
-          assert.strictEqual(error.code, code)
-          assert.strictEqual(error.status, status)
-          assert.include(error.message, detail)
-          assert.include(error.message, "fake")
-          assert.notInclude(JSON.stringify(error), KEY)
-          if (status === 429) assert.strictEqual(error.retryAfterSeconds, 7)
-          else assert.isUndefined(error.retryAfterSeconds)
-        }
-      }).pipe(Effect.provide(FetchHttpClient.layer))
-    )
-  }
-
-  it.scoped("reads a Retry-After HTTP date against the Clock", () =>
-    Effect.gen(function* () {
-      const { fake, provider } = yield* setup()
-      yield* TestClock.setTime(Date.parse("2025-01-01T00:00:00Z"))
-      yield* fake.setMode("rate-limited", { retryAfter: "Wed, 01 Jan 2025 00:00:45 GMT" })
-      assert.strictEqual((yield* expectError(provider.chat(ask("hi")))).retryAfterSeconds, 45)
-    }).pipe(Effect.provide(FetchHttpClient.layer))
-  )
-
-  for (const mode of ["garbage", "wrong-shape"] as const) {
-    it.scoped(`maps an undecodable answer (${mode}) to PROVIDER_BAD_RESPONSE, on chat and on stream`, () =>
-      Effect.gen(function* () {
-        const { fake, provider } = yield* setup()
-        yield* fake.setMode(mode)
-        assert.strictEqual((yield* expectError(provider.chat(ask("hi")))).code, "PROVIDER_BAD_RESPONSE")
-        assert.strictEqual((yield* expectError(Stream.runDrain(provider.stream(ask("hi"))))).code, "PROVIDER_BAD_RESPONSE")
-      }).pipe(Effect.provide(FetchHttpClient.layer))
-    )
-  }
-
-  it.scoped("fails a stream that ends before message_stop, after the deltas it did get", () =>
-    Effect.gen(function* () {
-      const { fake, provider } = yield* setup()
-      yield* fake.setMode("truncated")
-      const got: Array<string> = []
-      const error = yield* expectError(Stream.runForEach(provider.stream(ask("one two three four")), (d) => Effect.sync(() => got.push(d))))
-      assert.strictEqual(error.code, "PROVIDER_BAD_RESPONSE")
-      assert.deepStrictEqual(got, ["You", " said:"])
-    }).pipe(Effect.provide(FetchHttpClient.layer))
-  )
-
-  it.scoped("maps an error event in the middle of a stream to the code of its type", () =>
-    Effect.gen(function* () {
-      const { fake, provider } = yield* setup()
-      yield* fake.setMode("stream-error")
-      const error = yield* expectError(Stream.runDrain(provider.stream(ask("hi"))))
-      assert.strictEqual(error.code, "PROVIDER_UNAVAILABLE")
-      assert.include(error.message, "Overloaded mid-answer")
-    }).pipe(Effect.provide(FetchHttpClient.layer))
-  )
-
-  it.scoped("maps a server that is not there to PROVIDER_UNAVAILABLE", () =>
-    Effect.gen(function* () {
-      const url = yield* Effect.scoped(Effect.map(startFakeAnthropic(), (fake) => fake.url))
-      const provider = yield* Anthropic.make({ baseUrl: url, apiKey: KEY })
-      for (const error of [yield* expectError(provider.chat(ask("hi"))), yield* expectError(Stream.runDrain(provider.stream(ask("hi"))))]) {
-        assert.strictEqual(error.code, "PROVIDER_UNAVAILABLE")
-        assert.isUndefined(error.status)
-        assert.notInclude(JSON.stringify(error), KEY)
-      }
-    }).pipe(Effect.provide(FetchHttpClient.layer))
-  )
-
-  it.scoped("times a silent chat out as PROVIDER_UNAVAILABLE (default 60 s)", () =>
-    Effect.gen(function* () {
-      const { fake, provider } = yield* setup()
-      yield* fake.setMode("stall")
-      const fiber = yield* Effect.fork(Effect.either(provider.chat(ask("hi"))))
-      yield* fake.received(1)
-      yield* TestClock.adjust("59 seconds")
-      assert.isTrue(fiber.unsafePoll() === null)
-      yield* TestClock.adjust("1 second")
-      const result = yield* Fiber.join(fiber)
-      assert(Either.isLeft(result))
-      assert.strictEqual(result.left.code, "PROVIDER_UNAVAILABLE")
-      assert.include(result.left.message, "no answer within")
-    }).pipe(Effect.provide(FetchHttpClient.layer))
-  )
-
-  it.scoped("times a stream out when the next event does not come", () =>
-    Effect.gen(function* () {
-      const { fake, provider } = yield* setup({ timeoutMs: 5_000 })
-      yield* fake.setMode("stall")
-      const fiber = yield* Effect.fork(Effect.either(Stream.runDrain(provider.stream(ask("hi")))))
-      yield* fake.received(1)
-      yield* TestClock.adjust("5 seconds")
-      const result = yield* Fiber.join(fiber)
-      assert(Either.isLeft(result))
-      assert.strictEqual(result.left.code, "PROVIDER_UNAVAILABLE")
-    }).pipe(Effect.provide(FetchHttpClient.layer))
-  )
+  providerFailureCases<FakeAnthropicMode>({
+    setup,
+    startFake: () => startFakeAnthropic(),
+    makeAt: (baseUrl, apiKey) => Anthropic.make({ baseUrl, apiKey }),
+    key: KEY,
+    wrongKey: "sk-ant-wrong-key-that-must-not-leak",
+    statusCases: [
+      ["unauthorized", "PROVIDER_AUTH", 401, "API key was refused"],
+      ["rate-limited", "PROVIDER_RATE_LIMITED", 429, "rate limit"],
+      ["bad-request", "PROVIDER_REJECTED", 400, "not a valid model"],
+      ["server-error", "PROVIDER_UNAVAILABLE", 500, "Internal server error"],
+      ["overloaded", "PROVIDER_UNAVAILABLE", 529, "Overloaded"]
+    ],
+    retryAfterDate: ["Wed, 01 Jan 2025 00:00:45 GMT", 45],
+    streamEnd: "message_stop",
+    streamError: ["event", "Overloaded mid-answer"],
+    streamPiece: "event"
+  })
 
   it.scoped("layerConfig reads the key from ANTHROPIC_API_KEY and the root from ANTHROPIC_BASE_URL", () =>
     Effect.gen(function* () {

@@ -4,6 +4,7 @@
  *
  * Floor: hub (docs/architecture.md §3).
  */
+import type * as HttpApi from "@effect/platform/HttpApi"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -130,9 +131,21 @@ const servicesOn = (
 
 /** Starts a hub; it stops when the scope closes. */
 export const start = (options: HubOptions): Effect.Effect<RunningHub, Database.DatabaseError | Serve.ServeError, Scope.Scope | Keys> =>
+  Effect.flatMap(Layer.build(layerServices(options)), (services) => serve(HubApi, HandlersLive, services, options))
+
+/**
+ * Serves `api` over built hub services on the hub's address, guards and public URL, then makes the admin credential
+ * (first start on a database, or `newAdminKey`); for `start` and for assemblies that serve a larger contract
+ * (`SagaHub`).
+ */
+export const serve = <Api extends HttpApi.HttpApi.Any, E, R, S>(
+  api: Api,
+  handlers: Serve.HandlersLayer<Api, E, R>,
+  services: Context.Context<S | Registry.Registry>,
+  options: HubOptions
+) =>
   Effect.gen(function* () {
-    const services = yield* Layer.build(layerServices(options))
-    const server = yield* Serve.make(HubApi, HandlersLive, {
+    const server = yield* Serve.make(api, handlers, {
       // Serve's default exempts only /health, which touches no database; /api/status reads the store and is shed.
       // Clients that reach the hub at its public URL send that URL's host.
       ...Serve.withPublicUrl(options.serving, options.publicUrl),
@@ -148,7 +161,8 @@ export const start = (options: HubOptions): Effect.Effect<RunningHub, Database.D
       options.newAdminKey === true ? Effect.map(registry.issueAdminKey, Option.some) : registry.ensureAdmin,
       (e) => new Database.DatabaseError({ code: "DATABASE_ERROR", message: `cannot create the admin credential: ${e.message}` })
     )
-    return { url: server.url, port: server.port, ...(server.probeUrl === undefined ? {} : { probeUrl: server.probeUrl }), admin }
+    const running: RunningHub = { url: server.url, port: server.port, ...(server.probeUrl === undefined ? {} : { probeUrl: server.probeUrl }), admin }
+    return running
   })
 
 /** How to run a platform apart from its registry. */

@@ -21,14 +21,10 @@
  * Floor: model (docs/architecture.md §3).
  */
 import * as AnthropicClient from "@effect/ai-anthropic/AnthropicClient"
-import type * as AiError from "@effect/ai/AiError"
 import * as HttpBody from "@effect/platform/HttpBody"
 import type * as HttpClient from "@effect/platform/HttpClient"
-import type * as HttpClientError from "@effect/platform/HttpClientError"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
-import * as Cause from "effect/Cause"
-import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
 import * as Duration from "effect/Duration"
@@ -48,13 +44,12 @@ import {
   errorDetail,
   estimatePromptTokens,
   estimateTokens,
-  fromHttpStatus,
-  ModelError,
+  type ModelError,
   type ModelErrorCode,
   ModelProvider,
-  type ModelProviderApi,
-  parseRetryAfter
+  type ModelProviderApi
 } from "../core/ModelProvider.js"
+import * as ProviderFailures from "./internal/providerFailures.js"
 
 /** Where and how to reach the Anthropic Messages API. */
 export interface AnthropicOptions {
@@ -169,40 +164,12 @@ export const make = (options: AnthropicOptions): Effect.Effect<ModelProviderApi,
       })
     )
 
-    const scrub = (text: string): string => (keyText.length > 0 ? text.split(keyText).join("[redacted]") : text)
-    const failure = (code: ModelErrorCode, message: string): ModelError => new ModelError({ code, message: scrub(`${name}: ${message}`) })
-    const unavailable = (message: string) => failure("PROVIDER_UNAVAILABLE", message)
-    const badResponse = (message: string) => failure("PROVIDER_BAD_RESPONSE", message)
-    const timedOut = () => unavailable(`no answer within ${Duration.format(timeout)}`)
-
-    const statusFailure = (status: number, headers: Readonly<Record<string, string>>, body: string | undefined) =>
-      Effect.map(Clock.currentTimeMillis, (now) => {
-        const retryAfter = parseRetryAfter(headers["retry-after"], now)
-        const detail = status === 401 || status === 403 ? "the API key was refused" : errorDetail(body)
-        return fromHttpStatus(status, scrub(`${name}: HTTP ${status}${detail ? `: ${detail}` : ""}`), retryAfter)
-      })
-
-    const fromClientError = (error: HttpClientError.HttpClientError): ModelError =>
-      error._tag === "RequestError"
-        ? unavailable(`could not reach the server (${error.reason}${error.description ? `: ${error.description}` : ""})`)
-        : unavailable(`the answer broke off (${error.reason})`)
-
-    const fromAiError = (error: AiError.AiError): Effect.Effect<ModelError> => {
-      switch (error._tag) {
-        case "HttpRequestError":
-          return Effect.succeed(unavailable(`could not reach the server (${error.reason})`))
-        case "HttpResponseError":
-          return error.reason === "StatusCode"
-            ? statusFailure(error.response.status, error.response.headers, error.body)
-            : Effect.succeed(
-              error.reason === "EmptyBody" ? badResponse("empty stream") : unavailable(`the stream broke off (${error.reason})`)
-            )
-        case "MalformedOutput":
-          return Effect.succeed(badResponse("undecodable stream event"))
-        default:
-          return Effect.succeed(unavailable(error.message))
-      }
-    }
+    const { badResponse, callFailures, failure, statusFailure, streamFailures } = ProviderFailures.make({
+      name,
+      secret: keyText,
+      timeout,
+      undecodableStream: "undecodable stream event"
+    })
 
     const post = (request: ChatRequest, stream: boolean) =>
       HttpClientRequest.post("/v1/messages", { body: HttpBody.unsafeJson(requestBody(request, defaultMaxTokens, stream)) })
@@ -231,11 +198,7 @@ export const make = (options: AnthropicOptions): Effect.Effect<ModelProviderApi,
             finishReason: message.stop_reason ?? "end_turn"
           }
         }),
-        Effect.catchTags({
-          RequestError: (error) => Effect.fail(fromClientError(error)),
-          ResponseError: (error) => Effect.fail(fromClientError(error))
-        }),
-        Effect.timeoutFail({ duration: timeout, onTimeout: timedOut })
+        callFailures
       )
 
     const streamEvents = (request: ChatRequest): Stream.Stream<ChatStreamEvent, ModelError> =>
@@ -247,15 +210,7 @@ export const make = (options: AnthropicOptions): Effect.Effect<ModelProviderApi,
         let model: string | undefined
         let stopped = false
         const deltas = anthropic.streamRequest(post(request, true), StreamEvent).pipe(
-          Stream.catchAll((error) => Stream.fromEffect(Effect.flatMap(fromAiError(error), Effect.fail))),
-          // A parser failure (an event over 10 MiB) is a defect in `streamRequest`; it is the server's fault.
-          Stream.catchAllCause((cause) =>
-            Option.match(Option.filter(Cause.dieOption(cause), Predicate.isTagged("SseError")), {
-              onNone: () => Stream.failCause(cause),
-              onSome: () => Stream.fail(badResponse("oversized stream event"))
-            })
-          ),
-          Stream.timeoutFail(timedOut, timeout),
+          streamFailures,
           Stream.takeUntil((event) => event.type === "message_stop"),
           Stream.mapConcatEffect((event): Effect.Effect<ReadonlyArray<ChatStreamEvent>, ModelError> => {
             switch (event.type) {

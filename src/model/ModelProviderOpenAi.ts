@@ -19,19 +19,13 @@
  * Floor: model (docs/architecture.md §3).
  */
 import * as OpenAiClient from "@effect/ai-openai/OpenAiClient"
-import type * as AiError from "@effect/ai/AiError"
 import * as HttpBody from "@effect/platform/HttpBody"
 import type * as HttpClient from "@effect/platform/HttpClient"
-import type * as HttpClientError from "@effect/platform/HttpClientError"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
-import * as Cause from "effect/Cause"
-import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
-import * as Predicate from "effect/Predicate"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
@@ -44,12 +38,11 @@ import {
   errorDetail,
   estimatePromptTokens,
   estimateTokens,
-  fromHttpStatus,
-  ModelError,
+  type ModelError,
   ModelProvider,
-  type ModelProviderApi,
-  parseRetryAfter
+  type ModelProviderApi
 } from "../core/ModelProvider.js"
+import * as ProviderFailures from "./internal/providerFailures.js"
 
 /** Where and how to reach an OpenAI-compatible server. */
 export interface OpenAiCompatibleOptions {
@@ -135,44 +128,12 @@ export const make = (options: OpenAiCompatibleOptions): Effect.Effect<ModelProvi
       })
     )
 
-    // Some providers quote the key they were sent in their error text; it must not reach our callers or logs.
-    const scrub = (text: string): string => (keyText.length > 0 ? text.split(keyText).join("[redacted]") : text)
-
-    const unavailable = (message: string): ModelError =>
-      new ModelError({ code: "PROVIDER_UNAVAILABLE", message: scrub(`${name}: ${message}`) })
-    const badResponse = (message: string): ModelError =>
-      new ModelError({ code: "PROVIDER_BAD_RESPONSE", message: scrub(`${name}: ${message}`) })
-    const timedOut = () => unavailable(`no answer within ${Duration.format(timeout)}`)
-
-    const statusFailure = (status: number, headers: Readonly<Record<string, string>>, body: string | undefined) =>
-      Effect.map(Clock.currentTimeMillis, (now) => {
-        const retryAfter = parseRetryAfter(headers["retry-after"], now)
-        // The text of an auth failure is about the key; say nothing of it.
-        const detail = status === 401 || status === 403 ? "the API key was refused" : errorDetail(body)
-        return fromHttpStatus(status, scrub(`${name}: HTTP ${status}${detail ? `: ${detail}` : ""}`), retryAfter)
-      })
-
-    const fromClientError = (error: HttpClientError.HttpClientError): ModelError =>
-      error._tag === "RequestError"
-        ? unavailable(`could not reach the server (${error.reason}${error.description ? `: ${error.description}` : ""})`)
-        : unavailable(`the answer broke off (${error.reason})`)
-
-    const fromAiError = (error: AiError.AiError): Effect.Effect<ModelError> => {
-      switch (error._tag) {
-        case "HttpRequestError":
-          return Effect.succeed(unavailable(`could not reach the server (${error.reason})`))
-        case "HttpResponseError":
-          return error.reason === "StatusCode"
-            ? statusFailure(error.response.status, error.response.headers, error.body)
-            : Effect.succeed(
-              error.reason === "EmptyBody" ? badResponse("empty stream") : unavailable(`the stream broke off (${error.reason})`)
-            )
-        case "MalformedOutput":
-          return Effect.succeed(badResponse("undecodable stream"))
-        default:
-          return Effect.succeed(unavailable(error.message))
-      }
-    }
+    const { badResponse, callFailures, statusFailure, streamFailures, unavailable } = ProviderFailures.make({
+      name,
+      secret: keyText,
+      timeout,
+      undecodableStream: "undecodable stream"
+    })
 
     const post = (request: ChatRequest, stream: boolean) =>
       HttpClientRequest.post("/chat/completions", { body: HttpBody.unsafeJson(requestBody(request, stream)) })
@@ -197,11 +158,7 @@ export const make = (options: OpenAiCompatibleOptions): Effect.Effect<ModelProvi
             finishReason: choice.finish_reason ?? "stop"
           }
         }),
-        Effect.catchTags({
-          RequestError: (error) => Effect.fail(fromClientError(error)),
-          ResponseError: (error) => Effect.fail(fromClientError(error))
-        }),
-        Effect.timeoutFail({ duration: timeout, onTimeout: timedOut })
+        callFailures
       )
 
     const streamEvents = (request: ChatRequest): Stream.Stream<ChatStreamEvent, ModelError> =>
@@ -211,15 +168,7 @@ export const make = (options: OpenAiCompatibleOptions): Effect.Effect<ModelProvi
         let usage: typeof Usage.Type | null | undefined
         let model: string | undefined
         const deltas = openAi.streamRequest(post(request, true), CompletionChunk).pipe(
-          Stream.catchAll((error) => Stream.fromEffect(Effect.flatMap(fromAiError(error), Effect.fail))),
-          // A parser failure (an event over 10 MiB) is a defect in `streamRequest`; it is the server's fault.
-          Stream.catchAllCause((cause) =>
-            Option.match(Option.filter(Cause.dieOption(cause), Predicate.isTagged("SseError")), {
-              onNone: () => Stream.failCause(cause),
-              onSome: () => Stream.fail(badResponse("oversized stream event"))
-            })
-          ),
-          Stream.timeoutFail(timedOut, timeout),
+          streamFailures,
           Stream.mapConcatEffect((chunk) => {
             if (chunk.error !== undefined) return Effect.fail(unavailable(`failed mid-stream: ${errorDetail(JSON.stringify(chunk.error))}`))
             if (chunk.usage) usage = chunk.usage

@@ -13,13 +13,10 @@ import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import * as AgentClient from "../agent/AgentClient.js"
 import type { Keys } from "../core/Keys.js"
 import * as Hub from "../hub/Hub.js"
-import { HubPublicUrl } from "../hub/HubHttp.js"
-import * as Registry from "../hub/Registry.js"
 import * as Serve from "../http/Serve.js"
 import * as Database from "../sql/Database.js"
 import { SagaHubApi } from "./SagaApi.js"
@@ -52,25 +49,6 @@ export const layerServices = (options: SagaHubOptions) => {
 export const start = (options: SagaHubOptions): Effect.Effect<RunningSagaHub, Database.DatabaseError | Serve.ServeError, Scope.Scope | Keys> =>
   Effect.gen(function* () {
     const services = yield* Layer.build(layerServices(options))
-    const server = yield* Serve.make(SagaHubApi, SagaHubHandlers, {
-      ...Serve.withPublicUrl(options.serving, options.publicUrl),
-      port: options.port ?? 0,
-      host: options.host ?? "127.0.0.1",
-      ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes })
-    }).pipe(
-      Effect.provide(services),
-      options.publicUrl === undefined ? (e) => e : Effect.provideService(HubPublicUrl, options.publicUrl)
-    )
-    const registry = Context.get(services, Registry.Registry)
-    const admin = yield* Effect.mapError(
-      options.newAdminKey === true ? Effect.map(registry.issueAdminKey, Option.some) : registry.ensureAdmin,
-      (e) => new Database.DatabaseError({ code: "DATABASE_ERROR", message: `cannot create the admin credential: ${e.message}` })
-    )
-    return {
-      url: server.url,
-      port: server.port,
-      ...(server.probeUrl === undefined ? {} : { probeUrl: server.probeUrl }),
-      admin,
-      scheduler: Context.get(services, SagaScheduler.SagaScheduler)
-    }
+    const hub = yield* Hub.serve(SagaHubApi, SagaHubHandlers, services, options)
+    return { ...hub, scheduler: Context.get(services, SagaScheduler.SagaScheduler) }
   })

@@ -5,12 +5,9 @@
  * `message_delta` with the stop reason and output usage, `message_stop`) when `stream: true`, and can be switched to
  * fail the way the real API does (error bodies `{type:"error", error:{type, message}}`).
  */
-import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
 import type * as Scope from "effect/Scope"
-import * as Http from "node:http"
-import type * as Net from "node:net"
+import { deltas, type FakeRequest, sendJson, startFakeHttp, words } from "./fakeHttp.js"
 
 /**
  * How the fake answers the next requests:
@@ -36,28 +33,17 @@ export type FakeAnthropicMode =
   | "unknown-events"
   | "cached"
 
-/** One request as the fake got it. */
-export interface FakeAnthropicRequest {
-  readonly method: string
-  readonly path: string
-  readonly headers: Http.IncomingHttpHeaders
-  /** The parsed JSON body (undefined when it was not JSON). */
-  readonly body: unknown
-}
-
 /** A running fake. */
 export interface FakeAnthropic {
   /** The API root to give a provider as `baseUrl` (without `/v1`). */
   readonly url: string
   /** Every request received, in order (a live view). */
-  readonly requests: ReadonlyArray<FakeAnthropicRequest>
+  readonly requests: ReadonlyArray<FakeRequest>
   /** Switches how the following requests are answered; `retryAfter` is the 429's Retry-After (default `7`). */
   readonly setMode: (mode: FakeAnthropicMode, options?: { readonly retryAfter?: string }) => Effect.Effect<void>
   /** Waits until at least `count` requests have arrived. */
   readonly received: (count: number) => Effect.Effect<void>
 }
-
-const words = (text: string): number => text.split(/\s+/).filter((w) => w.length > 0).length
 
 const record = (body: unknown): Record<string, unknown> => (typeof body === "object" && body !== null ? (body as Record<string, unknown>) : {})
 
@@ -81,20 +67,7 @@ const promptWords = (body: unknown): number => {
   return turns(body).reduce((n, m) => n + (typeof m.content === "string" ? words(m.content) : 0), typeof system === "string" ? words(system) : 0)
 }
 
-const sendJson = (res: Http.ServerResponse, status: number, body: unknown, headers: Http.OutgoingHttpHeaders = {}) => {
-  const text = JSON.stringify(body)
-  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text), ...headers })
-  res.end(text)
-}
-
 const errorBody = (type: string, message: string) => ({ type: "error", error: { type, message } })
-
-const deltas = (text: string): Array<string> => {
-  const parts: Array<string> = [...(text.match(/\s*\S+/g) ?? [])]
-  const rest = text.slice(parts.join("").length)
-  if (rest.length > 0) parts.push(rest)
-  return parts
-}
 
 /** Starts the fake on 127.0.0.1 with a free port; it stops (dropping open connections) when the scope closes. */
 export const startFakeAnthropic = (
@@ -102,21 +75,10 @@ export const startFakeAnthropic = (
 ): Effect.Effect<FakeAnthropic, never, Scope.Scope> =>
   Effect.gen(function* () {
     const reply = options.reply ?? ((text: string) => `You said: ${text}`)
-    const requests: Array<FakeAnthropicRequest> = []
-    const waiters: Array<{ readonly count: number; readonly done: Deferred.Deferred<void> }> = []
     let mode: FakeAnthropicMode = "ok"
     let retryAfter = "7"
 
-    const answer = (req: Http.IncomingMessage, res: Http.ServerResponse, raw: string) => {
-      let body: unknown
-      try {
-        body = JSON.parse(raw)
-      } catch {
-        body = undefined
-      }
-      requests.push({ method: req.method ?? "", path: req.url ?? "", headers: req.headers, body })
-      for (const w of waiters) if (requests.length >= w.count) Deferred.unsafeDone(w.done, Exit.void)
-
+    const server = yield* startFakeHttp((req, res, body, count) => {
       if (req.method !== "POST" || req.url !== "/v1/messages") return sendJson(res, 404, errorBody("not_found_error", `Not found: ${req.url}`))
       const presented = req.headers["x-api-key"]
       if (mode === "unauthorized" || (options.apiKey !== undefined && presented !== options.apiKey)) {
@@ -148,7 +110,7 @@ export const startFakeAnthropic = (
         mode === "cached"
           ? { input_tokens: 3, cache_creation_input_tokens: 10, cache_read_input_tokens: 20, output_tokens: output }
           : { input_tokens: input, output_tokens: output }
-      const id = `msg_${requests.length}`
+      const id = `msg_${count}`
       if (fields.stream !== true) {
         if (mode === "stall") return
         if (mode === "garbage") {
@@ -214,47 +176,16 @@ export const startFakeAnthropic = (
       send("message_delta", { type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null }, usage: deltaUsage })
       send("message_stop", { type: "message_stop" })
       res.end()
-    }
-
-    const server = Http.createServer((req, res) => {
-      const chunks: Array<Buffer> = []
-      req.on("data", (c: Buffer) => chunks.push(c))
-      req.on("end", () => answer(req, res, Buffer.concat(chunks).toString("utf8")))
     })
 
-    yield* Effect.acquireRelease(
-      Effect.async<void>((resume) => {
-        const failed = (e: Error) => resume(Effect.die(e))
-        server.once("error", failed)
-        server.listen(0, "127.0.0.1", () => {
-          server.off("error", failed)
-          resume(Effect.void)
-        })
-      }),
-      () =>
-        Effect.async<void>((resume) => {
-          server.closeAllConnections()
-          server.close(() => resume(Effect.void))
-        })
-    )
-    const { port } = server.address() as Net.AddressInfo
-
     return {
-      url: `http://127.0.0.1:${port}`,
-      requests,
+      url: `http://127.0.0.1:${server.port}`,
+      requests: server.requests,
       setMode: (next, opts = {}) =>
         Effect.sync(() => {
           mode = next
           retryAfter = opts.retryAfter ?? "7"
         }),
-      received: (count) =>
-        Effect.suspend(() =>
-          requests.length >= count
-            ? Effect.void
-            : Effect.flatMap(Deferred.make<void>(), (done) => {
-              waiters.push({ count, done })
-              return Deferred.await(done)
-            })
-        )
+      received: server.received
     }
   })

@@ -6,12 +6,9 @@
  * Answers are shaped like Ollama's (no `refusal`, no `logprobs`), the leanest of the compatible servers, so a
  * client that reads them reads the others too.
  */
-import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
 import type * as Scope from "effect/Scope"
-import * as Http from "node:http"
-import type * as Net from "node:net"
+import { deltas, type FakeRequest, sendJson, startFakeHttp, words } from "./fakeHttp.js"
 
 /**
  * How the fake answers the next requests:
@@ -35,15 +32,6 @@ export type FakeMode =
   | "stream-error"
   | "stall"
   | "no-usage"
-
-/** One request as the fake got it. */
-export interface FakeRequest {
-  readonly method: string
-  readonly path: string
-  readonly headers: Http.IncomingHttpHeaders
-  /** The parsed JSON body (undefined when it was not JSON). */
-  readonly body: unknown
-}
 
 /** Options of the fake. */
 export interface FakeOpenAiOptions {
@@ -70,8 +58,6 @@ interface WireMessage {
   readonly content?: unknown
 }
 
-const words = (text: string): number => text.split(/\s+/).filter((w) => w.length > 0).length
-
 const lastUserText = (body: unknown): string => {
   const messages = typeof body === "object" && body !== null && "messages" in body && Array.isArray(body.messages)
     ? (body.messages as ReadonlyArray<WireMessage>)
@@ -91,41 +77,16 @@ const promptWords = (body: unknown): number =>
 const field = (body: unknown, key: string): unknown =>
   typeof body === "object" && body !== null ? (body as Record<string, unknown>)[key] : undefined
 
-const sendJson = (res: Http.ServerResponse, status: number, body: unknown, headers: Http.OutgoingHttpHeaders = {}) => {
-  const text = JSON.stringify(body)
-  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text), ...headers })
-  res.end(text)
-}
-
 const errorBody = (message: string, type: string, code: string | null) => ({ error: { message, type, param: null, code } })
-
-/** Splits a reply into word-sized deltas whose concatenation is the reply. */
-const deltas = (text: string): Array<string> => {
-  const parts: Array<string> = [...(text.match(/\s*\S+/g) ?? [])]
-  const rest = text.slice(parts.join("").length)
-  if (rest.length > 0) parts.push(rest)
-  return parts
-}
 
 /** Starts the fake on 127.0.0.1 with a free port; it stops (dropping any open connection) when the scope closes. */
 export const startFakeOpenAi = (options: FakeOpenAiOptions = {}): Effect.Effect<FakeOpenAi, never, Scope.Scope> =>
   Effect.gen(function* () {
     const reply = options.reply ?? ((text: string) => `You said: ${text}`)
-    const requests: Array<FakeRequest> = []
-    const waiters: Array<{ readonly count: number; readonly done: Deferred.Deferred<void> }> = []
     let mode: FakeMode = "ok"
     let retryAfter = "7"
 
-    const answer = (req: Http.IncomingMessage, res: Http.ServerResponse, raw: string) => {
-      let body: unknown
-      try {
-        body = JSON.parse(raw)
-      } catch {
-        body = undefined
-      }
-      requests.push({ method: req.method ?? "", path: req.url ?? "", headers: req.headers, body })
-      for (const w of waiters) if (requests.length >= w.count) Deferred.unsafeDone(w.done, Exit.void)
-
+    const server = yield* startFakeHttp((req, res, body, count) => {
       if (req.method !== "POST" || req.url !== "/v1/chat/completions") {
         return sendJson(res, 404, errorBody(`no route ${req.method} ${req.url}`, "invalid_request_error", null))
       }
@@ -157,7 +118,7 @@ export const startFakeOpenAi = (options: FakeOpenAiOptions = {}): Effect.Effect<
         if (mode === "wrong-shape") return sendJson(res, 200, { object: "chat.completion", result: "no choices here" })
         const text = reply(lastUserText(body))
         return sendJson(res, 200, {
-          id: `chatcmpl-${requests.length}`,
+          id: `chatcmpl-${count}`,
           object: "chat.completion",
           created: 1_700_000_000,
           model,
@@ -172,7 +133,7 @@ export const startFakeOpenAi = (options: FakeOpenAiOptions = {}): Effect.Effect<
       res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" })
       const send = (data: unknown) => res.write(`data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`)
       const chunk = (delta: Record<string, unknown>, finish: string | null) => ({
-        id: `chatcmpl-${requests.length}`,
+        id: `chatcmpl-${count}`,
         object: "chat.completion.chunk",
         created: 1_700_000_000,
         model,
@@ -204,7 +165,7 @@ export const startFakeOpenAi = (options: FakeOpenAiOptions = {}): Effect.Effect<
       const streamOptions = field(body, "stream_options")
       if (field(streamOptions, "include_usage") === true && mode !== "no-usage") {
         send({
-          id: `chatcmpl-${requests.length}`,
+          id: `chatcmpl-${count}`,
           object: "chat.completion.chunk",
           created: 1_700_000_000,
           model,
@@ -214,47 +175,16 @@ export const startFakeOpenAi = (options: FakeOpenAiOptions = {}): Effect.Effect<
       }
       send("[DONE]")
       res.end()
-    }
-
-    const server = Http.createServer((req, res) => {
-      const chunks: Array<Buffer> = []
-      req.on("data", (c: Buffer) => chunks.push(c))
-      req.on("end", () => answer(req, res, Buffer.concat(chunks).toString("utf8")))
     })
 
-    yield* Effect.acquireRelease(
-      Effect.async<void>((resume) => {
-        const failed = (e: Error) => resume(Effect.die(e))
-        server.once("error", failed)
-        server.listen(0, "127.0.0.1", () => {
-          server.off("error", failed)
-          resume(Effect.void)
-        })
-      }),
-      () =>
-        Effect.async<void>((resume) => {
-          server.closeAllConnections()
-          server.close(() => resume(Effect.void))
-        })
-    )
-    const { port } = server.address() as Net.AddressInfo
-
     return {
-      url: `http://127.0.0.1:${port}/v1`,
-      requests,
+      url: `http://127.0.0.1:${server.port}/v1`,
+      requests: server.requests,
       setMode: (next, opts = {}) =>
         Effect.sync(() => {
           mode = next
           retryAfter = opts.retryAfter ?? "7"
         }),
-      received: (count) =>
-        Effect.suspend(() =>
-          requests.length >= count
-            ? Effect.void
-            : Effect.flatMap(Deferred.make<void>(), (done) => {
-              waiters.push({ count, done })
-              return Deferred.await(done)
-            })
-        )
+      received: server.received
     }
   })
