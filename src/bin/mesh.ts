@@ -35,6 +35,9 @@ const port = Options.integer("port").pipe(Options.withFallbackConfig(Config.inte
 const host = Options.text("host").pipe(Options.withFallbackConfig(Config.string("MESH_HOST")), Options.withDefault("127.0.0.1"), Options.withDescription("address to listen on (env MESH_HOST)"))
 const db = Options.text("db").pipe(Options.withFallbackConfig(Config.string("MESH_DB")), Options.withDefault(DEFAULT_DATABASE), Options.withDescription("SQLite file (env MESH_DB)"))
 const logLevel = Options.choice("log-level", ["debug", "info", "warning", "error"]).pipe(Options.withDefault("info" as const), Options.withDescription("least severe log level printed"))
+const logLevels = { debug: "Debug", info: "Info", warning: "Warning", error: "Error" } as const
+/** Prints only log lines at `--log-level` or more severe. */
+const withLogLevel = (level: keyof typeof logLevels) => Logger.withMinimumLogLevel(LogLevel.fromLiteral(logLevels[level]))
 
 const allowedHosts = Options.text("allowed-host").pipe(Options.repeated, Options.withDescription("a DNS name (name or name:port) clients may use in Host besides localhost and IP addresses; * for any (repeatable)"))
 const allowedOrigins = Options.text("allowed-origin").pipe(Options.repeated, Options.withDescription("a browser origin (scheme://host[:port]) allowed cross-origin requests; * for any (repeatable)"))
@@ -56,7 +59,7 @@ const sagaIdentity = Options.file("saga-identity").pipe(
 )
 
 const hubCommand = Command.make("hub", { port, host, db, publicUrl, newAdminKey, probePort, sagaIdentity, allowedHosts, allowedOrigins, logLevel }, (args) =>
-  runHub(args).pipe(Logger.withMinimumLogLevel(LogLevel.fromLiteral(args.logLevel === "warning" ? "Warning" : args.logLevel === "debug" ? "Debug" : args.logLevel === "error" ? "Error" : "Info")))
+  runHub(args).pipe(withLogLevel(args.logLevel))
 ).pipe(Command.withDescription("run a hub: registry, spending ledger and platform API on a SQLite file; stops cleanly on SIGINT/SIGTERM"))
 
 const registryUrl = Options.text("registry").pipe(Options.withFallbackConfig(Config.string("MESH_REGISTRY")), Options.withDescription("the registry hub's URL (env MESH_REGISTRY)"))
@@ -86,7 +89,7 @@ const agentModel = Options.text("model").pipe(Options.withFallbackConfig(Config.
 const agentIdentity = Options.file("identity").pipe(Options.optional, Options.withDescription("identity file from `mesh keygen`: the agent's DID and key"))
 
 const agentCommand = Command.make("agent", { module: agentModule, port: agentPort, host: agentHost, db: agentDb, hub: agentHub, identity: agentIdentity, provider: agentProvider, model: agentModel, allowedHosts, allowedOrigins, logLevel }, (args) =>
-  runAgent(args).pipe(Logger.withMinimumLogLevel(LogLevel.fromLiteral(args.logLevel === "warning" ? "Warning" : args.logLevel === "debug" ? "Debug" : args.logLevel === "error" ? "Error" : "Info")))
+  runAgent(args).pipe(withLogLevel(args.logLevel))
 ).pipe(Command.withDescription("run the agent a module exports (POST /v1/run, /v1/resume, /health, /.well-known/mesh-agent.json)"))
 
 const sagaFile = Args.file({ name: "file", exists: "yes" }).pipe(Args.withDescription("the saga as JSON: { mandate, steps: [{ name, agentDid | didHash, capability, params, budgetUsd, compensation }] }"))
