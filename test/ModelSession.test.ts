@@ -8,6 +8,7 @@ import * as fc from "effect/FastCheck"
 import { usdMicros } from "../src/core/Constraints.js"
 import { issueTaskMandate, verifyMandate } from "../src/core/Mandate.js"
 import { type ChatRequest, type ChatResult, makeScripted, type ModelProviderApi } from "../src/core/ModelProvider.js"
+import { MandateCache } from "../src/core/MandateCache.js"
 import * as KeysNative from "../src/node/KeysNative.js"
 import { layerMemory, ModelLearner } from "../src/model/ModelLearner.js"
 import { fromParts, ModelRouter, providers } from "../src/model/ModelRouter.js"
@@ -108,6 +109,22 @@ describe("ModelSession", () => {
       assert.strictEqual(summary.totalTokens, used)
       const e = yield* Effect.flip(session.chat("again", step.mandate))
       assert.strictEqual(e.code, "STEP_NOT_OPEN")
+    }).pipe(Effect.provide(layer())))
+
+  it.effect("a step's token is parsed once through the runtime's mandate cache, not on every call", () =>
+    Effect.gen(function* () {
+      const { bob, mandate } = yield* holderMandate()
+      const session = yield* makeSession({ mandate, privateKey: bob.key })
+      const cache = yield* MandateCache
+      yield* Effect.scoped(Effect.flatMap(session.step("draft"), (step) =>
+        Effect.gen(function* () {
+          assert.isUndefined(cache.chains.get(step.mandate.token))
+          yield* session.chat("first", step.mandate.token)
+          const parsed = cache.chains.get(step.mandate.token)
+          assert.isDefined(parsed)
+          yield* session.chat("second", step.mandate.token)
+          assert.strictEqual(cache.chains.get(step.mandate.token), parsed)
+        })))
     }).pipe(Effect.provide(layer())))
 
   it.effect("a call within a step cannot spend more than the step's budget", () =>

@@ -29,7 +29,7 @@ import type { Keys } from "../core/Keys.js"
 import { type Mandate, verifyMandateChain } from "../core/Mandate.js"
 import { type ChatMessage, type ChatRequest, type ModelError, type ModelProviderApi } from "../core/ModelProvider.js"
 import { usdMicros } from "../core/Constraints.js"
-import { make as makeBudget, type ModelBudget, type Amount, available } from "../model/ModelBudget.js"
+import { make as makeBudget, type ModelBudget, type ModelBudgetExhausted, type Amount, available } from "../model/ModelBudget.js"
 import { ModelRouter } from "../model/ModelRouter.js"
 import { AgentConflict, AgentForbidden, AgentUnavailable, ProviderFailed } from "./AgentError.js"
 import { AgentHandler, type ChatOptions, DEFAULT_METERED_MAX_TOKENS, type HandlerOutput, meteredChat, meteredStream, type RunInput } from "./Handler.js"
@@ -45,6 +45,8 @@ const UNBOUNDED: Amount = { tokens: Number.MAX_SAFE_INTEGER, micros: Number.MAX_
 
 const providerFailed = (e: ModelError) =>
   new ProviderFailed({ code: e.code, message: e.message, ...(e.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: e.retryAfterSeconds }) })
+
+const budgetExhausted = (e: ModelBudgetExhausted) => new AgentConflict({ code: "BUDGET_EXHAUSTED", message: e.message })
 
 const withoutMaxTokens = ({ maxTokens: _, ...request }: ChatRequest): ChatRequest => request
 
@@ -82,9 +84,12 @@ export const layer = (options: ChatOptions = {}): Layer.Layer<AgentHandler, neve
           })
         }))
 
+    /** The bound on an answer: the agent's own, else under a task mandate the one its reservation needs. */
+    const outputBound = (compute: RunInput["compute"]) => options.maxOutputTokens ?? (compute.metered ? DEFAULT_METERED_MAX_TOKENS : undefined)
+
     const routed = (messages: ReadonlyArray<ChatMessage>, token: unknown, compute: RunInput["compute"]) =>
       Effect.gen(function* () {
-        const maxOutputTokens = options.maxOutputTokens ?? (compute.metered ? DEFAULT_METERED_MAX_TOKENS : undefined)
+        const maxOutputTokens = outputBound(compute)
         // Unbounded (no model-budget mandate, no task mandate, no set bound), a call carries no maxTokens: the
         // provider's own default applies, as it would without routing.
         const bare = token === undefined && maxOutputTokens === undefined
@@ -118,12 +123,12 @@ export const layer = (options: ChatOptions = {}): Layer.Layer<AgentHandler, neve
       }).pipe(
         Effect.catchTags({
           ModelError: (e) => Effect.fail(providerFailed(e)),
-          ModelBudgetExhausted: (e) => Effect.fail(new AgentConflict({ code: "BUDGET_EXHAUSTED", message: e.message }))
+          ModelBudgetExhausted: (e) => Effect.fail(budgetExhausted(e))
         })
       )
 
     const streamRequest = (model: string, messages: ReadonlyArray<ChatMessage>, input: RunInput): ChatRequest => {
-      const maxTokens = options.maxOutputTokens ?? (input.compute.metered ? DEFAULT_METERED_MAX_TOKENS : undefined)
+      const maxTokens = outputBound(input.compute)
       return maxTokens === undefined ? { model, messages } : { model, messages, maxTokens }
     }
 
@@ -143,7 +148,7 @@ export const layer = (options: ChatOptions = {}): Layer.Layer<AgentHandler, neve
               ? Stream.fail(new ProviderFailed({ code: "PROVIDER_REJECTED", message: `no provider for model ${m.id}` }))
               : Stream.catchTag(meteredStream(provider, input.compute, streamRequest(m.id, messages, input)), "ModelError", (e) => Stream.fail(providerFailed(e)))
           })
-        ).pipe(Stream.catchTag("ModelBudgetExhausted", (e) => Stream.fail(new AgentConflict({ code: "BUDGET_EXHAUSTED", message: e.message }))))
+        ).pipe(Stream.catchTag("ModelBudgetExhausted", (e) => Stream.fail(budgetExhausted(e))))
       }
       return Effect.map(routed(messages, token, input.compute), (r) => r.content)
     }

@@ -119,6 +119,7 @@ export const normals = (uniform: () => number): (() => number) => {
   }
 }
 
+/** A Gamma(shape, 1) draw (Marsaglia and Tsang, 2000; shape < 1 boosted by U^(1/shape)). */
 const gammaWith = (shape: number, uniform: () => number, normal: () => number): number => {
   if (shape < 1) return gammaWith(shape + 1, uniform, normal) * Math.pow(1 - uniform(), 1 / shape)
   const d = shape - 1 / 3
@@ -135,9 +136,6 @@ const gammaWith = (shape: number, uniform: () => number, normal: () => number): 
     if (u < 1 - 0.0331 * x * x * x * x || Math.log(u) < 0.5 * x * x + d * (1 - v + Math.log(v))) return d * v
   }
 }
-
-/** A Gamma(shape, 1) draw (Marsaglia and Tsang, 2000; shape < 1 boosted by U^(1/shape)). */
-export const sampleGamma = (shape: number, uniform: () => number): number => gammaWith(shape, uniform, normals(uniform))
 
 /** A Beta(alpha, beta) draw, from two Gamma draws; pass `normal` to share one normal source over many draws. */
 export const sampleBeta = (alpha: number, beta: number, uniform: () => number, normal: () => number = normals(uniform)): number => {

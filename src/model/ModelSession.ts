@@ -31,6 +31,7 @@ import type * as Scope from "effect/Scope"
 import { usdMicros } from "../core/Constraints.js"
 import { Keys, type MalformedKey, type PrivateKeyInput } from "../core/Keys.js"
 import { attenuateModelBudgetMandate, decodeUnverified, type Mandate, MandateInvalid, type MandateIssueError } from "../core/Mandate.js"
+import { MandateCache } from "../core/MandateCache.js"
 import type { ChatMessage, ModelError } from "../core/ModelProvider.js"
 import { formatUsd, type Micros } from "../core/Money.js"
 import type { PersistenceError } from "../sql/SqlFailure.js"
@@ -157,6 +158,8 @@ export const make = (options: SessionOptions): Effect.Effect<ModelSession, Manda
     const learner = yield* ModelLearner
     const keys = yield* Keys
     const httpClient = yield* Effect.serviceOption(HttpClient.HttpClient)
+    // A step's token comes back with every call made under it: parsed once, through the runtime's cache.
+    const mandateCache = Option.getOrUndefined(yield* Effect.serviceOption(MandateCache))
     const mode: AllocatorMode = options.allocatorMode ?? "PROPORTIONAL"
     const cns = mandate.constraints
     const limit: Amount = { tokens: cns.token_budget, micros: usdMicros(cns.cost_budget_usd) }
@@ -205,7 +208,7 @@ export const make = (options: SessionOptions): Effect.Effect<ModelSession, Manda
         let target: ModelBudget = budget
         let callShare: Amount
         if (stepMandate !== undefined) {
-          const jti = typeof stepMandate === "string" ? Either.getOrUndefined(Either.map(decodeUnverified(stepMandate), (m) => m.jti)) : stepMandate.jti
+          const jti = typeof stepMandate === "string" ? Either.getOrUndefined(Either.map(decodeUnverified(stepMandate, mandateCache), (m) => m.jti)) : stepMandate.jti
           const step = jti === undefined ? undefined : steps.get(jti)
           if (step === undefined) return refuse("STEP_NOT_OPEN", "this step mandate is not open in this session")
           target = step.budget
