@@ -144,7 +144,6 @@ export class HubPublicUrl extends Context.Tag("agent-mesh/hub/PublicUrl")<HubPub
 // A refusal says the request does not hold (401); any other code says the hub could not decide (503, retry).
 const refusals = new Set<string>(HttpSignatureRefusalCode.literals)
 
-/** The URL a ledger request must have been signed for, or undefined when it cannot be rebuilt. */
 /** The base URL this request reached the hub at: `publicUrl`, else the listening address (never the Host header). */
 const baseUrl = (req: HttpServerRequest.HttpServerRequest, publicUrl: string | undefined): string | undefined => {
   if (publicUrl !== undefined) return publicUrl.replace(/\/+$/, "")
@@ -153,6 +152,7 @@ const baseUrl = (req: HttpServerRequest.HttpServerRequest, publicUrl: string | u
   return localAddress !== undefined && localPort !== undefined ? `http://${localAddress.includes(":") ? `[${localAddress}]` : localAddress}:${localPort}` : undefined
 }
 
+/** The URL a ledger request must have been signed for, or undefined when it cannot be rebuilt. */
 const targetUri = (req: HttpServerRequest.HttpServerRequest, publicUrl: string | undefined): string | undefined => {
   const base = baseUrl(req, publicUrl)
   const target = `${base ?? ""}${req.url}`
