@@ -85,17 +85,8 @@ export class Unavailable extends Schema.TaggedError<Unavailable>()(
   HttpApiSchema.annotations({ status: 503 })
 ) {}
 
-/** Constructors that read like the table in docs/hub.md. */
+/** Constructors for the errors more than one mapping builds (the hub's and the saga routes'). */
 export const errors = {
-  missingField: (message: string) => new BadRequest({ code: "MISSING_FIELD", message }),
-  invalidApiKey: (message = "missing, unknown, revoked or malformed API key") => new Unauthorized({ code: "INVALID_API_KEY", message }),
-  notOwner: (message = "this API key did not register the record") => new Forbidden({ code: "NOT_OWNER", message }),
-  adminRequired: () => new Forbidden({ code: "ADMIN_REQUIRED", message: "this needs the admin credential" }),
   notFound: (message: string) => new NotFound({ code: "NOT_FOUND", message }),
-  unprocessable: (code: Unprocessable["code"], message: string) => new Unprocessable({ code, message }),
-  conflict: (code: Conflict["code"], message: string) => new Conflict({ code, message }),
-  unavailable: (message: string) => new Unavailable({ code: "STORE_UNAVAILABLE", message }),
-  /** A spent rate limit or quota: `what` ran out, retry after `retryAfterSeconds`. */
-  rateLimited: (what: string, retryAfterSeconds: number) =>
-    new RateLimited({ code: "RATE_LIMITED", message: `${what}; retry in ${retryAfterSeconds} s`, retryAfterSeconds })
+  unavailable: (message: string) => new Unavailable({ code: "STORE_UNAVAILABLE", message })
 }

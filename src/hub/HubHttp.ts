@@ -30,8 +30,8 @@ import type { PersistenceError } from "../sql/SqlFailure.js"
 const clientKeyOf = (req: HttpServerRequest.HttpServerRequest): string => clientKey(Option.getOrElse(req.remoteAddress, () => "unknown"))
 const clientIp = Effect.map(HttpServerRequest.HttpServerRequest, clientKeyOf)
 
-/** Every failure of the registry and the platform, named after what happened; `hubHttp` gives each its HTTP error. */
-type DomainError = RegistryError | PlatformError
+/** Every failure of the registry, the ledger and the platform, named after what happened; `hubHttp` gives each its HTTP error. */
+type DomainError = RegistryError | LedgerError | PlatformError
 
 // One entry per failure (the `satisfies` refuses a missing or unknown one); the code and message carry over as they
 // are and the class sets the spec's status.
@@ -59,13 +59,25 @@ const httpOf = {
   MalformedRevocation: ({ code, message }) => new BadRequest({ code, message }),
   EmptyBody: ({ code, message }) => new BadRequest({ code, message }),
   RegistryNotReached: ({ code, message }) => new RegistryUnreachable({ code, message }),
-  RegistryUnavailable: ({ code, message }) => new Unavailable({ code, message })
+  RegistryUnavailable: ({ code, message }) => new Unavailable({ code, message }),
+  PoolNotFound: ({ code, message }) => new NotFound({ code, message }),
+  AllocationNotFound: ({ code, message }) => new NotFound({ code, message }),
+  NotGrantee: ({ code, message }) => new Forbidden({ code, message }),
+  MandateRefused: ({ code, message }) => new Unprocessable({ code, message }),
+  InvalidAmount: ({ code, message }) => new Unprocessable({ code, message }),
+  CommitTokenRefused: ({ code, message }) => new Unprocessable({ code, message }),
+  InvalidIdempotencyKey: ({ code, message }) => new BadRequest({ code, message }),
+  BudgetExhausted: ({ code, message }) => new Conflict({ code, message }),
+  AlreadyAllocated: ({ code, message }) => new Conflict({ code, message }),
+  IdempotencyKeyReused: ({ code, message }) => new Conflict({ code, message }),
+  AlreadyReleased: ({ code, message }) => new Conflict({ code, message }),
+  LedgerUnavailable: ({ code, message }) => new Unavailable({ code, message })
 } satisfies { readonly [K in DomainError["_tag"]]: (e: Extract<DomainError, { readonly _tag: K }>) => unknown }
 
-/** The HTTP error a registry or platform failure answers with, per failure (so each endpoint's declared errors still hold). */
+/** The HTTP error a registry, ledger or platform failure answers with, per failure (so each endpoint's declared errors still hold). */
 type HubHttp<E extends DomainError> = ReturnType<(typeof httpOf)[E["_tag"]]>
 
-/** A registry or platform failure as the hub's HTTP error: the spec's code carried over, the status chosen here. */
+/** A registry, ledger or platform failure as the hub's HTTP error: the spec's code carried over, the status chosen here. */
 const hubHttp = <E extends DomainError>(e: E): HubHttp<E> => (httpOf[e._tag] as (e: E) => unknown)(e) as HubHttp<E>
 
 /** Bearer API keys, checked against the registry. */
@@ -144,7 +156,6 @@ export class HubPublicUrl extends Context.Tag("agent-mesh/hub/PublicUrl")<HubPub
 // A refusal says the request does not hold (401); any other code says the hub could not decide (503, retry).
 const refusals = new Set<string>(HttpSignatureRefusalCode.literals)
 
-/** The URL a ledger request must have been signed for, or undefined when it cannot be rebuilt. */
 /** The base URL this request reached the hub at: `publicUrl`, else the listening address (never the Host header). */
 const baseUrl = (req: HttpServerRequest.HttpServerRequest, publicUrl: string | undefined): string | undefined => {
   if (publicUrl !== undefined) return publicUrl.replace(/\/+$/, "")
@@ -153,6 +164,7 @@ const baseUrl = (req: HttpServerRequest.HttpServerRequest, publicUrl: string | u
   return localAddress !== undefined && localPort !== undefined ? `http://${localAddress.includes(":") ? `[${localAddress}]` : localAddress}:${localPort}` : undefined
 }
 
+/** The URL a ledger request must have been signed for, or undefined when it cannot be rebuilt. */
 const targetUri = (req: HttpServerRequest.HttpServerRequest, publicUrl: string | undefined): string | undefined => {
   const base = baseUrl(req, publicUrl)
   const target = `${base ?? ""}${req.url}`
@@ -175,39 +187,6 @@ const actorOf = (
     if (req.headers["signature-input"] !== undefined || req.headers.signature !== undefined) return yield* verify(req)
     return yield* actsFor(yield* Caller)
   })
-
-/** The HTTP error a ledger failure answers with, per failure (so each endpoint's declared errors still hold). */
-type LedgerHttp<E extends LedgerError> = E extends { readonly _tag: "PoolNotFound" | "AllocationNotFound" } ? NotFound
-  : E extends { readonly _tag: "NotGrantee" } ? Forbidden
-  : E extends { readonly _tag: "MandateRefused" | "InvalidAmount" | "CommitTokenRefused" } ? Unprocessable
-  : E extends { readonly _tag: "InvalidIdempotencyKey" } ? BadRequest
-  : E extends { readonly _tag: "BudgetExhausted" | "AlreadyAllocated" | "IdempotencyKeyReused" | "AlreadyReleased" } ? Conflict
-  : Unavailable
-
-/** The ledger's failures as the hub's HTTP errors: the spec's code carried over, the status chosen here. */
-const ledgerHttp = <E extends LedgerError>(e: E): LedgerHttp<E> => {
-  const { message } = e
-  switch (e._tag) {
-    case "PoolNotFound":
-    case "AllocationNotFound":
-      return new NotFound({ code: e.code, message }) as LedgerHttp<E>
-    case "NotGrantee":
-      return new Forbidden({ code: e.code, message }) as LedgerHttp<E>
-    case "MandateRefused":
-    case "InvalidAmount":
-    case "CommitTokenRefused":
-      return new Unprocessable({ code: e.code, message }) as LedgerHttp<E>
-    case "InvalidIdempotencyKey":
-      return new BadRequest({ code: e.code, message }) as LedgerHttp<E>
-    case "BudgetExhausted":
-    case "AlreadyAllocated":
-    case "IdempotencyKeyReused":
-    case "AlreadyReleased":
-      return new Conflict({ code: e.code, message }) as LedgerHttp<E>
-    case "LedgerUnavailable":
-      return new Unavailable({ code: e.code, message }) as LedgerHttp<E>
-  }
-}
 
 /** The spending-ledger endpoints: each acts for the DID the request proved (see `actorOf`). */
 export const SpendingLive = HttpApiBuilder.group(HubApi, "spending", (handlers) =>
@@ -241,15 +220,15 @@ export const SpendingLive = HttpApiBuilder.group(HubApi, "spending", (handlers) 
     const registry = yield* Registry
     const actor = actorOf(verify, (caller) => Effect.mapError(registry.agentKeyActsFor(caller), hubHttp))
     return handlers
-      .handle("openPool", ({ payload }) => Effect.flatMap(actor, (did) => Effect.mapError(ledger.openPool(did, payload.mandate), ledgerHttp)))
-      .handle("getPool", ({ path }) => Effect.flatMap(actor, (did) => Effect.mapError(ledger.pool(did, path.poolId), ledgerHttp)))
+      .handle("openPool", ({ payload }) => Effect.flatMap(actor, (did) => Effect.mapError(ledger.openPool(did, payload.mandate), hubHttp)))
+      .handle("getPool", ({ path }) => Effect.flatMap(actor, (did) => Effect.mapError(ledger.pool(did, path.poolId), hubHttp)))
       .handle("allocate", ({ path, payload }) =>
         Effect.flatMap(actor, (did) =>
-          Effect.mapError(ledger.allocate(did, path.poolId, { childToken: payload.childMandate, idempotencyKey: payload.idempotencyKey }), ledgerHttp)
+          Effect.mapError(ledger.allocate(did, path.poolId, { childToken: payload.childMandate, idempotencyKey: payload.idempotencyKey }), hubHttp)
         )
       )
-      .handle("release", ({ path, payload }) => Effect.flatMap(actor, (did) => Effect.mapError(ledger.release(did, path.allocationId, payload), ledgerHttp)))
-      .handle("listAllocations", ({ path }) => Effect.flatMap(actor, (did) => Effect.mapError(ledger.allocations(did, path.poolId), ledgerHttp)))
+      .handle("release", ({ path, payload }) => Effect.flatMap(actor, (did) => Effect.mapError(ledger.release(did, path.allocationId, payload), hubHttp)))
+      .handle("listAllocations", ({ path }) => Effect.flatMap(actor, (did) => Effect.mapError(ledger.allocations(did, path.poolId), hubHttp)))
   })
 )
 

@@ -497,14 +497,7 @@ const MAX_USED_PROOFS = 50_000
 const iso = (ms: number) => new Date(ms).toISOString()
 const storeError = (e: Store) => RegistryUnavailable.of(e)
 
-const isHttpUrl = (u: string) => {
-  try {
-    const url = new URL(u)
-    return url.protocol === "http:" || url.protocol === "https:"
-  } catch {
-    return false
-  }
-}
+const isHttpUrl = (u: string) => hubOrigin(u) !== undefined
 
 
 const invalidKey = () =>
