@@ -383,11 +383,22 @@ export const make = (options: SchedulerOptions) =>
 /** What the scheduler needs around it besides the engine. */
 export type SchedulerRequirements = Ledger | AgentClient | KeyResolver | Keys | SagaAgents | SqlClient.SqlClient
 
-/** The scheduler on an engine: the store, the workflow registered, the service. */
+/**
+ * The scheduler on an engine: the store, the workflow registered, the service. The runner's key is imported once
+ * here rather than at every step's mandate and call; a key that does not import is passed on as given, so each step
+ * refuses it (MALFORMED_KEY) as before.
+ */
 const layerOn = (options: SchedulerOptions) =>
-  Layer.effect(SagaScheduler, make(options)).pipe(
-    Layer.provideMerge(layerWorkflow(options)),
-    Layer.provideMerge(SagaStore.layer)
+  Layer.unwrapEffect(
+    Effect.gen(function* () {
+      const keys = yield* Keys
+      const privateKey = yield* Effect.orElseSucceed(keys.importPrivateKey(options.runner.privateKey), () => options.runner.privateKey)
+      const imported: SchedulerOptions = { ...options, runner: { ...options.runner, privateKey } }
+      return Layer.effect(SagaScheduler, make(imported)).pipe(
+        Layer.provideMerge(layerWorkflow(imported)),
+        Layer.provideMerge(SagaStore.layer)
+      )
+    })
   )
 
 /**
