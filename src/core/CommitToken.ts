@@ -139,9 +139,8 @@ const issuerKey = (source: KeySource, issuer: string): Effect.Effect<Uint8Array,
   source instanceof Uint8Array
     ? Effect.succeed(source)
     : Effect.map(
-        Effect.mapError(source.resolve(issuer), (e) =>
-          failure(e._tag === "KeyNotFound" ? "KEY_NOT_FOUND" : e._tag === "KeyRevoked" ? "KEY_REVOKED" : "RESOLVER_UNAVAILABLE", e.message)
-        ),
+        // The resolver's failure codes are this module's own.
+        Effect.mapError(source.resolve(issuer), (e) => failure(e.code, e.message)),
         (k) => k.publicKey
       )
 

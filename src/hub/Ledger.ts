@@ -318,14 +318,13 @@ export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyReso
         // Before the idempotent answer too: an earlier allocation is the grantee's to see.
         yield* ownedBy(actor, pool.grantee)
         // A retry is answered from the record before anything is verified or counted again.
-        const settled = (row: AllocationRow | undefined, childJti: string | undefined) =>
-          row === undefined
-            ? undefined
-            : row.child_jti === childJti
-              ? Effect.succeed(toAllocation(row))
-              : Effect.fail(new IdempotencyKeyReused({ code: "IDEMPOTENCY_KEY_REUSED", message: "this idempotency key was used for another child mandate" }))
-        const earlier = settled(yield* allocationByKey(poolId, input.idempotencyKey), childJtiOf(input.childToken))
-        if (earlier !== undefined) return yield* earlier
+        const settled = (row: AllocationRow, childJti: string | undefined) =>
+          row.child_jti === childJti
+            ? Effect.succeed(toAllocation(row))
+            : Effect.fail(new IdempotencyKeyReused({ code: "IDEMPOTENCY_KEY_REUSED", message: "this idempotency key was used for another child mandate" }))
+        // The child is read for its jti only when there is an earlier allocation to compare it with.
+        const byKey = yield* allocationByKey(poolId, input.idempotencyKey)
+        if (byKey !== undefined) return yield* settled(byKey, childJtiOf(input.childToken))
         const child = yield* verify(input.childToken, ["cart", "payment"])
         if (child.parent === undefined || child.parent.token !== pool.token) {
           return yield* Effect.fail(mandateInvalid("the child mandate is not attenuated from this pool's mandate"))
@@ -343,8 +342,8 @@ export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyReso
         const outcome = yield* Effect.mapError(fast === undefined ? reserve(sql, row) : fast(row), storeFailed)
         if (outcome === "duplicate-child") return yield* Effect.fail(alreadyAllocated())
         // Whatever happened, a concurrent request with the same key may have won: its allocation is the answer.
-        const now2 = settled(yield* allocationByKey(poolId, input.idempotencyKey), child.jti)
-        if (now2 !== undefined) return yield* now2
+        const winner = yield* allocationByKey(poolId, input.idempotencyKey)
+        if (winner !== undefined) return yield* settled(winner, child.jti)
         if (outcome === "exhausted") {
           return yield* Effect.fail(new BudgetExhausted({ code: "BUDGET_EXHAUSTED", message: `pool ${poolId} cannot cover ${formatUsd(amount)} USD` }))
         }
@@ -366,11 +365,11 @@ export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyReso
         if (commitToken !== null) yield* commitTokenFor(commitToken, used.right)
         const now = yield* Clock.currentTimeMillis
         // One statement: migration 0007's trigger returns the unused part to the pool; only the first release matches.
+        // It returns the released row, so the allocation is not read again.
         const released = yield* q(sql`UPDATE mesh_allocations SET used_micros = ${used.right}, released_at = ${now}, commit_token = ${commitToken}
-          WHERE id = ${allocationId} AND released_at IS NULL RETURNING id`).pipe(Effect.map((rows) => rows.length > 0))
-        if (!released) return yield* Effect.fail(new AlreadyReleased({ code: "ALREADY_REVOKED", message: `allocation ${allocationId} was already released` }))
-        const after = yield* q(sql`SELECT * FROM mesh_allocations WHERE id = ${allocationId}`)
-        return { allocation: toAllocation(decodeAllocation(after[0])), pool: toPool(yield* poolRow(alloc.pool_id)) }
+          WHERE id = ${allocationId} AND released_at IS NULL RETURNING *`)
+        if (released.length === 0) return yield* Effect.fail(new AlreadyReleased({ code: "ALREADY_REVOKED", message: `allocation ${allocationId} was already released` }))
+        return { allocation: toAllocation(decodeAllocation(released[0])), pool: toPool(yield* poolRow(alloc.pool_id)) }
       }),
     allocations: (actor, poolId) =>
       Effect.gen(function* () {

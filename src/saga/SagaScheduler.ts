@@ -39,7 +39,7 @@ import { verify as verifyCommitToken } from "../core/CommitToken.js"
 import { randomBytes, toBase64Url } from "../core/internal/bytes.js"
 import { KeyResolver } from "../core/KeyResolver.js"
 import { Keys } from "../core/Keys.js"
-import { attenuateToPayment } from "../core/Mandate.js"
+import { attenuateToPayment, decodeUnverified } from "../core/Mandate.js"
 import { formatUsdString, type Micros, parseUsd } from "../core/Money.js"
 import { Ledger } from "../hub/Ledger.js"
 import { Registry } from "../hub/Registry.js"
@@ -147,6 +147,9 @@ const layerWorkflow = (options: SchedulerOptions) =>
       const saga = yield* Effect.orDie(store.load(sagaId))
       if (saga === undefined) return yield* Effect.dieMessage(`saga ${sagaId} is not stored`)
       const steps = saga.plan.steps
+      // The caller's mandate is read once for the whole saga, not at every step's child; one that does not read is
+      // passed on as a token, so each step refuses it as before.
+      const parent = Either.getOrElse(decodeUnverified(saga.plan.mandate), () => saga.plan.mandate)
       const event = (type: Parameters<typeof store.append>[1], step: string | null, data: Record<string, unknown> = {}) => Effect.orDie(store.append(sagaId, type, step, data))
 
       const forward = (idx: number) => {
@@ -169,7 +172,7 @@ const layerWorkflow = (options: SchedulerOptions) =>
               sagaId,
               idx,
               attenuateToPayment({
-                parent: saga.plan.mandate,
+                parent,
                 granteeDid: step.agentDid,
                 amountUsd: step.budgetMicros / 1_000_000,
                 merchant: step.agentDid,
@@ -383,11 +386,22 @@ export const make = (options: SchedulerOptions) =>
 /** What the scheduler needs around it besides the engine. */
 export type SchedulerRequirements = Ledger | AgentClient | KeyResolver | Keys | SagaAgents | SqlClient.SqlClient
 
-/** The scheduler on an engine: the store, the workflow registered, the service. */
+/**
+ * The scheduler on an engine: the store, the workflow registered, the service. The runner's key is imported once
+ * here rather than at every step's mandate and call; a key that does not import is passed on as given, so each step
+ * refuses it (MALFORMED_KEY) as before.
+ */
 const layerOn = (options: SchedulerOptions) =>
-  Layer.effect(SagaScheduler, make(options)).pipe(
-    Layer.provideMerge(layerWorkflow(options)),
-    Layer.provideMerge(SagaStore.layer)
+  Layer.unwrapEffect(
+    Effect.gen(function* () {
+      const keys = yield* Keys
+      const privateKey = yield* Effect.orElseSucceed(keys.importPrivateKey(options.runner.privateKey), () => options.runner.privateKey)
+      const imported: SchedulerOptions = { ...options, runner: { ...options.runner, privateKey } }
+      return Layer.effect(SagaScheduler, make(imported)).pipe(
+        Layer.provideMerge(layerWorkflow(imported)),
+        Layer.provideMerge(SagaStore.layer)
+      )
+    })
   )
 
 /**
