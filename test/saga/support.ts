@@ -14,6 +14,8 @@ import * as MeshClient from "../../src/hub/MeshClient.js"
 import * as SagaHub from "../../src/saga/SagaHub.js"
 import { tempDatabase } from "../hub/support.js"
 
+const NO_LAG_SHEDDING = { maxEventLoopLagMs: Infinity }
+
 /** What the agents did: `${sagaId}|${step}|${capability}` → how many times the handler ran it. */
 export type Effects = Map<string, number>
 
@@ -60,8 +62,10 @@ export const world = (options: {
 }) =>
   Effect.gen(function* () {
     const runner = yield* generateDid("saga-runner")
+    // Lag shedding measures the test runner's load, not the servers': off for the hub and the agents here.
     const hub = yield* SagaHub.start({
       database: options.database ?? tempDatabase(),
+      serving: NO_LAG_SHEDDING,
       runner: { did: runner.did, privateKey: runner.privateKey },
       ...(options.memoryEngine === true ? { memoryEngine: true } : {}),
       ...(options.compensationRetry === undefined ? {} : { compensationRetry: options.compensationRetry })
@@ -81,6 +85,7 @@ export const world = (options: {
         auth: "mesh-sig",
         hubUrl: hub.url,
         database: ":memory:",
+        serving: NO_LAG_SHEDDING,
         handler: countingHandler(effects, spec)
       })
       yield* register(client, identity, server.url)
