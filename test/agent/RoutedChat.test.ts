@@ -60,8 +60,9 @@ describe("LLM agent through the ModelRouter", () => {
     provide(
       Effect.gen(function* () {
         const { agent, mandate, provider } = yield* setup
-        // A share too small for frontier's bound: mini first, then frontier within the whole budget.
-        const token = yield* mandate({ cost_budget_usd: 0.004, expected_steps: 4 })
+        // A share (250 µUSD) below frontier's least call (16 output tokens alone cost 320 µUSD), so whatever the
+        // THOMPSON draw, mini is the only first pick; frontier then answers within the whole budget.
+        const token = yield* mandate({ cost_budget_usd: 0.002, expected_steps: 8 })
         const r = yield* post(`${agent.url}/v1/run`, { message: "why is the sky blue?", context: { modelBudgetMandate: token } })
         assert.strictEqual(r.status, 200)
         assert.strictEqual(r.body.message, "Because of Rayleigh scattering of sunlight.")
