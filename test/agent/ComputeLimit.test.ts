@@ -237,10 +237,11 @@ describe("compute limits of the LLM chat agent", () => {
         const grant = { grantorDid: user.did, granteeDid: assistant.did, privateKey: user.privateKey }
         // 250 tokens: the first run's two calls spend 200, so the next run's first reservation (prompt + 64) no longer fits.
         const mandate = (yield* issueTaskMandate({ ...grant, constraints: { allowed: [], maxDelegationDepth: 0, computeLimit: { llmTokens: 250 } } })).token
-        // A share too small for frontier's bound: mini first, then frontier.
+        // A share (250 µUSD) below frontier's least call (16 output tokens alone cost 320 µUSD): mini first whatever
+        // the THOMPSON draw, then frontier.
         const budget = (yield* issueModelBudgetMandate({
           ...grant,
-          constraints: { token_budget: 10_000, cost_budget_usd: 0.004, quality_threshold: 0.7, task_type: "REASONING", expected_steps: 4 }
+          constraints: { token_budget: 10_000, cost_budget_usd: 0.002, quality_threshold: 0.7, task_type: "REASONING", expected_steps: 8 }
         })).token
         const first = yield* run(agent.url, { message: "why is the sky blue?", mandate, context: { modelBudgetMandate: budget } })
         assert.strictEqual(first.status, 200)
