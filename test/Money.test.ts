@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Either from "effect/Either"
 import fc from "fast-check"
-import { formatUsd, formatUsdString, MAX_MICROS, type Micros, parseUsd } from "../src/core/Money.js"
+import { formatUsd, formatUsdString, isUsd, MAX_MICROS, type Micros, parseUsd } from "../src/core/Money.js"
 
 const micros = (x: number | string) => Either.getOrThrow(parseUsd(x))
 
@@ -54,4 +54,55 @@ describe("Money", () => {
       })
     )
   })
+
+  it("reads exponents of any width and trims a string's surrounding space", () => {
+    assert.strictEqual(micros("123e-02"), 1_230_000)
+    assert.strictEqual(micros("5e-1"), 500_000)
+    assert.strictEqual(micros("1e2"), 100_000_000)
+    assert.strictEqual(micros("12e+01"), 120_000_000)
+    assert.strictEqual(micros(" 1.5 "), 1_500_000)
+    assert.strictEqual(micros("\t0.25\n"), 250_000)
+    // Zeros past the sixth decimal carry no value, so they are not "more than six decimals".
+    assert.strictEqual(micros("0.1000000000"), 100_000)
+    assert.strictEqual(micros("000012.5"), 12_500_000)
+    // The exponent bound: 30 is read (and refused only for its size), 31 is refused before any expansion.
+    assert.isTrue(Either.isLeft(parseUsd("1e30")))
+    assert.isTrue(Either.isRight(parseUsd("0e30")))
+    assert.isTrue(Either.isLeft(parseUsd("0e31")))
+    // Nine whole digits are the most; ten are refused.
+    assert.strictEqual(micros("999999999"), 999_999_999_000_000)
+    assert.isTrue(Either.isLeft(parseUsd("1000000000")))
+  })
+
+  it("formats whole dollars without a point, and cents without trailing zeros", () => {
+    assert.strictEqual(formatUsdString(3_000_000 as Micros), "3")
+    assert.strictEqual(formatUsdString(0 as Micros), "0")
+    assert.strictEqual(formatUsdString(10_000_000 as Micros), "10")
+    assert.strictEqual(formatUsdString(10_500_000 as Micros), "10.5")
+    assert.strictEqual(formatUsd(3_000_000 as Micros), 3)
+    assert.strictEqual(formatUsd(1 as Micros), 0.000001)
+  })
+
+  it("isUsd holds for valid amounts only, and only for numbers", () => {
+    assert.isTrue(isUsd(0))
+    assert.isTrue(isUsd(19.99))
+    assert.isFalse(isUsd(-1))
+    assert.isFalse(isUsd(1e-7))
+    assert.isFalse(isUsd("1.5"))
+    assert.isFalse(isUsd(null))
+  })
+
+  it("a refusal says which amount and why, in words", () => {
+    const reason = (x: number | string) => {
+      const r = parseUsd(x)
+      return Either.isLeft(r) ? r.left.message : "accepted"
+    }
+    assert.match(reason(Number.NaN), /NaN.*finite/)
+    assert.match(reason(-2), /-2.*negative/)
+    assert.match(reason("abc"), /"abc".*decimal/)
+    assert.match(reason("1e31"), /1e31.*range/)
+    assert.match(reason("0.0000001"), /0\.0000001.*six decimals/)
+    assert.match(reason("1234567890"), /1234567890.*largest/)
+  })
 })
+

@@ -76,4 +76,32 @@ describe("SpendingGuard", () => {
       const expired = yield* Effect.flip(SpendingGuard.authorize(intent.token, { amountUsd: 1, merchant: "m", presenter: bob.did }))
       assert.strictEqual(expired._tag === "SpendingConstraintViolation" ? expired.reason : undefined, "EXPIRED")
     })))
+
+  it.effect("a payment mandate's own merchant binds on its own: under an intent open to any merchant, another merchant is refused", () =>
+    guarded(Effect.gen(function* () {
+      const { alice, bob, carol } = yield* cast
+      yield* TestClock.setTime(1_800_000_000_000)
+      const intent = yield* issueIntentMandate({ grantorDid: alice.did, granteeDid: bob.did, privateKey: alice.key, constraints: { spendLimitUsd: 50 } })
+      const payment = yield* attenuateToPayment({ parent: intent, granteeDid: carol.did, grantorPrivateKey: bob.key, amountUsd: 10, merchant: "shop" })
+      assert.strictEqual(yield* codeOf(SpendingGuard.authorize(payment.token, { amountUsd: 10, merchant: "elsewhere", presenter: carol.did })), "MERCHANT_NOT_ALLOWED")
+      // Exactly its amount to its merchant passes; the intent (open to anyone) took no part in the refusal.
+      const ok = yield* SpendingGuard.authorize(payment.token, { amountUsd: 10, merchant: "shop", presenter: carol.did })
+      assert.strictEqual(ok.amountMicros, 10_000_000)
+      assert.strictEqual(yield* codeOf(SpendingGuard.authorize(payment.token, { amountUsd: 10, merchant: "shop", presenter: carol.did })), "LIMIT_EXCEEDED")
+      // The intent's holder may still pay anyone up to what is left of its limit.
+      yield* SpendingGuard.authorize(intent.token, { amountUsd: 40, merchant: "anyone", presenter: bob.did })
+      assert.strictEqual(yield* codeOf(SpendingGuard.authorize(intent.token, { amountUsd: 0.000001, merchant: "anyone", presenter: bob.did })), "LIMIT_EXCEEDED")
+    })))
+
+  it.effect("refusals: a bad amount is INVALID_AMOUNT, a mandate for someone else or of another kind MANDATE_INVALID", () =>
+    guarded(Effect.gen(function* () {
+      const { alice, bob, carol } = yield* cast
+      const intent = yield* issueIntentMandate({ grantorDid: alice.did, granteeDid: bob.did, privateKey: alice.key, constraints: { spendLimitUsd: 5 } })
+      for (const amountUsd of [-1, Number.NaN, 0.0000001]) {
+        assert.strictEqual(yield* codeOf(SpendingGuard.authorize(intent.token, { amountUsd, merchant: "m", presenter: bob.did })), "INVALID_AMOUNT", String(amountUsd))
+      }
+      assert.strictEqual(yield* codeOf(SpendingGuard.authorize(intent.token, { amountUsd: 1, merchant: "m", presenter: carol.did })), "MANDATE_INVALID")
+      assert.strictEqual(yield* codeOf(SpendingGuard.authorize("not.a.token", { amountUsd: 1, merchant: "m", presenter: bob.did })), "MANDATE_INVALID")
+    })))
 })
+

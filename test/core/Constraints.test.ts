@@ -1,0 +1,224 @@
+import { assert, describe, it } from "@effect/vitest"
+import {
+  type AnyConstraints,
+  constraintsProblem,
+  MAX_LIST_ENTRIES,
+  type MandateKind,
+  narrowingViolation,
+  normalizeTask
+} from "../../src/core/Constraints.js"
+
+// Every shape check of `constraintsProblem`, one bad value at a time on an otherwise valid `cns`: each must be
+// refused, and the refusal must name the member it is about (the verifier's `reason` detail a user reads).
+
+const spending = { spendLimitUsd: 10, allowedMerchants: ["shop"] }
+const payment = { amountUsd: 5, merchant: "shop" }
+const task = {
+  allowed: ["read"],
+  blocked: ["delete"],
+  reversibleOnly: false,
+  humanGates: ["pay"],
+  actionLimits: { read: 3 },
+  computeLimit: { llmTokens: 100, webRequests: 2 },
+  dataAccess: ["inbox"],
+  sandbox: true,
+  maxDelegationDepth: 1
+}
+const model = { token_budget: 1000, cost_budget_usd: 1, quality_threshold: 0.5, task_type: "CODE", expected_steps: 3 }
+
+const long = "x".repeat(257)
+const many = Array.from({ length: MAX_LIST_ENTRIES + 1 }, (_, i) => `c${i}`)
+const manyLimits = Object.fromEntries(many.map((c) => [c, 1]))
+
+type Case = readonly [kind: MandateKind, base: Record<string, unknown>, member: string, bad: unknown, names: string]
+const cases: ReadonlyArray<Case> = [
+  ["intent", spending, "spendLimitUsd", "10", "spendLimitUsd"],
+  ["intent", spending, "spendLimitUsd", undefined, "spendLimitUsd"],
+  ["intent", spending, "spendLimitUsd", -1, "spendLimitUsd"],
+  ["intent", spending, "spendLimitUsd", 0.0000001, "spendLimitUsd"],
+  ["cart", spending, "allowedMerchants", "shop", "allowedMerchants"],
+  ["cart", spending, "allowedMerchants", [""], "allowedMerchants"],
+  ["cart", spending, "allowedMerchants", [long], "allowedMerchants"],
+  ["cart", spending, "allowedMerchants", many, "allowedMerchants"],
+  ["cart", spending, "allowedMerchants", [1], "allowedMerchants"],
+  ["intent", spending, "extra", 1, "extra"],
+  ["payment", payment, "amountUsd", "5", "amountUsd"],
+  ["payment", payment, "amountUsd", Number.NaN, "amountUsd"],
+  ["payment", payment, "merchant", "", "merchant"],
+  ["payment", payment, "merchant", 7, "merchant"],
+  ["payment", payment, "merchant", long, "merchant"],
+  ["payment", payment, "merchant", undefined, "merchant"],
+  ["payment", payment, "spendLimitUsd", 5, "spendLimitUsd"],
+  ["task", task, "allowed", undefined, "allowed"],
+  ["task", task, "allowed", "read", "allowed"],
+  ["task", task, "allowed", many, "allowed"],
+  ["task", task, "blocked", "delete", "blocked"],
+  ["task", task, "blocked", [""], "blocked"],
+  ["task", task, "blocked", many, "blocked"],
+  ["task", task, "humanGates", {}, "humanGates"],
+  ["task", task, "humanGates", [long], "humanGates"],
+  ["task", task, "dataAccess", "inbox", "dataAccess"],
+  ["task", task, "dataAccess", [null], "dataAccess"],
+  ["task", task, "reversibleOnly", "yes", "reversibleOnly"],
+  ["task", task, "reversibleOnly", 1, "reversibleOnly"],
+  ["task", task, "sandbox", "true", "sandbox"],
+  ["task", task, "sandbox", null, "sandbox"],
+  ["task", task, "maxDelegationDepth", -1, "maxDelegationDepth"],
+  ["task", task, "maxDelegationDepth", 1.5, "maxDelegationDepth"],
+  ["task", task, "maxDelegationDepth", undefined, "maxDelegationDepth"],
+  ["task", task, "maxDelegationDepth", "1", "maxDelegationDepth"],
+  ["task", task, "actionLimits", [], "actionLimits"],
+  ["task", task, "actionLimits", null, "actionLimits"],
+  ["task", task, "actionLimits", 3, "actionLimits"],
+  ["task", task, "actionLimits", { read: -1 }, "actionLimits.read"],
+  ["task", task, "actionLimits", { read: 1.5 }, "actionLimits.read"],
+  ["task", task, "actionLimits", { read: "3" }, "actionLimits.read"],
+  ["task", task, "actionLimits", { read: Number.MAX_SAFE_INTEGER + 1 }, "actionLimits.read"],
+  ["task", task, "actionLimits", { "": 1 }, "actionLimits"],
+  ["task", task, "actionLimits", { [long]: 1 }, "actionLimits"],
+  ["task", task, "actionLimits", manyLimits, "actionLimits"],
+  ["task", task, "actionLimits", JSON.parse('{"__proto__": 1}'), "actionLimits"],
+  ["task", task, "computeLimit", [], "computeLimit"],
+  ["task", task, "computeLimit", 100, "computeLimit"],
+  ["task", task, "computeLimit", { llmTokens: -1 }, "computeLimit.llmTokens"],
+  ["task", task, "computeLimit", { llmTokens: 0.5 }, "computeLimit.llmTokens"],
+  ["task", task, "computeLimit", { webRequests: -2 }, "computeLimit.webRequests"],
+  ["task", task, "computeLimit", { webRequests: "2" }, "computeLimit.webRequests"],
+  ["task", task, "computeLimit", { cpuSeconds: 1 }, "cpuSeconds"],
+  ["task", task, "unknown", true, "unknown"],
+  ["model-budget", model, "token_budget", -1, "token_budget"],
+  ["model-budget", model, "token_budget", 1.5, "token_budget"],
+  ["model-budget", model, "token_budget", "1000", "token_budget"],
+  ["model-budget", model, "cost_budget_usd", "1", "cost_budget_usd"],
+  ["model-budget", model, "cost_budget_usd", -0.5, "cost_budget_usd"],
+  ["model-budget", model, "quality_threshold", -0.01, "quality_threshold"],
+  ["model-budget", model, "quality_threshold", 1.01, "quality_threshold"],
+  ["model-budget", model, "quality_threshold", "0.5", "quality_threshold"],
+  ["model-budget", model, "task_type", "code", "task_type"],
+  ["model-budget", model, "task_type", 3, "task_type"],
+  ["model-budget", model, "expected_steps", -1, "expected_steps"],
+  ["model-budget", model, "expected_steps", 2.5, "expected_steps"],
+  ["model-budget", model, "tokens", 1, "tokens"]
+]
+
+const withMember = (base: Record<string, unknown>, member: string, value: unknown) => {
+  const o: Record<string, unknown> = { ...base }
+  if (value === undefined) delete o[member]
+  else o[member] = value
+  return o
+}
+
+describe("constraintsProblem", () => {
+  it("accepts each kind's valid constraints, and their boundary values", () => {
+    assert.isUndefined(constraintsProblem("intent", spending))
+    assert.isUndefined(constraintsProblem("cart", { spendLimitUsd: 0 }))
+    assert.isUndefined(constraintsProblem("payment", payment))
+    assert.isUndefined(constraintsProblem("payment", { amountUsd: 0, merchant: "m".repeat(256) }))
+    assert.isUndefined(constraintsProblem("task", task))
+    assert.isUndefined(constraintsProblem("task", { allowed: [], maxDelegationDepth: 0 }))
+    assert.isUndefined(constraintsProblem("task", { allowed: many.slice(1), maxDelegationDepth: 0, reversibleOnly: true, sandbox: false }))
+    assert.isUndefined(constraintsProblem("task", { allowed: [], maxDelegationDepth: 0, actionLimits: Object.fromEntries(many.slice(1).map((c) => [c, 0])) }))
+    assert.isUndefined(constraintsProblem("task", { allowed: [], maxDelegationDepth: 0, computeLimit: {} }))
+    assert.isUndefined(constraintsProblem("model-budget", model))
+    assert.isUndefined(constraintsProblem("model-budget", { ...model, quality_threshold: 0, token_budget: 0, expected_steps: 0 }))
+    assert.isUndefined(constraintsProblem("model-budget", { ...model, quality_threshold: 1 }))
+    for (const t of ["REASONING", "CODE", "EXTRACTION", "CREATIVE", "CLASSIFICATION", "SUMMARIZATION"]) {
+      assert.isUndefined(constraintsProblem("model-budget", { ...model, task_type: t }), t)
+    }
+  })
+
+  it("refuses cns that is not an object: null, an array, a string", () => {
+    for (const kind of ["intent", "cart", "payment", "task", "model-budget"] as const) {
+      for (const cns of [null, [], "x", 1, undefined]) {
+        assert.match(constraintsProblem(kind, cns) ?? "", /cns must be an object/, `${kind} ${JSON.stringify(cns)}`)
+      }
+    }
+  })
+
+  it.each(cases.map(([kind, base, member, bad, names]) => ({ kind, base, member, bad, names, label: `${kind} ${member}=${JSON.stringify(bad)?.slice(0, 40)}` })))(
+    "refuses $label, naming the member",
+    ({ base, bad, kind, member, names }) => {
+      const problem = constraintsProblem(kind, withMember(base, member, bad))
+      assert.isString(problem)
+      assert.include(problem, names)
+    }
+  )
+})
+
+const narrow = (kind: MandateKind, parent: Record<string, unknown>, child: Record<string, unknown>, childKind: MandateKind = kind) =>
+  narrowingViolation(kind, parent as unknown as AnyConstraints, childKind, child as unknown as AnyConstraints)
+
+describe("narrowingViolation at the boundaries", () => {
+  it("a model-budget child equal to its parent is within it; one unit more on any member is not", () => {
+    assert.isUndefined(narrow("model-budget", model, model))
+    const over: ReadonlyArray<[string, unknown]> = [
+      ["token_budget", 1001],
+      ["cost_budget_usd", 1.000001],
+      ["quality_threshold", 0.49],
+      ["task_type", "REASONING"],
+      ["expected_steps", 4]
+    ]
+    for (const [member, value] of over) {
+      const v = narrow("model-budget", model, { ...model, [member]: value })
+      assert.strictEqual(v?.reason, "ATTENUATION_WIDENED", member)
+      assert.include(v?.message, member)
+    }
+    assert.isUndefined(narrow("model-budget", model, { ...model, token_budget: 999, cost_budget_usd: 0.999999, quality_threshold: 0.51, expected_steps: 2 }))
+  })
+
+  it("spending children: equal amounts pass, a micro-dollar more does not; merchants narrow", () => {
+    assert.isUndefined(narrow("intent", spending, spending, "cart"))
+    assert.strictEqual(narrow("intent", spending, { ...spending, spendLimitUsd: 10.000001 }, "cart")?.reason, "ATTENUATION_WIDENED")
+    assert.isUndefined(narrow("intent", spending, payment, "payment"))
+    assert.isUndefined(narrow("intent", spending, { amountUsd: 10, merchant: "shop" }, "payment"))
+    assert.strictEqual(narrow("intent", spending, { amountUsd: 10.000001, merchant: "shop" }, "payment")?.reason, "ATTENUATION_WIDENED")
+    // A payment's own merchant, on its own: outside the parent's list is a widening.
+    const other = narrow("cart", spending, { amountUsd: 1, merchant: "elsewhere" }, "payment")
+    assert.strictEqual(other?.reason, "ATTENUATION_WIDENED")
+    assert.include(other?.message, "elsewhere")
+    // A parent with no merchant list allows any merchant; a child dropping the parent's list widens it.
+    assert.isUndefined(narrow("intent", { spendLimitUsd: 10 }, { amountUsd: 1, merchant: "anyone" }, "payment"))
+    assert.strictEqual(narrow("intent", spending, { spendLimitUsd: 1 }, "cart")?.reason, "ATTENUATION_WIDENED")
+    assert.isUndefined(narrow("intent", { spendLimitUsd: 10 }, { spendLimitUsd: 1 }, "cart"))
+  })
+
+  it("kinds chain only as the protocol says", () => {
+    assert.strictEqual(narrow("payment", payment, payment)?.reason, "CHAIN_BROKEN")
+    assert.strictEqual(narrow("cart", spending, spending, "intent")?.reason, "CHAIN_BROKEN")
+    assert.strictEqual(narrow("intent", spending, spending)?.reason, "CHAIN_BROKEN")
+    assert.strictEqual(narrow("task", task, model, "model-budget")?.reason, "CHAIN_BROKEN")
+    assert.strictEqual(narrow("model-budget", model, task, "task")?.reason, "CHAIN_BROKEN")
+  })
+
+  it("task children: every member narrows, each widening named", () => {
+    const parent = normalizeTask(task as never) as unknown as Record<string, unknown>
+    const child = { ...parent, maxDelegationDepth: 0 }
+    assert.isUndefined(narrow("task", parent, child))
+    assert.strictEqual(narrow("task", { ...parent, maxDelegationDepth: 0 }, child)?.reason, "DEPTH_EXCEEDED")
+    const widenings: ReadonlyArray<[string, Record<string, unknown>]> = [
+      ["maxDelegationDepth", { maxDelegationDepth: 1 }],
+      ["allowed", { allowed: ["read", "write"] }],
+      ["blocked", { blocked: [] }],
+      ["humanGates", { humanGates: [] }],
+      ["sandbox", { sandbox: false }],
+      ["dataAccess", { dataAccess: ["inbox", "calendar"] }],
+      ["actionLimits.read", { actionLimits: { read: 4 } }],
+      ["actionLimits.read", { actionLimits: {} }],
+      ["computeLimit.llmTokens", { computeLimit: { llmTokens: 101, webRequests: 2 } }],
+      ["computeLimit.webRequests", { computeLimit: { llmTokens: 100 } }]
+    ]
+    for (const [member, change] of widenings) {
+      const v = narrow("task", parent, { ...child, ...change })
+      assert.strictEqual(v?.reason, "ATTENUATION_WIDENED", member)
+      assert.include(v?.message, member)
+    }
+    const reversible = { ...parent, reversibleOnly: true }
+    const r = narrow("task", reversible, { ...child, reversibleOnly: false })
+    assert.include(r?.message, "reversibleOnly")
+    assert.isUndefined(narrow("task", reversible, { ...child, reversibleOnly: true }))
+    // Equal limits are within the parent; tighter ones too.
+    assert.isUndefined(narrow("task", parent, { ...child, actionLimits: { read: 3, other: 9 }, computeLimit: { llmTokens: 100, webRequests: 0 } }))
+    // A capability named like an Object.prototype member is not read from the prototype.
+    assert.strictEqual(narrow("task", { ...parent, actionLimits: { constructor: 1 } }, { ...child, actionLimits: {} })?.reason, "ATTENUATION_WIDENED")
+  })
+})

@@ -1,0 +1,140 @@
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import * as TestClock from "effect/TestClock"
+import fc from "fast-check"
+import { generateDid } from "../../src/core/Did.js"
+import { buildEnvelope, Envelope, isEnvelope, MESH_REQUEST, validateEnvelope } from "../../src/core/Envelope.js"
+import { makeMemory, NonceQuotaExceeded, type NonceStoreApi, NonceStoreUnavailable } from "../../src/core/NonceStore.js"
+import * as KeysNative from "../../src/node/KeysNative.js"
+
+const T0 = 1_800_000_000_000
+
+const setup = Effect.gen(function* () {
+  yield* TestClock.setTime(T0)
+  const alice = yield* generateDid("alice")
+  const bob = yield* generateDid("bob")
+  const build = (over: { ttlSeconds?: number; type?: string } = {}) =>
+    buildEnvelope({ type: MESH_REQUEST, from: alice.did, to: bob.did, body: { capability: "echo", params: {} }, privateKey: alice.privateKey, ...over })
+  return { alice, bob, build }
+})
+
+const codeOf = <A, R>(e: Effect.Effect<A, { readonly code: string }, R>) => Effect.map(Effect.flip(e), (err) => err.code)
+
+describe("buildEnvelope at its bounds", () => {
+  it.effect("lives 300 s by default; any lifetime up to a day; a type of 1 to 128 characters", () =>
+    Effect.gen(function* () {
+      const { build } = yield* setup
+      const life = (e: Envelope) => Date.parse(e.expiresAt) - Date.parse(e.createdAt)
+      assert.strictEqual(life(yield* build()), 300_000)
+      assert.strictEqual(life(yield* build({ ttlSeconds: 86_400 })), 86_400_000)
+      assert.strictEqual(life(yield* build({ ttlSeconds: 0.5 })), 500)
+      assert.strictEqual((yield* build({ type: "t".repeat(128) })).type, "t".repeat(128))
+      assert.strictEqual((yield* build({ type: "t" })).type, "t")
+      assert.strictEqual(yield* codeOf(build({ type: "t".repeat(129) })), "MALFORMED")
+      assert.strictEqual(yield* codeOf(build({ type: "" })), "MALFORMED")
+      assert.strictEqual(yield* codeOf(build({ type: 7 as unknown as string })), "MALFORMED")
+      for (const ttlSeconds of [Number.NaN, Number.POSITIVE_INFINITY, -1, 0, 86_400.001]) {
+        assert.strictEqual(yield* codeOf(build({ ttlSeconds })), "TTL_TOO_LONG", String(ttlSeconds))
+      }
+    }).pipe(Effect.provide(KeysNative.layer)))
+})
+
+describe("validateEnvelope at its bounds", () => {
+  it.effect("an envelope living exactly the longest lifetime is accepted; a millisecond more is not", () =>
+    Effect.gen(function* () {
+      const { alice, bob, build } = yield* setup
+      const day = yield* build({ ttlSeconds: 86_400 })
+      yield* validateEnvelope(day, alice.publicKeyBytes, bob.did, makeMemory())
+      const minute = yield* build({ ttlSeconds: 60 })
+      yield* validateEnvelope(minute, alice.publicKeyBytes, bob.did, makeMemory(), { maxTtlSeconds: 60 })
+      const longer = yield* build({ ttlSeconds: 60.001 })
+      assert.strictEqual(yield* codeOf(validateEnvelope(longer, alice.publicKeyBytes, bob.did, makeMemory(), { maxTtlSeconds: 60 })), "TTL_TOO_LONG")
+      // The recipient's DID is compared case-insensitively on the caller's side.
+      yield* validateEnvelope(yield* build(), alice.publicKeyBytes, bob.did.toUpperCase().replace("DID:MESH:", "did:mesh:"), makeMemory())
+    }).pipe(Effect.provide(KeysNative.layer)))
+
+  it.effect("the nonce is kept until expiry plus the tolerance; a failing store's code reaches the caller", () =>
+    Effect.gen(function* () {
+      const { alice, bob, build } = yield* setup
+      const env = yield* build({ ttlSeconds: 60 })
+      const recorded: Array<[string, string, number]> = []
+      const spy: NonceStoreApi = { record: (s, n, until) => Effect.sync(() => void recorded.push([s, n, until])) }
+      yield* validateEnvelope(env, alice.publicKeyBytes, bob.did, spy, { clockToleranceMs: 5_000 })
+      assert.deepStrictEqual(recorded, [[env.from, env.nonce, T0 + 60_000 + 5_000]])
+      const failing = (e: NonceStoreUnavailable | NonceQuotaExceeded): NonceStoreApi => ({ record: () => Effect.fail(e) })
+      const down = failing(new NonceStoreUnavailable({ message: "database is locked" }))
+      assert.strictEqual(yield* codeOf(validateEnvelope(env, alice.publicKeyBytes, bob.did, down)), "NONCE_STORE_UNAVAILABLE")
+      const quota = failing(new NonceQuotaExceeded({ sender: env.from, quota: 1, retryAfterMs: 10 }))
+      assert.strictEqual(yield* codeOf(validateEnvelope(env, alice.publicKeyBytes, bob.did, quota)), "NONCE_QUOTA_EXCEEDED")
+      // A quota of one live nonce, through the memory store: the second envelope from the sender is refused.
+      const tight = makeMemory({ perSenderQuota: 1 })
+      yield* validateEnvelope(env, alice.publicKeyBytes, bob.did, tight)
+      assert.strictEqual(yield* codeOf(validateEnvelope(yield* build(), alice.publicKeyBytes, bob.did, tight)), "NONCE_QUOTA_EXCEEDED")
+    }).pipe(Effect.provide(KeysNative.layer)))
+
+  it.effect("proof fields must agree with the envelope: created, verification method, proofValue", () =>
+    Effect.gen(function* () {
+      const { alice, bob, build } = yield* setup
+      const env = yield* build()
+      const v = (e: unknown) => codeOf(validateEnvelope(e, alice.publicKeyBytes, bob.did, makeMemory()))
+      assert.strictEqual(yield* v({ ...env, proof: { ...env.proof, created: "2020-01-01T00:00:00.000Z" } }), "MALFORMED")
+      assert.strictEqual(yield* v({ ...env, proof: { ...env.proof, verificationMethod: `${bob.did}#key-1` } }), "MALFORMED")
+      assert.strictEqual(yield* v({ ...env, proof: { ...env.proof, proofValue: "z0OIl" } }), "SIGNATURE_INVALID")
+      assert.strictEqual(yield* v({ ...env, proof: { ...env.proof, proofValue: "abc" } }), "MALFORMED")
+      assert.strictEqual(yield* codeOf(validateEnvelope(env, "%%%not-base64", bob.did, makeMemory())), "SIGNATURE_INVALID")
+    }).pipe(Effect.provide(KeysNative.layer)))
+})
+
+// Wrong types, boundary lengths and over-long values for each member: isEnvelope must judge exactly as the Schema.
+const isBySchema = Schema.is(Envelope, { onExcessProperty: "error" })
+
+const wrongValue = fc.oneof(
+  fc.integer(),
+  fc.double(),
+  fc.boolean(),
+  fc.constant(null),
+  fc.constant(undefined),
+  fc.array(fc.string(), { maxLength: 3 }),
+  fc.dictionary(fc.string({ maxLength: 3 }), fc.string(), { maxKeys: 2 }),
+  fc.string({ maxLength: 3 }),
+  fc.constant(""),
+  fc.string({ minLength: 127, maxLength: 130 }),
+  fc.string({ minLength: 255, maxLength: 258 }),
+  fc.stringMatching(/^[A-Za-z0-9_-]{14,18}$/),
+  fc.stringMatching(/^[A-Za-z0-9_-]{127,130}$/),
+  fc.constant("2026-06-01T00:00:00.000Z"),
+  fc.constant("2026-02-30T00:00:00Z"),
+  fc.constant("did:mesh:ABC"),
+  fc.constant("zABC")
+)
+
+const MEMBERS = ["type", "id", "from", "to", "correlationId", "nonce", "createdAt", "expiresAt", "body", "proof", "extra"] as const
+const PROOF_MEMBERS = ["type", "cryptosuite", "created", "verificationMethod", "proofPurpose", "@context", "proofValue", "extra"] as const
+
+describe("isEnvelope against the Schema", () => {
+  it.effect("agrees on envelopes with any one member (or proof member) replaced by a wrong or boundary value", () =>
+    Effect.gen(function* () {
+      const { build } = yield* setup
+      const env = yield* build()
+      assert.isTrue(isEnvelope(env))
+      assert.isFalse(isEnvelope({ ...env, nonce: 1234567890123456 }))
+      assert.isFalse(isEnvelope({ ...env, createdAt: [env.createdAt] }))
+      assert.isFalse(isEnvelope({ ...env, proof: { ...env.proof, "@context": [1] } }))
+      assert.isTrue(isEnvelope({ ...env, proof: { ...env.proof, "@context": ["https://w3id.org/security/data-integrity/v2"] } }))
+      fc.assert(
+        fc.property(fc.constantFrom(...MEMBERS), fc.constantFrom(...PROOF_MEMBERS), fc.boolean(), wrongValue, (member, proofMember, inProof, value) => {
+          const proof: Record<string, unknown> = { ...env.proof }
+          const outer: Record<string, unknown> = { ...env }
+          if (inProof) {
+            if (value === undefined) delete proof[proofMember]
+            else proof[proofMember] = value
+            outer.proof = proof
+          } else if (value === undefined) delete outer[member]
+          else outer[member] = value
+          assert.strictEqual(isEnvelope(outer), isBySchema(outer), JSON.stringify({ member: inProof ? `proof.${proofMember}` : member, value }))
+        }),
+        { numRuns: 2_000 }
+      )
+    }).pipe(Effect.provide(KeysNative.layer)))
+})
