@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence, Union
 from urllib.parse import urlsplit, urlunsplit
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from . import keys
+from .did import normalize_did, verification_method_id
+from .keys import PrivateKeyInput
 
 MESH_SIG_TAG = "mesh-sig"
 """The ``tag`` parameter that marks a mesh-sig signature among any others on a request."""
@@ -92,72 +92,12 @@ class ResolverUnavailable(Exception):
 
 # --- keys -------------------------------------------------------------------------------------------------------
 
-_PKCS8_V1 = bytes.fromhex("302e020100300506032b657004220420")
-_PKCS8_V2 = bytes.fromhex("3051020101300506032b657004220420")
-_L = 2**252 + 27742317777372353535851937790883648493
-_P = 2**255 - 19
-_SMALL_ORDER = {
-    bytes.fromhex(h)
-    for h in (
-        "0100000000000000000000000000000000000000000000000000000000000000",
-        "0100000000000000000000000000000000000000000000000000000000000080",
-        "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
-        "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff",
-        "0000000000000000000000000000000000000000000000000000000000000000",
-        "0000000000000000000000000000000000000000000000000000000000000080",
-        "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
-        "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa",
-        "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",
-        "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc85",
-    )
-}
 
-PrivateKeyInput = Union[Ed25519PrivateKey, bytes, str]
-
-
-def private_key_of(key: PrivateKeyInput) -> Ed25519PrivateKey:
-    """An Ed25519 private key from a key object, a raw 32-byte seed or PKCS#8 DER (v1 or v2), either maybe base64."""
-    if isinstance(key, Ed25519PrivateKey):
-        return key
-    if isinstance(key, str):
-        try:
-            key = base64.b64decode(key + "=" * (-len(key) % 4), validate=True)
-        except ValueError as e:
-            raise ValueError("MALFORMED_KEY: not base64") from e
-    if len(key) == 32:
-        return Ed25519PrivateKey.from_private_bytes(key)
-    if len(key) == 48 and key.startswith(_PKCS8_V1):
-        return Ed25519PrivateKey.from_private_bytes(key[16:])
-    if len(key) == 83 and key.startswith(_PKCS8_V2) and key[48:51] == b"\x81\x21\x00":
-        private = Ed25519PrivateKey.from_private_bytes(key[16:48])
-        if raw_public_key(private) != key[51:]:
-            raise ValueError("MALFORMED_KEY: the embedded public key does not match the seed")
-        return private
-    raise ValueError("MALFORMED_KEY: expected a 32-byte seed or a PKCS#8 Ed25519 key")
-
-
-def raw_public_key(key: Ed25519PrivateKey) -> bytes:
-    """The raw 32 bytes of a private key's public key."""
-    return key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-
-
-def is_acceptable_public_key(public_key: bytes) -> bool:
-    """32 bytes, a canonical encoding and not of small order (docs/protocol.md §2, rules 3 and 4)."""
-    if len(public_key) != 32 or public_key in _SMALL_ORDER:
-        return False
-    return int.from_bytes(public_key, "little") & ((1 << 255) - 1) < _P
-
-
-def verify_ed25519(public_key: bytes, message: bytes, signature: bytes) -> bool:
-    """Ed25519 under the strict rule of docs/protocol.md §2 (OpenSSL's RFC 8032 check plus no small-order key)."""
-    if len(signature) != 64 or not is_acceptable_public_key(public_key):
-        return False
-    if int.from_bytes(signature[32:], "little") >= _L:
-        return False
+def _verify(public_key: bytes, message: bytes, signature: bytes) -> bool:
+    """Ed25519 under the strict rule of docs/protocol.md §2; a key that is not 32 bytes verifies nothing."""
     try:
-        Ed25519PublicKey.from_public_bytes(public_key).verify(signature, message)
-        return True
-    except (InvalidSignature, ValueError):
+        return keys.verify(public_key, message, signature)
+    except keys.MalformedKey:
         return False
 
 
@@ -511,11 +451,6 @@ def new_nonce() -> str:
     return base64.urlsafe_b64encode(secrets.token_bytes(16)).rstrip(b"=").decode("ascii")
 
 
-def verification_method_id(did: str) -> str:
-    """``<did>#key-1``."""
-    return f"{did}#key-1"
-
-
 def sign_request(
     method: str,
     url: str,
@@ -532,7 +467,7 @@ def sign_request(
     ``now`` is epoch seconds (default: the system clock)."""
     if not isinstance(ttl_seconds, int) or isinstance(ttl_seconds, bool) or ttl_seconds <= 0:
         raise ValueError(f"ttl_seconds must be a positive whole number, got {ttl_seconds!r}")
-    key = private_key_of(private_key)
+    key = keys.load_private_key(private_key)
     created = int(time.time() if now is None else now)
     digest = content_digest(body)
     inner = InnerList(
@@ -556,14 +491,6 @@ def sign_request(
 
 
 # --- verification -----------------------------------------------------------------------------------------------
-
-_DID = re.compile(r"^did:mesh:[a-z0-9][a-z0-9:._-]+$")
-
-
-def _normalize_did(did: str) -> str | None:
-    d = did.lower()
-    return d if len(d) <= 256 and _DID.match(d) else None
-
 
 @dataclass(frozen=True)
 class CheckedSignature:
@@ -641,7 +568,7 @@ async def check_request(
         raise HttpSignatureError("SIGNATURE_MALFORMED", f'alg must be "{MESH_SIG_ALG}"')
     did = None
     if isinstance(key_id, str) and not isinstance(key_id, Token) and key_id.endswith("#key-1"):
-        did = _normalize_did(key_id[: -len("#key-1")])
+        did = normalize_did(key_id[: -len("#key-1")])
     if did is None:
         raise HttpSignatureError("SIGNATURE_MALFORMED", "keyid must be a did:mesh verification method, <did>#key-1")
     if is_allowed is not None and not is_allowed(did):
@@ -678,7 +605,7 @@ async def check_request(
         raise HttpSignatureError("RESOLVER_UNAVAILABLE", f"the key resolver failed: {type(e).__name__}") from e
 
     base = signature_base(method, url, headers, inner)
-    if not verify_ed25519(bytes(key), base.encode("utf-8"), signature):  # type: ignore[arg-type]
+    if not _verify(bytes(key), base.encode("utf-8"), signature):  # type: ignore[arg-type]
         raise HttpSignatureError("SIGNATURE_INVALID", f"{label} does not verify under the key of {did}")
     return CheckedSignature(did, key_id, created, nonce, valid_until + clock_tolerance_ms)
 
@@ -725,9 +652,19 @@ class SignatureNonceStore:
             self._per_sender[sender] = self._per_sender.get(sender, 0) + 1
 
 
-def record_nonce(checked: CheckedSignature, store: SignatureNonceStore, now_ms: int | None = None) -> None:
-    """Records the nonce of a checked signature (step 9): REPLAYED if used, NONCE_QUOTA_EXCEEDED past the quota."""
-    store.record(checked.did, checked.nonce, checked.retain_until_ms, now_ms)
+def record_nonce(checked: CheckedSignature, store: Any, now_ms: int | None = None) -> None:
+    """Records the nonce of a checked signature (step 9): REPLAYED if used, NONCE_QUOTA_EXCEEDED past the quota.
+    ``store`` is a ``SignatureNonceStore`` or any object whose ``record(sender, nonce, retain_until_ms, now_ms)``
+    raises an error with a ``code`` (``agent_mesh.nonce.NonceRegistry`` does)."""
+    try:
+        store.record(checked.did, checked.nonce, checked.retain_until_ms, now_ms)
+    except HttpSignatureError:
+        raise
+    except Exception as e:
+        code = getattr(e, "code", None)
+        if code in ("REPLAYED", "NONCE_QUOTA_EXCEEDED", "NONCE_STORE_FULL"):
+            raise HttpSignatureError(code, str(e), 1 if code == "NONCE_QUOTA_EXCEEDED" else None) from e
+        raise HttpSignatureError("NONCE_STORE_UNAVAILABLE", f"the nonce store failed: {type(e).__name__}") from e
 
 
 async def verify_request(

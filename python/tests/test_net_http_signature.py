@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent_mesh import http_signature as hs
+from agent_mesh import keys
 
 VECTORS = Path(__file__).resolve().parents[2] / "test" / "vectors"
 MESH_SIG = json.loads((VECTORS / "mesh-sig.json").read_text())
@@ -65,10 +66,10 @@ def test_rfc9421_b26_base_and_signature():
     assert base == B26["signatureBase"]
     sig = hs.parse_dictionary(B26["signature"])[B26["label"]].value
     pub = base64.b64decode(B26["publicKeyB64"])
-    assert hs.verify_ed25519(pub, base.encode(), sig)
-    assert not hs.verify_ed25519(pub, base.encode() + b" ", sig)
+    assert keys.verify(pub, base.encode(), sig)
+    assert not keys.verify(pub, base.encode() + b" ", sig)
     # Ed25519 is deterministic: the key of Appendix B.1.4 makes the same signature.
-    key = hs.private_key_of(B26["privateKeyPkcs8B64"])
+    key = keys.load_private_key(B26["privateKeyPkcs8B64"])
     assert key.sign(base.encode()) == sig
     assert hs.content_digest(r["body"].encode()) == B26["contentDigestSha256"]
 
@@ -101,7 +102,7 @@ def test_another_url_method_or_key_is_signature_invalid():
     h = MESH_SIG["headers"]
     assert code_of(h, url="https://other.example/v1/run") == "SIGNATURE_INVALID"
     assert code_of(h, method="PUT") == "SIGNATURE_INVALID"
-    other = hs.raw_public_key(hs.private_key_of(bytes(32)))
+    other = keys.public_key_bytes(bytes(32))
     assert code_of(h, resolve=lambda did: other) == "SIGNATURE_INVALID"
 
 
