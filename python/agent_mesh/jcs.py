@@ -16,6 +16,7 @@ __all__ = [
     "StrictJsonError",
     "canonicalize",
     "canonical_bytes",
+    "stringify",
     "format_number",
     "parse_json_strict",
 ]
@@ -108,7 +109,7 @@ def _utf16_key(s: str) -> bytes:
     return s.encode("utf-16-be", "surrogatepass")
 
 
-def _write(v: Any, out: list[str], depth: int) -> None:
+def _write(v: Any, out: list[str], depth: int, sort: bool = True) -> None:
     if depth > 1000:
         raise NotCanonicalizable("nested too deeply (or a cycle)")
     if v is None:
@@ -127,20 +128,20 @@ def _write(v: Any, out: list[str], depth: int) -> None:
                 raise NotCanonicalizable(f"member name {k!r} is not a string")
         out.append("{")
         first = True
-        for k in sorted(v, key=_utf16_key):
+        for k in sorted(v, key=_utf16_key) if sort else v:
             if not first:
                 out.append(",")
             first = False
             _string(k, out)
             out.append(":")
-            _write(v[k], out, depth + 1)
+            _write(v[k], out, depth + 1, sort)
         out.append("}")
     elif isinstance(v, (list, tuple)):
         out.append("[")
         for i, item in enumerate(v):
             if i:
                 out.append(",")
-            _write(item, out, depth + 1)
+            _write(item, out, depth + 1, sort)
         out.append("]")
     else:
         raise NotCanonicalizable(f"{type(v).__name__} has no JSON form")
@@ -150,6 +151,14 @@ def canonicalize(value: Any) -> str:
     """The JCS string of a JSON value; raises ``NotCanonicalizable`` when it has none."""
     out: list[str] = []
     _write(value, out, 0)
+    return "".join(out)
+
+
+def stringify(value: Any) -> str:
+    """ECMAScript ``JSON.stringify`` of a JSON value, compact, members in insertion order: how issuers write JWS
+    headers and payloads (docs/protocol.md §9.1), so Python and TypeScript issue the same bytes."""
+    out: list[str] = []
+    _write(value, out, 0, sort=False)
     return "".join(out)
 
 

@@ -82,8 +82,8 @@ _SMALL_ORDER = {
 }
 _P = 2**255 - 19
 
-_B64_RE = re.compile(r"^[A-Za-z0-9+/]*={0,2}$")
-_B64URL_RE = re.compile(r"^[A-Za-z0-9_-]*$")
+_B64_RE = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+_B64URL_RE = re.compile(r"[A-Za-z0-9_-]*")
 
 
 def b64encode(data: bytes) -> str:
@@ -94,7 +94,7 @@ def b64encode(data: bytes) -> str:
 def b64decode(s: str) -> bytes:
     """Standard base64, padding optional; raises ``ValueError`` on anything else."""
     s = s.strip()
-    if not _B64_RE.match(s):
+    if not _B64_RE.fullmatch(s):
         raise ValueError("not base64")
     core = s.rstrip("=")
     if len(core) % 4 == 1:
@@ -112,7 +112,7 @@ def b64url_encode(data: bytes) -> str:
 
 def b64url_decode(s: str, canonical: bool = False) -> bytes:
     """base64url without padding; with ``canonical`` the text must be exactly what ``b64url_encode`` writes."""
-    if not isinstance(s, str) or not _B64URL_RE.match(s) or len(s) % 4 == 1:
+    if not isinstance(s, str) or not _B64URL_RE.fullmatch(s) or len(s) % 4 == 1:
         raise ValueError("not unpadded base64url")
     out = base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
     if canonical and b64url_encode(out) != s:
