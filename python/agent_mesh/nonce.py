@@ -56,7 +56,8 @@ class NonceRegistry:
         self._since_sweep = 0
         self._lock = threading.Lock()
 
-    def __len__(self) -> int:
+    def size(self) -> int:
+        """Entries held (live, or expired and not yet swept). Not ``__len__``: an empty store must stay truthy."""
         return self._size
 
     def _sweep_sender(self, s: _Sender, now: int) -> None:
