@@ -36,7 +36,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Literal, M
 
 from . import http_signature as hs
 from . import keys
-from .did import did_hash, extract_public_key, import_identity, normalize_did, verification_method_id
+from .did import did_hash, import_identity, normalize_did, verification_method_id
 from .jcs import StrictJsonError, parse_json_strict
 from .sse import CONTENT_TYPE as SSE_CONTENT_TYPE
 from .sse import RESPONSE_HEADERS as SSE_HEADERS
@@ -284,7 +284,7 @@ class AgentApp:
         self._tokens = [hashlib.sha256(t.encode()).digest() for t in (o.bearer_tokens or [])]
         self._allowed = None if o.allowed_callers is None else {normalize_did(d) or d for d in o.allowed_callers}
         self._nonces = o.nonce_store or hs.SignatureNonceStore()
-        self._key_cache: dict[str, tuple[bytes, float]] = {}
+        self._hub: Any = None
         self._runs: dict[str, _Run] = {}
         self._started = time.monotonic()
         self._discovery: dict[str, Any] | None = None
@@ -375,27 +375,12 @@ class AgentApp:
             if got is None:
                 raise hs.KeyNotFound(f"no key for {did}")
             return keys.import_public_key(got) if isinstance(got, str) else bytes(got)
-        hit = self._key_cache.get(did)
-        now = time.monotonic()
-        if hit is not None and hit[1] > now:
-            return hit[0]
-        import httpx
+        if self._hub is None:
+            # Made on first use, inside the server's own event loop, which its connection pool belongs to.
+            from .hub import AsyncHubClient
 
-        try:
-            async with httpx.AsyncClient(timeout=10) as http:
-                r = await http.get(f"{o.hub_url.rstrip('/')}/v1/dids/{did}")  # type: ignore[union-attr]
-        except httpx.HTTPError as e:
-            raise hs.ResolverUnavailable(f"the hub could not be reached: {e}") from e
-        if r.status_code in (404, 422):
-            raise hs.KeyNotFound(f"the hub knows no key for {did}")
-        if r.status_code != 200:
-            raise hs.ResolverUnavailable(f"the hub answered {r.status_code}")
-        try:
-            key = extract_public_key(parse_json_strict(r.content)["document"], verification_method_id(did))
-        except Exception as e:
-            raise hs.KeyNotFound(f"no usable key for {did}: {e}") from e
-        self._key_cache[did] = (key, now + 30)
-        return key
+            self._hub = AsyncHubClient(o.hub_url)
+        return await self._hub.resolve_key(did)
 
     async def _authenticate(self, request: Request, body: bytes) -> Caller:
         o = self.options
