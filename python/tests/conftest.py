@@ -45,8 +45,9 @@ def _require_dist() -> None:
 def node_eval() -> Callable[[str, Any], Any]:
     """Runs an ES module with ``node`` in the repository root and returns what it prints as JSON.
 
-    The script reads its input from ``globalThis.input`` (the JSON given here) and must print one JSON value on
-    stdout. ``DIST`` in the script is replaced by the file URL of the built ``dist/`` directory.
+    The script reads its input from ``input`` (the JSON given here) and ends with ``out(value)``, which prints the
+    value as JSON and exits (the Promise facade's runtime would otherwise keep the process alive); ``hex`` and
+    ``unhex`` convert bytes. ``DIST`` in the script is replaced by the file URL of the built ``dist/`` directory.
     """
     _require_dist()
 
@@ -54,6 +55,9 @@ def node_eval() -> Callable[[str, Any], Any]:
         prelude = (
             "import { readFileSync as __read } from 'node:fs';\n"
             "globalThis.input = JSON.parse(__read(0, 'utf8'));\n"
+            "globalThis.hex = (b) => Buffer.from(b).toString('hex');\n"
+            "globalThis.unhex = (h) => new Uint8Array(Buffer.from(h, 'hex'));\n"
+            "globalThis.out = (v) => { process.stdout.write(JSON.stringify(v) + '\\n'); process.exit(0) };\n"
         )
         code = prelude + script.replace("DIST", (DIST.as_uri()))
         proc = subprocess.run(
@@ -61,12 +65,14 @@ def node_eval() -> Callable[[str, Any], Any]:
             input=json.dumps(payload),
             capture_output=True,
             text=True,
+            encoding="utf-8",
             cwd=REPO_ROOT,
             timeout=120,
             env={**os.environ, "NODE_NO_WARNINGS": "1"},
         )
         if proc.returncode != 0:
             raise AssertionError(f"node failed ({proc.returncode}):\n{proc.stderr}\n{proc.stdout}")
-        return json.loads(proc.stdout.strip().splitlines()[-1])
+        # split on "\n" only: str.splitlines would also break inside a JSON string holding U+2028
+        return json.loads(proc.stdout.rstrip("\n").split("\n")[-1])
 
     return run
