@@ -1,4 +1,5 @@
 // A TypeScript agent server over dist/ for the cross-language tests: node ts_agent.mjs <dist> <options JSON>.
+/* global process, console, setTimeout */
 // The handler streams "<word> " chunks of "ts says: <message>", one every `delayMs`, and reports the caller's DID.
 import { pathToFileURL } from "node:url"
 

@@ -1,4 +1,5 @@
 // Calls an agent from TypeScript (dist/): node ts_call.mjs <dist> <request JSON>.
+/* global process, console, Buffer */
 // request: { hubUrl, target, message, sessionId?, signAs?: { did, privateKey }, stream?: boolean, discover?: boolean }
 // Prints one JSON line: { result } or { events } or { error: { code, status } }.
 import { pathToFileURL } from "node:url"
