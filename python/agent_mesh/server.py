@@ -13,7 +13,9 @@ httpx; sse-starlette is not needed, since the frames must match the TypeScript s
 written here in a few lines.
 
 Not served here (the TypeScript server has them): human gates (a handler cannot pause, so ``/v1/resume`` always
-answers 404 ``TASK_NOT_FOUND``), commit tokens, and task-mandate guards.
+answers 404 ``TASK_NOT_FOUND``), task-mandate guards and a handler's own cost report; commit tokens sign the
+step's ``amountUsd`` (or ``"0"``). Replies kept for ``Idempotency-Key``, streamed runs and mesh-sig nonces live in
+the process's memory, not in a database, so they do not survive a restart.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ _SESSION_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _EVENT_ID = re.compile(r"^([0-9a-f-]{36}):(\d{1,9})$")
 _CORRELATION_ID = re.compile(r"^[A-Za-z0-9._:@/+=-]{1,128}$")
 _ROLES = ("system", "user", "assistant")
+_IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,200}$")
 
 AuthMode = Literal["none", "bearer", "mesh-sig"]
 MemoryMode = Literal["none", "session", "persistent"]
@@ -83,17 +86,32 @@ class AgentError(Exception):
         self.extra = extra
 
     def body(self, correlation_id: str) -> dict[str, Any]:
-        """The wire object (the same in a JSON answer and in a stream's ``error`` event)."""
-        return {"_tag": self.tag, "code": self.code, "message": self.message, **self.extra, "error": self.message, "correlationId": correlation_id}
+        """The wire object (the same in a JSON answer and in a stream's ``error`` event). The serving layer's own
+        refusals (bad JSON, media type, size, route) carry the four wire fields only, as the TypeScript server's do."""
+        own = {} if self.tag in _SERVING_TAGS else {"message": self.message, **self.extra}
+        return {"_tag": self.tag, "code": self.code, **own, "error": self.message, "correlationId": correlation_id}
+
+
+_SERVING_TAGS = frozenset({"InvalidJson", "UnsupportedMediaType", "PayloadTooLarge", "RouteNotFound", "InternalError"})
+
+
+def _is_usd(value: Any) -> bool:
+    from .money import parse_usd
+
+    try:
+        return isinstance(value, str) and parse_usd(value) >= 0
+    except Exception:
+        return False
 
 
 def _bad_request(message: str) -> AgentError:
     return AgentError(400, "AgentBadRequest", "INVALID_REQUEST", message)
 
 
-def _decode_error(message: str) -> AgentError:
-    # The TypeScript server answers a payload its schema refuses with HttpApi's own decode error.
-    return AgentError(400, "HttpApiDecodeError", "INVALID_REQUEST", message)
+def _decode_error(message: str, path: list[Any] | None = None, kind: str = "Type") -> AgentError:
+    # The TypeScript server answers a payload its schema refuses with HttpApi's own decode error, which lists the
+    # issues ({ _tag, path, message }) beside its message.
+    return AgentError(400, "HttpApiDecodeError", "INVALID_REQUEST", message, issues=[{"_tag": kind, "path": path or [], "message": message}])
 
 
 def _unauthorized(code: str, message: str) -> AgentError:
@@ -246,6 +264,7 @@ class AgentOptions:
     run_retention_seconds: float = 300.0
     max_live_runs: int = 256
     nonce_store: hs.SignatureNonceStore | None = None
+    idempotency_ttl_seconds: float = 24 * 3600.0
 
 
 class AgentConfigError(ValueError):
@@ -285,6 +304,7 @@ class AgentApp:
         self._allowed = None if o.allowed_callers is None else {normalize_did(d) or d for d in o.allowed_callers}
         self._nonces = o.nonce_store or hs.SignatureNonceStore()
         self._hub: Any = None
+        self._idempotent: dict[tuple[str, str], tuple[str, asyncio.Task[tuple[int, str]], float]] = {}
         self._runs: dict[str, _Run] = {}
         self._started = time.monotonic()
         self._discovery: dict[str, Any] | None = None
@@ -432,26 +452,36 @@ class AgentApp:
 
     def _decode_run(self, payload: Any) -> dict[str, Any]:
         if not isinstance(payload, dict):
-            raise _decode_error("the request body must be a JSON object")
-        if not isinstance(payload.get("message"), str):
-            raise _decode_error("message must be a string")
+            raise _decode_error("Expected the run request, an object")
+        if "message" not in payload:
+            raise _decode_error("is missing", ["message"], "Missing")
+        if not isinstance(payload["message"], str):
+            raise _decode_error("Expected string", ["message"])
         sid = payload.get("sessionId")
-        if sid is not None and (not isinstance(sid, str) or not _SESSION_ID.match(sid)):
-            raise _decode_error("sessionId must match ^[A-Za-z0-9._:-]{1,128}$")
+        if "sessionId" in payload and (not isinstance(sid, str) or not _SESSION_ID.match(sid)):
+            raise _decode_error("Expected a string matching the pattern ^[A-Za-z0-9._:-]{1,128}$", ["sessionId"], "Refinement")
         history = payload.get("history")
-        if history is not None:
-            if not isinstance(history, list) or not all(
-                isinstance(t, dict) and t.get("role") in _ROLES and isinstance(t.get("content"), str) for t in history
-            ):
-                raise _decode_error("history must be a list of { role, content }")
-        context = payload.get("context")
-        if context is not None and not isinstance(context, dict):
-            raise _decode_error("context must be an object")
+        if "history" in payload:
+            if not isinstance(history, list):
+                raise _decode_error("Expected an array of { role, content }", ["history"])
+            for i, t in enumerate(history):
+                if not isinstance(t, dict) or t.get("role") not in _ROLES or not isinstance(t.get("content"), str):
+                    raise _decode_error('Expected { role: "system" | "user" | "assistant", content: string }', ["history", i])
+        if "context" in payload and not isinstance(payload["context"], dict):
+            raise _decode_error("Expected an object", ["context"])
         if "mandate" in payload and not isinstance(payload["mandate"], str):
-            raise _decode_error("mandate must be a string")
+            raise _decode_error("Expected string", ["mandate"])
         cap = payload.get("capability")
-        if cap is not None and (not isinstance(cap, str) or not 1 <= len(cap) <= 200):
-            raise _decode_error("capability must be a string of 1 to 200 characters")
+        if "capability" in payload and (not isinstance(cap, str) or not 1 <= len(cap) <= 200):
+            raise _decode_error("Expected a string of 1 to 200 characters", ["capability"], "Refinement")
+        commit = payload.get("commit")
+        if "commit" in payload and (
+            not isinstance(commit, dict)
+            or not all(isinstance(commit.get(k), str) and 1 <= len(commit[k]) <= 200 for k in ("sagaId", "step"))
+        ):
+            raise _decode_error("Expected { sagaId, step, amountUsd? }", ["commit"])
+        if isinstance(commit, dict) and "amountUsd" in commit and not _is_usd(commit["amountUsd"]):
+            raise _decode_error("a non-negative USD decimal with at most six decimals", ["commit", "amountUsd"], "Refinement")
         if cap is not None and self._capabilities and cap not in self._capabilities:
             raise _bad_request(f"capability {cap} is not one this agent declares")
         return payload
@@ -519,7 +549,7 @@ class AgentApp:
         async def work() -> None:
             try:
                 reply = await self._call_handler(payload, caller, history, lambda text: run.push("chunk", {"text": text}))
-                run.push("done", {"message": reply, "sessionId": payload["_session"]})
+                run.push("done", self._reply(payload, reply))
             except AgentError as e:
                 run.push("error", e.body(cid))
             except asyncio.CancelledError:
@@ -569,29 +599,114 @@ class AgentApp:
                 if not streaming:
                     raise _bad_request("Last-Event-ID continues a stream: send Accept: text/event-stream")
                 return self._reconnect(last, caller, cid)
-            if request.headers.get("idempotency-key") is not None:
-                raise _bad_request("this agent does not take Idempotency-Key")
-            mandate = payload.get("mandate")
-            if isinstance(mandate, str) and caller.did is not None:
-                grantor = self._grantor_of(mandate)
-                if grantor is not None and grantor != caller.did:
-                    raise AgentError(
-                        403, "AgentForbidden", "MANDATE_GRANTOR_MISMATCH", f"the mandate was granted by {grantor}, not by the caller {caller.did}"
-                    )
-            payload = {**payload, "_session": payload.get("sessionId") or str(uuid.uuid4())}
-            if self._memory is None:
-                history = list(payload.get("history") or [])
-            else:
-                try:
-                    history = self._memory.load(caller.principal, payload["_session"])
-                except Exception as e:
-                    raise AgentError(503, "AgentUnavailable", "STORE_UNAVAILABLE", f"the memory store failed: {type(e).__name__}") from None
-            if streaming:
-                return self._start_stream(payload, caller, history, cid)
-            reply = await self._call_handler(payload, caller, history, lambda _: None)
-            return self._json(200, {"message": reply, "sessionId": payload["_session"]}, cid)
+            key = request.headers.get("idempotency-key")
+            if key is not None:
+                return await self._once(caller, key, parsed, streaming, lambda: self._plain(payload, caller), cid)
+            return await self._answer(payload, caller, streaming, cid)
         except AgentError as e:
             return self._error(e, cid)
+
+    async def _task(self, payload: dict[str, Any], caller: Caller) -> tuple[dict[str, Any], list[dict[str, str]]]:
+        """The run a request starts: its mandate checked against the caller, its session's history loaded."""
+        mandate = payload.get("mandate")
+        if isinstance(mandate, str) and caller.did is not None:
+            grantor = self._grantor_of(mandate)
+            if grantor is not None and grantor != caller.did:
+                raise AgentError(403, "AgentForbidden", "MANDATE_GRANTOR_MISMATCH", f"the mandate was granted by {grantor}, not by the caller {caller.did}")
+        payload = {**payload, "_session": payload.get("sessionId") or str(uuid.uuid4())}
+        if payload.get("commit") is not None:
+            # The receipt names a capability: the one asked for, else the agent's only one; refused before any work.
+            capability = payload.get("capability") or (self._capabilities[0] if len(self._capabilities) == 1 else None)
+            if capability is None:
+                raise _bad_request("a commit token names a capability: send capability (the agent declares none or several)")
+            payload["_commit"], payload["_capability"] = payload["commit"], capability
+        if self._memory is None:
+            return payload, list(payload.get("history") or [])
+        try:
+            return payload, self._memory.load(caller.principal, payload["_session"])
+        except Exception as e:
+            raise AgentError(503, "AgentUnavailable", "STORE_UNAVAILABLE", f"the memory store failed: {type(e).__name__}") from None
+
+    async def _answer(self, payload: dict[str, Any], caller: Caller, streaming: bool, cid: str) -> Response:
+        if streaming:
+            task, history = await self._task(payload, caller)
+            return self._start_stream(task, caller, history, cid)
+        status, text = await self._plain(payload, caller)
+        return self._text(status, text, cid)
+
+    async def _plain(self, payload: dict[str, Any], caller: Caller) -> tuple[int, str]:
+        """A plain (unstreamed) run, as the status and the JSON text sent."""
+        task, history = await self._task(payload, caller)
+        reply = await self._call_handler(task, caller, history, lambda _: None)
+        return 200, json.dumps(self._reply(task, reply), ensure_ascii=False, separators=(",", ":"))
+
+    def _reply(self, task: dict[str, Any], message: str) -> dict[str, Any]:
+        out: dict[str, Any] = {"message": message, "sessionId": task["_session"]}
+        if task.get("_commit") is not None:
+            out["commitToken"] = self._commit_token(task, message)
+        return out
+
+    def _commit_token(self, task: dict[str, Any], message: str) -> str:
+        """The agent's signed receipt for the step (docs/protocol.md §13), over the reply's ``message``."""
+        from . import commit_token
+        from .timestamp import to_iso_string
+
+        commit = task["_commit"]
+        receipt = {
+            "sagaId": commit["sagaId"],
+            "step": commit["step"],
+            "capability": task["_capability"],
+            "amountUsd": commit.get("amountUsd", "0"),
+            "resultDigest": commit_token.digest_result(message),
+            "at": to_iso_string(int(time.time() * 1000)),
+            "issuer": self.did,
+        }
+        try:
+            return commit_token.sign(receipt, self.identity["private_key"])
+        except Exception:
+            log.exception("the commit token could not be signed")
+            raise AgentError(500, "HandlerFailed", "HANDLER_FAILED", "the agent could not sign the commit token") from None
+
+    @staticmethod
+    def _text(status: int, text: str, cid: str, replayed: bool = False) -> Response:
+        headers = {"x-correlation-id": cid, "x-content-type-options": "nosniff", "cache-control": "no-store"}
+        if replayed:
+            headers["idempotent-replayed"] = "true"
+        return Response(text, status_code=status, media_type="application/json", headers=headers)
+
+    async def _once(self, caller: Caller, key: str, parsed: Any, streaming: bool, run: Callable[[], Awaitable[tuple[int, str]]], cid: str) -> Response:
+        """``Idempotency-Key`` (docs/protocol.md §14): the first request with a key runs, later ones with the same
+        request get its stored reply. Kept in this process's memory for ``idempotency_ttl_seconds``."""
+        if caller.auth == "none":
+            raise _bad_request("Idempotency-Key needs an authenticated caller (bearer or mesh-sig)")
+        if streaming:
+            raise _bad_request("Idempotency-Key is not taken with Accept: text/event-stream")
+        if not _IDEMPOTENCY_KEY.match(key):
+            raise _bad_request("Idempotency-Key must be 1 to 200 visible ASCII characters")
+        from .jcs import canonical_bytes
+
+        digest = hashlib.sha256(canonical_bytes(parsed)).hexdigest()
+        scope = (caller.principal, key)
+        now = time.monotonic()
+        for k, entry in list(self._idempotent.items()):
+            if entry[2] <= now:
+                del self._idempotent[k]
+        held = self._idempotent.get(scope)
+        if held is not None:
+            if held[0] != digest:
+                raise AgentError(409, "AgentConflict", "IDEMPOTENCY_KEY_REUSED", "this Idempotency-Key was sent with another request")
+            status, text = await asyncio.shield(held[1])
+            return self._text(status, text, cid, replayed=True)
+        # The run belongs to the server: a caller that goes away does not cancel it, and its reply is kept.
+        future: asyncio.Task[tuple[int, str]] = asyncio.get_running_loop().create_task(run())
+        self._idempotent[scope] = (digest, future, now + self.options.idempotency_ttl_seconds)
+        try:
+            status, text = await asyncio.shield(future)
+        except BaseException:
+            if future.done():
+                self._idempotent.pop(scope, None)
+            raise
+        return self._text(status, text, cid)
 
     async def _resume(self, request: Request) -> Response:
         cid = self._cid(request)
@@ -599,8 +714,13 @@ class AgentApp:
             body = await self._body(request)
             parsed = self._parse(request, body)
             caller = await self._authenticate(request, body)
-            if not isinstance(parsed, dict) or not isinstance(parsed.get("taskId"), str) or "approval" not in parsed:
-                raise _decode_error("the request body must be { taskId, approval }")
+            if not isinstance(parsed, dict):
+                raise _decode_error("Expected { taskId, approval }")
+            for name in ("taskId", "approval"):
+                if name not in parsed:
+                    raise _decode_error("is missing", [name], "Missing")
+            if not isinstance(parsed["taskId"], str):
+                raise _decode_error("Expected string", ["taskId"])
             last = request.headers.get("last-event-id")
             if last is not None:
                 if not is_event_stream(request.headers.get("accept")):
@@ -680,7 +800,7 @@ def serve(handler: Handler, *, name: str, host: str = "127.0.0.1", port: int = 0
     free port). Options: ``did``, ``private_key``, ``auth`` (none | bearer | mesh-sig), ``bearer_tokens``,
     ``verify_bearer``, ``allowed_callers``, ``resolve_caller_key``, ``hub_url``, ``memory`` (none | session |
     persistent), ``database``, ``public_url``, ``capabilities``, ``clock_tolerance_ms``, ``max_body_bytes``,
-    ``run_retention_seconds``, ``max_live_runs``, ``nonce_store``. Call ``.wait()`` to block on it."""
+    ``run_retention_seconds``, ``max_live_runs``, ``nonce_store``, ``idempotency_ttl_seconds``. Call ``.wait()`` to block on it."""
     import uvicorn
 
     if options.get("auth") == "mesh-sig" and options.get("public_url") is None and host not in ("127.0.0.1", "localhost", "::1"):

@@ -159,3 +159,51 @@ def test_reconnect_replays_missed_events_and_checks_the_owner(signed_agent):
             assert (r.status_code, r.json()["code"]) == (403, "NOT_RUN_OWNER")
 
     asyncio.run(scenario())
+
+
+def test_idempotency_key_runs_once_per_caller():
+    calls = []
+
+    async def counting(message, session_id, history, context):
+        calls.append(message)
+        return f"ran {message} #{len(calls)}"
+
+    with serve(counting, name="py-idem", auth="bearer", bearer_tokens=["a", "b"]) as agent:
+        url = f"{agent.url}/v1/run"
+        first = httpx.post(url, json={"message": "m", "sessionId": "s"}, headers={"authorization": "Bearer a", "idempotency-key": "k-1"})
+        again = httpx.post(url, json={"sessionId": "s", "message": "m"}, headers={"authorization": "Bearer a", "idempotency-key": "k-1"})
+        assert first.status_code == again.status_code == 200 and again.content == first.content
+        assert again.headers["idempotent-replayed"] == "true" and "idempotent-replayed" not in first.headers
+        assert calls == ["m"]
+        other = httpx.post(url, json={"message": "other", "sessionId": "s"}, headers={"authorization": "Bearer a", "idempotency-key": "k-1"})
+        assert (other.status_code, other.json()["code"]) == (409, "IDEMPOTENCY_KEY_REUSED")
+        # another caller's key is its own
+        theirs = httpx.post(url, json={"message": "m", "sessionId": "s"}, headers={"authorization": "Bearer b", "idempotency-key": "k-1"})
+        assert theirs.status_code == 200 and calls == ["m", "m"]
+        for headers in ({"idempotency-key": "bad key"}, {"idempotency-key": "k-2", "accept": "text/event-stream"}):
+            r = httpx.post(url, json={"message": "m"}, headers={"authorization": "Bearer a", **headers})
+            assert (r.status_code, r.json()["code"]) == (400, "INVALID_REQUEST")
+
+
+def test_commit_token_signed_by_the_agent():
+    from agent_mesh import commit_token
+
+    identity = generate_did("py-booker", namespace="net")
+    with serve(echo, name="py-booker", did=identity["did"], private_key=identity["private_key"], capabilities=["book"]) as agent:
+        with AgentClient() as c:
+            reply = c.call(agent.url, "flight", commit={"sagaId": "saga-1", "step": "flight", "amountUsd": "12.50"})
+            receipt = commit_token.verify(reply["commitToken"], identity["public_key_bytes"])
+            assert receipt["amountUsd"] == "12.5" and receipt["capability"] == "book" and receipt["issuer"] == identity["did"]
+            assert receipt["resultDigest"] == commit_token.digest_result(reply["message"])
+            events = list(c.stream(agent.url, "hotel", commit={"sagaId": "saga-1", "step": "hotel"}))
+            assert commit_token.verify(events[-1]["commitToken"], identity["public_key_bytes"])["amountUsd"] == "0"
+            with pytest.raises(AgentCallError) as e:
+                c.call(agent.url, "x", capability="fly")
+            assert (e.value.code, e.value.status) == ("INVALID_REQUEST", 400)
+
+
+def test_persistent_memory_survives_a_restart(tmp_path):
+    db = str(tmp_path / "memory.db")
+    for expected in ("echo: one (0 earlier turns)", "echo: two (2 earlier turns)"):
+        with serve(echo, name="py-persist", memory="persistent", database=db) as agent, AgentClient() as c:
+            assert c.call(agent.url, expected.split()[1], session_id="p")["message"] == expected
