@@ -128,11 +128,20 @@ _SNAKE_TO_WIRE = {
 }
 
 
+def _plain(v: Any) -> Any:
+    # Tuples and other sequences and mappings become the lists and dicts JSON has, so validation sees JSON.
+    if isinstance(v, Mapping):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    return v
+
+
 def constraints_json(c: Any) -> Any:
     """The wire form of constraints given as a dataclass or a dict (snake_case keys of the spending and task kinds
     are accepted and renamed; members whose value is None are dropped)."""
     if hasattr(c, "to_json"):
-        return c.to_json()
+        return _plain(c.to_json())
     if not isinstance(c, Mapping):
         return c
     out: dict[str, Any] = {}
@@ -142,7 +151,7 @@ def constraints_json(c: Any) -> Any:
         key = _SNAKE_TO_WIRE.get(k, k) if isinstance(k, str) else k
         if key == "computeLimit" and isinstance(v, Mapping):
             v = {_SNAKE_TO_WIRE.get(x, x): y for x, y in v.items() if y is not None}
-        out[key] = v
+        out[key] = _plain(v)
     return out
 
 

@@ -46,6 +46,8 @@ def test_issued_intent_token() -> None:
     # snake_case dict and wire dict give the same constraints
     m2 = issue_intent_mandate("did:mesh:alice", "did:mesh:bob", {"spend_limit_usd": 100.5}, SEEDS["did:mesh:alice"], now_ms=NOW)
     assert m2.constraints == {"spendLimitUsd": 100.5}
+    m3 = issue_intent_mandate("did:mesh:alice", "did:mesh:bob", {"spend_limit_usd": 1, "allowed_merchants": ("a", "b")}, SEEDS["did:mesh:alice"], now_ms=NOW)
+    assert m3.constraints == {"spendLimitUsd": 1, "allowedMerchants": ["a", "b"]}
 
 
 def test_spending_chain_and_guard() -> None:
