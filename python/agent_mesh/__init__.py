@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from .approval import ApprovalError, sign_approval, verify_approval
 from .base58 import decode as base58_decode, encode as base58_encode
 from .commit_token import CommitTokenError, digest_result
 from .commit_token import sign as sign_commit_token, verify as verify_commit_token

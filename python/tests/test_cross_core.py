@@ -367,3 +367,31 @@ def test_payment_amount_round_trips_through_typescript(node_eval, amount: float)
     r = node_eval(IMPORTS + "const [ok, m, reason] = await MandatePromise.verifyMandate(input.t, input.k); out([ok, ok ? m.constraints.amountUsd : reason]);",
                   {"t": pay.token, "k": keys})
     assert r == [True, amount]
+
+
+def test_approvals_both_ways(node_eval) -> None:  # type: ignore[no-untyped-def]
+    """A grantor approving in Python resumes a TypeScript agent's gate, and the reverse (docs/protocol.md §11)."""
+    from agent_mesh.approval import ApprovalError, sign_approval, verify_approval
+
+    alice = generate_did("alice")
+    py_approval = sign_approval("task-7", "send_email", alice["did"], alice["private_key"], "approve", 600)
+    r = node_eval(
+        """
+        import * as Effect from 'effect/Effect';
+        import { Approval, Keys, KeyResolver } from 'DIST/core/index.js';
+        const resolver = KeyResolver.makeStatic({ [input.did]: { publicKey: unhex(input.pub), keyVersion: 1 } });
+        const run = (e) => Effect.runPromise(Effect.either(e.pipe(Effect.provide(Keys.Keys.noble))));
+        const expected = { taskId: 'task-7', capability: 'send_email', grantor: input.did };
+        const ok = await run(Approval.verifyApproval(input.approval, expected, resolver));
+        const mismatch = await run(Approval.verifyApproval(input.approval, { ...expected, capability: 'delete' }, resolver));
+        const forged = await run(Approval.verifyApproval({ ...input.approval, decision: 'deny' }, expected, resolver));
+        const ts = await run(Approval.signApproval({ taskId: 'task-8', capability: 'pay', decision: 'deny', ttlSeconds: 300 }, input.did, unhex(input.seed)));
+        out({ ok: ok.right?.decision ?? ok.left.code, mismatch: mismatch.left?.code, forged: forged.left?.code, ts: ts.right });
+        """,
+        {"approval": py_approval, "did": alice["did"], "pub": alice["public_key_bytes"].hex(), "seed": seed_hex(alice)},
+    )
+    assert r == {"ok": "approve", "mismatch": "APPROVAL_MISMATCH", "forged": "APPROVAL_INVALID", "ts": r["ts"]}
+    assert verify_approval(r["ts"], "task-8", "pay", alice["did"], alice["public_key_bytes"])["decision"] == "deny"
+    with pytest.raises(ApprovalError) as e:
+        verify_approval(r["ts"], "task-8", "pay", "did:mesh:bob", alice["public_key_bytes"])
+    assert e.value.code == "APPROVAL_WRONG_SIGNER"
