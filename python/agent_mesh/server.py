@@ -33,6 +33,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
+from urllib.parse import urlsplit
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Literal, Mapping, Union
 
@@ -239,6 +240,92 @@ async def _follow(run: _Run, start: int) -> AsyncIterator[bytes]:
         await run.changed.wait()
 
 
+# --- Host and Origin (docs/protocol.md §12) ---------------------------------------------------------------------
+
+_IPV4 = re.compile(r"^\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}$")
+_CORS_METHODS = "GET, POST, PUT, PATCH, DELETE"
+
+
+def _host_name(host: str) -> str:
+    h = host.lower()
+    if h.startswith("["):
+        end = h.find("]")
+        return h if end < 0 else h[: end + 1]
+    colon = h.rfind(":")
+    return h if colon < 0 else h[:colon]
+
+
+class _HostGuard:
+    """Which ``Host`` and ``Origin`` the server answers, as the TypeScript serving layer decides it: a DNS name must
+    be ``localhost`` or listed (DNS rebinding), an IP literal or no Host passes; an ``Origin`` whose authority is not
+    the request's own Host must be listed (``Origin: null`` never is); ``"*"`` accepts any."""
+
+    def __init__(self, asgi: Any, agent: "AgentApp", allowed_hosts: Iterable[str], allowed_origins: Iterable[str]) -> None:
+        self.asgi = asgi
+        self.agent = agent
+        hosts = [h.strip().lower() for h in allowed_hosts]
+        self.any_host = "*" in hosts
+        self.names = {"localhost"} | {h for h in hosts if h and h != "*" and _host_name(h) == h}
+        self.exact = {h for h in hosts if h and h != "*" and _host_name(h) != h}
+        origins = [o.strip().lower().rstrip("/") for o in allowed_origins]
+        self.any_origin = "*" in origins
+        self.origins = set(origins)
+
+    def host_allowed(self, host: str | None) -> bool:
+        if self.any_host or host is None:
+            return True
+        name = _host_name(host)
+        return name in self.names or name.startswith("[") or bool(_IPV4.match(name)) or host.lower() in self.exact
+
+    def origin(self, value: str, host: str | None) -> str:
+        o = value.lower()
+        sep = o.find("://")
+        if sep > 0 and host is not None and o[sep + 3 :] == host.lower():
+            return "same"
+        return "allowed" if self.any_origin or o in self.origins else "refused"
+
+    async def _refuse(self, send: Any, status: int, tag: str, message: str, code: str, cid: str) -> None:
+        body = json.dumps({"_tag": tag, "error": message, "code": code, "correlationId": cid}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), (b"x-correlation-id", cid.encode()),
+                   (b"x-content-type-options", b"nosniff"), (b"cache-control", b"no-store")]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.asgi(scope, receive, send)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        given = headers.get("x-correlation-id")
+        cid = given if given is not None and _CORRELATION_ID.match(given) else str(uuid.uuid4())
+        host = headers.get("host")
+        if not self.host_allowed(host):
+            return await self._refuse(send, 421, "HostNotAllowed", "this server does not answer for the requested host", "HOST_NOT_ALLOWED", cid)
+        origin = headers.get("origin")
+        if origin is None:
+            return await self.asgi(scope, receive, send)
+        verdict = self.origin(origin, host)
+        if verdict == "refused":
+            return await self._refuse(send, 403, "OriginNotAllowed", "cross-origin requests from this origin are not allowed", "ORIGIN_NOT_ALLOWED", cid)
+        if scope["method"] == "OPTIONS" and "access-control-request-method" in headers:
+            out = [(b"access-control-allow-origin", origin.encode("latin-1")), (b"access-control-allow-methods", _CORS_METHODS.encode()),
+                   (b"access-control-max-age", b"600"), (b"vary", b"Origin, Access-Control-Request-Method, Access-Control-Request-Headers"),
+                   (b"x-content-type-options", b"nosniff"), (b"cache-control", b"no-store"), (b"content-length", b"0")]
+            if "access-control-request-headers" in headers:
+                out.append((b"access-control-allow-headers", headers["access-control-request-headers"].encode("latin-1")))
+            await send({"type": "http.response.start", "status": 204, "headers": out})
+            return await send({"type": "http.response.body", "body": b""})
+        if verdict == "same":
+            return await self.asgi(scope, receive, send)
+
+        async def with_cors(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), (b"access-control-allow-origin", origin.encode("latin-1")),
+                                                  (b"access-control-expose-headers", b"x-correlation-id, retry-after"), (b"vary", b"Origin")]}
+            await send(message)
+
+        await self.asgi(scope, receive, with_cors)
+
+
 # --- the application --------------------------------------------------------------------------------------------
 
 
@@ -265,6 +352,8 @@ class AgentOptions:
     max_live_runs: int = 256
     nonce_store: hs.SignatureNonceStore | None = None
     idempotency_ttl_seconds: float = 24 * 3600.0
+    allowed_hosts: Iterable[str] = ()
+    allowed_origins: Iterable[str] = ()
 
 
 class AgentConfigError(ValueError):
@@ -319,7 +408,7 @@ class AgentApp:
         self._extra = {n for n in ("caller", "capability") if n in params} | (
             {"caller", "capability"} if any(p.kind is p.VAR_KEYWORD for p in params.values()) else set()
         )
-        self.asgi = Starlette(
+        self.starlette = Starlette(
             routes=[
                 Route("/v1/run", self._run, methods=["POST"]),
                 Route("/v1/resume", self._resume, methods=["POST"]),
@@ -327,8 +416,12 @@ class AgentApp:
                 Route("/.well-known/mesh-agent.json", self._discover, methods=["GET"]),
             ],
         )
-        self.asgi.add_exception_handler(404, self._not_found)  # type: ignore[arg-type]
-        self.asgi.add_exception_handler(405, self._not_found)  # type: ignore[arg-type]
+        self.starlette.add_exception_handler(404, self._not_found)  # type: ignore[arg-type]
+        self.starlette.add_exception_handler(405, self._not_found)  # type: ignore[arg-type]
+        # The host of the public URL is one the server answers for, as the TypeScript agent server adds it.
+        public_host = [urlsplit(self.base_url).netloc] if self.base_url else []
+        self.guard = _HostGuard(self.starlette, self, [*o.allowed_hosts, *public_host], o.allowed_origins)
+        self.asgi = self.guard
 
     # --- helpers ---
 
@@ -764,11 +857,13 @@ def create_app(handler: Handler, **options: Any) -> AgentApp:
 
 
 class RunningAgent:
-    """A started agent server: ``url``, ``did``, ``did_hash``; ``close()`` stops it (also as a context manager)."""
+    """A started agent server: ``url`` (the public URL callers use), ``listen_url`` (the address it listens on),
+    ``did``, ``did_hash``; ``close()`` stops it (also as a context manager)."""
 
-    def __init__(self, app: AgentApp, server: Any, thread: threading.Thread, url: str) -> None:
+    def __init__(self, app: AgentApp, server: Any, thread: threading.Thread, url: str, listen_url: str) -> None:
         self.app = app
         self.url = url
+        self.listen_url = listen_url
         self.did = app.did
         self.did_hash = app.did_hash
         self.identity = app.identity
@@ -799,7 +894,7 @@ def serve(handler: Handler, *, name: str, host: str = "127.0.0.1", port: int = 0
     """Starts an agent server on uvicorn in a background thread and returns once it listens (``port=0`` picks a
     free port). Options: ``did``, ``private_key``, ``auth`` (none | bearer | mesh-sig), ``bearer_tokens``,
     ``verify_bearer``, ``allowed_callers``, ``resolve_caller_key``, ``hub_url``, ``memory`` (none | session |
-    persistent), ``database``, ``public_url``, ``capabilities``, ``clock_tolerance_ms``, ``max_body_bytes``,
+    persistent), ``database``, ``public_url``, ``allowed_hosts``, ``allowed_origins``, ``capabilities``, ``clock_tolerance_ms``, ``max_body_bytes``,
     ``run_retention_seconds``, ``max_live_runs``, ``nonce_store``, ``idempotency_ttl_seconds``. Call ``.wait()`` to block on it."""
     import uvicorn
 
@@ -823,4 +918,4 @@ def serve(handler: Handler, *, name: str, host: str = "127.0.0.1", port: int = 0
         if not thread.is_alive() or time.monotonic() > deadline:
             raise RuntimeError(f"agent {name} did not start")
         time.sleep(0.01)
-    return RunningAgent(app, server, thread, app.base_url or url)
+    return RunningAgent(app, server, thread, app.base_url or url, url)

@@ -3,10 +3,12 @@ over ``dist/`` (the built TypeScript package), each on 127.0.0.1 with a port the
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import queue
 import re
+import socket
 import subprocess
 import threading
 from dataclasses import dataclass
@@ -139,3 +141,57 @@ def run_node(script: str, request: dict[str, Any], timeout: float = 60.0) -> Any
     if done.returncode != 0 or not out:
         raise RuntimeError(f"{script} failed ({done.returncode}): {done.stdout[-2000:]} {done.stderr[-2000:]}")
     return json.loads(out[-1])
+
+
+class CuttingProxy:
+    """A TCP proxy that cuts the first streamed run after two chunk events reach the client, and records the
+    requests it forwards, so a test sees a real dropped connection and the reconnect that follows it."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.upstream: tuple[str, int] | None = None
+        self.requests: list[bytes] = []
+        self.cut = False
+        self._loop = asyncio.new_event_loop()
+        threading.Thread(target=self._loop.run_forever, daemon=True).start()
+        asyncio.run_coroutine_threadsafe(self._serve(), self._loop).result()
+
+    async def _serve(self) -> None:
+        self.server = await asyncio.start_server(self._handle, sock=self.sock)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        assert self.upstream is not None
+        up_reader, up_writer = await asyncio.open_connection(*self.upstream)
+        cutting = False
+
+        async def client_to_upstream() -> None:
+            nonlocal cutting
+            while data := await reader.read(65536):
+                if data[:5] in (b"POST ", b"GET /"):
+                    self.requests.append(bytes(data))
+                    head = data.lower()
+                    if b"text/event-stream" in head and b"last-event-id" not in head and not self.cut:
+                        self.cut = cutting = True
+                up_writer.write(data)
+                await up_writer.drain()
+
+        async def upstream_to_client() -> None:
+            sent = 0
+            while data := await up_reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+                sent += data.count(b"event: chunk")
+                if cutting and sent >= 2:
+                    break
+
+        pump = asyncio.ensure_future(client_to_upstream())
+        try:
+            await upstream_to_client()
+        finally:
+            pump.cancel()
+            for w in (writer, up_writer):
+                w.close()
+
+    def close(self) -> None:
+        self._loop.call_soon_threadsafe(self.server.close)

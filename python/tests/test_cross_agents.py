@@ -5,12 +5,10 @@ streaming, a dropped stream resumed with Last-Event-ID, errors)."""
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
 
 import pytest
 
-from _net_support import TsAgent, TsHub, run_node, start_hub, start_ts_agent
+from _net_support import CuttingProxy, TsAgent, TsHub, run_node, start_hub, start_ts_agent
 from agent_mesh import keys
 from agent_mesh.client import AgentCallError, AgentClient, acall_agent, call_agent
 from agent_mesh.did import did_hash, generate_did
@@ -104,64 +102,36 @@ def test_typescript_verifies_the_python_discovery_document(hub, py_agent):
     assert other["verified"] is False
 
 
+PY_SLOW = generate_did("py-slow", namespace="cross")
+
+
+async def slow_handler(message, session_id, history, context):
+    for word in f"slow {message} one two three four five".split(" "):
+        await asyncio.sleep(0.04)
+        yield word + " "
+
+
+def test_typescript_stream_from_a_python_agent_resumes_across_a_dropped_connection(hub, registry, py_agent):
+    proxy = CuttingProxy()
+    # The agent's public URL is the proxy's: that is the URL callers sign, and the one it checks.
+    with serve(slow_handler, name="py-slow", did=PY_SLOW["did"], private_key=PY_SLOW["private_key"], auth="mesh-sig", hub_url=hub.url, public_url=proxy.url) as agent:
+        assert agent.url == proxy.url
+        proxy.upstream = ("127.0.0.1", int(agent.listen_url.rsplit(":", 1)[1]))
+        register(registry, PY_SLOW, proxy.url)
+        sign_as = {"did": TS_CALLER["did"], "privateKey": pkcs8_b64(TS_CALLER)}
+        out = ts_call(hub, target=PY_SLOW["did_hash"], message="go", signAs=sign_as, stream=True)
+    proxy.close()
+    events = out["events"]
+    assert events[-1] == {"type": "done", "message": "slow go one two three four five ", "sessionId": events[-1]["sessionId"]}
+    assert "".join(e["text"] for e in events[:-1]) == events[-1]["message"] and len(events) == 8
+    streamed = [r.decode("latin-1").lower() for r in proxy.requests if b"text/event-stream" in r.lower()]
+    assert proxy.cut and len(streamed) == 2 and "last-event-id" not in streamed[0] and "last-event-id: " in streamed[1]
+
+
 # --- a TypeScript agent called from Python ------------------------------------------------------------------------
 
 TS_AGENT = generate_did("ts-agent", namespace="cross")
 PY_CALLER = generate_did("py-caller", namespace="cross")
-
-
-class CuttingProxy:
-    """A TCP proxy that cuts the first streamed run after two chunk events reach the client, and records the
-    requests it forwards, so a test sees a real dropped connection and the reconnect that follows it."""
-
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.upstream: tuple[str, int] | None = None
-        self.requests: list[bytes] = []
-        self.cut = False
-        self._loop = asyncio.new_event_loop()
-        threading.Thread(target=self._loop.run_forever, daemon=True).start()
-        asyncio.run_coroutine_threadsafe(self._serve(), self._loop).result()
-
-    async def _serve(self) -> None:
-        self.server = await asyncio.start_server(self._handle, sock=self.sock)
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        assert self.upstream is not None
-        up_reader, up_writer = await asyncio.open_connection(*self.upstream)
-        cutting = False
-
-        async def client_to_upstream() -> None:
-            nonlocal cutting
-            while data := await reader.read(65536):
-                if data[:5] in (b"POST ", b"GET /"):
-                    self.requests.append(bytes(data))
-                    head = data.lower()
-                    if b"text/event-stream" in head and b"last-event-id" not in head and not self.cut:
-                        self.cut = cutting = True
-                up_writer.write(data)
-                await up_writer.drain()
-
-        async def upstream_to_client() -> None:
-            sent = 0
-            while data := await up_reader.read(65536):
-                writer.write(data)
-                await writer.drain()
-                sent += data.count(b"event: chunk")
-                if cutting and sent >= 2:
-                    break
-
-        pump = asyncio.ensure_future(client_to_upstream())
-        try:
-            await upstream_to_client()
-        finally:
-            pump.cancel()
-            for w in (writer, up_writer):
-                w.close()
-
-    def close(self) -> None:
-        self._loop.call_soon_threadsafe(self.server.close)
 
 
 @pytest.fixture(scope="module")

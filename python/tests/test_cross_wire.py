@@ -43,6 +43,12 @@ CASES = [
     ("Idempotency-Key without auth", "POST", "/v1/run", {"content-type": "application/json", "idempotency-key": "k1"}, b'{"message":"a"}'),
     ("resume of an unknown task", "POST", "/v1/resume", {"content-type": "application/json"}, b'{"taskId":"task_x","approval":{}}'),
     ("health", "GET", "/health", {}, b""),
+    ("a DNS name not answered for", "GET", "/health", {"host": "evil.example"}, b""),
+    ("localhost at any port", "GET", "/health", {"host": "localhost:1"}, b""),
+    ("a cross origin", "POST", "/v1/run", {"content-type": "application/json", "origin": "http://evil.example"}, b'{"message":"a"}'),
+    ("Origin null", "POST", "/v1/run", {"content-type": "application/json", "origin": "null"}, b'{"message":"a"}'),
+    ("same-origin preflight", "OPTIONS", "/v1/run", {"host": "localhost:1", "origin": "http://localhost:1", "access-control-request-method": "POST"}, b""),
+    ("too large a body", "POST", "/v1/run", {"content-type": "application/json"}, b'{"message":"' + b"x" * (1024 * 1024) + b'"}'),
     ("discovery", "GET", "/.well-known/mesh-agent.json", {}, b""),
 ]
 

@@ -125,9 +125,12 @@ def test_mesh_sig_stream_and_codes(signed_agent):
     r = httpx.post(f"{signed_agent.url}/v1/run", content=body, headers=headers)
     assert (r.status_code, r.json()["code"]) == (401, "REPLAYED")
     # signed for another URL (Host header is never trusted)
-    other = {"content-type": "application/json", **hs.sign_request("POST", "http://elsewhere.example/v1/run", body, CALLER["private_key"], f"{CALLER['did']}#key-1")}
-    r = httpx.post(f"{signed_agent.url}/v1/run", content=body, headers={**other, "host": "elsewhere.example"})
+    other = {"content-type": "application/json", **hs.sign_request("POST", "http://127.0.0.2:8080/v1/run", body, CALLER["private_key"], f"{CALLER['did']}#key-1")}
+    r = httpx.post(f"{signed_agent.url}/v1/run", content=body, headers={**other, "host": "127.0.0.2:8080"})
     assert (r.status_code, r.json()["code"]) == (401, "SIGNATURE_INVALID")
+    # a DNS name the agent does not answer for never reaches the signature check (DNS rebinding)
+    r = httpx.post(f"{signed_agent.url}/v1/run", content=body, headers={**other, "host": "elsewhere.example"})
+    assert (r.status_code, r.json()["code"]) == (421, "HOST_NOT_ALLOWED")
 
 
 def test_reconnect_replays_missed_events_and_checks_the_owner(signed_agent):
