@@ -9,7 +9,7 @@ here are the snake_case way to write them in Python and turn into those dicts wi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from .money import InvalidAmount, parse_usd
@@ -424,6 +424,3 @@ def normalize_task(c: Mapping[str, Any]) -> dict[str, Any]:
         "sandbox": c.get("sandbox") if c.get("sandbox") is not None else False,
         "maxDelegationDepth": c["maxDelegationDepth"],
     }
-
-
-_ = field

@@ -12,7 +12,7 @@ import uuid
 from typing import Any, Mapping
 
 from . import base58
-from .did import InvalidDid, is_normalized_did, normalize_did, parse_did, verification_method_id
+from .did import is_normalized_did, parse_did, verification_method_id
 from .jcs import NotCanonicalizable
 from .keys import MalformedKey, PrivateKeyInput, PublicKeyInput, b64decode, b64url_encode, load_private_key, sign, verify
 from .nonce import NonceRecordError, NonceRegistry
@@ -288,6 +288,3 @@ def validate_envelope(
     except EnvelopeError as e:
         return False, e.code
     return True, None
-
-
-_ = (InvalidDid, normalize_did)

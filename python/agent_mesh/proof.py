@@ -6,7 +6,7 @@ from typing import Any, Mapping
 
 from . import base58
 from .jcs import NotCanonicalizable, canonical_bytes
-from .keys import MalformedKey, PrivateKeyInput, PublicKeyInput, sha256, sign, verify
+from .keys import PrivateKeyInput, PublicKeyInput, sha256, sign, verify
 from .timestamp import now_ms, to_date_time_seconds
 
 __all__ = ["CRYPTOSUITE", "ProofInvalid", "hash_data", "sign_message", "verify_message", "is_data_integrity_proof"]
@@ -107,6 +107,3 @@ def verify_message(
     if not verify(public_key, data, signature):
         raise ProofInvalid("SIGNATURE_INVALID", "signature does not verify")
     return dict(message)
-
-
-_ = MalformedKey  # re-raised from verify for a public key that is not 32 bytes
