@@ -38,8 +38,11 @@ class _Lines:
 
     def _pump(self) -> None:
         assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.q.put(line.rstrip("\n"))
+        try:
+            for line in self.proc.stdout:
+                self.q.put(line.rstrip("\n"))
+        except (ValueError, OSError):
+            pass  # closed by _stop once the process ended
         self.q.put(None)
 
     def until(self, pattern: str, timeout: float = 30.0) -> re.Match[str]:
@@ -65,6 +68,8 @@ def _stop(proc: subprocess.Popen[str]) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
 
 
 @dataclass
