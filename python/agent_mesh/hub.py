@@ -28,7 +28,7 @@ import httpx
 
 from . import http_signature as hs
 from . import keys
-from .did import Identity, extract_public_key, generate_did, verification_method_id
+from .did import Identity, did_hash, extract_public_key, generate_did, verification_method_id
 from .jcs import StrictJsonError, parse_json_strict
 from .proof import sign_message
 
@@ -302,6 +302,49 @@ class HubClient(_Core):
     def resolve_agent(self, did_hash: str) -> dict[str, Any]:
         """The agent's record (endpoint, key, key version, DID document)."""
         return self._do(_Call("GET", f"/v1/agents/{quote(did_hash, safe='')}"))
+
+    def update_agent(
+        self,
+        did_hash: str,
+        *,
+        endpoint_url: str | None = None,
+        manifest_cid: str | None = None,
+        identity: Mapping[str, Any] | None = None,
+        api_key: str | None = None,
+    ) -> dict[str, Any]:
+        """Changes the endpoint or manifest, signed by the agent's current key for the key version the registry
+        holds now (only the admin credential may go without ``identity``)."""
+        patch = {k: v for k, v in (("endpointUrl", endpoint_url), ("manifestCID", manifest_cid)) if v is not None}
+        who = identity or self._own(did_hash)
+        body: dict[str, Any] = dict(patch)
+        if who is not None:
+            current = self.resolve_agent(did_hash)
+            body["proof"] = self._prove({"type": "AgentUpdate", "hub": self.hub, "did": current["did"], "keyVersion": current["keyVersion"], **patch}, who)
+        return self._do(_Call("PATCH", f"/v1/agents/{quote(did_hash, safe='')}", body, api_key))
+
+    def rotate_agent_key(self, new_identity: Mapping[str, Any], *, identity: Mapping[str, Any] | None = None, api_key: str | None = None) -> dict[str, Any]:
+        """Rotates the DID of ``new_identity`` to its key, signed by the current key (``identity``; only the admin
+        may go without) and by the new key → the record with ``keyVersion + 1``."""
+        h = did_hash(new_identity["did"])
+        current = self.resolve_agent(h)
+        public = keys.public_key_b64(new_identity["private_key"])
+        document = {"type": "AgentKeyRotation", "hub": self.hub, "did": current["did"], "keyVersion": current["keyVersion"], "publicKeyB64": public}
+        body: dict[str, Any] = {"publicKeyB64": public, "newKeyProof": self._prove(document, new_identity)}
+        if identity is not None:
+            body["proof"] = self._prove(document, identity)
+        return self._do(_Call("POST", f"/v1/agents/{quote(h, safe='')}/key", body, api_key))
+
+    def delete_agent(self, did_hash: str, *, identity: Mapping[str, Any] | None = None, api_key: str | None = None) -> None:
+        """Deletes the agent (a tombstone keeps its DID, last key and key version), signed by its current key."""
+        who = identity or self._own(did_hash)
+        body: dict[str, Any] = {}
+        if who is not None:
+            current = self.resolve_agent(did_hash)
+            body["proof"] = self._prove({"type": "AgentDeletion", "hub": self.hub, "did": current["did"], "keyVersion": current["keyVersion"]}, who)
+        self._do(_Call("DELETE", f"/v1/agents/{quote(did_hash, safe='')}", body, api_key))
+
+    def _own(self, h: str) -> Mapping[str, Any] | None:
+        return self.identity if self.identity is not None and did_hash(str(self.identity["did"])) == h else None
 
     def list_agents_page(self, limit: int | None = None, cursor: str | None = None) -> dict[str, Any]:
         """One page ``{ items, nextCursor }`` in didHash order."""

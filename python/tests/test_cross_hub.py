@@ -143,3 +143,29 @@ def test_spending_allocation_from_python_against_the_typescript_ledger(hub, admi
         with pytest.raises(HubError) as e:
             other.get_pool(pool["poolId"], identity={"did": buyer["did"], "private_key": shop["private_key"]})
         assert (e.value.code, e.value.status) == ("SIGNATURE_INVALID", 401)
+
+
+def test_update_rotate_and_delete_are_signed_by_the_current_key(hub, admin):
+    frank = generate_did("frank", namespace="hubtest")
+    with HubClient(hub.url) as client:
+        key = client.request_agent_key(frank)["apiKey"]
+        client.register_agent(manifest("frank"), "http://127.0.0.1:9/frank", key, identity=frank)
+        updated = client.update_agent(frank["did_hash"], endpoint_url="http://127.0.0.1:9/frank2", identity=frank, api_key=key)
+        assert updated["endpointUrl"] == "http://127.0.0.1:9/frank2"
+        # signed by another key: refused
+        with pytest.raises(HubError) as e:
+            client.update_agent(frank["did_hash"], endpoint_url="http://127.0.0.1:9/x", identity={"did": frank["did"], "private_key": generate_did("other-key")["private_key"]}, api_key=key)
+        assert (e.value.code, e.value.status) == ("SIGNATURE_INVALID", 401)
+        rotated_key = {**generate_did("frank", namespace="hubtest")}
+        record = client.rotate_agent_key(rotated_key, identity=frank, api_key=key)
+        assert record["keyVersion"] == 2 and record["publicKeyB64"] == rotated_key["public_key_b64"]
+        with HubClient(hub.url) as fresh:
+            assert fresh.resolve_key(frank["did"]) == rotated_key["public_key_bytes"]
+        # the old key no longer signs for the DID
+        with pytest.raises(HubError) as e:
+            client.delete_agent(frank["did_hash"], identity=frank, api_key=key)
+        assert e.value.code == "SIGNATURE_INVALID"
+        client.delete_agent(frank["did_hash"], identity={"did": frank["did"], "private_key": rotated_key["private_key"]}, api_key=key)
+        with pytest.raises(HubError) as e:
+            client.resolve_agent(frank["did_hash"])
+        assert (e.value.code, e.value.status) == ("NOT_FOUND", 404)
