@@ -417,7 +417,7 @@ def _covered_names(inner: InnerList) -> list[str]:
             not isinstance(name, str)
             or isinstance(name, Token)
             or item.params
-            or not (name in _DERIVED or _FIELD_NAME.match(name))
+            or not (name in _DERIVED or _FIELD_NAME.fullmatch(name))
         ):
             raise HttpSignatureError("SIGNATURE_MALFORMED", f"unsupported covered component {serialize_item(item)}")
         if name in names:

@@ -275,7 +275,7 @@ class _HostGuard:
         if self.any_host or host is None:
             return True
         name = _host_name(host)
-        return name in self.names or name.startswith("[") or bool(_IPV4.match(name)) or host.lower() in self.exact
+        return name in self.names or name.startswith("[") or bool(_IPV4.fullmatch(name)) or host.lower() in self.exact
 
     def origin(self, value: str, host: str | None) -> str:
         o = value.lower()
@@ -296,7 +296,7 @@ class _HostGuard:
             return await self.asgi(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         given = headers.get("x-correlation-id")
-        cid = given if given is not None and _CORRELATION_ID.match(given) else str(uuid.uuid4())
+        cid = given if given is not None and _CORRELATION_ID.fullmatch(given) else str(uuid.uuid4())
         host = headers.get("host")
         if not self.host_allowed(host):
             return await self._refuse(send, 421, "HostNotAllowed", "this server does not answer for the requested host", "HOST_NOT_ALLOWED", cid)
@@ -428,7 +428,7 @@ class AgentApp:
     @staticmethod
     def _cid(request: Request) -> str:
         given = request.headers.get("x-correlation-id")
-        return given if given is not None and _CORRELATION_ID.match(given) else str(uuid.uuid4())
+        return given if given is not None and _CORRELATION_ID.fullmatch(given) else str(uuid.uuid4())
 
     @staticmethod
     def _json(status: int, body: Any, cid: str, extra: Mapping[str, str] | None = None) -> Response:
@@ -500,7 +500,7 @@ class AgentApp:
         if o.auth == "none":
             return ANONYMOUS
         if o.auth == "bearer":
-            m = re.match(r"^Bearer\s+(\S+)\s*$", request.headers.get("authorization", ""), re.IGNORECASE)
+            m = re.fullmatch(r"Bearer\s+(\S+)\s*", request.headers.get("authorization", ""), re.IGNORECASE)
             if m is None:
                 raise _unauthorized("AUTH_REQUIRED", "send Authorization: Bearer <token>")
             digest = hashlib.sha256(m.group(1).encode()).digest()
@@ -551,7 +551,7 @@ class AgentApp:
         if not isinstance(payload["message"], str):
             raise _decode_error("Expected string", ["message"])
         sid = payload.get("sessionId")
-        if "sessionId" in payload and (not isinstance(sid, str) or not _SESSION_ID.match(sid)):
+        if "sessionId" in payload and (not isinstance(sid, str) or not _SESSION_ID.fullmatch(sid)):
             raise _decode_error("Expected a string matching the pattern ^[A-Za-z0-9._:-]{1,128}$", ["sessionId"], "Refinement")
         history = payload.get("history")
         if "history" in payload:
@@ -662,7 +662,7 @@ class AgentApp:
         return StreamingResponse(_follow(run, start), media_type=SSE_CONTENT_TYPE, headers=headers)
 
     def _reconnect(self, last_event_id: str, caller: Caller, cid: str) -> Response:
-        m = _EVENT_ID.match(last_event_id)
+        m = _EVENT_ID.fullmatch(last_event_id)
         if m is None:
             raise _bad_request("Last-Event-ID is not an event id of this server")
         run = self._runs.get(m.group(1))
@@ -774,7 +774,7 @@ class AgentApp:
             raise _bad_request("Idempotency-Key needs an authenticated caller (bearer or mesh-sig)")
         if streaming:
             raise _bad_request("Idempotency-Key is not taken with Accept: text/event-stream")
-        if not _IDEMPOTENCY_KEY.match(key):
+        if not _IDEMPOTENCY_KEY.fullmatch(key):
             raise _bad_request("Idempotency-Key must be 1 to 200 visible ASCII characters")
         from .jcs import canonical_bytes
 

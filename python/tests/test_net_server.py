@@ -210,3 +210,8 @@ def test_persistent_memory_survives_a_restart(tmp_path):
     for expected in ("echo: one (0 earlier turns)", "echo: two (2 earlier turns)"):
         with serve(echo, name="py-persist", memory="persistent", database=db) as agent, AgentClient() as c:
             assert c.call(agent.url, expected.split()[1], session_id="p")["message"] == expected
+
+
+def test_values_with_a_trailing_newline_are_refused(open_agent):
+    r = httpx.post(f"{open_agent.url}/v1/run", json={"message": "a", "sessionId": "s\n"})
+    assert (r.status_code, r.json()["code"]) == (400, "INVALID_REQUEST")
