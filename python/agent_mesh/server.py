@@ -487,7 +487,11 @@ class AgentApp:
                 got = await got
             if got is None:
                 raise hs.KeyNotFound(f"no key for {did}")
-            return keys.import_public_key(got) if isinstance(got, str) else bytes(got)
+            key = keys.b64decode(got) if isinstance(got, str) else bytes(got)
+            # A small-order or non-canonical key is no usable key (docs/protocol.md §2): nothing may verify under it.
+            if not keys.is_acceptable_public_key(key):
+                raise hs.KeyNotFound(f"INVALID_PUBLIC_KEY: the key of {did} is not an acceptable Ed25519 public key")
+            return key
         if self._hub is None:
             # Made on first use, inside the server's own event loop, which its connection pool belongs to.
             from .hub import AsyncHubClient

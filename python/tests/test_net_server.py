@@ -215,3 +215,11 @@ def test_persistent_memory_survives_a_restart(tmp_path):
 def test_values_with_a_trailing_newline_are_refused(open_agent):
     r = httpx.post(f"{open_agent.url}/v1/run", json={"message": "a", "sessionId": "s\n"})
     assert (r.status_code, r.json()["code"]) == (400, "INVALID_REQUEST")
+
+
+def test_a_resolved_small_order_key_is_key_not_found():
+    identity = bytes.fromhex("0100000000000000000000000000000000000000000000000000000000000000")
+    with serve(echo, name="py-small", auth="mesh-sig", resolve_caller_key=lambda did: identity) as agent, AgentClient() as c:
+        with pytest.raises(AgentCallError) as e:
+            c.call(agent.url, "m", sign_as=CALLER)
+    assert (e.value.code, e.value.status) == ("KEY_NOT_FOUND", 401)
