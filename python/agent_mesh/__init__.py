@@ -136,6 +136,10 @@ def __dir__() -> list[str]:
 
 
 __all__ = sorted(
-    [n for n, v in list(globals().items()) if not n.startswith("_") and not isinstance(v, type(importlib)) and n not in ("annotations", "Any")]
+    [
+        n
+        for n, v in list(globals().items())
+        if not n.startswith("_") and not isinstance(v, type(importlib)) and n not in ("annotations", "Any")
+    ]
     + list(_LAZY)
 )

@@ -67,8 +67,15 @@ def sign_approval(
     """Signs an approval as the grantor; ``created`` is the current whole second and ``expiresAt`` ``created`` +
     ttl (at most 86 400 s). Raises ``ApprovalError`` (``APPROVAL_MALFORMED``), ``InvalidDid`` or ``MalformedKey``."""
     did = parse_did(grantor_did)
-    if isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, int) or not 0 < ttl_seconds <= MAX_APPROVAL_TTL_SECONDS:
-        raise ApprovalError("APPROVAL_MALFORMED", f"ttl_seconds must be a whole number in [1, {MAX_APPROVAL_TTL_SECONDS}], got {ttl_seconds}")
+    if (
+        isinstance(ttl_seconds, bool)
+        or not isinstance(ttl_seconds, int)
+        or not 0 < ttl_seconds <= MAX_APPROVAL_TTL_SECONDS
+    ):
+        raise ApprovalError(
+            "APPROVAL_MALFORMED",
+            f"ttl_seconds must be a whole number in [1, {MAX_APPROVAL_TTL_SECONDS}], got {ttl_seconds}",
+        )
     created_ms = ((_wall_ms() if now_ms is None else now_ms) // 1000) * 1000
     fields = {
         "type": APPROVAL_TYPE,
@@ -78,7 +85,9 @@ def sign_approval(
         "expiresAt": to_iso_string(created_ms + ttl_seconds * 1000),
     }
     if not _bounded(task_id) or not _bounded(capability) or decision not in ("approve", "deny"):
-        raise ApprovalError("APPROVAL_MALFORMED", "taskId and capability must be 1 to 256 characters, decision approve or deny")
+        raise ApprovalError(
+            "APPROVAL_MALFORMED", "taskId and capability must be 1 to 256 characters, decision approve or deny"
+        )
     try:
         return sign_message(fields, private_key, verification_method_id(did), created=to_date_time_seconds(created_ms))
     except NotCanonicalizable as e:
@@ -101,7 +110,10 @@ def verify_approval(
     # 1. shape
     a = approval
     if not isinstance(a, dict) or any(k not in _FIELDS for k in a):
-        raise ApprovalError("APPROVAL_MALFORMED", "not an approval object (closed: type, taskId, capability, decision, expiresAt, proof)")
+        raise ApprovalError(
+            "APPROVAL_MALFORMED",
+            "not an approval object (closed: type, taskId, capability, decision, expiresAt, proof)",
+        )
     if not (
         a.get("type") == APPROVAL_TYPE
         and _bounded(a.get("taskId"))
@@ -135,12 +147,16 @@ def verify_approval(
     g = normalize_did(grantor) or grantor
     method = verification_method_id(g)
     if p["verificationMethod"] != method:
-        raise ApprovalError("APPROVAL_WRONG_SIGNER", f"signed by {p['verificationMethod']}; the approval must come from {method}")
+        raise ApprovalError(
+            "APPROVAL_WRONG_SIGNER", f"signed by {p['verificationMethod']}; the approval must come from {method}"
+        )
     # 4. this task and this capability
     if a["taskId"] != task_id:
         raise ApprovalError("APPROVAL_MISMATCH", f"the approval is for task {a['taskId']}")
     if a["capability"] != capability:
-        raise ApprovalError("APPROVAL_MISMATCH", f"the approval is for {a['capability']}, the task waits for {capability}")
+        raise ApprovalError(
+            "APPROVAL_MISMATCH", f"the approval is for {a['capability']}, the task waits for {capability}"
+        )
     # 5. time
     now = _wall_ms() if now_ms is None else now_ms
     if expires_ms <= now - clock_tolerance_ms:

@@ -9,12 +9,30 @@ from typing import Any, Mapping
 
 from .did import KeyRevoked, is_normalized_did, verification_method_id
 from .jcs import NotCanonicalizable, StrictJsonError, canonical_bytes, canonicalize, parse_json_strict
-from .keys import MalformedKey, PrivateKeyInput, b64url_decode, b64url_encode, load_private_key, sha256, sign as ed_sign, verify as ed_verify
+from .keys import (
+    MalformedKey,
+    PrivateKeyInput,
+    b64url_decode,
+    b64url_encode,
+    load_private_key,
+    sha256,
+    sign as ed_sign,
+    verify as ed_verify,
+)
 from .mandate import KeyResolveError, to_key_source
 from .money import InvalidAmount, format_usd_string, parse_usd
 from .timestamp import is_utc_timestamp
 
-__all__ = ["COMMIT_TOKEN_TYP", "MAX_TOKEN_LENGTH", "CommitTokenError", "digest_result", "sign", "verify", "decode_unverified", "receipt_problem"]
+__all__ = [
+    "COMMIT_TOKEN_TYP",
+    "MAX_TOKEN_LENGTH",
+    "CommitTokenError",
+    "digest_result",
+    "sign",
+    "verify",
+    "decode_unverified",
+    "receipt_problem",
+]
 
 COMMIT_TOKEN_TYP = "commit+jwt"
 MAX_TOKEN_LENGTH = 8192
@@ -81,7 +99,9 @@ def sign(receipt: Mapping[str, Any], private_key: PrivateKeyInput) -> str:
     r["amountUsd"] = format_usd_string(parse_usd(r["amountUsd"]))
     key = load_private_key(private_key)
     header = {"alg": "EdDSA", "typ": COMMIT_TOKEN_TYP, "kid": verification_method_id(r["issuer"])}
-    signing_input = b64url_encode(canonicalize(header).encode("utf-8")) + "." + b64url_encode(canonicalize(r).encode("utf-8"))
+    signing_input = (
+        b64url_encode(canonicalize(header).encode("utf-8")) + "." + b64url_encode(canonicalize(r).encode("utf-8"))
+    )
     return signing_input + "." + b64url_encode(ed_sign(key, signing_input.encode("ascii")))
 
 

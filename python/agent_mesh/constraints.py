@@ -169,7 +169,7 @@ def _is_count(u: Any) -> bool:
         return False
     if isinstance(u, float) and not u.is_integer():
         return False
-    return 0 <= u <= MAX_COUNT
+    return bool(0 <= u <= MAX_COUNT)
 
 
 def _js_len(s: str) -> int:
@@ -229,7 +229,7 @@ def _first(*checks: Any) -> str | None:
     for c in checks:
         r = c() if callable(c) else c
         if r is not None:
-            return r
+            return str(r)
     return None
 
 
@@ -241,7 +241,9 @@ def constraints_problem(kind: str, cns: Any) -> str | None:
         return _first(
             lambda: _only_keys(cns, _SPENDING_KEYS, "cns"),
             lambda: _check_usd(cns.get("spendLimitUsd"), "spendLimitUsd"),
-            lambda: None if "allowedMerchants" not in cns else _check_name_list(cns["allowedMerchants"], "allowedMerchants"),
+            lambda: (
+                None if "allowedMerchants" not in cns else _check_name_list(cns["allowedMerchants"], "allowedMerchants")
+            ),
         )
     if kind == "payment":
         return _first(
@@ -256,13 +258,17 @@ def constraints_problem(kind: str, cns: Any) -> str | None:
             lambda: None if "blocked" not in cns else _check_name_list(cns["blocked"], "blocked"),
             lambda: None if "humanGates" not in cns else _check_name_list(cns["humanGates"], "humanGates"),
             lambda: None if "dataAccess" not in cns else _check_name_list(cns["dataAccess"], "dataAccess"),
-            lambda: None
-            if "reversibleOnly" not in cns or isinstance(cns["reversibleOnly"], bool)
-            else "reversibleOnly must be a boolean",
+            lambda: (
+                None
+                if "reversibleOnly" not in cns or isinstance(cns["reversibleOnly"], bool)
+                else "reversibleOnly must be a boolean"
+            ),
             lambda: None if "sandbox" not in cns or isinstance(cns["sandbox"], bool) else "sandbox must be a boolean",
-            lambda: None
-            if _is_count(cns.get("maxDelegationDepth"))
-            else "maxDelegationDepth must be a non-negative integer",
+            lambda: (
+                None
+                if _is_count(cns.get("maxDelegationDepth"))
+                else "maxDelegationDepth must be a non-negative integer"
+            ),
         )
         if problem is not None:
             return problem
@@ -289,15 +295,17 @@ def constraints_problem(kind: str, cns: Any) -> str | None:
                     return f"computeLimit.{k} must be a non-negative integer"
         return None
     if kind == "model-budget":
-        q = cns.get("quality_threshold")
+        q: Any = cns.get("quality_threshold")
         return _first(
             lambda: _only_keys(cns, _MODEL_KEYS, "cns"),
             lambda: None if _is_count(cns.get("token_budget")) else "token_budget must be a non-negative integer",
             lambda: _check_usd(cns.get("cost_budget_usd"), "cost_budget_usd"),
             lambda: None if _is_number(q) and 0 <= q <= 1 else "quality_threshold must be a number in 0..1",
-            lambda: None
-            if isinstance(cns.get("task_type"), str) and cns["task_type"] in TASK_TYPES
-            else f"task_type must be one of {', '.join(TASK_TYPES)}",
+            lambda: (
+                None
+                if isinstance(cns.get("task_type"), str) and cns["task_type"] in TASK_TYPES
+                else f"task_type must be one of {', '.join(TASK_TYPES)}"
+            ),
             lambda: None if _is_count(cns.get("expected_steps")) else "expected_steps must be a non-negative integer",
         )
     return "unknown kind"
@@ -345,7 +353,9 @@ def narrowing_violation(
         return _merchants_problem(parent, child.get("allowedMerchants"))
     if child_kind == "payment":
         if usd_micros(child["amountUsd"]) > usd_micros(parent["spendLimitUsd"]):
-            return _widened(f"amountUsd {child['amountUsd']} exceeds the parent's spendLimitUsd {parent['spendLimitUsd']}")
+            return _widened(
+                f"amountUsd {child['amountUsd']} exceeds the parent's spendLimitUsd {parent['spendLimitUsd']}"
+            )
         return _merchants_problem(parent, [child["merchant"]])
     if child_kind == "task":
         return _task_narrowing(parent, child)
@@ -358,7 +368,9 @@ def _task_narrowing(p: Mapping[str, Any], c: Mapping[str, Any]) -> tuple[str, st
     if p["maxDelegationDepth"] < 1:
         return ("DEPTH_EXCEEDED", "the parent allows no further delegation (maxDelegationDepth 0)")
     if c["maxDelegationDepth"] > p["maxDelegationDepth"] - 1:
-        return _widened(f"maxDelegationDepth {c['maxDelegationDepth']} must be below the parent's {p['maxDelegationDepth']}")
+        return _widened(
+            f"maxDelegationDepth {c['maxDelegationDepth']} must be below the parent's {p['maxDelegationDepth']}"
+        )
     x = _subset(c["allowed"], p["allowed"])
     if x is not None:
         return _widened(f"allowed: {x!r} is not allowed by the parent")

@@ -184,7 +184,9 @@ def _check_document(doc: Any) -> None:
         need("revoked" not in m or isinstance(m["revoked"], str), "revoked must be a string")
     for k in ("authentication", "assertionMethod"):
         if k in doc:
-            need(isinstance(doc[k], list) and all(isinstance(x, str) for x in doc[k]), f"{k} must be an array of strings")
+            need(
+                isinstance(doc[k], list) and all(isinstance(x, str) for x in doc[k]), f"{k} must be an array of strings"
+            )
     if "service" in doc:
         svc = doc["service"]
         need(isinstance(svc, list), "service must be an array")
@@ -333,8 +335,8 @@ def load_identity_file(path: str | os.PathLike[str]) -> Identity:
     from_did_key = public_key_of_did_key(content["didKey"])
     key = load_private_key(content["privateKeyPkcs8B64"])
     own = public_key_bytes(key)
-    for what, k in (("publicKeyB64", pub), ("document", from_document), ("didKey", from_did_key)):
-        if k != own:
+    for what, found in (("publicKeyB64", pub), ("document", from_document), ("didKey", from_did_key)):
+        if found != own:
             raise invalid(f"the {what} key is not the private key's")
     doc = content["document"]
     return {

@@ -14,7 +14,16 @@ from typing import Any, Mapping
 from . import base58
 from .did import is_normalized_did, parse_did, verification_method_id
 from .jcs import NotCanonicalizable
-from .keys import MalformedKey, PrivateKeyInput, PublicKeyInput, b64decode, b64url_encode, load_private_key, sign, verify
+from .keys import (
+    MalformedKey,
+    PrivateKeyInput,
+    PublicKeyInput,
+    b64decode,
+    b64url_encode,
+    load_private_key,
+    sign,
+    verify,
+)
 from .nonce import NonceRecordError, NonceRegistry
 from .proof import CRYPTOSUITE, hash_data
 from .timestamp import now_ms as _wall_ms, parse_utc_timestamp, to_iso_string
@@ -56,8 +65,12 @@ DEFAULT_TTL_SECONDS = 300
 DEFAULT_MAX_TTL_SECONDS = 86_400
 DEFAULT_CLOCK_TOLERANCE_MS = 30_000
 
-_ENVELOPE_KEYS = frozenset(["type", "id", "from", "to", "correlationId", "nonce", "createdAt", "expiresAt", "body", "proof"])
-_PROOF_KEYS = frozenset(["type", "cryptosuite", "created", "verificationMethod", "proofPurpose", "@context", "proofValue"])
+_ENVELOPE_KEYS = frozenset(
+    ["type", "id", "from", "to", "correlationId", "nonce", "createdAt", "expiresAt", "body", "proof"]
+)
+_PROOF_KEYS = frozenset(
+    ["type", "cryptosuite", "created", "verificationMethod", "proofPurpose", "@context", "proofValue"]
+)
 _NONCE = re.compile(r"[A-Za-z0-9_-]{16,128}", re.ASCII)
 
 
@@ -111,8 +124,11 @@ def build_envelope(
     key = load_private_key(private_key)
     frm = parse_did(from_did)
     to = parse_did(to_did)
-    if isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, (int, float)) or not math.isfinite(ttl_seconds) or not (
-        0 < ttl_seconds <= DEFAULT_MAX_TTL_SECONDS
+    if (
+        isinstance(ttl_seconds, bool)
+        or not isinstance(ttl_seconds, (int, float))
+        or not math.isfinite(ttl_seconds)
+        or not (0 < ttl_seconds <= DEFAULT_MAX_TTL_SECONDS)
     ):
         raise EnvelopeError("TTL_TOO_LONG", f"ttl_seconds must be in (0, {DEFAULT_MAX_TTL_SECONDS}], got {ttl_seconds}")
     if not _bounded(type_, 128):
@@ -205,7 +221,7 @@ def check_envelope(
     # 1. shape
     if not is_envelope(envelope):
         raise EnvelopeError("MALFORMED", "not an envelope (docs/protocol.md §5)")
-    env = envelope
+    env: dict[str, Any] = envelope
     if env["proof"].get("created") != env["createdAt"]:
         raise EnvelopeError("MALFORMED", "proof.created must equal createdAt")
     if env["proof"]["verificationMethod"] != verification_method_id(env["from"]):
@@ -231,7 +247,9 @@ def check_envelope(
 
     # 4. signature
     if skip_signature:
-        log.warning("envelope %s from %s: signature NOT checked (skip_signature; trusted mesh only)", env["id"], env["from"])
+        log.warning(
+            "envelope %s from %s: signature NOT checked (skip_signature; trusted mesh only)", env["id"], env["from"]
+        )
     else:
         try:
             public_key = _public_key_bytes(sender_public_key)

@@ -10,7 +10,15 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from .mandate import DEFAULT_CLOCK_TOLERANCE_SECONDS, KeysInput, Mandate, MandateInvalid, chain_of, check_mandate, to_key_source
+from .mandate import (
+    DEFAULT_CLOCK_TOLERANCE_SECONDS,
+    KeysInput,
+    Mandate,
+    MandateInvalid,
+    chain_of,
+    check_mandate,
+    to_key_source,
+)
 from .money import InvalidAmount, parse_usd
 from .timestamp import now_ms as _wall_ms
 
@@ -145,7 +153,9 @@ class SpendingGuard:
     """Authorizes payments: the chain must verify for the presenter (kinds intent, cart, payment), the merchant must
     be allowed by every link, and the amount is charged against every link's limit, cumulatively."""
 
-    def __init__(self, keys: KeysInput, store: CounterStore | None = None, clock: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self, keys: KeysInput, store: CounterStore | None = None, clock: Callable[[], int] | None = None
+    ) -> None:
         source = to_key_source(keys)
         if isinstance(source, bytes):
             raise TypeError("a guard needs a key map or a KeyResolver, not a single key")
@@ -168,9 +178,15 @@ class SpendingGuard:
         chain = chain_of(mandate)
         for m in chain:
             c = m.constraints
-            allowed = c["merchant"] == merchant if m.kind == "payment" else ("allowedMerchants" not in c or merchant in c["allowedMerchants"])
+            allowed = (
+                c["merchant"] == merchant
+                if m.kind == "payment"
+                else ("allowedMerchants" not in c or merchant in c["allowedMerchants"])
+            )
             if not allowed:
-                raise SpendingConstraintViolation("MERCHANT_NOT_ALLOWED", f"merchant {merchant!r} is not allowed by mandate {m.jti}")
+                raise SpendingConstraintViolation(
+                    "MERCHANT_NOT_ALLOWED", f"merchant {merchant!r} is not allowed by mandate {m.jti}"
+                )
         charges = [
             CounterCharge(
                 counter_scope(m),
@@ -196,7 +212,9 @@ def _is_count(n: Any) -> bool:
 class TaskGuard:
     """Checks actions against task mandates (docs/protocol.md §9.9.2) and charges their limits on every link."""
 
-    def __init__(self, keys: KeysInput, store: CounterStore | None = None, clock: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self, keys: KeysInput, store: CounterStore | None = None, clock: Callable[[], int] | None = None
+    ) -> None:
         source = to_key_source(keys)
         if isinstance(source, bytes):
             raise TypeError("a guard needs a key map or a KeyResolver, not a single key")
@@ -207,8 +225,12 @@ class TaskGuard:
     def _verify(self, token: str, presenter: str) -> Mandate:
         try:
             return check_mandate(
-                token, self._keys, expected_grantee=presenter, kinds=["task"],
-                clock_tolerance_seconds=DEFAULT_CLOCK_TOLERANCE_SECONDS, now_ms=self._clock(),
+                token,
+                self._keys,
+                expected_grantee=presenter,
+                kinds=["task"],
+                clock_tolerance_seconds=DEFAULT_CLOCK_TOLERANCE_SECONDS,
+                now_ms=self._clock(),
             )
         except MandateInvalid as e:
             code = "DELEGATION_DEPTH_EXCEEDED" if e.reason == "DEPTH_EXCEEDED" else "MANDATE_INVALID"
@@ -231,9 +253,12 @@ class TaskGuard:
             self.store.charge(charges, chain_of(mandate)[0].expires_at * 1000)
         except CounterLimitReached as e:
             if e.counter.startswith("action:"):
-                raise TaskConstraintViolation("ACTION_LIMIT_EXCEEDED", f"{cap} would exceed its limit of {e.limit} (mandate {e.scope})") from e
+                raise TaskConstraintViolation(
+                    "ACTION_LIMIT_EXCEEDED", f"{cap} would exceed its limit of {e.limit} (mandate {e.scope})"
+                ) from e
             raise TaskConstraintViolation(
-                "COMPUTE_LIMIT_EXCEEDED", f"{e.counter[len('compute:'):]} would exceed its limit of {e.limit} (mandate {e.scope})"
+                "COMPUTE_LIMIT_EXCEEDED",
+                f"{e.counter[len('compute:') :]} would exceed its limit of {e.limit} (mandate {e.scope})",
             ) from e
 
     def check(
@@ -260,7 +285,9 @@ class TaskGuard:
         if cap not in c["allowed"]:
             raise TaskConstraintViolation("CAPABILITY_NOT_PERMITTED", f"{cap} is not allowed")
         if c.get("reversibleOnly") is True and not reversible:
-            raise TaskConstraintViolation("REVERSIBILITY_VIOLATION", f"{cap} is irreversible and the mandate allows reversible actions only")
+            raise TaskConstraintViolation(
+                "REVERSIBILITY_VIOLATION", f"{cap} is irreversible and the mandate allows reversible actions only"
+            )
         if c.get("sandbox") is True and not sandboxed:
             raise TaskConstraintViolation("SANDBOX_REQUIRED", "the mandate requires a sandboxed runtime")
         granted = c.get("dataAccess", [])
@@ -270,7 +297,9 @@ class TaskGuard:
         if cap in c.get("humanGates", []) and human_approved is not True:
             raise TaskConstraintViolation("HUMAN_GATE_REQUIRED", f"{cap} needs a human approval")
         if not _is_count(llm_tokens) or not _is_count(web_requests):
-            raise TaskConstraintViolation("COMPUTE_LIMIT_EXCEEDED", "llm_tokens and web_requests must be non-negative integers")
+            raise TaskConstraintViolation(
+                "COMPUTE_LIMIT_EXCEEDED", "llm_tokens and web_requests must be non-negative integers"
+            )
         charges: list[CounterCharge] = []
         for m in chain_of(mandate):
             limits = m.constraints.get("actionLimits") or {}
@@ -280,11 +309,16 @@ class TaskGuard:
         self._charge(mandate, charges, cap)
         return mandate
 
-    def reserve_compute(self, token: str, presenter: str, llm_tokens: int | None = None, web_requests: int | None = None) -> Mandate:
-        """Reserves compute the presenter is about to spend on its own account, against every link's ``computeLimit``."""
+    def reserve_compute(
+        self, token: str, presenter: str, llm_tokens: int | None = None, web_requests: int | None = None
+    ) -> Mandate:
+        """Reserves compute the presenter is about to spend on its own account, against every link's
+        ``computeLimit``."""
         mandate = self._verify(token, presenter)
         if not _is_count(llm_tokens) or not _is_count(web_requests):
-            raise TaskConstraintViolation("COMPUTE_LIMIT_EXCEEDED", "llm_tokens and web_requests must be non-negative integers")
+            raise TaskConstraintViolation(
+                "COMPUTE_LIMIT_EXCEEDED", "llm_tokens and web_requests must be non-negative integers"
+            )
         self._charge(mandate, self._compute_charges(mandate, llm_tokens, web_requests), None)
         return mandate
 

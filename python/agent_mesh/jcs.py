@@ -85,8 +85,8 @@ def format_number(x: int | float) -> str:
     elif -6 < n <= 0:
         out = "0." + "0" * (-n) + digits
     else:
-        e = n - 1
-        es = ("+" if e >= 0 else "-") + str(abs(e))
+        power = n - 1
+        es = ("+" if power >= 0 else "-") + str(abs(power))
         out = (digits if k == 1 else digits[0] + "." + digits[1:]) + "e" + es
     return sign + out
 

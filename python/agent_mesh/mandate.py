@@ -285,7 +285,9 @@ def _parse_links(token: Any, into: list[_Link], remaining: int) -> Mandate:
         raise MandateInvalid("MALFORMED", "not a JWS compact token (three segments)")
     header = _decode_json_segment(parts[0])
     if not isinstance(header, dict):
-        raise MandateInvalid("MALFORMED", "header is not base64url I-JSON (an object, no member named twice, no __proto__)")
+        raise MandateInvalid(
+            "MALFORMED", "header is not base64url I-JSON (an object, no member named twice, no __proto__)"
+        )
     for k in header:
         if k not in _HEADER_KEYS:
             raise MandateInvalid("MALFORMED", f"unsupported header member {k!r}")
@@ -298,7 +300,9 @@ def _parse_links(token: Any, into: list[_Link], remaining: int) -> Mandate:
         raise MandateInvalid("MALFORMED", "kid must be the grantor's #key-1")
     p = _decode_json_segment(parts[1])
     if not isinstance(p, dict):
-        raise MandateInvalid("MALFORMED", "payload is not base64url I-JSON (an object, no claim named twice, no __proto__)")
+        raise MandateInvalid(
+            "MALFORMED", "payload is not base64url I-JSON (an object, no claim named twice, no __proto__)"
+        )
     for k in p:
         if k not in _CLAIM_KEYS:
             raise MandateInvalid("MALFORMED", f"unknown claim {k!r}")
@@ -315,7 +319,7 @@ def _parse_links(token: Any, into: list[_Link], remaining: int) -> Mandate:
     jti = p.get("jti")
     if not isinstance(jti, str) or not 0 < _js_len(jti) <= 128:
         raise MandateInvalid("MALFORMED", "jti must be a string of 1..128 characters")
-    kv = p.get("kv")
+    kv: Any = p.get("kv")
     if not _is_safe_int(kv) or kv < 1:
         raise MandateInvalid("MALFORMED", "kv must be a positive integer")
     kind = p.get("kind")
@@ -371,7 +375,9 @@ def _chain_problem(links: Sequence[_Link]) -> MandateInvalid | None:
         parent = links[i - 1].mandate
         child = links[i].mandate
         if parent.grantee != child.grantor:
-            return MandateInvalid("CHAIN_BROKEN", f"link {i}: grantor {child.grantor} is not the parent's grantee {parent.grantee}")
+            return MandateInvalid(
+                "CHAIN_BROKEN", f"link {i}: grantor {child.grantor} is not the parent's grantee {parent.grantee}"
+            )
         if child.expires_at > parent.expires_at:
             return MandateInvalid("ATTENUATION_WIDENED", f"link {i}: expires after its parent")
         v = narrowing_violation(parent.kind, parent.constraints, child.kind, child.constraints)
@@ -420,7 +426,8 @@ def _link_key(source: bytes | KeyResolver, link: _Link, is_leaf: bool) -> bytes:
     resolved = _resolved(resolved)
     if resolved.key_version != m.key_version:
         raise MandateInvalid(
-            "KEY_ROTATED", f"{m.grantor} signed under key version {m.key_version}; the current one is {resolved.key_version}"
+            "KEY_ROTATED",
+            f"{m.grantor} signed under key version {m.key_version}; the current one is {resolved.key_version}",
         )
     return resolved.public_key
 
@@ -447,7 +454,9 @@ def check_mandate(
         except MalformedKey as e:
             raise MandateInvalid("SIGNATURE_INVALID", str(e)) from e
         if not ok:
-            raise MandateInvalid("SIGNATURE_INVALID", f"link {i}: signature does not verify under {link.mandate.grantor}'s key")
+            raise MandateInvalid(
+                "SIGNATURE_INVALID", f"link {i}: signature does not verify under {link.mandate.grantor}'s key"
+            )
 
     check_signature(last)
     if cns_problem is not None:
@@ -579,7 +588,9 @@ def _sign(
     }
     if parent is not None:
         payload["prf"] = parent.token
-    signing_input = b64url_encode(stringify(header).encode("utf-8")) + "." + b64url_encode(stringify(payload).encode("utf-8"))
+    signing_input = (
+        b64url_encode(stringify(header).encode("utf-8")) + "." + b64url_encode(stringify(payload).encode("utf-8"))
+    )
     token = signing_input + "." + b64url_encode(ed_sign(private_key, signing_input.encode("ascii")))
     # parsed back, so the mandate returned is exactly what verifiers see
     return decode_unverified(token)
@@ -607,7 +618,18 @@ def issue_intent_mandate(
 ) -> Mandate:
     """Issues an intent mandate, the root of a spending chain: ``constraints`` is a ``SpendingConstraints`` or a dict
     (``spend_limit_usd``/``spendLimitUsd``, optional ``allowed_merchants``/``allowedMerchants``)."""
-    return _sign("intent", grantor_did, grantee_did, constraints_json(constraints), private_key, ttl_seconds, key_version, None, now_ms, jti)
+    return _sign(
+        "intent",
+        grantor_did,
+        grantee_did,
+        constraints_json(constraints),
+        private_key,
+        ttl_seconds,
+        key_version,
+        None,
+        now_ms,
+        jti,
+    )
 
 
 def attenuate_to_cart(
@@ -624,7 +646,18 @@ def attenuate_to_cart(
     """Attenuates an intent into a cart mandate whose spend limit and merchants are within the parent's; the
     grantor is the parent's grantee, whose key signs. The lifetime is cut to the parent's expiry."""
     p = _parent_mandate(parent)
-    return _sign("cart", p.grantee, grantee_did, constraints_json(narrowed), grantor_private_key, ttl_seconds, key_version, p, now_ms, jti)
+    return _sign(
+        "cart",
+        p.grantee,
+        grantee_did,
+        constraints_json(narrowed),
+        grantor_private_key,
+        ttl_seconds,
+        key_version,
+        p,
+        now_ms,
+        jti,
+    )
 
 
 def attenuate_to_payment(
@@ -661,7 +694,9 @@ def issue_task_mandate(
     problem = constraints_problem("task", cns)
     if problem is not None:
         raise MandateIssueError("INVALID_CONSTRAINTS", problem)
-    return _sign("task", grantor_did, grantee_did, normalize_task(cns), private_key, ttl_seconds, key_version, None, now_ms, jti)
+    return _sign(
+        "task", grantor_did, grantee_did, normalize_task(cns), private_key, ttl_seconds, key_version, None, now_ms, jti
+    )
 
 
 def attenuate_task_mandate(
@@ -681,7 +716,18 @@ def attenuate_task_mandate(
     if problem is not None:
         raise MandateIssueError("INVALID_CONSTRAINTS", problem)
     p = _parent_mandate(parent)
-    return _sign("task", p.grantee, grantee_did, normalize_task(cns), grantor_private_key, ttl_seconds, key_version, p, now_ms, jti)
+    return _sign(
+        "task",
+        p.grantee,
+        grantee_did,
+        normalize_task(cns),
+        grantor_private_key,
+        ttl_seconds,
+        key_version,
+        p,
+        now_ms,
+        jti,
+    )
 
 
 def issue_model_budget_mandate(
@@ -697,7 +743,16 @@ def issue_model_budget_mandate(
 ) -> Mandate:
     """Issues a root model-budget mandate (token and cost budgets, quality bar, task type) for model routing."""
     return _sign(
-        "model-budget", grantor_did, grantee_did, constraints_json(constraints), private_key, ttl_seconds, key_version, None, now_ms, jti
+        "model-budget",
+        grantor_did,
+        grantee_did,
+        constraints_json(constraints),
+        private_key,
+        ttl_seconds,
+        key_version,
+        None,
+        now_ms,
+        jti,
     )
 
 
@@ -715,5 +770,14 @@ def attenuate_model_budget_mandate(
     """Attenuates a model-budget mandate: budgets and steps only shrink, the quality bar only rises."""
     p = _parent_mandate(parent)
     return _sign(
-        "model-budget", p.grantee, grantee_did, constraints_json(constraints), grantor_private_key, ttl_seconds, key_version, p, now_ms, jti
+        "model-budget",
+        p.grantee,
+        grantee_did,
+        constraints_json(constraints),
+        grantor_private_key,
+        ttl_seconds,
+        key_version,
+        p,
+        now_ms,
+        jti,
     )

@@ -98,7 +98,9 @@ class NonceRegistry:
                     if s.earliest <= now:
                         self._sweep_sender(s, now)
                     if len(s.nonces) >= self.quota:
-                        raise NonceRecordError("NONCE_QUOTA_EXCEEDED", f"{sender} holds its quota of {self.quota} live nonces")
+                        raise NonceRecordError(
+                            "NONCE_QUOTA_EXCEEDED", f"{sender} holds its quota of {self.quota} live nonces"
+                        )
                 if self._size >= self.capacity:
                     if self._earliest <= now:
                         self._sweep(now)

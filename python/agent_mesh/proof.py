@@ -90,8 +90,10 @@ def verify_message(
     if proof_context is not None:
         # The document's @context must start with the proof's, in order (vc-di-eddsa §3.3.2).
         doc_context = unsecured.get("@context")
-        if not isinstance(doc_context, list) or len(doc_context) < len(proof_context) or any(
-            doc_context[i] != c for i, c in enumerate(proof_context)
+        if (
+            not isinstance(doc_context, list)
+            or len(doc_context) < len(proof_context)
+            or any(doc_context[i] != c for i, c in enumerate(proof_context))
         ):
             raise ProofInvalid("MALFORMED_PROOF", "proof @context does not match the document's")
     try:

@@ -47,12 +47,24 @@ def reconcile(allocations: Sequence[Mapping[str, Any]], pool: Mapping[str, Any],
         token = a.get("commitToken")
         if token is None:
             if spent is not None and spent > 0:
-                failures.append({"code": "MISSING_COMMIT_TOKEN", "allocationId": aid, "message": f"{format_usd_string(spent)} USD used without a commit token"})
+                failures.append(
+                    {
+                        "code": "MISSING_COMMIT_TOKEN",
+                        "allocationId": aid,
+                        "message": f"{format_usd_string(spent)} USD used without a commit token",
+                    }
+                )
             continue
         try:
             r = commit_token.verify(token, keys)
         except commit_token.CommitTokenError as e:
-            failures.append({"code": "MALFORMED_TOKEN" if e.code == "INVALID_RECEIPT" else e.code, "allocationId": aid, "message": str(e)})
+            failures.append(
+                {
+                    "code": "MALFORMED_TOKEN" if e.code == "INVALID_RECEIPT" else e.code,
+                    "allocationId": aid,
+                    "message": str(e),
+                }
+            )
             continue
         receipts[aid] = r
         try:
@@ -72,7 +84,13 @@ def reconcile(allocations: Sequence[Mapping[str, Any]], pool: Mapping[str, Any],
         receipt_id = json.dumps([r["issuer"], r["sagaId"], r["step"]])
         earlier = billed.get(receipt_id)
         if earlier is not None:
-            failures.append({"code": "DUPLICATE_RECEIPT", "allocationId": aid, "message": f"saga {r['sagaId']} step {r['step']} by {r['issuer']} is billed on {earlier} too"})
+            failures.append(
+                {
+                    "code": "DUPLICATE_RECEIPT",
+                    "allocationId": aid,
+                    "message": f"saga {r['sagaId']} step {r['step']} by {r['issuer']} is billed on {earlier} too",
+                }
+            )
         else:
             billed[receipt_id] = aid
     total = micros(pool.get("allocatedUsd"), "the pool's allocatedUsd")
@@ -80,7 +98,8 @@ def reconcile(allocations: Sequence[Mapping[str, Any]], pool: Mapping[str, Any],
         failures.append(
             {
                 "code": "TOTAL_MISMATCH",
-                "message": f"the pool says {format_usd_string(total)} USD allocated; its allocations add up to {format_usd_string(allocated)} USD",
+                "message": f"the pool says {format_usd_string(total)} USD allocated; "
+                f"its allocations add up to {format_usd_string(allocated)} USD",
             }
         )
     return {

@@ -8,7 +8,14 @@ import re
 import time
 from typing import Any
 
-__all__ = ["UTC_TIMESTAMP", "parse_utc_timestamp", "is_utc_timestamp", "to_iso_string", "to_date_time_seconds", "now_ms"]
+__all__ = [
+    "UTC_TIMESTAMP",
+    "parse_utc_timestamp",
+    "is_utc_timestamp",
+    "to_iso_string",
+    "to_date_time_seconds",
+    "now_ms",
+]
 
 UTC_TIMESTAMP = re.compile(
     r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,32}))?(?:[Zz]|[+-]00:00)",
@@ -52,7 +59,14 @@ def parse_utc_timestamp(s: Any) -> int | None:
     if m is None:
         return None
     y, mo, d, h, mi, sec = (int(m.group(i)) for i in range(1, 7))
-    if not 1 <= mo <= 12 or d < 1 or d > (29 if mo == 2 and _is_leap(y) else _DAYS[mo - 1]) or h > 23 or mi > 59 or sec > 59:
+    if (
+        not 1 <= mo <= 12
+        or d < 1
+        or d > (29 if mo == 2 and _is_leap(y) else _DAYS[mo - 1])
+        or h > 23
+        or mi > 59
+        or sec > 59
+    ):
         return None
     frac = m.group(7)
     ms = 0 if frac is None else int(frac[:3].ljust(3, "0"))

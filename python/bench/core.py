@@ -57,8 +57,13 @@ def rate(op: Callable[[], object], rounds: int = 5, round_s: float = 0.3) -> flo
 
 def python_figures() -> dict[str, float]:
     alice, bob, carol, dave = (generate_did(n) for n in ("alice", "bob", "carol", "dave"))
-    body = {"capability": "summarize", "params": {"text": "The quick brown fox jumps over the lazy dog.", "maxWords": 12}}
-    pool = [build_envelope("MeshRequest", alice["did"], bob["did"], body, None, alice["private_key"]) for _ in range(20_000)]
+    body = {
+        "capability": "summarize",
+        "params": {"text": "The quick brown fox jumps over the lazy dog.", "maxWords": 12},
+    }
+    pool = [
+        build_envelope("MeshRequest", alice["did"], bob["did"], body, None, alice["private_key"]) for _ in range(20_000)
+    ]
     state = {"i": 0, "reg": NonceRegistry(capacity=1_000_000)}
 
     def validate_one() -> None:
@@ -131,7 +136,11 @@ def main() -> None:
     payload = {"seeds": py.pop("_seeds"), "tokens": py.pop("_tokens")}
     proc = subprocess.run(
         ["node", "--input-type=module", "-e", TS.replace("DIST", (ROOT / "dist").as_uri())],
-        input=json.dumps(payload), capture_output=True, text=True, cwd=ROOT, check=True,
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
     )
     ts = json.loads(proc.stdout.strip().split("\n")[-1])
     print(f"{'operation':<28}{'Python ops/s':>14}{'TypeScript ops/s':>18}{'Python/TS':>11}")

@@ -19,11 +19,24 @@ def test_documented_vector() -> None:
     a = sign_approval("task-1", "send_email", ALICE, SEED, "approve", 900, now_ms=NOW)
     assert a["expiresAt"] == "2026-01-01T00:15:00.000Z"
     assert a["proof"]["created"] == "2026-01-01T00:00:00Z"
-    assert a["proof"]["proofValue"] == "z3jdsvwDBEVq18xEZvsk84aYs9Vqhr3LHJjZduHRrFo5M3ahhPM3icF3NjycwJAjGXmwTYmabyzQTF8Z67emj1WMB"
-    assert verify_approval(a, "task-1", "send_email", ALICE, KEYS, now_ms=NOW) == {"decision": "approve", "expires_at": NOW + 900_000}
+    assert (
+        a["proof"]["proofValue"]
+        == "z3jdsvwDBEVq18xEZvsk84aYs9Vqhr3LHJjZduHRrFo5M3ahhPM3icF3NjycwJAjGXmwTYmabyzQTF8Z67emj1WMB"
+    )
+    assert verify_approval(a, "task-1", "send_email", ALICE, KEYS, now_ms=NOW) == {
+        "decision": "approve",
+        "expires_at": NOW + 900_000,
+    }
 
 
-def code(approval: object, task: str = "task-1", cap: str = "send_email", grantor: str = ALICE, keys: object = None, now: int = NOW) -> str:
+def code(
+    approval: object,
+    task: str = "task-1",
+    cap: str = "send_email",
+    grantor: str = ALICE,
+    keys: object = None,
+    now: int = NOW,
+) -> str:
     with pytest.raises(ApprovalError) as e:
         verify_approval(approval, task, cap, grantor, KEYS if keys is None else keys, now_ms=now)  # type: ignore[arg-type]
     return e.value.code

@@ -49,8 +49,14 @@ def seed_hex(ident: dict) -> str:
 def test_python_envelope_validated_by_typescript(node_eval) -> None:  # type: ignore[no-untyped-def]
     alice = generate_did("alice", namespace="py")
     bob = generate_did("bob", namespace="ts")
-    env = build_envelope("MeshRequest", alice["did"], bob["did"], {"capability": "echo", "params": {"text": "h\u00e9llo \U0001f600", "n": 1.5, "big": 1e21}},
-                         None, alice["private_key"])
+    env = build_envelope(
+        "MeshRequest",
+        alice["did"],
+        bob["did"],
+        {"capability": "echo", "params": {"text": "h\u00e9llo \U0001f600", "n": 1.5, "big": 1e21}},
+        None,
+        alice["private_key"],
+    )
     tampered = {**env, "body": {**env["body"], "params": {"text": "changed"}}}
     result = node_eval(
         IMPORTS
@@ -64,9 +70,21 @@ def test_python_envelope_validated_by_typescript(node_eval) -> None:  # type: ig
         r.push(await MeshPromise.validateEnvelope(input.env, input.wrongPub, input.me, MeshPromise.createMemoryNonceStore()));
         out(r);
         """,
-        {"env": env, "tampered": tampered, "pub": alice["public_key_b64"], "wrongPub": bob["public_key_b64"], "me": bob["did"]},
+        {
+            "env": env,
+            "tampered": tampered,
+            "pub": alice["public_key_b64"],
+            "wrongPub": bob["public_key_b64"],
+            "me": bob["did"],
+        },
     )
-    assert result == [[True, None], [False, "REPLAYED"], [False, "SIGNATURE_INVALID"], [False, "WRONG_RECIPIENT"], [False, "SIGNATURE_INVALID"]]
+    assert result == [
+        [True, None],
+        [False, "REPLAYED"],
+        [False, "SIGNATURE_INVALID"],
+        [False, "WRONG_RECIPIENT"],
+        [False, "SIGNATURE_INVALID"],
+    ]
 
 
 def test_typescript_envelope_validated_by_python(node_eval) -> None:  # type: ignore[no-untyped-def]
@@ -87,10 +105,19 @@ def test_typescript_envelope_validated_by_python(node_eval) -> None:  # type: ig
     assert validate_envelope(env, alice["public_key_bytes"], bob["did"], reg) == (True, None)
     assert validate_envelope(env, alice["public_key_bytes"], bob["did"], reg) == (False, "REPLAYED")
     tampered = {**env, "body": {**env["body"], "result": "changed"}}
-    assert validate_envelope(tampered, alice["public_key_bytes"], bob["did"], NonceRegistry()) == (False, "SIGNATURE_INVALID")
-    assert validate_envelope(env, alice["public_key_bytes"], alice["did"], NonceRegistry()) == (False, "WRONG_RECIPIENT")
+    assert validate_envelope(tampered, alice["public_key_bytes"], bob["did"], NonceRegistry()) == (
+        False,
+        "SIGNATURE_INVALID",
+    )
+    assert validate_envelope(env, alice["public_key_bytes"], alice["did"], NonceRegistry()) == (
+        False,
+        "WRONG_RECIPIENT",
+    )
     expired_now = now_ms() + 10 * 60_000
-    assert validate_envelope(env, alice["public_key_bytes"], bob["did"], NonceRegistry(), now_ms=expired_now) == (False, "EXPIRED")
+    assert validate_envelope(env, alice["public_key_bytes"], bob["did"], NonceRegistry(), now_ms=expired_now) == (
+        False,
+        "EXPIRED",
+    )
 
 
 def test_envelope_verdicts_agree_on_malformed_input(node_eval) -> None:  # type: ignore[no-untyped-def]
@@ -127,7 +154,9 @@ def test_envelope_verdicts_agree_on_malformed_input(node_eval) -> None:  # type:
         """,
         {"cases": cases, "pub": alice["public_key_b64"], "me": bob["did"]},
     )
-    py = {name: validate_envelope(e, alice["public_key_b64"], bob["did"], NonceRegistry())[1] for name, e in cases.items()}
+    py = {
+        name: validate_envelope(e, alice["public_key_b64"], bob["did"], NonceRegistry())[1] for name, e in cases.items()
+    }
     assert py == ts
     assert py["valid"] is None and py["extra member"] == "MALFORMED" and py["tampered signature"] == "SIGNATURE_INVALID"
 
@@ -142,11 +171,28 @@ def _dids(*names: str) -> dict[str, dict]:
 
 def test_python_mandate_chain_verified_by_typescript(node_eval) -> None:  # type: ignore[no-untyped-def]
     p = _dids("alice", "bob", "carol", "dave")
-    intent = issue_intent_mandate(p["alice"]["did"], p["bob"]["did"], {"spend_limit_usd": 250.75, "allowed_merchants": ["shop", "cafe"]}, p["alice"]["private_key"])
-    cart = attenuate_to_cart(intent, p["carol"]["did"], {"spendLimitUsd": 100.5, "allowedMerchants": ["shop"]}, p["bob"]["private_key"], 600)
+    intent = issue_intent_mandate(
+        p["alice"]["did"],
+        p["bob"]["did"],
+        {"spend_limit_usd": 250.75, "allowed_merchants": ["shop", "cafe"]},
+        p["alice"]["private_key"],
+    )
+    cart = attenuate_to_cart(
+        intent, p["carol"]["did"], {"spendLimitUsd": 100.5, "allowedMerchants": ["shop"]}, p["bob"]["private_key"], 600
+    )
     pay = attenuate_to_payment(cart, p["dave"]["did"], 0.1, "shop", p["carol"]["private_key"])
-    task = issue_task_mandate(p["alice"]["did"], p["bob"]["did"], TaskConstraints(["search", "mail"], 1, human_gates=["mail"], action_limits={"search": 5}), p["alice"]["private_key"])
-    child = attenuate_task_mandate(task, p["carol"]["did"], {"allowed": ["search"], "maxDelegationDepth": 0, "humanGates": ["mail"], "actionLimits": {"search": 2}}, p["bob"]["private_key"])
+    task = issue_task_mandate(
+        p["alice"]["did"],
+        p["bob"]["did"],
+        TaskConstraints(["search", "mail"], 1, human_gates=["mail"], action_limits={"search": 5}),
+        p["alice"]["private_key"],
+    )
+    child = attenuate_task_mandate(
+        task,
+        p["carol"]["did"],
+        {"allowed": ["search"], "maxDelegationDepth": 0, "humanGates": ["mail"], "actionLimits": {"search": 2}},
+        p["bob"]["private_key"],
+    )
     keys = {v["did"]: {"publicKey": v["public_key_b64"], "keyVersion": 1} for v in p.values()}
     r = node_eval(
         IMPORTS
@@ -162,10 +208,24 @@ def test_python_mandate_chain_verified_by_typescript(node_eval) -> None:  # type
           taskWrong: await MandatePromise.verifyTaskMandate(input.child, { expectedGrantee: input.dave, keys: input.keys }),
         });
         """,
-        {"pay": pay.token, "child": child.token, "keys": keys, "dave": p["dave"]["did"], "carol": p["carol"]["did"], "bob": p["bob"]["did"]},
+        {
+            "pay": pay.token,
+            "child": child.token,
+            "keys": keys,
+            "dave": p["dave"]["did"],
+            "carol": p["carol"]["did"],
+            "bob": p["bob"]["did"],
+        },
     )
-    assert r["pay"] == {"ok": True, "kind": "payment", "grantor": p["carol"]["did"], "grantee": p["dave"]["did"], "depth": 2,
-                        "cns": {"amountUsd": 0.1, "merchant": "shop"}, "exp": pay.expires_at}
+    assert r["pay"] == {
+        "ok": True,
+        "kind": "payment",
+        "grantor": p["carol"]["did"],
+        "grantee": p["dave"]["did"],
+        "depth": 2,
+        "cns": {"amountUsd": 0.1, "merchant": "shop"},
+        "exp": pay.expires_at,
+    }
     assert r["payWrongGrantee"] == {"ok": False, "reason": "GRANTEE_MISMATCH"}
     assert r["payTaskKind"] == {"ok": False, "reason": "KIND_MISMATCH"}
     assert r["rotated"] == "KEY_ROTATED"
@@ -210,7 +270,8 @@ def test_typescript_mandate_chain_verified_by_python(node_eval) -> None:  # type
     cart2 = attenuate_to_payment(r["cart"], dids["dave"], 12.25, "air", p["carol"]["private_key"])
     assert verify_mandate(cart2.token, keys, expected_grantee=dids["dave"])[0] is True
     mixed = node_eval(
-        IMPORTS + "out((await MandatePromise.verifyMandate(input.token, input.keys, { expectedGrantee: input.dave })).filter((x, i) => i !== 1));",
+        IMPORTS
+        + "out((await MandatePromise.verifyMandate(input.token, input.keys, { expectedGrantee: input.dave })).filter((x, i) => i !== 1));",
         {"token": cart2.token, "keys": {d: {"publicKey": b64encode(k)} for d, k in keys.items()}, "dave": dids["dave"]},
     )
     assert mixed == [True, None]
@@ -223,7 +284,13 @@ def test_mandate_issued_in_both_languages_is_the_same_token(node_eval) -> None: 
     """One grantor key, one time and one jti: both issuers write the same bytes (docs/protocol.md §9.1)."""
     alice = generate_did("alice")
     bob = generate_did("bob")
-    cns = {"allowed": ["a", "b\u00e9"], "maxDelegationDepth": 3, "actionLimits": {"a": 2}, "computeLimit": {"webRequests": 5}, "sandbox": True}
+    cns = {
+        "allowed": ["a", "b\u00e9"],
+        "maxDelegationDepth": 3,
+        "actionLimits": {"a": 2},
+        "computeLimit": {"webRequests": 5},
+        "sandbox": True,
+    }
     ts = node_eval(
         """
         import * as Effect from 'effect/Effect';
@@ -252,7 +319,13 @@ def test_mandate_issued_in_both_languages_is_the_same_token(node_eval) -> None: 
 
 def test_proofs_both_ways(node_eval) -> None:  # type: ignore[no-untyped-def]
     alice = generate_did("alice")
-    msg = {"@context": ["https://www.w3.org/ns/credentials/v2"], "n": 1, "f": 0.000001, "s": "\u2028\U0001f600", "nested": {"b": [], "a": {}}}
+    msg = {
+        "@context": ["https://www.w3.org/ns/credentials/v2"],
+        "n": 1,
+        "f": 0.000001,
+        "s": "\u2028\U0001f600",
+        "nested": {"b": [], "a": {}},
+    }
     py_signed = sign_message(msg, alice["private_key"], alice["did"] + "#key-1")
     r = node_eval(
         IMPORTS
@@ -263,10 +336,19 @@ def test_proofs_both_ways(node_eval) -> None:  # type: ignore[no-untyped-def]
         const tsSigned = await MeshPromise.signMessage(input.msg, unhex(input.seed), input.vm);
         out({ okPy, badPy, tsSigned });
         """,
-        {"signed": py_signed, "pub": alice["public_key_bytes"].hex(), "vm": alice["did"] + "#key-1", "msg": msg, "seed": seed_hex(alice)},
+        {
+            "signed": py_signed,
+            "pub": alice["public_key_bytes"].hex(),
+            "vm": alice["did"] + "#key-1",
+            "msg": msg,
+            "seed": seed_hex(alice),
+        },
     )
     assert r["okPy"] is True and r["badPy"] is False
-    assert verify_message(r["tsSigned"], alice["public_key_bytes"], verification_method=alice["did"] + "#key-1") == r["tsSigned"]
+    assert (
+        verify_message(r["tsSigned"], alice["public_key_bytes"], verification_method=alice["did"] + "#key-1")
+        == r["tsSigned"]
+    )
     # same message, key and second: the same proof value
     again = sign_message(msg, alice["private_key"], alice["did"] + "#key-1", created=r["tsSigned"]["proof"]["created"])
     assert again["proof"] == r["tsSigned"]["proof"]
@@ -274,8 +356,15 @@ def test_proofs_both_ways(node_eval) -> None:  # type: ignore[no-untyped-def]
 
 def test_commit_tokens_both_ways(node_eval) -> None:  # type: ignore[no-untyped-def]
     agent = generate_did("flights", namespace="travel")
-    receipt = {"sagaId": "s-1", "step": "book", "capability": "book-flight", "amountUsd": "99.990",
-               "resultDigest": commit_token.digest_result("booked \u00e9"), "at": to_iso_string(now_ms()), "issuer": agent["did"]}
+    receipt = {
+        "sagaId": "s-1",
+        "step": "book",
+        "capability": "book-flight",
+        "amountUsd": "99.990",
+        "resultDigest": commit_token.digest_result("booked \u00e9"),
+        "at": to_iso_string(now_ms()),
+        "issuer": agent["did"],
+    }
     py_token = commit_token.sign(receipt, agent["private_key"])
     r = node_eval(
         """
@@ -306,10 +395,18 @@ def _random_json(rng: random.Random, depth: int = 0) -> object:
     if kind == 2:
         return rng.choice([rng.uniform(-1e6, 1e6), rng.random() * 10 ** rng.randint(-30, 30), 1e21, 5e-324, 0.1 + 0.2])
     if kind in (3, 4):
-        return "".join(chr(rng.choice([rng.randint(0, 0x7F), rng.randint(0x80, 0xD7FF), rng.randint(0xE000, 0x10FFFF)])) for _ in range(rng.randint(0, 8)))
+        return "".join(
+            chr(rng.choice([rng.randint(0, 0x7F), rng.randint(0x80, 0xD7FF), rng.randint(0xE000, 0x10FFFF)]))
+            for _ in range(rng.randint(0, 8))
+        )
     if kind in (5, 6):
-        return {str(_random_json(rng, 9)) if rng.random() < 0.5 else chr(rng.randint(0x20, 0x10FFFF) if rng.random() < 0.5 else rng.randint(0x20, 0x7E)) * rng.randint(1, 3): _random_json(rng, depth + 1)
-                for _ in range(rng.randint(0, 5))}
+        return {
+            str(_random_json(rng, 9))
+            if rng.random() < 0.5
+            else chr(rng.randint(0x20, 0x10FFFF) if rng.random() < 0.5 else rng.randint(0x20, 0x7E))
+            * rng.randint(1, 3): _random_json(rng, depth + 1)
+            for _ in range(rng.randint(0, 5))
+        }
     return [_random_json(rng, depth + 1) for _ in range(rng.randint(0, 5))]
 
 
@@ -343,16 +440,37 @@ def test_identities_both_ways(node_eval, tmp_path: Path, repo_root: Path) -> Non
         """,
         {"doc": py["document"], "did": py["did"]},
     )
-    assert r["key"] == py["public_key_bytes"].hex() and r["hash"] == did_hash(py["did"]) and r["revoked"] == "KEY_REVOKED"
+    assert (
+        r["key"] == py["public_key_bytes"].hex() and r["hash"] == did_hash(py["did"]) and r["revoked"] == "KEY_REVOKED"
+    )
     assert extract_public_key(r["tsDoc"]).hex() == r["tsKey"]
     # `mesh keygen` writes an identity file Python loads; Python's file has the same members in the same order
     out = tmp_path / "ts.identity.json"
-    proc = subprocess.run(["node", str(repo_root / "dist" / "bin" / "mesh.js"), "keygen", "carol", "--namespace", "ts", "--endpoint", "http://127.0.0.1:7777", "--out", str(out)],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    proc = subprocess.run(
+        [
+            "node",
+            str(repo_root / "dist" / "bin" / "mesh.js"),
+            "keygen",
+            "carol",
+            "--namespace",
+            "ts",
+            "--endpoint",
+            "http://127.0.0.1:7777",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     loaded = load_identity_file(out)
     ts_file = json.loads(out.read_text())
-    assert loaded["did"] == "did:mesh:ts.carol" and loaded["document"]["service"][0]["serviceEndpoint"] == "http://127.0.0.1:7777"
+    assert (
+        loaded["did"] == "did:mesh:ts.carol"
+        and loaded["document"]["service"][0]["serviceEndpoint"] == "http://127.0.0.1:7777"
+    )
     assert list(identity_file_content(loaded)) == list(ts_file)
     assert b64encode(private_key_to_pkcs8(loaded["private_key"])) == ts_file["privateKeyPkcs8B64"]
     assert identity_file_content(loaded) == ts_file
@@ -361,11 +479,16 @@ def test_identities_both_ways(node_eval, tmp_path: Path, repo_root: Path) -> Non
 @pytest.mark.parametrize("amount", [0.1, 412.5, 999999999.999999, 1e-6, 123456.000001])
 def test_payment_amount_round_trips_through_typescript(node_eval, amount: float) -> None:  # type: ignore[no-untyped-def]
     p = _dids("alice", "bob", "carol")
-    intent = issue_intent_mandate(p["alice"]["did"], p["bob"]["did"], {"spendLimitUsd": 999999999.999999}, p["alice"]["private_key"])
+    intent = issue_intent_mandate(
+        p["alice"]["did"], p["bob"]["did"], {"spendLimitUsd": 999999999.999999}, p["alice"]["private_key"]
+    )
     pay = attenuate_to_payment(intent, p["carol"]["did"], amount, "m", p["bob"]["private_key"])
     keys = {v["did"]: {"publicKey": v["public_key_b64"]} for v in p.values()}
-    r = node_eval(IMPORTS + "const [ok, m, reason] = await MandatePromise.verifyMandate(input.t, input.k); out([ok, ok ? m.constraints.amountUsd : reason]);",
-                  {"t": pay.token, "k": keys})
+    r = node_eval(
+        IMPORTS
+        + "const [ok, m, reason] = await MandatePromise.verifyMandate(input.t, input.k); out([ok, ok ? m.constraints.amountUsd : reason]);",
+        {"t": pay.token, "k": keys},
+    )
     assert r == [True, amount]
 
 

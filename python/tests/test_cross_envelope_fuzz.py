@@ -17,9 +17,20 @@ BOB = generate_did("bob")
 CAROL = generate_did("carol")
 
 ODD_VALUES: list[Any] = [None, 0, 1.5, True, "", "x", [], {}, "A" * 300, "\U0001f600" * 70, ["a"], {"k": 1}]
-TIMES = ["2026-01-01T12:00:00Z", "2026-01-01t12:00:00.5z", "2026-01-01T12:00:00+00:00", "2026-01-01T12:00:00-00:00",
-         "2026-01-01T14:00:00+02:00", "2026-02-30T00:00:00Z", "2026-01-01T12:00:60Z", "2026-01-01T12:00:00.123456789Z",
-         to_iso_string(NOW - 3_600_000), to_iso_string(NOW + 3_600_000), to_iso_string(NOW + 2 * 86_400_000), "not a time"]
+TIMES = [
+    "2026-01-01T12:00:00Z",
+    "2026-01-01t12:00:00.5z",
+    "2026-01-01T12:00:00+00:00",
+    "2026-01-01T12:00:00-00:00",
+    "2026-01-01T14:00:00+02:00",
+    "2026-02-30T00:00:00Z",
+    "2026-01-01T12:00:60Z",
+    "2026-01-01T12:00:00.123456789Z",
+    to_iso_string(NOW - 3_600_000),
+    to_iso_string(NOW + 3_600_000),
+    to_iso_string(NOW + 2 * 86_400_000),
+    "not a time",
+]
 
 
 def _mutate(env: dict[str, Any], rng: random.Random) -> dict[str, Any]:
@@ -41,26 +52,61 @@ def _mutate(env: dict[str, Any], rng: random.Random) -> dict[str, Any]:
         elif what == 3:
             e[rng.choice(["createdAt", "expiresAt"])] = rng.choice(TIMES)
         elif what == 4:
-            e["from"] = rng.choice([e.get("from", ""), str(e.get("from", "")).upper(), CAROL["did"], "did:mesh:a", "did:key:z6Mk"])
+            e["from"] = rng.choice(
+                [e.get("from", ""), str(e.get("from", "")).upper(), CAROL["did"], "did:mesh:a", "did:key:z6Mk"]
+            )
         elif what == 5:
             e["to"] = rng.choice([BOB["did"].upper(), CAROL["did"], "did:mesh:bob ", BOB["did"]])
         elif what == 6:
-            e["nonce"] = rng.choice(["a" * 15, "a" * 16, "a" * 128, "a" * 129, "a+bcdefghijklmnopq", "AAAAAAAAAAAAAAAAAAAAAA"])
+            e["nonce"] = rng.choice(
+                ["a" * 15, "a" * 16, "a" * 128, "a" * 129, "a+bcdefghijklmnopq", "AAAAAAAAAAAAAAAAAAAAAA"]
+            )
         elif what == 7 and isinstance(e.get("proof"), dict):
             p = e["proof"]
-            k = rng.choice(["type", "cryptosuite", "created", "verificationMethod", "proofPurpose", "proofValue", "@context", "domain"])
-            p[k] = rng.choice([*ODD_VALUES, p.get(k), "z", "z111", CAROL["did"] + "#key-1", ["https://www.w3.org/ns/did/v1"]])
+            k = rng.choice(
+                [
+                    "type",
+                    "cryptosuite",
+                    "created",
+                    "verificationMethod",
+                    "proofPurpose",
+                    "proofValue",
+                    "@context",
+                    "domain",
+                ]
+            )
+            p[k] = rng.choice(
+                [*ODD_VALUES, p.get(k), "z", "z111", CAROL["did"] + "#key-1", ["https://www.w3.org/ns/did/v1"]]
+            )
             if rng.random() < 0.2:
                 p.pop(k, None)
         else:
-            e["body"] = rng.choice([{"capability": "x"}, {"x": float(rng.randint(0, 10**6)) / 7}, {"nested": {"a": [1, None]}}, e.get("body")])
+            e["body"] = rng.choice(
+                [
+                    {"capability": "x"},
+                    {"x": float(rng.randint(0, 10**6)) / 7},
+                    {"nested": {"a": [1, None]}},
+                    e.get("body"),
+                ]
+            )
     return e
 
 
 def test_random_envelopes_get_the_same_code(node_eval) -> None:  # type: ignore[no-untyped-def]
     rng = random.Random(5)
-    base = [build_envelope("MeshRequest", ALICE["did"], BOB["did"], {"capability": "echo", "params": {"i": i}}, None, ALICE["private_key"],
-                           rng.choice([60, 300, 86_400]), now_ms=NOW - rng.randint(0, 40_000)) for i in range(20)]
+    base = [
+        build_envelope(
+            "MeshRequest",
+            ALICE["did"],
+            BOB["did"],
+            {"capability": "echo", "params": {"i": i}},
+            None,
+            ALICE["private_key"],
+            rng.choice([60, 300, 86_400]),
+            now_ms=NOW - rng.randint(0, 40_000),
+        )
+        for i in range(20)
+    ]
     cases = [copy.deepcopy(b) for b in base] + [_mutate(rng.choice(base), rng) for _ in range(600)]
     # each case on its own store, so a repeated nonce is judged alone
     py = [validate_envelope(e, ALICE["public_key_bytes"], BOB["did"], NonceRegistry(), now_ms=NOW)[1] for e in cases]
@@ -82,6 +128,14 @@ def test_random_envelopes_get_the_same_code(node_eval) -> None:  # type: ignore[
         """,
         {"cases": cases, "pub": b64encode(ALICE["public_key_bytes"]), "me": BOB["did"], "now": NOW},
     )
-    mismatches = [(i, cases[i], p, t) for i, (p, t) in enumerate(zip(py, ts)) if p != t]
+    mismatches = [(i, cases[i], p, t) for i, (p, t) in enumerate(zip(py, ts, strict=True)) if p != t]
     assert not mismatches, mismatches[:5]
-    assert {None, "MALFORMED", "SIGNATURE_INVALID", "WRONG_RECIPIENT", "TTL_TOO_LONG", "EXPIRED", "NOT_YET_VALID"} <= set(py)
+    assert {
+        None,
+        "MALFORMED",
+        "SIGNATURE_INVALID",
+        "WRONG_RECIPIENT",
+        "TTL_TOO_LONG",
+        "EXPIRED",
+        "NOT_YET_VALID",
+    } <= set(py)

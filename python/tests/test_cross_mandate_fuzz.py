@@ -39,7 +39,10 @@ def _cns(kind: str, rng: random.Random) -> Any:
     elif kind == "payment":
         c = {"amountUsd": _usd(rng), "merchant": rng.choice(["shop", "cafe", "air", "shop", "cafe", "air", ""])}
     elif kind == "task":
-        c = {"allowed": _names(rng), "maxDelegationDepth": rng.choice([0, 1, 2, 3, 1, 2, 3, 2.0] + ([-1, 1.5] if rng.random() < 0.1 else []))}
+        c = {
+            "allowed": _names(rng),
+            "maxDelegationDepth": rng.choice([0, 1, 2, 3, 1, 2, 3, 2.0] + ([-1, 1.5] if rng.random() < 0.1 else [])),
+        }
         for k in ("blocked", "humanGates", "dataAccess"):
             if rng.random() < 0.5:
                 c[k] = _names(rng)
@@ -47,13 +50,23 @@ def _cns(kind: str, rng: random.Random) -> Any:
             if rng.random() < 0.4:
                 c[k] = rng.choice([True, False, True] + (["yes"] if rng.random() < 0.1 else []))
         if rng.random() < 0.5:
-            c["actionLimits"] = {cap: rng.choice([0, 1, 2, 5] + ([-1] if rng.random() < 0.1 else [])) for cap in rng.sample(CAPS, rng.randint(0, 3))}
+            c["actionLimits"] = {
+                cap: rng.choice([0, 1, 2, 5] + ([-1] if rng.random() < 0.1 else []))
+                for cap in rng.sample(CAPS, rng.randint(0, 3))
+            }
         if rng.random() < 0.5:
-            c["computeLimit"] = {k: rng.choice([0, 10, 100] + ([2.5] if rng.random() < 0.1 else [])) for k in rng.sample(["llmTokens", "webRequests"], rng.randint(0, 2))}
+            c["computeLimit"] = {
+                k: rng.choice([0, 10, 100] + ([2.5] if rng.random() < 0.1 else []))
+                for k in rng.sample(["llmTokens", "webRequests"], rng.randint(0, 2))
+            }
     else:
-        c = {"token_budget": rng.choice([0, 100, 1000] + ([-5] if rng.random() < 0.1 else [])), "cost_budget_usd": _usd(rng),
-             "quality_threshold": rng.choice([0, 0.5, 0.9, 1] + ([1.5] if rng.random() < 0.1 else [])),
-             "task_type": rng.choice(["CODE", "CODE", "REASONING"] + (["POETRY"] if rng.random() < 0.1 else [])), "expected_steps": rng.choice([1, 3, 10])}
+        c = {
+            "token_budget": rng.choice([0, 100, 1000] + ([-5] if rng.random() < 0.1 else [])),
+            "cost_budget_usd": _usd(rng),
+            "quality_threshold": rng.choice([0, 0.5, 0.9, 1] + ([1.5] if rng.random() < 0.1 else [])),
+            "task_type": rng.choice(["CODE", "CODE", "REASONING"] + (["POETRY"] if rng.random() < 0.1 else [])),
+            "expected_steps": rng.choice([1, 3, 10]),
+        }
     if rng.random() < 0.02:
         c["unknown"] = 1
     return c
@@ -61,8 +74,17 @@ def _cns(kind: str, rng: random.Random) -> Any:
 
 def _link(rng: random.Random, kind: str, iss: dict, aud: dict, exp: int, parent: str | None) -> str:
     header = {"alg": "EdDSA", "typ": "mandate+jwt", "kid": iss["did"] + "#key-1"}
-    payload: dict[str, Any] = {"iss": iss["did"], "aud": aud["did"], "iat": NOW_S - 10, "nbf": NOW_S - 10, "exp": exp,
-                               "jti": b64url_encode(rng.randbytes(16)), "kv": 1, "kind": kind, "cns": _cns(kind, rng)}
+    payload: dict[str, Any] = {
+        "iss": iss["did"],
+        "aud": aud["did"],
+        "iat": NOW_S - 10,
+        "nbf": NOW_S - 10,
+        "exp": exp,
+        "jti": b64url_encode(rng.randbytes(16)),
+        "kv": 1,
+        "kind": kind,
+        "cns": _cns(kind, rng),
+    }
     if parent is not None:
         payload["prf"] = parent
     si = b64url_encode(stringify(header).encode()) + "." + b64url_encode(stringify(payload).encode())
@@ -78,7 +100,15 @@ def _chain(rng: random.Random) -> str:
     exp = NOW_S + 3600
     for i in range(length):
         if family[0] == "intent":
-            kind = "intent" if i == 0 else rng.choice(["cart", "payment", "intent"] if rng.random() < 0.1 else (["cart", "payment"] if i == 1 else ["payment"]))
+            kind = (
+                "intent"
+                if i == 0
+                else rng.choice(
+                    ["cart", "payment", "intent"]
+                    if rng.random() < 0.1
+                    else (["cart", "payment"] if i == 1 else ["payment"])
+                )
+            )
         else:
             kind = family[0]
         grantor = holder if rng.random() > 0.05 else rng.choice(PEOPLE)
@@ -112,7 +142,7 @@ def test_random_chains_get_the_same_verdict(node_eval) -> None:  # type: ignore[
         """,
         {"tokens": tokens, "keys": {d: b64encode(k) for d, k in keys.items()}, "now": NOW_S * 1000},
     )
-    mismatches = [(i, p, t) for i, (p, t) in enumerate(zip(py, ts)) if p != t]
+    mismatches = [(i, p, t) for i, (p, t) in enumerate(zip(py, ts, strict=True)) if p != t]
     assert not mismatches, mismatches[:10]
     # the sample reaches the interesting verdicts, not only one of them
     assert {None, "MALFORMED", "ATTENUATION_WIDENED", "CHAIN_BROKEN", "SIGNATURE_INVALID", "DEPTH_EXCEEDED"} <= set(py)

@@ -35,7 +35,9 @@ def test_generate_did_identity_dict() -> None:
     doc = ident["document"]
     assert doc["id"] == "did:mesh:acme.alice"
     assert doc["verificationMethod"][0]["publicKeyMultibase"].startswith("z6Mk")
-    assert doc["service"] == [{"id": "did:mesh:acme.alice#mesh", "type": "MeshAgent", "serviceEndpoint": "https://alice.example/agent"}]
+    assert doc["service"] == [
+        {"id": "did:mesh:acme.alice#mesh", "type": "MeshAgent", "serviceEndpoint": "https://alice.example/agent"}
+    ]
     assert "service" not in generate_did("bob")["document"]
     assert extract_public_key(doc) == ident["public_key_bytes"]
     assert generate_did("bob")["public_key_bytes"] != generate_did("bob")["public_key_bytes"]
@@ -51,7 +53,18 @@ def test_did_hash() -> None:
         did_hash("alice")
 
 
-@pytest.mark.parametrize("did", ["did:mesh:a", "did:mesh:-a", "did:mesh:a\n", "did:mesh:\u017fa", "did:mesh:a b", "did:key:z6Mk", "did:mesh:" + "a" * 248])
+@pytest.mark.parametrize(
+    "did",
+    [
+        "did:mesh:a",
+        "did:mesh:-a",
+        "did:mesh:a\n",
+        "did:mesh:\u017fa",
+        "did:mesh:a b",
+        "did:key:z6Mk",
+        "did:mesh:" + "a" * 248,
+    ],
+)
 def test_not_dids(did: str) -> None:
     assert normalize_did(did) is None
 
@@ -67,14 +80,21 @@ def test_extract_public_key_failures() -> None:
         extract_public_key({**doc, "verificationMethod": [{**vm, "type": "Ed25519VerificationKey2020"}]})
     with pytest.raises(MalformedDidDocument):
         extract_public_key({**doc, "verificationMethod": [{**vm, "id": "did:mesh:alice#key-2"}]})
-    assert extract_public_key({**doc, "verificationMethod": [{**vm, "id": "did:mesh:alice#key-2"}]}, "did:mesh:alice#key-2") == ident["public_key_bytes"]
+    assert (
+        extract_public_key(
+            {**doc, "verificationMethod": [{**vm, "id": "did:mesh:alice#key-2"}]}, "did:mesh:alice#key-2"
+        )
+        == ident["public_key_bytes"]
+    )
     with pytest.raises(MalformedDidDocument):
         extract_public_key({**doc, "verificationMethod": [{**vm, "publicKeyMultibase": "zabc"}]})
     with pytest.raises(MalformedDidDocument):
         extract_public_key({"id": "did:mesh:alice"})
     small_order = bytes.fromhex("0100000000000000000000000000000000000000000000000000000000000000")
     with pytest.raises(MalformedKey) as e2:
-        extract_public_key({**doc, "verificationMethod": [{**vm, "publicKeyMultibase": public_key_multibase(small_order)}]})
+        extract_public_key(
+            {**doc, "verificationMethod": [{**vm, "publicKeyMultibase": public_key_multibase(small_order)}]}
+        )
     assert e2.value.code == "INVALID_PUBLIC_KEY"
 
 
@@ -126,16 +146,16 @@ def test_identity_file_refusals(tmp_path: Path) -> None:
     good = json.loads(Path(save_identity_file(ident, tmp_path / "a.json")).read_text())
     other = generate_did("alice")
 
-    def load(content: object, raw: str | None = None) -> Exception:
+    def load(content: object, raw: str | None = None) -> IdentityFileError | MalformedKey:
         p = tmp_path / "x.json"
         p.write_text(raw if raw is not None else json.dumps(content))
         with pytest.raises((IdentityFileError, MalformedKey)) as e:
             load_identity_file(p)
         return e.value
 
-    assert getattr(load(None, raw='{"did":"did:mesh:alice","did":"did:mesh:bob"}'), "code") == "IDENTITY_INVALID"
-    assert getattr(load({k: v for k, v in good.items() if k != "didKey"}), "code") == "IDENTITY_INVALID"
-    assert getattr(load({**good, "publicKeyB64": other["public_key_b64"]}), "code") == "IDENTITY_INVALID"
-    assert getattr(load({**good, "document": other["document"]}), "code") == "IDENTITY_INVALID"
-    assert getattr(load({**good, "did": "did:mesh:ALICE"}), "code") == "IDENTITY_INVALID"
-    assert getattr(load({**good, "publicKeyB64": b64encode(b"\x01" + b"\x00" * 31)}), "code") == "INVALID_PUBLIC_KEY"
+    assert load(None, raw='{"did":"did:mesh:alice","did":"did:mesh:bob"}').code == "IDENTITY_INVALID"
+    assert load({k: v for k, v in good.items() if k != "didKey"}).code == "IDENTITY_INVALID"
+    assert load({**good, "publicKeyB64": other["public_key_b64"]}).code == "IDENTITY_INVALID"
+    assert load({**good, "document": other["document"]}).code == "IDENTITY_INVALID"
+    assert load({**good, "did": "did:mesh:ALICE"}).code == "IDENTITY_INVALID"
+    assert load({**good, "publicKeyB64": b64encode(b"\x01" + b"\x00" * 31)}).code == "INVALID_PUBLIC_KEY"

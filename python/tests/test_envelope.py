@@ -26,14 +26,22 @@ BOB = generate_did("bob")
 
 
 def env(**kw: object) -> dict:
-    args = dict(type_="MeshRequest", from_did=ALICE["did"], to_did=BOB["did"], body={"capability": "echo", "params": {"x": 1}},
-                correlation_id=None, private_key=ALICE["private_key"])
+    args = dict(
+        type_="MeshRequest",
+        from_did=ALICE["did"],
+        to_did=BOB["did"],
+        body={"capability": "echo", "params": {"x": 1}},
+        correlation_id=None,
+        private_key=ALICE["private_key"],
+    )
     args.update(kw)
     return build_envelope(**args, now_ms=NOW)  # type: ignore[arg-type]
 
 
 def check(e: dict, registry: NonceRegistry | None = None, now: int = NOW, key: object = None, **kw: object) -> tuple:
-    return validate_envelope(e, ALICE["public_key_bytes"] if key is None else key, BOB["did"], registry or NonceRegistry(), now_ms=now, **kw)  # type: ignore[arg-type]
+    return validate_envelope(
+        e, ALICE["public_key_bytes"] if key is None else key, BOB["did"], registry or NonceRegistry(), now_ms=now, **kw
+    )  # type: ignore[arg-type]
 
 
 def test_built_envelope_shape() -> None:
@@ -48,8 +56,14 @@ def test_built_envelope_shape() -> None:
 
 def test_type_keyword_is_type_underscore() -> None:
     with pytest.raises(TypeError):
-        build_envelope(type="MeshRequest", from_did=ALICE["did"], to_did=BOB["did"], body={}, correlation_id=None,  # type: ignore[call-arg]
-                       private_key=ALICE["private_key"])
+        build_envelope(
+            type="MeshRequest",
+            from_did=ALICE["did"],
+            to_did=BOB["did"],
+            body={},
+            correlation_id=None,  # type: ignore[call-arg]
+            private_key=ALICE["private_key"],
+        )
 
 
 def test_public_key_forms() -> None:
@@ -87,7 +101,10 @@ def test_codes_in_order() -> None:
     assert check({**e, "createdAt": "2026-02-30T00:00:00Z"}) == (False, "MALFORMED")
     assert check({**e, "body": []}) == (False, "MALFORMED")
     # wrong recipient before the time window: an expired envelope to someone else is WRONG_RECIPIENT
-    assert validate_envelope(e, ALICE["public_key_bytes"], "did:mesh:carol", NonceRegistry(), now_ms=NOW + 10**9) == (False, "WRONG_RECIPIENT")
+    assert validate_envelope(e, ALICE["public_key_bytes"], "did:mesh:carol", NonceRegistry(), now_ms=NOW + 10**9) == (
+        False,
+        "WRONG_RECIPIENT",
+    )
     # time before signature: a tampered, expired envelope is EXPIRED
     assert check({**e, "body": {"capability": "x"}}, now=NOW + 10**9) == (False, "EXPIRED")
     assert check({**e, "body": {"capability": "x"}}) == (False, "SIGNATURE_INVALID")
@@ -98,7 +115,10 @@ def test_codes_in_order() -> None:
 
 
 def test_recipient_is_compared_lower_case() -> None:
-    assert validate_envelope(env(), ALICE["public_key_bytes"], "DID:MESH:BOB", NonceRegistry(), now_ms=NOW) == (True, None)
+    assert validate_envelope(env(), ALICE["public_key_bytes"], "DID:MESH:BOB", NonceRegistry(), now_ms=NOW) == (
+        True,
+        None,
+    )
 
 
 def test_nonce_recorded_only_after_signature() -> None:

@@ -7,7 +7,14 @@ import math
 import pytest
 
 from agent_mesh import base58
-from agent_mesh.jcs import NotCanonicalizable, StrictJsonError, canonicalize, format_number, parse_json_strict, stringify
+from agent_mesh.jcs import (
+    NotCanonicalizable,
+    StrictJsonError,
+    canonicalize,
+    format_number,
+    parse_json_strict,
+    stringify,
+)
 from agent_mesh.money import InvalidAmount, format_usd_string, parse_usd
 from agent_mesh.timestamp import parse_utc_timestamp, to_date_time_seconds, to_iso_string
 
@@ -49,11 +56,21 @@ def test_rfc8785_numbers(bits: str, text: str) -> None:
 
 def test_rfc8785_structure() -> None:
     # RFC 8785 §3.2.3: members sorted by UTF-16 code units (the astral U+1F600 sorts before U+FB33).
-    value = {"\u20ac": "Euro Sign", "\r": "Carriage Return", "\ufb33": "Hebrew Letter Dalet With Dagesh", "1": "One",
-             "\U0001f600": "Emoji: Grinning Face", "\u0080": "Control", "\u00f6": "Latin Small Letter O With Diaeresis"}
+    value = {
+        "\u20ac": "Euro Sign",
+        "\r": "Carriage Return",
+        "\ufb33": "Hebrew Letter Dalet With Dagesh",
+        "1": "One",
+        "\U0001f600": "Emoji: Grinning Face",
+        "\u0080": "Control",
+        "\u00f6": "Latin Small Letter O With Diaeresis",
+    }
     keys = [k for k in parse_json_strict(canonicalize(value))]
     assert keys == ["\r", "1", "\u0080", "\u00f6", "\u20ac", "\U0001f600", "\ufb33"]
-    assert canonicalize({"b": [1, 2.5, True, None], "a": "\u00e9\n\u001f\"\\/"}) == '{"a":"\u00e9\\n\\u001f\\"\\\\/","b":[1,2.5,true,null]}'
+    assert (
+        canonicalize({"b": [1, 2.5, True, None], "a": '\u00e9\n\u001f"\\/'})
+        == '{"a":"\u00e9\\n\\u001f\\"\\\\/","b":[1,2.5,true,null]}'
+    )
     assert canonicalize({"n": 1e21, "m": 1e-7, "i": 10**30}) == '{"i":1e+30,"m":1e-7,"n":1e+21}'
     assert stringify({"b": 1.0, "a": [2]}) == '{"b":1,"a":[2]}'
 
@@ -67,8 +84,13 @@ def test_not_canonicalizable(bad: object) -> None:
 
 @pytest.mark.parametrize(
     "text,reason",
-    [('{"to":1,"t\\u006f":2}', "duplicate"), ('{"a":{"__proto__":1}}', "proto"), ("NaN", "syntax"), ("{", "syntax"),
-     ("[" * 300 + "]" * 300, "depth")],
+    [
+        ('{"to":1,"t\\u006f":2}', "duplicate"),
+        ('{"a":{"__proto__":1}}', "proto"),
+        ("NaN", "syntax"),
+        ("{", "syntax"),
+        ("[" * 300 + "]" * 300, "depth"),
+    ],
 )
 def test_strict_json_refusals(text: str, reason: str) -> None:
     with pytest.raises(StrictJsonError) as e:
@@ -93,16 +115,32 @@ def test_base58() -> None:
 
 @pytest.mark.parametrize(
     "text,ms",
-    [("2026-01-01T12:00:00.000Z", 1767268800000), ("2026-01-01t12:00:00z", 1767268800000),
-     ("2026-01-01T12:00:00+00:00", 1767268800000), ("2026-01-01T12:00:00-00:00", 1767268800000),
-     ("2026-01-01T12:00:00.123456789Z", 1767268800123), ("2024-02-29T00:00:00Z", 1709164800000)],
+    [
+        ("2026-01-01T12:00:00.000Z", 1767268800000),
+        ("2026-01-01t12:00:00z", 1767268800000),
+        ("2026-01-01T12:00:00+00:00", 1767268800000),
+        ("2026-01-01T12:00:00-00:00", 1767268800000),
+        ("2026-01-01T12:00:00.123456789Z", 1767268800123),
+        ("2024-02-29T00:00:00Z", 1709164800000),
+    ],
 )
 def test_timestamps_read(text: str, ms: int) -> None:
     assert parse_utc_timestamp(text) == ms
 
 
-@pytest.mark.parametrize("text", ["2026-01-01T12:00:00+02:00", "2026-02-30T00:00:00Z", "2026-01-01T24:00:00Z", "2026-01-01T12:00:60Z",
-                                  "2025-02-29T00:00:00Z", "2026-01-01 12:00:00Z", "2026-01-01T12:00:00Z\n", "\u0662026-01-01T12:00:00Z"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2026-01-01T12:00:00+02:00",
+        "2026-02-30T00:00:00Z",
+        "2026-01-01T24:00:00Z",
+        "2026-01-01T12:00:60Z",
+        "2025-02-29T00:00:00Z",
+        "2026-01-01 12:00:00Z",
+        "2026-01-01T12:00:00Z\n",
+        "\u0662026-01-01T12:00:00Z",
+    ],
+)
 def test_timestamps_refused(text: str) -> None:
     assert parse_utc_timestamp(text) is None
 
@@ -118,7 +156,9 @@ def test_money() -> None:
     assert parse_usd("412.50") == 412_500_000
     assert parse_usd(999_999_999.999999) == 999_999_999_999_999
     assert parse_usd("1.5e3") == 1_500_000_000
-    assert format_usd_string(412_500_000) == "412.5" and format_usd_string(1) == "0.000001" and format_usd_string(0) == "0"
+    assert (
+        format_usd_string(412_500_000) == "412.5" and format_usd_string(1) == "0.000001" and format_usd_string(0) == "0"
+    )
     for bad in (0.1 + 0.2, -1, 1e9, "1e-7", math.nan, True, "1,5", "0x10"):
         with pytest.raises(InvalidAmount) as e:
             parse_usd(bad)  # type: ignore[arg-type]

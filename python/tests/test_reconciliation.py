@@ -13,17 +13,41 @@ KEYS = {AGENT["did"]: AGENT["public_key_bytes"], OTHER["did"]: OTHER["public_key
 
 
 def token(step: str, amount: str, who: dict = AGENT) -> str:
-    receipt = {"sagaId": "s1", "step": step, "capability": "book", "amountUsd": amount,
-               "resultDigest": commit_token.digest_result(step), "at": "2026-01-01T12:00:00.000Z", "issuer": who["did"]}
+    receipt = {
+        "sagaId": "s1",
+        "step": step,
+        "capability": "book",
+        "amountUsd": amount,
+        "resultDigest": commit_token.digest_result(step),
+        "at": "2026-01-01T12:00:00.000Z",
+        "issuer": who["did"],
+    }
     return commit_token.sign(receipt, who["private_key"])
 
 
 def trail() -> tuple[list[dict[str, Any]], dict[str, Any]]:
     allocations = [
-        {"allocationId": "a1", "amountUsd": 500, "usedUsd": 412.5, "status": "released", "commitToken": token("flight", "412.50")},
-        {"allocationId": "a2", "amountUsd": 100, "usedUsd": 0, "status": "released"},  # compensated: nothing used, no token
+        {
+            "allocationId": "a1",
+            "amountUsd": 500,
+            "usedUsd": 412.5,
+            "status": "released",
+            "commitToken": token("flight", "412.50"),
+        },
+        {
+            "allocationId": "a2",
+            "amountUsd": 100,
+            "usedUsd": 0,
+            "status": "released",
+        },  # compensated: nothing used, no token
         {"allocationId": "a3", "amountUsd": 50, "usedUsd": None, "status": "active"},
-        {"allocationId": "a4", "amountUsd": 80, "usedUsd": 79.99, "status": "released", "commitToken": token("hotel", "79.99", OTHER)},
+        {
+            "allocationId": "a4",
+            "amountUsd": 80,
+            "usedUsd": 79.99,
+            "status": "released",
+            "commitToken": token("hotel", "79.99", OTHER),
+        },
     ]
     return allocations, {"poolId": "p1", "allocatedUsd": 542.49}
 
@@ -44,10 +68,17 @@ def test_every_failure() -> None:
     allocations, pool = trail()
     a1, a2, a3, a4 = allocations
     assert codes([{**a1, "commitToken": None}, a2, a3, a4], pool) == [("MISSING_COMMIT_TOKEN", "a1")]
-    assert codes([{**a1, "usedUsd": 412.51}, a2, a3, a4], {**pool, "allocatedUsd": 542.5}) == [("AMOUNT_MISMATCH", "a1")]
-    assert codes([a1, a2, {**a3, "commitToken": a1["commitToken"]}, a4], pool) == [("AMOUNT_MISMATCH", "a3"), ("DUPLICATE_RECEIPT", "a3")]
+    assert codes([{**a1, "usedUsd": 412.51}, a2, a3, a4], {**pool, "allocatedUsd": 542.5}) == [
+        ("AMOUNT_MISMATCH", "a1")
+    ]
+    assert codes([a1, a2, {**a3, "commitToken": a1["commitToken"]}, a4], pool) == [
+        ("AMOUNT_MISMATCH", "a3"),
+        ("DUPLICATE_RECEIPT", "a3"),
+    ]
     assert codes([a1, a2, a3, {**a4, "commitToken": a4["commitToken"][:-2] + "AA"}], pool) in (
-        [("SIGNATURE_INVALID", "a4")], [("MALFORMED_TOKEN", "a4")])
+        [("SIGNATURE_INVALID", "a4")],
+        [("MALFORMED_TOKEN", "a4")],
+    )
     assert codes([a1, a2, a3, {**a4, "commitToken": "x.y.z"}], pool) == [("MALFORMED_TOKEN", "a4")]
     assert codes(allocations, pool, {AGENT["did"]: AGENT["public_key_bytes"]}) == [("KEY_NOT_FOUND", "a4")]
     assert codes(allocations, {**pool, "allocatedUsd": 542.48}) == [("TOTAL_MISMATCH", None)]
@@ -85,7 +116,12 @@ def test_same_report_as_typescript(node_eval) -> None:  # type: ignore[no-untype
     )
     for name, (allocations_, pool_) in cases.items():
         r = reconcile(allocations_, pool_, KEYS)
-        py = {"ok": r["ok"], "allocatedUsd": r["allocatedUsd"], "usedUsd": r["usedUsd"], "receipts": list(r["receipts"]),
-              "failures": [[f["code"], f.get("allocationId")] for f in r["failures"]]}
+        py = {
+            "ok": r["ok"],
+            "allocatedUsd": r["allocatedUsd"],
+            "usedUsd": r["usedUsd"],
+            "receipts": list(r["receipts"]),
+            "failures": [[f["code"], f.get("allocationId")] for f in r["failures"]],
+        }
         assert py == ts[name], name
     assert ts["duplicate"]["failures"] == [["AMOUNT_MISMATCH", "a3"], ["DUPLICATE_RECEIPT", "a3"]]

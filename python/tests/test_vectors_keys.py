@@ -92,7 +92,9 @@ def test_identity_proofs(i: int) -> None:
     p = IDENTITIES["proofs"][i]
     signer = next(x for x in IDENTITIES["identities"] if x["name"] == p["signer"])
     proof = p["signed"]["proof"]
-    signed = sign_message(p["message"], bytes.fromhex(signer["seedHex"]), proof["verificationMethod"], created=proof["created"])
+    signed = sign_message(
+        p["message"], bytes.fromhex(signer["seedHex"]), proof["verificationMethod"], created=proof["created"]
+    )
     assert json.dumps(signed, sort_keys=True) == json.dumps(p["signed"], sort_keys=True)
     assert signed["proof"]["proofValue"] == proof["proofValue"]
     pub = bytes.fromhex(signer["publicKeyHex"])
@@ -122,7 +124,10 @@ def test_w3c_eddsa_jcs_2022() -> None:
     assert keys.public_key_bytes(seed) == pub
     proof = v["signed"]["proof"]
     resigned = sign_message(
-        {k: x for k, x in v["signed"].items() if k != "proof"}, seed, proof["verificationMethod"], created=proof["created"]
+        {k: x for k, x in v["signed"].items() if k != "proof"},
+        seed,
+        proof["verificationMethod"],
+        created=proof["created"],
     )
     assert resigned["proof"]["proofValue"] == proof["proofValue"]
     bad_context = {**v["signed"], "proof": {**proof, "@context": ["https://example.org/other"]}}

@@ -25,7 +25,9 @@ def resolver(v: dict) -> M.StaticKeyResolver:
 @pytest.mark.parametrize("v", VECTORS, ids=[v["name"] for v in VECTORS])
 def test_mandate_vector(v: dict) -> None:
     now_ms = v.get("time", DATA["defaultTime"]) * 1000
-    valid, mandate, reason = M.verify_mandate(v["token"], resolver(v), expected_grantee=v.get("expectedGrantee"), now_ms=now_ms)
+    valid, mandate, reason = M.verify_mandate(
+        v["token"], resolver(v), expected_grantee=v.get("expectedGrantee"), now_ms=now_ms
+    )
     assert (valid, reason) == (v["valid"], v.get("reason"))
     if valid:
         assert mandate is not None and mandate.token == v["token"]
