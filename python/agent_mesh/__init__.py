@@ -85,7 +85,7 @@ from .mandate import (
     verify_task_mandate,
 )
 from .money import InvalidAmount, format_usd_string, parse_usd
-from .nonce import NonceRecordError, NonceRegistry
+from .nonce import NonceRecordError, NonceRegistry, NonceStore, SqliteNonceRegistry
 from .proof import ProofInvalid, sign_message, verify_message
 from .reconciliation import reconcile
 

@@ -24,7 +24,7 @@ from .keys import (
     sign,
     verify,
 )
-from .nonce import NonceRecordError, NonceRegistry
+from .nonce import NonceRecordError, NonceStore
 from .proof import CRYPTOSUITE, hash_data
 from .timestamp import now_ms as _wall_ms, parse_utc_timestamp, to_iso_string
 
@@ -210,7 +210,7 @@ def check_envelope(
     envelope: Any,
     sender_public_key: PublicKeyInput,
     my_did: str,
-    nonce_registry: NonceRegistry,
+    nonce_registry: NonceStore,
     skip_signature: bool = False,
     *,
     clock_tolerance_ms: int = DEFAULT_CLOCK_TOLERANCE_MS,
@@ -283,7 +283,7 @@ def validate_envelope(
     envelope: Any,
     sender_public_key: PublicKeyInput,
     my_did: str,
-    nonce_registry: NonceRegistry,
+    nonce_registry: NonceStore,
     skip_signature: bool = False,
     *,
     clock_tolerance_ms: int = DEFAULT_CLOCK_TOLERANCE_MS,

@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import math
 import threading
-from typing import Callable
+from typing import Callable, Protocol
 
 from .timestamp import now_ms as _wall_ms
 
-__all__ = ["NonceRecordError", "NonceRegistry", "DEFAULT_MEMORY_CAPACITY", "default_quota"]
+__all__ = [
+    "NonceRecordError",
+    "NonceStore",
+    "NonceRegistry",
+    "SqliteNonceRegistry",
+    "DEFAULT_MEMORY_CAPACITY",
+    "default_quota",
+]
 
 DEFAULT_MEMORY_CAPACITY = 100_000
 _SWEEP_EVERY = 4096
@@ -26,6 +33,12 @@ class NonceRecordError(Exception):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+class NonceStore(Protocol):
+    """What envelope validation needs of a nonce store: an atomic record that raises ``NonceRecordError``."""
+
+    def record(self, sender: str, nonce: str, retain_until_ms: int, now_ms: int | None = None) -> None: ...
 
 
 class _Sender:
@@ -117,3 +130,69 @@ class NonceRegistry:
                 s.earliest = retain_until_ms
             if retain_until_ms < self._earliest:
                 self._earliest = retain_until_ms
+
+
+class SqliteNonceRegistry:
+    """A nonce store in a SQLite file (docs/protocol.md §6, table ``mesh_nonces(sender, nonce, expires_at)``): replays
+    stay refused across restarts and across processes sharing the file, the TypeScript ``NonceStoreSql`` included.
+    One statement decides, so concurrent receivers accept a pair exactly once. With ``create_table`` it creates the
+    table when missing; leave it off on a database the TypeScript side migrates (its migration creates the table)."""
+
+    PURGE_EVERY = 1024
+
+    def __init__(
+        self,
+        path: str,
+        per_sender_quota: int = DEFAULT_MEMORY_CAPACITY // 16,
+        clock: Callable[[], int] | None = None,
+        create_table: bool = True,
+    ) -> None:
+        import sqlite3
+
+        self.quota = per_sender_quota
+        self._clock = clock or _wall_ms
+        self._lock = threading.Lock()
+        self._since_purge = 0
+        # autocommit: each statement is its own transaction, as the single-statement design needs
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=5.0)
+        self._db.execute("PRAGMA busy_timeout = 5000")
+        if create_table:
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS mesh_nonces (sender TEXT NOT NULL, nonce TEXT NOT NULL, "
+                "expires_at INTEGER NOT NULL, PRIMARY KEY (sender, nonce))"
+            )
+            self._db.execute("CREATE INDEX IF NOT EXISTS mesh_nonces_expires_at ON mesh_nonces (expires_at)")
+
+    def close(self) -> None:
+        """Closes the database connection."""
+        self._db.close()
+
+    def record(self, sender: str, nonce: str, retain_until_ms: int, now_ms: int | None = None) -> None:
+        """Atomically records (sender, nonce) until ``retain_until_ms``; raises ``NonceRecordError`` (``REPLAYED``,
+        ``NONCE_QUOTA_EXCEEDED``, ``NONCE_STORE_UNAVAILABLE``)."""
+        import sqlite3
+
+        now = self._clock() if now_ms is None else now_ms
+        try:
+            with self._lock:
+                rows = self._db.execute(
+                    "INSERT INTO mesh_nonces (sender, nonce, expires_at) SELECT ?, ?, ? "
+                    "WHERE (SELECT COUNT(*) FROM mesh_nonces WHERE sender = ? AND expires_at > ?) < ? "
+                    "ON CONFLICT (sender, nonce) DO UPDATE SET expires_at = excluded.expires_at "
+                    "WHERE mesh_nonces.expires_at <= ? RETURNING sender",
+                    (sender, nonce, int(retain_until_ms), sender, now, self.quota, now),
+                ).fetchall()
+                self._since_purge += 1
+                if self._since_purge >= self.PURGE_EVERY:
+                    self._since_purge = 0
+                    self._db.execute("DELETE FROM mesh_nonces WHERE expires_at <= ?", (now,))
+                if rows:
+                    return
+                held = self._db.execute(
+                    "SELECT 1 FROM mesh_nonces WHERE sender = ? AND nonce = ? AND expires_at > ?", (sender, nonce, now)
+                ).fetchone()
+        except sqlite3.Error as e:
+            raise NonceRecordError("NONCE_STORE_UNAVAILABLE", f"nonce database failed: {e}") from e
+        if held is not None:
+            raise NonceRecordError("REPLAYED", f"nonce {nonce} from {sender} was already used")
+        raise NonceRecordError("NONCE_QUOTA_EXCEEDED", f"{sender} holds its quota of {self.quota} live nonces")
