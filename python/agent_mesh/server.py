@@ -21,6 +21,7 @@ the process's memory, not in a database, so they do not survive a restart.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import inspect
@@ -187,6 +188,10 @@ class _PersistentMemory:
                 (self._agent, owner, session_id, MAX_TURNS),
             ).fetchall()
         return [{"role": r, "content": c} for r, c in rows]
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
 
     def append(self, owner: str, session_id: str, added: list[dict[str, str]]) -> None:
         with self._lock, self._db:
@@ -415,6 +420,7 @@ class AgentApp:
                 Route("/health", self._health, methods=["GET"]),
                 Route("/.well-known/mesh-agent.json", self._discover, methods=["GET"]),
             ],
+            lifespan=self._lifespan,
         )
         self.starlette.add_exception_handler(404, self._not_found)  # type: ignore[arg-type]
         self.starlette.add_exception_handler(405, self._not_found)  # type: ignore[arg-type]
@@ -422,6 +428,18 @@ class AgentApp:
         public_host = [urlsplit(self.base_url).netloc] if self.base_url else []
         self.guard = _HostGuard(self.starlette, self, [*o.allowed_hosts, *public_host], o.allowed_origins)
         self.asgi = self.guard
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, _: Any) -> AsyncIterator[None]:
+        yield
+        # Streamed runs still in progress end with an error event; the hub client's connections are let go.
+        for run in self._runs.values():
+            if run.task is not None and not run.task.done():
+                run.task.cancel()
+        if self._hub is not None:
+            await self._hub.aclose()
+        if isinstance(self._memory, _PersistentMemory):
+            self._memory.close()
 
     # --- helpers ---
 
@@ -913,7 +931,7 @@ def serve(handler: Handler, *, name: str, host: str = "127.0.0.1", port: int = 0
     if options.get("public_url") is None:
         options["public_url"] = url
     app = AgentApp(handler, AgentOptions(name=name, **options))
-    config = uvicorn.Config(app.asgi, log_level="warning", lifespan="off", timeout_graceful_shutdown=1)
+    config = uvicorn.Config(app.asgi, log_level="warning", lifespan="on", timeout_graceful_shutdown=1)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"agent-{name}", daemon=True)
     thread.start()

@@ -158,8 +158,10 @@ class CuttingProxy:
         self.upstream: tuple[str, int] | None = None
         self.requests: list[bytes] = []
         self.cut = False
+        self._tasks: set[asyncio.Task[None]] = set()
         self._loop = asyncio.new_event_loop()
-        threading.Thread(target=self._loop.run_forever, daemon=True).start()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
         asyncio.run_coroutine_threadsafe(self._serve(), self._loop).result()
 
     async def _serve(self) -> None:
@@ -167,6 +169,10 @@ class CuttingProxy:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         assert self.upstream is not None
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
         up_reader, up_writer = await asyncio.open_connection(*self.upstream)
         cutting = False
 
@@ -197,6 +203,17 @@ class CuttingProxy:
             pump.cancel()
             for w in (writer, up_writer):
                 w.close()
+            await asyncio.gather(pump, writer.wait_closed(), up_writer.wait_closed(), return_exceptions=True)
 
     def close(self) -> None:
-        self._loop.call_soon_threadsafe(self.server.close)
+        async def stop() -> None:
+            self.server.close()
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await self.server.wait_closed()
+
+        asyncio.run_coroutine_threadsafe(stop(), self._loop).result(timeout=10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._loop.close()
