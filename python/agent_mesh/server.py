@@ -201,6 +201,14 @@ class _PersistentMemory:
             )
 
 
+def _default_database(name: str) -> str:
+    """``.mesh/agents/<name>.db``, where the TypeScript agent server keeps its database too."""
+    import os
+
+    os.makedirs(os.path.join(".mesh", "agents"), exist_ok=True)
+    return os.path.join(".mesh", "agents", re.sub(r"[^A-Za-z0-9._-]", "-", name) + ".db")
+
+
 # --- streamed runs ----------------------------------------------------------------------------------------------
 
 
@@ -406,7 +414,7 @@ class AgentApp:
         if o.memory == "session":
             self._memory: _SessionMemory | _PersistentMemory | None = _SessionMemory()
         elif o.memory == "persistent":
-            self._memory = _PersistentMemory(o.database or f".mesh-agent-{self.did_hash}.db", did)
+            self._memory = _PersistentMemory(o.database or _default_database(o.name), did)
         else:
             self._memory = None
         params = inspect.signature(handler).parameters
