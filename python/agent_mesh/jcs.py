@@ -50,6 +50,9 @@ _ESCAPES = {0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0C: "\\f", 0x0D: "\\r", 0x2
 # signature on both sides.
 _SAFE_INT = 2**53
 
+# Below Python's default recursion limit; every HTTP surface refuses JSON nested past 256 (docs/protocol.md §12).
+_MAX_DEPTH = 512
+
 
 def format_number(x: int | float) -> str:
     """ECMAScript ``Number.prototype.toString`` of a finite number (RFC 8785 §3.2.2.3)."""
@@ -110,7 +113,7 @@ def _utf16_key(s: str) -> bytes:
 
 
 def _write(v: Any, out: list[str], depth: int, sort: bool = True) -> None:
-    if depth > 1000:
+    if depth > _MAX_DEPTH:
         raise NotCanonicalizable("nested too deeply (or a cycle)")
     if v is None:
         out.append("null")
@@ -147,19 +150,24 @@ def _write(v: Any, out: list[str], depth: int, sort: bool = True) -> None:
         raise NotCanonicalizable(f"{type(v).__name__} has no JSON form")
 
 
+def _run(value: Any, sort: bool) -> str:
+    out: list[str] = []
+    try:
+        _write(value, out, 0, sort)
+    except RecursionError as e:  # a caller already deep in its own stack
+        raise NotCanonicalizable("nested too deeply (or a cycle)") from e
+    return "".join(out)
+
+
 def canonicalize(value: Any) -> str:
     """The JCS string of a JSON value; raises ``NotCanonicalizable`` when it has none."""
-    out: list[str] = []
-    _write(value, out, 0)
-    return "".join(out)
+    return _run(value, True)
 
 
 def stringify(value: Any) -> str:
     """ECMAScript ``JSON.stringify`` of a JSON value, compact, members in insertion order: how issuers write JWS
     headers and payloads (docs/protocol.md §9.1), so Python and TypeScript issue the same bytes."""
-    out: list[str] = []
-    _write(value, out, 0, sort=False)
-    return "".join(out)
+    return _run(value, False)
 
 
 def canonical_bytes(value: Any) -> bytes:

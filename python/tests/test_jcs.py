@@ -98,6 +98,21 @@ def test_strict_json_refusals(text: str, reason: str) -> None:
     assert e.value.reason == reason
 
 
+def test_cycles_and_deep_nesting_are_refused_not_crashed() -> None:
+    cycle: dict[str, object] = {}
+    cycle["self"] = cycle
+    deep: list[object] = []
+    x = deep
+    for _ in range(2000):
+        x.append([])
+        x = x[0]  # type: ignore[assignment]
+    for bad in (cycle, deep):
+        with pytest.raises(NotCanonicalizable):
+            canonicalize(bad)
+        with pytest.raises(NotCanonicalizable):
+            stringify(bad)
+
+
 def test_proto_as_a_value_is_ordinary_text() -> None:
     assert parse_json_strict('{"a":"__proto__"}') == {"a": "__proto__"}
 
