@@ -100,6 +100,20 @@ describe("constraint lists are bounded", () => {
       assert.strictEqual(r.reason, "SIGNATURE_INVALID")
       assert.include(r.message, "link 0")
     })))
+
+  it.effect("cns that is not an object is a parse failure: MALFORMED even under a forged signature (§9.5 step 1)", () =>
+    run(Effect.gen(function* () {
+      const { alice, bob, mallory } = yield* cast
+      const root = payloadOf((yield* issueIntentMandate({ grantorDid: alice.did, granteeDid: bob.did, privateKey: alice.key, constraints: { spendLimitUsd: 5 } })).token)
+      for (const cns of [5, null, [], "x"]) {
+        for (const key of [alice.key, mallory.key]) {
+          const token = yield* signRaw(headerFor(alice.did), { ...root, cns }, key)
+          const e = yield* Effect.flip(verifyMandate(token, resolverFor([alice, bob])))
+          assert.strictEqual(e.reason, "MALFORMED", `${JSON.stringify(cns)}: ${e.message}`)
+          assert.include(e.message, "cns must be an object")
+        }
+      }
+    })))
 })
 
 describe("constraints given as outside objects", () => {

@@ -325,6 +325,9 @@ def _parse_links(token: Any, into: list[_Link], remaining: int) -> Mandate:
     kind = p.get("kind")
     if not isinstance(kind, str) or kind not in MANDATE_KINDS:
         raise MandateInvalid("MALFORMED", "unknown kind")
+    # its shape is a parse check (docs/protocol.md §9.5 step 1); what it holds is checked after the signature
+    if not isinstance(p.get("cns"), dict):
+        raise MandateInvalid("MALFORMED", "cns must be an object")
     # recorded, not raised: a forgery is refused for its signature first
     cns_problem = constraints_problem(kind, p.get("cns"))
     try:

@@ -428,3 +428,19 @@ def test_decode_unverified_and_expiry() -> None:
     d = decode_unverified(m.token)
     assert d == m
     assert d.expiry.isoformat() == "2026-01-01T01:00:00+00:00"
+
+
+def test_cns_not_an_object_is_malformed_even_when_forged() -> None:
+    """§9.5 step 1: the shape of `cns` is a parse check, so even a forged signature gives MALFORMED."""
+    import json
+
+    from agent_mesh.keys import b64url_decode, b64url_encode, load_private_key
+
+    header_b64, payload_b64, _ = intent().token.split(".")
+    payload = json.loads(b64url_decode(payload_b64))
+    for cns in (5, None, [], "x"):
+        for signer in ("did:mesh:alice", "did:mesh:mallory"):
+            body = b64url_encode(json.dumps({**payload, "cns": cns}, separators=(",", ":")).encode())
+            signing_input = f"{header_b64}.{body}".encode()
+            token = f"{header_b64}.{body}.{b64url_encode(load_private_key(SEEDS[signer]).sign(signing_input))}"
+            assert verify_mandate(token, KEYS, now_ms=NOW)[2] == "MALFORMED", (cns, signer)

@@ -197,6 +197,8 @@ const parseLinks = (token: unknown, into: Array<Link>, remaining: number, cache:
   if (typeof p.kv !== "number" || !Number.isSafeInteger(p.kv) || p.kv < 1) return invalid("MALFORMED", "kv must be a positive integer")
   if (typeof p.kind !== "string" || !(MANDATE_KINDS as ReadonlyArray<string>).includes(p.kind)) return invalid("MALFORMED", "unknown kind")
   const kind = p.kind as MandateKind
+  // Its shape is a parse check (docs/protocol.md §9.5 step 1); what it holds is checked after the leaf's signature.
+  if (!isRecord(p.cns)) return invalid("MALFORMED", "cns must be an object")
   // Cheap (every list is capped) and recorded, not returned: a forgery is refused for its signature first.
   const cnsProblem = constraintsProblem(kind, p.cns)
   const signature = decodeBase64UrlStrict(token.slice(d2 + 1))
@@ -209,7 +211,7 @@ const parseLinks = (token: unknown, into: Array<Link>, remaining: number, cache:
     parent = r
   }
   const mandate: Mandate = Object.freeze(
-    new DecodedMandate(token, kind, p.iss, p.aud, p.exp, p.iat, p.nbf, p.jti, p.kv, (cnsProblem === undefined ? deepFreeze(p.cns) : p.cns) as AnyConstraints, parent)
+    new DecodedMandate(token, kind, p.iss, p.aud, p.exp, p.iat, p.nbf, p.jti, p.kv, (cnsProblem === undefined ? deepFreeze(p.cns) : p.cns) as unknown as AnyConstraints, parent)
   )
   into.push({ mandate, signingInput: utf8(token.slice(0, d2)), signature, cnsProblem })
   return mandate
