@@ -152,11 +152,28 @@ describe("the hub's page", () => {
           }
         })
         const record = yield* register(client, identity, agent.url, { name: "streamer", description: "streams its answers chunk by chunk", capabilities: ["chat"] })
+        const mcp = yield* client.registerMcp({ name: "Files", endpointUrl: "http://127.0.0.1:9/mcp", tools: ["read_file", { name: "write_file", inputSchema: { type: "object" } }] })
+        const skill = yield* client.registerSkill({ name: "Web lookup", skillType: "web-search" })
         const { page, errors } = yield* browserPage
         const item = `#results .item[data-did-hash="${record.didHash}"]`
 
+        // The MCP servers' and skills' tabs list them; an MCP server's detail names its tools.
+        const listed = yield* Effect.promise(async () => {
+          await page.goto(`${hub.url}/#mcp`)
+          await page.click(`#results .item[data-did-hash="${mcp.didHash}"] a.name`)
+          await page.waitForSelector("#detail .tools")
+          const tools = await page.evaluate(() => Array.from(document.querySelectorAll("#detail .tools li code")).map((c) => c.textContent))
+          await page.click('.tabs a[data-tab="skills"]')
+          await page.click(`#results .item[data-did-hash="${skill.didHash}"] a.name`)
+          await page.waitForFunction(() => document.querySelector("#detail h2")?.textContent === "Web lookup")
+          return { tools, skill: await page.evaluate(() => document.querySelector("#detail")?.textContent ?? "") }
+        })
+        assert.deepStrictEqual(listed.tools, ["read_file", "write_file"])
+        assert.include(listed.skill, "web-search")
+        assert.include(listed.skill, skill.did)
+
         yield* Effect.promise(async () => {
-          await page.goto(`${hub.url}/`)
+          await page.click('.tabs a[data-tab="agents"]')
           // The list shows every agent; search narrows it.
           await page.waitForSelector(item)
           await page.fill("#q", "streamer")
@@ -307,6 +324,51 @@ describe("the hub's page", () => {
         })
         assert.include(status.text, `--allowed-origin ${hub.url}`)
         assert.isFalse(status.form)
+      })
+    ))
+  it.live("in a browser: a bearer agent is called with the token typed into the page; a mesh-sig agent is not called at all", () =>
+    provide(
+      Effect.gen(function* () {
+        const { hub, client } = yield* startHub()
+        const serving = { allowedOrigins: [hub.url], maxEventLoopLagMs: Infinity }
+        const guarded = yield* generateDid("guarded")
+        const bearer = yield* AgentServer.make({
+          name: "guarded", did: guarded.did, privateKey: guarded.privateKey, database: ":memory:", serving,
+          auth: "bearer", bearerTokens: ["s3cret"], handler: ({ caller }) => `hello ${caller.principal.slice(0, 7)}`
+        })
+        const guardedRecord = yield* register(client, guarded, bearer.url, { name: "guarded" })
+        const signed = yield* generateDid("signed")
+        const meshSig = yield* AgentServer.make({
+          name: "signed", did: signed.did, privateKey: signed.privateKey, database: ":memory:", serving,
+          auth: "mesh-sig", hubUrl: hub.url, handler: () => "only for signed callers"
+        })
+        const signedRecord = yield* register(client, signed, meshSig.url, { name: "signed" })
+        const { page, errors } = yield* browserPage
+
+        const replies = yield* Effect.promise(async () => {
+          await page.goto(`${hub.url}/chat/${guardedRecord.didHash}`)
+          await page.waitForSelector("#bearer")
+          await page.fill("#message", "without a token")
+          await page.click("#send")
+          await page.waitForSelector('.msg.agent[data-state="error"]')
+          await page.fill("#bearer", "s3cret")
+          await page.fill("#message", "with the token")
+          await page.click("#send")
+          await page.waitForSelector('.msg.agent[data-state="done"]')
+          return page.evaluate(() => Array.from(document.querySelectorAll(".msg.agent")).map((m) => m.textContent ?? ""))
+        })
+        assert.include(replies[0], "AUTH_REQUIRED")
+        assert.include(replies[1], "hello bearer:")
+
+        const refused = yield* Effect.promise(async () => {
+          await page.goto(`${hub.url}/chat/${signedRecord.didHash}`)
+          await page.waitForSelector("#status.error")
+          return page.evaluate(() => ({ text: document.querySelector("#status")?.textContent ?? "", form: document.querySelector("#message") !== null }))
+        })
+        assert.include(refused.text, "this page holds no keys")
+        assert.include(refused.text, `mesh call ${signedRecord.didHash}`)
+        assert.isFalse(refused.form)
+        assert.deepStrictEqual(errors, [])
       })
     ))
 })
