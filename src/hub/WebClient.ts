@@ -47,6 +47,14 @@ export const webClient = function (): void {
   }
   const pretty = (v: unknown) => h("pre", { class: "json" }, JSON.stringify(v, null, 2))
   const str = (v: unknown): string => (typeof v === "string" ? v : v === undefined || v === null ? "" : JSON.stringify(v))
+  /** A URL part decoded, or as it is when it is not valid percent-encoding (a hand-typed address). */
+  const decoded = (s: string): string => {
+    try {
+      return decodeURIComponent(s)
+    } catch {
+      return s
+    }
+  }
   const isRecord = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v)
 
   /** A hub or agent error body (`{ code, error, correlationId }`) as a failure, or one made up for what is not one. */
@@ -220,7 +228,7 @@ export const webClient = function (): void {
     }
 
     const route = () => {
-      const hash = decodeURIComponent(location.hash.replace(/^#/, ""))
+      const hash = decoded(location.hash.replace(/^#/, ""))
       const slash = hash.indexOf("/")
       const head = slash < 0 ? hash : hash.slice(0, slash)
       const rest = slash < 0 ? "" : hash.slice(slash + 1)
@@ -355,12 +363,12 @@ export const webClient = function (): void {
       message,
       h("div", { class: "row" }, send),
       options
-    )
+    ) as HTMLFormElement
     app.append(form)
     message.addEventListener("keydown", (e) => {
       if (e.key === "Enter" && !e.shiftKey) {
         e.preventDefault()
-        ;(form as HTMLFormElement).requestSubmit()
+        form.requestSubmit()
       }
     })
 
@@ -374,7 +382,7 @@ export const webClient = function (): void {
       return el
     }
 
-    /** POSTs to the agent asking for a stream and feeds each event to the reply bubble; false when it failed. */
+    /** POSTs to the agent asking for a stream and feeds each event to the reply bubble (its `data-state` says how it ended). */
     const stream = async (path: "/v1/run" | "/v1/resume", payload: Json, reply: HTMLElement): Promise<void> => {
       const text = reply.querySelector(".text")!
       const headers: Record<string, string> = { "content-type": "application/json", accept: "text/event-stream" }
@@ -523,7 +531,7 @@ export const webClient = function (): void {
   }
 
   const chatPath = /^\/chat\/([^/]+)\/?$/.exec(location.pathname)
-  if (chatPath !== null) void chat(decodeURIComponent(chatPath[1]!))
+  if (chatPath !== null) void chat(decoded(chatPath[1]!))
   else explorer()
 }
 
