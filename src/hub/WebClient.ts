@@ -246,16 +246,18 @@ export const webClient = function (): void {
 
   // ---------------------------------------------------------------- chat
 
-  /** Reads a Server-Sent Events body, calling `onEvent` per event; resolves when the stream ends. */
-  const readEvents = async (body: ReadableStream<Uint8Array>, onEvent: (event: string, data: unknown) => void) => {
+  /** Reads a Server-Sent Events body, calling `onEvent` per event (with its `id`); resolves when the stream ends. */
+  const readEvents = async (body: ReadableStream<Uint8Array>, onEvent: (event: string, data: unknown, id: string | undefined) => void) => {
     const reader = body.getReader()
     const decoder = new TextDecoder()
     let buffer = ""
     const flush = (frame: string) => {
       let event = "message"
+      let id: string | undefined
       const data: Array<string> = []
       for (const line of frame.split("\n")) {
         if (line.startsWith("event:")) event = line.slice(6).trim()
+        else if (line.startsWith("id:")) id = line.slice(3).trim()
         else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""))
       }
       if (data.length === 0) return
@@ -265,7 +267,7 @@ export const webClient = function (): void {
       } catch {
         // not JSON: handed over as text
       }
-      onEvent(event, parsed)
+      onEvent(event, parsed, id)
     }
     for (;;) {
       const { done, value } = await reader.read()
@@ -279,6 +281,10 @@ export const webClient = function (): void {
     }
     if (buffer.trim() !== "") flush(buffer)
   }
+
+  // A stream cut before its last event is followed again from the last event seen (`Last-Event-ID`): the run goes
+  // on at the agent meanwhile, and the agent answers every event after that one, none twice (docs/agent.md §3).
+  const RECONNECTS = 3
 
   const chat = async (didHash: string) => {
     document.title = "Chat · agent-mesh hub"
@@ -382,7 +388,10 @@ export const webClient = function (): void {
       return el
     }
 
-    /** POSTs to the agent asking for a stream and feeds each event to the reply bubble (its `data-state` says how it ended). */
+    /**
+     * POSTs to the agent asking for a stream and feeds each event to the reply bubble (its `data-state` says how it
+     * ended); a stream cut short is followed again from its last event, at most `RECONNECTS` times.
+     */
     const stream = async (path: "/v1/run" | "/v1/resume", payload: Json, reply: HTMLElement): Promise<void> => {
       const text = reply.querySelector(".text")!
       const headers: Record<string, string> = { "content-type": "application/json", accept: "text/event-stream" }
@@ -391,24 +400,10 @@ export const webClient = function (): void {
         reply.dataset.state = "error"
         reply.append(h("p", { class: "failure" }, describe(f)))
       }
-      let res: Response
-      try {
-        res = await fetch(endpoint + path, { method: "POST", headers, body: JSON.stringify(payload) })
-      } catch (e) {
-        return fail({ code: "AGENT_UNREACHABLE", message: `${String(e)}; is the agent running, and does it allow ${location.origin}?` })
-      }
-      const type = res.headers.get("content-type") ?? ""
-      if (!type.includes("text/event-stream") || res.body === null) {
-        const body: unknown = await res.json().catch(() => undefined)
-        if (res.status === 202 && isRecord(body) && isRecord(body.approvalRequired)) return paused(body, reply)
-        if (res.ok && isRecord(body) && typeof body.message === "string") {
-          text.textContent = body.message
-          return finished(body, reply)
-        }
-        return fail(failureOf(res.status, body))
-      }
+      let lastId: string | undefined
       let ended = false
-      await readEvents(res.body, (event, data) => {
+      const onEvent = (event: string, data: unknown, id: string | undefined) => {
+        if (id !== undefined) lastId = id
         const d = isRecord(data) ? data : {}
         if (event === "chunk") {
           text.textContent = (text.textContent ?? "") + str(d.text)
@@ -423,10 +418,47 @@ export const webClient = function (): void {
           paused(d, reply)
         } else if (event === "error") {
           ended = true
-          fail(failureOf(res.status, d))
+          fail(failureOf(0, d))
         }
-      }).catch((e: unknown) => fail({ code: "STREAM_BROKEN", message: String(e) }))
-      if (!ended && reply.dataset.state === "streaming") fail({ code: "STREAM_ENDED", message: "the stream ended before the run did" })
+      }
+      for (let attempt = 0; ; attempt++) {
+        // A reconnect waits a little longer each time: a network that just dropped is seldom back at once.
+        if (attempt > 0) await new Promise((resolve) => setTimeout(resolve, 250 * attempt))
+        const again = lastId !== undefined && attempt < RECONNECTS
+        let res: Response
+        try {
+          res = await fetch(endpoint + path, {
+            method: "POST",
+            headers: lastId === undefined ? headers : { ...headers, "last-event-id": lastId },
+            body: JSON.stringify(payload)
+          })
+        } catch (e) {
+          if (again) continue
+          return fail({ code: "AGENT_UNREACHABLE", message: `${String(e)}; is the agent running, and does it allow ${location.origin}?` })
+        }
+        const type = res.headers.get("content-type") ?? ""
+        if (!type.includes("text/event-stream") || res.body === null) {
+          const body: unknown = await res.json().catch(() => undefined)
+          if (res.status === 202 && isRecord(body) && isRecord(body.approvalRequired)) return paused(body, reply)
+          if (res.ok && isRecord(body) && typeof body.message === "string") {
+            text.textContent = body.message
+            return finished(body, reply)
+          }
+          return fail(failureOf(res.status, body))
+        }
+        let broken: unknown = undefined
+        await readEvents(res.body, onEvent).catch((e: unknown) => (broken = e))
+        if (ended) return
+        if (lastId !== undefined && attempt < RECONNECTS) {
+          reply.dataset.reconnects = String(attempt + 1)
+          continue
+        }
+        return fail(
+          broken === undefined
+            ? { code: "STREAM_ENDED", message: "the stream ended before the run did" }
+            : { code: "STREAM_BROKEN", message: String(broken) }
+        )
+      }
     }
 
     const finished = (d: Json, reply: HTMLElement) => {

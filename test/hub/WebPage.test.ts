@@ -1,13 +1,14 @@
 /**
  * The hub's page: its routes and headers, the same script from the bundled `mesh hub`, and — in a real browser
  * (Debian's chromium driven by playwright-core) — the registry explorer, a streamed chat with an agent the page calls
- * directly (CORS), the approval prompt at a human gate, and the message shown when an agent does not allow the
+ * directly (CORS) that survives a dropped connection, the approval prompt at a human gate, and the message shown when an agent does not allow the
  * page's origin. Screenshots are kept under test/artifacts/.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
+import * as net from "node:net"
 import * as path from "node:path"
 import * as vm from "node:vm"
 import { type Browser, chromium, type Page } from "playwright-core"
@@ -46,12 +47,53 @@ const browserPage = Effect.acquireRelease(
   Effect.promise(async () => {
     const browser: Browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ["--no-sandbox"] })
     const page: Page = await browser.newPage({ viewport: { width: 1280, height: 860 } })
+    // Well inside the test's own timeout, so a page that never gets there fails naming what it waited for.
+    page.setDefaultTimeout(10_000)
     const errors: Array<string> = []
     page.on("pageerror", (e) => errors.push(String(e)))
     return { browser, page, errors }
   }),
   ({ browser }) => Effect.promise(() => browser.close())
 )
+
+/**
+ * A TCP proxy in front of `target` whose `cut()` drops every connection that is carrying an event stream at that
+ * moment, as a network that goes away would; connections made after it pass through.
+ */
+const cuttingProxy = (target: string) =>
+  Effect.acquireRelease(
+    Effect.async<{ readonly url: string; readonly cut: () => number; readonly server: net.Server }>((resume) => {
+      const { hostname, port } = new URL(target)
+      const streaming = new Set<net.Socket>()
+      const server = net.createServer((client) => {
+        const upstream = net.connect(Number(port), hostname)
+        client.pipe(upstream)
+        upstream.on("data", (d: Buffer) => {
+          if (/content-type: text\/event-stream/i.test(d.toString("latin1"))) streaming.add(client)
+          client.write(d)
+        })
+        const close = () => {
+          streaming.delete(client)
+          client.destroy()
+          upstream.destroy()
+        }
+        upstream.on("end", () => client.end())
+        upstream.on("error", close)
+        client.on("error", close)
+        client.on("close", close)
+      })
+      server.listen(0, "127.0.0.1", () => {
+        const cut = () => {
+          const n = streaming.size
+          for (const socket of streaming) socket.destroy()
+          streaming.clear()
+          return n
+        }
+        resume(Effect.succeed({ url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`, cut, server }))
+      })
+    }),
+    ({ server }) => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)))
+  )
 
 const screenshot = (page: Page, name: string) =>
   Effect.promise(async () => {
@@ -128,7 +170,7 @@ describe("the hub's page", () => {
     return
   }
 
-  it.live("in a browser: find an agent in the explorer, open its chat, and watch the reply stream in", () =>
+  it.live("in a browser: find an agent in the explorer, open its chat, and watch the reply stream in, across a dropped connection", () =>
     provide(
       Effect.gen(function* () {
         const { hub, client } = yield* startHub()
@@ -151,7 +193,9 @@ describe("the hub's page", () => {
             yield `you said: ${message}`
           }
         })
-        const record = yield* register(client, identity, agent.url, { name: "streamer", description: "streams its answers chunk by chunk", capabilities: ["chat"] })
+        // The browser reaches the agent through a proxy that can drop the stream's connection.
+        const proxy = yield* cuttingProxy(agent.url)
+        const record = yield* register(client, identity, proxy.url, { name: "streamer", description: "streams its answers chunk by chunk", capabilities: ["chat"] })
         const mcp = yield* client.registerMcp({ name: "Files", endpointUrl: "http://127.0.0.1:9/mcp", tools: ["read_file", { name: "write_file", inputSchema: { type: "object" } }] })
         const skill = yield* client.registerSkill({ name: "Web lookup", skillType: "web-search" })
         const { page, errors } = yield* browserPage
@@ -191,7 +235,7 @@ describe("the hub's page", () => {
           }))
         )
         assert.include(detail.text, record.didHash)
-        assert.include(detail.text, agent.url)
+        assert.include(detail.text, proxy.url)
         assert.strictEqual(detail.manifest.name, "streamer")
         assert.strictEqual(detail.manifest.description, "streams its answers chunk by chunk")
         assert.strictEqual(detail.document.id, identity.did)
@@ -211,15 +255,24 @@ describe("the hub's page", () => {
         })
         // One chunk on the page while the run is still going.
         assert.deepStrictEqual(during, { state: "streaming", text: "first ", name: "streamer" })
+        // The connection drops mid-run; the page follows the run again from the last event it saw.
+        assert.strictEqual(proxy.cut(), 1)
+        yield* Effect.promise(() => page.waitForSelector('.msg.agent[data-reconnects="1"]'))
         release()
         const after = yield* Effect.promise(async () => {
           await page.waitForSelector('.msg.agent[data-state="done"]')
           return page.evaluate(() => {
             const reply = document.querySelector(".msg.agent")
-            return { chunks: Number(reply?.getAttribute("data-chunks")), text: reply?.querySelector(".text")?.textContent, user: document.querySelector(".msg.user .text")?.textContent }
+            return {
+              chunks: Number(reply?.getAttribute("data-chunks")),
+              reconnects: reply?.getAttribute("data-reconnects"),
+              text: reply?.querySelector(".text")?.textContent,
+              user: document.querySelector(".msg.user .text")?.textContent
+            }
           })
         })
-        assert.deepStrictEqual(after, { chunks: 3, text: "first second you said: hello mesh", user: "hello mesh" })
+        // Every chunk once: none lost to the cut, none repeated by the reconnect.
+        assert.deepStrictEqual(after, { chunks: 3, reconnects: "1", text: "first second you said: hello mesh", user: "hello mesh" })
         const file = yield* screenshot(page, "hub-page-chat.png")
         assert.isTrue(fs.statSync(file).size > 0)
         assert.deepStrictEqual(errors, [])
