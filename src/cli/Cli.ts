@@ -193,6 +193,7 @@ export const runHub = (
       yield* Console.log(`  registry   ${hub.url}/v1/agents`)
       yield* Console.log(`  platform   ${hub.url}/api/status`)
       yield* Console.log(`  docs       ${hub.url}/docs  (OpenAPI: ${hub.url}/openapi.json)`)
+      yield* Console.log(`  page       ${hub.url}/  (chat: ${hub.url}/chat/<didHash>)`)
       if (runner !== undefined) yield* Console.log(`  sagas      ${hub.url}/v1/sagas  (runner ${runner.did}: grant mandates to it)`)
       if (hub.probeUrl !== undefined) yield* Console.log(`  probe      ${hub.probeUrl}/health`)
       yield* Console.log(`  database   ${args.db}`)

@@ -235,6 +235,20 @@ export class DocsGroup extends HttpApiGroup.make("docs")
   .add(HttpApiEndpoint.get("docs", "/docs").addSuccess(HttpApiSchema.Text({ contentType: "text/html; charset=utf-8" })).annotate(OpenApi.Description, "A page listing every operation."))
   .annotate(OpenApi.Description, "The contract, machine-readable and browsable.") {}
 
+/**
+ * The hub's page (docs/operations.md, "The hub's page"): a registry explorer at `/` and a chat with one agent at
+ * `/chat/:didHash`, one HTML shell and one ES module, the page's only assets.
+ */
+export class WebGroup extends HttpApiGroup.make("web")
+  .add(HttpApiEndpoint.get("explorer", "/").addSuccess(HttpApiSchema.Text({ contentType: "text/html; charset=utf-8" })).annotate(OpenApi.Description, "The registry explorer: search and list agents, MCP servers and skills."))
+  .add(
+    HttpApiEndpoint.get("chat", "/chat/:didHash").setPath(DidHashPath).addSuccess(HttpApiSchema.Text({ contentType: "text/html; charset=utf-8" }))
+      .annotate(OpenApi.Description, "A streaming chat with the agent, which the page calls directly (the agent must allow this hub's origin).")
+  )
+  .add(HttpApiEndpoint.get("script", "/ui/app.js").addSuccess(HttpApiSchema.Text({ contentType: "text/javascript; charset=utf-8" })).annotate(OpenApi.Description, "The page's script."))
+  .add(HttpApiEndpoint.get("style", "/ui/app.css").addSuccess(HttpApiSchema.Text({ contentType: "text/css; charset=utf-8" })).annotate(OpenApi.Description, "The page's style sheet."))
+  .annotate(OpenApi.Description, "A page for people: the registry explorer and a chat with an agent.") {}
+
 /** Liveness: answered without the database and never shed under load, so a probe tells a busy hub from a dead one. */
 export class HealthGroup extends HttpApiGroup.make("health")
   .add(
@@ -253,6 +267,7 @@ export class HubApi extends addServingErrors(
     .add(LearnerGroup)
     .add(PlatformGroup)
     .add(DocsGroup)
+    .add(WebGroup)
 )
   .addError(Unavailable)
   .addError(BadRequest)

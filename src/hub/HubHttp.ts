@@ -24,6 +24,7 @@ import { Platform, type PlatformError } from "./Platform.js"
 import { type Caller as KeyCaller, hubOrigin, Registry, type RegistryError } from "./Registry.js"
 import { clientKey } from "../core/internal/clientKey.js"
 import { LearnerStatsStore } from "./LearnerStatsStore.js"
+import { WebLive } from "./WebPage.js"
 import type { PersistenceError } from "../sql/SqlFailure.js"
 
 // Every per-address limit (search, challenges, write quotas) counts an IPv6 client by its /64 (core/internal/clientKey.ts).
@@ -312,7 +313,7 @@ export const LearnerLive = HttpApiBuilder.group(HubApi, "learner", (handlers) =>
   }))
 
 /** The hub's groups but its documents, for assemblies that serve a larger contract with a document of their own (`SagaHub`). */
-export const GroupsLive = Layer.mergeAll(HealthLive, RegistryLive, KeysLive, SpendingLive, LearnerLive, PlatformLive)
+export const GroupsLive = Layer.mergeAll(HealthLive, RegistryLive, KeysLive, SpendingLive, LearnerLive, PlatformLive, WebLive)
 
 /** Every group of the hub, needing the services behind them. */
 export const HandlersLive = Layer.mergeAll(GroupsLive, DocsLive).pipe(Layer.provide(ApiKeyAuthLive))
