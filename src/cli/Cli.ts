@@ -166,6 +166,9 @@ const servingOf = (flags: ServingFlags, base: Serve.Guards = {}): Serve.Guards =
   allowedOrigins: [...(base.allowedOrigins ?? []), ...(flags.allowedOrigins ?? [])]
 })
 
+/** How long `mesh hub` and `mesh agent` let requests and streamed runs in flight finish after SIGTERM, unless told otherwise. */
+export const DEFAULT_SHUTDOWN_TIMEOUT_SECONDS = 10
+
 /** Where `mesh hub` keeps its database unless told otherwise. */
 export const DEFAULT_DATABASE = ".mesh/hub.db"
 
@@ -188,6 +191,7 @@ export const runHub = (
     Effect.gen(function* () {
       const publicUrl = Option.getOrUndefined(args.publicUrl ?? Option.none())
       if (publicUrl !== undefined) yield* checkHttpUrl(publicUrl)
+      const shutdownSeconds = some(args.shutdownTimeoutSeconds) ?? DEFAULT_SHUTDOWN_TIMEOUT_SECONDS
       const options: Hub.HubOptions = {
         database: args.db,
         port: args.port,
@@ -195,7 +199,7 @@ export const runHub = (
         serving: {
           ...servingOf(args),
           ...Option.match(args.probePort ?? Option.none(), { onNone: () => ({}), onSome: (probePort) => ({ probePort }) }),
-          ...Option.match(args.shutdownTimeoutSeconds ?? Option.none(), { onNone: () => ({}), onSome: (s) => ({ shutdownTimeoutMs: s * 1000 }) })
+          shutdownTimeoutMs: shutdownSeconds * 1000
         },
         ...(publicUrl === undefined ? {} : { publicUrl }),
         ...(args.newAdminKey === true ? { newAdminKey: true } : {})
@@ -218,6 +222,8 @@ export const runHub = (
       if (runner !== undefined) yield* Console.log(`  sagas      ${hub.url}/v1/sagas  (runner ${runner.did}: grant mandates to it)`)
       if (hub.probeUrl !== undefined) yield* Console.log(`  probe      ${hub.probeUrl}/health`)
       yield* Console.log(`  database   ${args.db}`)
+      // Added after the server's finalizers, so it prints first, when the graceful close begins.
+      yield* Effect.addFinalizer(() => Console.log(`hub stopping: requests in flight have up to ${shutdownSeconds} s to finish`))
       yield* Effect.logInfo("hub started")
       return yield* Effect.never
     })
@@ -389,7 +395,10 @@ export const runAgent = (args: {
       if (publicUrl !== undefined) yield* checkHttpUrl(publicUrl)
       const auth = some(args.auth)
       const bearerTokens = (args.bearerTokens ?? []).map(Redacted.value)
-      const shutdownSeconds = some(args.shutdownTimeoutSeconds)
+      const shutdownMs = Option.match(args.shutdownTimeoutSeconds ?? Option.none(), {
+        onNone: () => loaded.serving?.shutdownTimeoutMs ?? DEFAULT_SHUTDOWN_TIMEOUT_SECONDS * 1000,
+        onSome: (seconds) => seconds * 1000
+      })
       const options: AgentServer.AgentServerOptions = {
         ...loaded,
         ...(publicUrl === undefined ? {} : { publicUrl }),
@@ -403,10 +412,7 @@ export const runAgent = (args: {
         ...(identity === undefined ? {} : { did: identity.did, privateKey: identity.privateKeyPkcs8B64 }),
         ...(args.provider !== undefined && Option.isSome(args.provider) ? { provider: args.provider.value } : {}),
         ...(args.model !== undefined && Option.isSome(args.model) ? { model: args.model.value } : {}),
-        serving: {
-          ...servingOf(args, loaded.serving),
-          ...(shutdownSeconds === undefined ? {} : { shutdownTimeoutMs: shutdownSeconds * 1000 })
-        }
+        serving: { ...servingOf(args, loaded.serving), shutdownTimeoutMs: shutdownMs }
       }
       // Loaded only by `mesh agent`: the agent server, its router and its providers are not parsed by `mesh hub`.
       const AgentServerModule = yield* Effect.promise(() => import("../agent/AgentServer.js"))
@@ -429,6 +435,7 @@ export const runAgent = (args: {
       }
       // The "discovery" line comes last: scripts wait for it.
       yield* Console.log(`  discovery  ${agent.url}/.well-known/mesh-agent.json`)
+      yield* Effect.addFinalizer(() => Console.log(`agent stopping: requests and streamed runs in flight have up to ${shutdownMs / 1000} s to finish`))
       return yield* Effect.never
     })
   ).pipe(Effect.onInterrupt(() => Console.log("agent stopped")))
