@@ -18,6 +18,9 @@ await build({
   target: "node20",
   format: "esm",
   external: ["better-sqlite3", "tsx", "tsx/*"],
+  // Less text to parse at every start (names are kept: errors and logs still say what failed).
+  minifyWhitespace: true,
+  minifySyntax: true,
   // Some bundled dependencies are CommonJS and call require().
   banner: { js: "import { createRequire as __meshCreateRequire } from 'node:module'; const require = __meshCreateRequire(import.meta.url);" },
   logLevel: "warning"

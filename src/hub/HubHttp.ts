@@ -265,21 +265,28 @@ export const docsPage = (doc: OpenApi.OpenAPISpec): string => {
 <table><thead><tr><th>method</th><th>path</th><th>operation</th><th>statuses</th></tr></thead><tbody>${rows.join("")}</tbody></table></body></html>`
 }
 
-/** `/openapi.json` and `/docs`, both computed once from `HubApi`. */
+// Building the document walks every schema of the contract (a good part of a hub's start-up): done on the first
+// request for it, not before the hub listens.
+const memo = <A>(make: () => A): (() => A) => {
+  let value: { readonly a: A } | undefined = undefined
+  return () => (value ??= { a: make() }).a
+}
+
+/** `/openapi.json` and `/docs`, both computed once from `HubApi`, when first asked for. */
 export const DocsLive = HttpApiBuilder.group(HubApi, "docs", (handlers) =>
   Effect.sync(() => {
-    const doc = OpenApi.fromApi(HubApi)
-    const page = docsPage(doc)
-    return handlers.handle("openapi", () => Effect.succeed(doc)).handle("docs", () => Effect.succeed(page))
+    const doc = memo(() => OpenApi.fromApi(HubApi))
+    const page = memo(() => docsPage(doc()))
+    return handlers.handle("openapi", () => Effect.sync(doc)).handle("docs", () => Effect.sync(page))
   })
 )
 
 /** The same two for a platform-only process, computed from `PlatformApi`. */
 const PlatformDocsLive = HttpApiBuilder.group(PlatformApi, "docs", (handlers) =>
   Effect.sync(() => {
-    const doc = OpenApi.fromApi(PlatformApi)
-    const page = docsPage(doc)
-    return handlers.handle("openapi", () => Effect.succeed(doc)).handle("docs", () => Effect.succeed(page))
+    const doc = memo(() => OpenApi.fromApi(PlatformApi))
+    const page = memo(() => docsPage(doc()))
+    return handlers.handle("openapi", () => Effect.sync(doc)).handle("docs", () => Effect.sync(page))
   })
 )
 
