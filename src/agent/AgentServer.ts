@@ -351,8 +351,10 @@ const serve = (options: AgentServerOptions) =>
       host: options.host ?? "127.0.0.1",
       ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes })
     })
-    // Added after the server's own finalizer, so it runs first: followers of a run still get its last event.
-    yield* Effect.addFinalizer(() => streams.stopAll)
+    // Added after the server's own finalizer, so it runs first: a graceful close lets requests and streamed runs in
+    // flight finish (up to `serving.shutdownTimeoutMs`), then the runs left stop while their followers still get
+    // their last event.
+    yield* Effect.addFinalizer(() => Effect.zipRight(server.drain(streams.awaitIdle), streams.stopAll))
     yield* identity.publish(options.publicUrl ?? server.url)
     const memoryMode = options.memory ?? "none"
     yield* Effect.logInfo(`agent ${options.name} (${identity.did}) listening on ${server.url}, auth ${options.auth ?? "none"}, memory ${memoryMode}`)

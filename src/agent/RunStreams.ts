@@ -70,6 +70,8 @@ export interface RunStreamsApi {
   readonly stats: () => { readonly streamedRuns: number; readonly retainedEventBytes: number }
   /** Interrupts every run in progress; each sends `stopped` to its followers. */
   readonly stopAll: Effect.Effect<void>
+  /** Completes once no streamed run is in progress (a graceful shutdown waits for it). */
+  readonly awaitIdle: Effect.Effect<void>
 }
 
 /** The streamed runs of one agent server. */
@@ -264,7 +266,7 @@ export const make = (options: Options): Effect.Effect<RunStreamsApi, never, Scop
     const reconnect: RunStreamsApi["reconnect"] = (lastEventId, principal) => reconnectTo(runs, lastEventId, principal)
 
     const stats = () => ({ streamedRuns: runs.size, retainedEventBytes: kept.retained() })
-    return { start, reconnect, stats, stopAll: FiberSet.clear(live) }
+    return { start, reconnect, stats, stopAll: FiberSet.clear(live), awaitIdle: FiberSet.awaitEmpty(live) }
   })
 
 /** `RunStreams` with these settings. */

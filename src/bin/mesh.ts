@@ -2,11 +2,16 @@
 /**
  * The `mesh` command. Bundled into dist/bin/mesh.js so it starts without resolving hundreds of modules.
  *
+ * Every setting a flag takes may also come from its environment variable, named per command (`MESH_HUB_PORT`,
+ * `MESH_AGENT_PORT`, …) so a hub and an agent started from one shell do not collide, or from the same key in a
+ * `mesh.json`; flags > environment > file > defaults (docs/operations.md).
+ *
  * Floor: bin, the top (docs/architecture.md §3).
  */
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
+import * as ValidationError from "@effect/cli/ValidationError"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Console from "effect/Console"
@@ -15,9 +20,43 @@ import * as Layer from "effect/Layer"
 import * as Config from "effect/Config"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
-import { createKey, DEFAULT_DATABASE, keygen, runAgent, runHub, runPlatform, runSagaFile, sagaStatus } from "../cli/Cli.js"
+import {
+  attenuateMandate,
+  callAgent,
+  CHILD_KINDS,
+  createKey,
+  DEFAULT_DATABASE,
+  issueMandate,
+  keygen,
+  listAgents,
+  loadSettings,
+  ROOT_KINDS,
+  runAgent,
+  runHub,
+  runPlatform,
+  runSagaFile,
+  sagaStatus,
+  searchAgents,
+  showAgent,
+  verifyMandateToken
+} from "../cli/Cli.js"
 import * as KeysNative from "../node/KeysNative.js"
 import { VERSION } from "../core/Version.js"
+import { MANDATE_KINDS } from "../core/Constraints.js"
+import { withOutput } from "./Output.js"
+
+/** Every environment variable a setting may come from; they are also the keys `mesh.json` accepts. */
+const settingNames = new Set<string>(["MESH_CONFIG"])
+/**
+ * A setting's fallback: its namespaced variable, then (when given) the older shared name it replaces. The namespaced
+ * name is also its key in mesh.json; the old names are read from the environment only, after the file.
+ */
+const setting = <A>(read: (name: string) => Config.Config<A>, name: string, legacy?: string): Config.Config<A> => {
+  settingNames.add(name)
+  return legacy === undefined ? read(name) : Config.orElse(read(name), () => read(legacy))
+}
+/** A description with an example line, as `--help` shows it. */
+const described = (text: string, example: string) => Command.withDescription(`${text}\n\nexample: ${example}`)
 
 const name = Args.text({ name: "name" }).pipe(Args.withDescription("the identity's name: did:mesh:[<namespace>.]<name>"))
 const namespace = Options.text("namespace").pipe(Options.optional, Options.withDescription("namespace of the DID"))
@@ -29,84 +68,211 @@ const keygenCommand = Command.make("keygen", { name, namespace, endpoint, out, f
   Effect.flatMap(keygen(args), (written) =>
     Console.log(`wrote ${written.path}\n  did      ${written.did}\n  didHash  ${written.didHash}\n  key      ${written.publicKeyB64}`)
   )
-).pipe(Command.withDescription("create an Ed25519 identity and write it to a file (mode 0600)"))
+).pipe(described("create an Ed25519 identity and write it to a file (mode 0600)", "mesh keygen alice --namespace acme --endpoint https://alice.example"))
 
-const port = Options.integer("port").pipe(Options.withFallbackConfig(Config.integer("MESH_PORT")), Options.withDefault(7700), Options.withDescription("port to listen on (env MESH_PORT)"))
-const host = Options.text("host").pipe(Options.withFallbackConfig(Config.string("MESH_HOST")), Options.withDefault("127.0.0.1"), Options.withDescription("address to listen on (env MESH_HOST)"))
-const db = Options.text("db").pipe(Options.withFallbackConfig(Config.string("MESH_DB")), Options.withDefault(DEFAULT_DATABASE), Options.withDescription("SQLite file (env MESH_DB)"))
-const logLevel = Options.choice("log-level", ["debug", "info", "warning", "error"]).pipe(Options.withDefault("info" as const), Options.withDescription("least severe log level printed"))
+const port = Options.integer("port").pipe(Options.withFallbackConfig(setting(Config.integer, "MESH_HUB_PORT", "MESH_PORT")), Options.withDefault(7700), Options.withDescription("port to listen on (env MESH_HUB_PORT)"))
+const host = Options.text("host").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_HUB_HOST", "MESH_HOST")), Options.withDefault("127.0.0.1"), Options.withDescription("address to listen on (env MESH_HUB_HOST)"))
+const db = Options.text("db").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_HUB_DB", "MESH_DB")), Options.withDefault(DEFAULT_DATABASE), Options.withDescription("SQLite file (env MESH_HUB_DB)"))
+const logLevelOf = (env: string) =>
+  Options.choice("log-level", ["debug", "info", "warning", "error"]).pipe(
+    Options.withFallbackConfig(setting(Config.literal("debug", "info", "warning", "error"), env)),
+    Options.withDefault("info" as const),
+    Options.withDescription(`least severe log level printed (env ${env})`)
+  )
 const logLevels = { debug: "Debug", info: "Info", warning: "Warning", error: "Error" } as const
 /** Prints only log lines at `--log-level` or more severe. */
 const withLogLevel = (level: keyof typeof logLevels) => Logger.withMinimumLogLevel(LogLevel.fromLiteral(logLevels[level]))
 
-const allowedHosts = Options.text("allowed-host").pipe(Options.repeated, Options.withDescription("a DNS name (name or name:port) clients may use in Host besides localhost and IP addresses; * for any (repeatable)"))
-const allowedOrigins = Options.text("allowed-origin").pipe(Options.repeated, Options.withDescription("a browser origin (scheme://host[:port]) allowed cross-origin requests; * for any (repeatable)"))
+// Repeatable flags: the flags when given, else the variable's comma-separated list.
+const listOf = (flag: string, env: string, description: string) =>
+  Options.text(flag).pipe(
+    Options.repeated,
+    Options.mapEffect((given) =>
+      given.length > 0 ? Effect.succeed(given) : Effect.orElseSucceed(setting((n) => Config.array(Config.string(), n), env), (): ReadonlyArray<string> => [])
+    ),
+    Options.withDescription(`${description} (repeatable; env ${env}, comma-separated)`)
+  )
+const allowedHostsOf = (env: string) => listOf("allowed-host", env, "a DNS name (name or name:port) clients may use in Host besides localhost and IP addresses; * for any")
+const allowedOriginsOf = (env: string) => listOf("allowed-origin", env, "a browser origin (scheme://host[:port]) allowed cross-origin requests; * for any")
+const shutdownTimeoutOf = (env: string) =>
+  Options.integer("shutdown-timeout").pipe(
+    Options.withFallbackConfig(setting(Config.integer, env)),
+    Options.optional,
+    Options.withDescription(`seconds in-flight requests and streamed runs may take to finish after SIGTERM before the server closes (env ${env}; default 10)`)
+  )
 
 const publicUrl = Options.text("public-url").pipe(
-  Options.withFallbackConfig(Config.string("MESH_PUBLIC_URL")),
+  Options.withFallbackConfig(setting(Config.string, "MESH_HUB_PUBLIC_URL", "MESH_PUBLIC_URL")),
   Options.optional,
-  Options.withDescription("the URL clients reach the hub at (env MESH_PUBLIC_URL): signed ledger requests name it, and its host is allowed in Host")
+  Options.withDescription("the URL clients reach the hub at (env MESH_HUB_PUBLIC_URL): signed ledger requests name it, and its host is allowed in Host")
 )
 const probePort = Options.integer("probe-port").pipe(
+  Options.withFallbackConfig(setting(Config.integer, "MESH_HUB_PROBE_PORT")),
   Options.optional,
-  Options.withDescription("a second port answering only /health, whose accept queue a flood of the main port does not fill")
+  Options.withDescription("a second port answering only /health, whose accept queue a flood of the main port does not fill (env MESH_HUB_PROBE_PORT)")
 )
 const newAdminKey = Options.boolean("new-admin-key").pipe(Options.withDescription("issue a new admin credential on this start (after the old one was revoked or lost)"))
 
 const sagaIdentity = Options.file("saga-identity").pipe(
+  Options.withFallbackConfig(setting(Config.string, "MESH_HUB_SAGA_IDENTITY")),
   Options.optional,
-  Options.withDescription("identity file (`mesh keygen`) of the saga runner: with it the hub also runs sagas (/v1/sagas) as this DID")
+  Options.withDescription("identity file (`mesh keygen`) of the saga runner: with it the hub also runs sagas (/v1/sagas) as this DID (env MESH_HUB_SAGA_IDENTITY)")
 )
 
-const hubCommand = Command.make("hub", { port, host, db, publicUrl, newAdminKey, probePort, sagaIdentity, allowedHosts, allowedOrigins, logLevel }, (args) =>
-  runHub(args).pipe(withLogLevel(args.logLevel))
-).pipe(Command.withDescription("run a hub: registry, spending ledger and platform API on a SQLite file; stops cleanly on SIGINT/SIGTERM"))
+const hubCommand = Command.make(
+  "hub",
+  {
+    port, host, db, publicUrl, newAdminKey, probePort, sagaIdentity,
+    allowedHosts: allowedHostsOf("MESH_HUB_ALLOWED_HOST"), allowedOrigins: allowedOriginsOf("MESH_HUB_ALLOWED_ORIGIN"),
+    logLevel: logLevelOf("MESH_HUB_LOG_LEVEL"), shutdownTimeoutSeconds: shutdownTimeoutOf("MESH_HUB_SHUTDOWN_TIMEOUT")
+  },
+  (args) => runHub(args).pipe(withLogLevel(args.logLevel))
+).pipe(described(
+  "run a hub: registry, spending ledger and platform API on a SQLite file; on SIGTERM it finishes requests in flight, then stops",
+  "mesh hub --port 7700 --db .mesh/hub.db --public-url https://hub.example.com"
+))
 
-const registryUrl = Options.text("registry").pipe(Options.withFallbackConfig(Config.string("MESH_REGISTRY")), Options.withDescription("the registry hub's URL (env MESH_REGISTRY)"))
-const registryKey = Options.redacted("registry-key").pipe(Options.withFallbackConfig(Config.redacted("MESH_REGISTRY_KEY")), Options.withDescription("that hub's admin credential (env MESH_REGISTRY_KEY)"))
-const platformPort = Options.integer("port").pipe(Options.withFallbackConfig(Config.integer("MESH_PORT")), Options.withDefault(7701), Options.withDescription("port to listen on (env MESH_PORT)"))
+const registryUrl = Options.text("registry").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_PLATFORM_REGISTRY", "MESH_REGISTRY")), Options.withDescription("the registry hub's URL (env MESH_PLATFORM_REGISTRY)"))
+const registryKey = Options.redacted("registry-key").pipe(Options.withFallbackConfig(setting((n) => Config.redacted(n), "MESH_PLATFORM_REGISTRY_KEY", "MESH_REGISTRY_KEY")), Options.withDescription("that hub's admin credential (env MESH_PLATFORM_REGISTRY_KEY)"))
+const platformPort = Options.integer("port").pipe(Options.withFallbackConfig(setting(Config.integer, "MESH_PLATFORM_PORT", "MESH_PORT")), Options.withDefault(7701), Options.withDescription("port to listen on (env MESH_PLATFORM_PORT)"))
+const platformHost = Options.text("host").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_PLATFORM_HOST", "MESH_HOST")), Options.withDefault("127.0.0.1"), Options.withDescription("address to listen on (env MESH_PLATFORM_HOST)"))
 
-const platformCommand = Command.make("platform", { registryUrl, registryKey, port: platformPort, host, allowedHosts, allowedOrigins }, (args) => runPlatform(args)).pipe(
-  Command.withDescription("run the platform API apart from the registry, reaching it over HTTP")
-)
+const platformCommand = Command.make(
+  "platform",
+  { registryUrl, registryKey, port: platformPort, host: platformHost, allowedHosts: allowedHostsOf("MESH_PLATFORM_ALLOWED_HOST"), allowedOrigins: allowedOriginsOf("MESH_PLATFORM_ALLOWED_ORIGIN") },
+  (args) => runPlatform(args)
+).pipe(described("run the platform API apart from the registry, reaching it over HTTP", "mesh platform --registry http://127.0.0.1:7700 --registry-key mk_… --port 7701"))
 
-const hubUrl = Options.text("hub").pipe(Options.withFallbackConfig(Config.string("MESH_HUB")), Options.withDefault("http://127.0.0.1:7700"), Options.withDescription("hub URL (env MESH_HUB)"))
-const adminKey = Options.redacted("admin-key").pipe(Options.withFallbackConfig(Config.redacted("MESH_ADMIN_KEY")), Options.withDescription("the admin credential (env MESH_ADMIN_KEY)"))
+/** The hub a client command talks to: the flag, MESH_HUB, mesh.json, else the local default (which it then names). */
+const DEFAULT_HUB = "http://127.0.0.1:7700"
+const hubUrl = Options.text("hub").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_HUB")), Options.withDefault(DEFAULT_HUB), Options.withDescription(`hub URL (env MESH_HUB; default ${DEFAULT_HUB})`))
+const adminKey = Options.redacted("admin-key").pipe(Options.withFallbackConfig(setting((n) => Config.redacted(n), "MESH_ADMIN_KEY")), Options.withDescription("the admin credential (env MESH_ADMIN_KEY)"))
 const owner = Options.text("owner").pipe(Options.withDescription("who the key is for: a name, or an agent's DID"))
 const label = Options.text("label").pipe(Options.optional, Options.withDescription("a note to recognize the key by"))
 
 const keysCreate = Command.make("create", { hubUrl, adminKey, owner, label }, (args) =>
-  Effect.flatMap(createKey(args), (k) => Console.log(`created API key ${k.id} for ${k.owner} (${k.kind})\n${k.apiKey}\n(shown once: store it now)`))
-).pipe(Command.withDescription("create an API key on a hub with the admin credential"))
+  Effect.flatMap(createKey(args), (k) =>
+    Console.log(`created API key ${k.id} for ${k.owner} (${k.kind}) on hub ${args.hubUrl}${args.hubUrl === DEFAULT_HUB ? " (the default: pass --hub or set MESH_HUB for another)" : ""}\n${k.apiKey}\n(shown once: store it now)`)
+  )
+).pipe(described("create an API key on a hub with the admin credential", "mesh keys create --hub http://127.0.0.1:7700 --admin-key mk_… --owner did:mesh:acme.alice"))
 
 const agentModule = Args.file({ name: "module", exists: "yes" }).pipe(Args.withDescription("a module whose default export is the agent's options ({ name, handler, … }) or a function returning them"))
-const agentPort = Options.integer("port").pipe(Options.withFallbackConfig(Config.integer("MESH_PORT")), Options.optional, Options.withDescription("port to listen on (env MESH_PORT; default the module's, else any free port)"))
-const agentHost = Options.text("host").pipe(Options.withFallbackConfig(Config.string("MESH_HOST")), Options.optional, Options.withDescription("address to listen on (env MESH_HOST; default 127.0.0.1)"))
-const agentDb = Options.text("db").pipe(Options.withFallbackConfig(Config.string("MESH_DB")), Options.optional, Options.withDescription("SQLite file for paused tasks, nonces and memory (env MESH_DB; default .mesh/agents/<name>.db)"))
-const agentHub = Options.text("hub").pipe(Options.withFallbackConfig(Config.string("MESH_HUB")), Options.optional, Options.withDescription("hub whose registry resolves callers' and grantors' keys (env MESH_HUB)"))
-const agentProvider = Options.choice("provider", ["anthropic", "openai"]).pipe(Options.withFallbackConfig(Config.literal("anthropic", "openai")("MESH_PROVIDER")), Options.optional, Options.withDescription("model provider of an LLM chat agent (env MESH_PROVIDER): anthropic (ANTHROPIC_API_KEY) or openai (OPENAI_API_KEY, OPENAI_BASE_URL); overrides the module's"))
-const agentModel = Options.text("model").pipe(Options.withFallbackConfig(Config.string("MESH_MODEL")), Options.optional, Options.withDescription("model of an LLM chat agent (env MESH_MODEL); overrides the module's"))
-const agentIdentity = Options.file("identity").pipe(Options.optional, Options.withDescription("identity file from `mesh keygen`: the agent's DID and key"))
+const agentPort = Options.integer("port").pipe(Options.withFallbackConfig(setting(Config.integer, "MESH_AGENT_PORT", "MESH_PORT")), Options.optional, Options.withDescription("port to listen on (env MESH_AGENT_PORT; default the module's, else any free port)"))
+const agentHost = Options.text("host").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_AGENT_HOST", "MESH_HOST")), Options.optional, Options.withDescription("address to listen on (env MESH_AGENT_HOST; default 127.0.0.1)"))
+const agentDb = Options.text("db").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_AGENT_DB", "MESH_DB")), Options.optional, Options.withDescription("SQLite file for paused tasks, nonces and memory (env MESH_AGENT_DB; default .mesh/agents/<name>.db)"))
+const agentHub = Options.text("hub").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_AGENT_HUB", "MESH_HUB")), Options.optional, Options.withDescription("hub whose registry resolves callers' and grantors' keys, and where --register registers (env MESH_AGENT_HUB)"))
+const agentProvider = Options.choice("provider", ["anthropic", "openai"]).pipe(Options.withFallbackConfig(setting(Config.literal("anthropic", "openai"), "MESH_AGENT_PROVIDER", "MESH_PROVIDER")), Options.optional, Options.withDescription("model provider of an LLM chat agent (env MESH_AGENT_PROVIDER): anthropic (ANTHROPIC_API_KEY) or openai (OPENAI_API_KEY, OPENAI_BASE_URL); overrides the module's"))
+const agentModel = Options.text("model").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_AGENT_MODEL", "MESH_MODEL")), Options.optional, Options.withDescription("model of an LLM chat agent (env MESH_AGENT_MODEL); overrides the module's"))
+const agentIdentity = Options.file("identity").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_AGENT_IDENTITY")), Options.optional, Options.withDescription("identity file from `mesh keygen`: the agent's DID and key (env MESH_AGENT_IDENTITY)"))
+const agentRegister = Options.boolean("register").pipe(
+  Options.withFallbackConfig(setting(Config.boolean, "MESH_AGENT_REGISTER")),
+  Options.withDescription("register the agent at --hub (or update its record), then keep it live with a heartbeat; needs --identity and --api-key (env MESH_AGENT_REGISTER)")
+)
+const agentApiKey = Options.redacted("api-key").pipe(Options.withFallbackConfig(setting((n) => Config.redacted(n), "MESH_AGENT_API_KEY")), Options.optional, Options.withDescription("the API key that registers the agent (`mesh keys create --owner <did>`), the same on every start (env MESH_AGENT_API_KEY)"))
+const agentHeartbeat = Options.integer("heartbeat-interval").pipe(Options.withFallbackConfig(setting(Config.integer, "MESH_AGENT_HEARTBEAT_INTERVAL")), Options.optional, Options.withDescription("seconds between heartbeats with --register (env MESH_AGENT_HEARTBEAT_INTERVAL; default 30; the hub counts an agent stale after 90)"))
+const agentPublicUrl = Options.text("public-url").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_AGENT_PUBLIC_URL")), Options.optional, Options.withDescription("the URL callers reach the agent at, behind a proxy or in a container: it is registered, signed requests name it, its host is allowed (env MESH_AGENT_PUBLIC_URL)"))
+const agentAuth = Options.choice("auth", ["none", "bearer", "mesh-sig"]).pipe(Options.withFallbackConfig(setting(Config.literal("none", "bearer", "mesh-sig"), "MESH_AGENT_AUTH")), Options.optional, Options.withDescription("who may call: anyone, holders of a bearer token, or signed callers (env MESH_AGENT_AUTH; default the module's, else none)"))
+const agentBearer = Options.redacted("bearer-token").pipe(
+  Options.repeated,
+  Options.mapEffect((given) => given.length > 0 ? Effect.succeed(given) : Effect.orElseSucceed(setting((n) => Config.array(Config.redacted(Config.string()), n), "MESH_AGENT_BEARER_TOKEN"), () => [])),
+  Options.withDescription("a token accepted with --auth bearer (repeatable; env MESH_AGENT_BEARER_TOKEN, comma-separated)")
+)
+const agentAllowedCaller = listOf("allowed-caller", "MESH_AGENT_ALLOWED_CALLER", "a DID allowed to call with --auth mesh-sig; without any, every caller whose signature verifies")
 
-const agentCommand = Command.make("agent", { module: agentModule, port: agentPort, host: agentHost, db: agentDb, hub: agentHub, identity: agentIdentity, provider: agentProvider, model: agentModel, allowedHosts, allowedOrigins, logLevel }, (args) =>
-  runAgent(args).pipe(withLogLevel(args.logLevel))
-).pipe(Command.withDescription("run the agent a module exports (POST /v1/run, /v1/resume, /health, /.well-known/mesh-agent.json)"))
+const agentCommand = Command.make(
+  "agent",
+  {
+    module: agentModule, port: agentPort, host: agentHost, db: agentDb, hub: agentHub, identity: agentIdentity, provider: agentProvider, model: agentModel,
+    register: agentRegister, apiKey: agentApiKey, heartbeatSeconds: agentHeartbeat, publicUrl: agentPublicUrl, auth: agentAuth, bearerTokens: agentBearer,
+    allowedCallers: agentAllowedCaller, allowedHosts: allowedHostsOf("MESH_AGENT_ALLOWED_HOST"), allowedOrigins: allowedOriginsOf("MESH_AGENT_ALLOWED_ORIGIN"),
+    logLevel: logLevelOf("MESH_AGENT_LOG_LEVEL"), shutdownTimeoutSeconds: shutdownTimeoutOf("MESH_AGENT_SHUTDOWN_TIMEOUT")
+  },
+  (args) => runAgent(args).pipe(withLogLevel(args.logLevel))
+).pipe(described(
+  "run the agent a module exports (POST /v1/run, /v1/resume, /health, /.well-known/mesh-agent.json); with --register, listed on a hub and kept live",
+  "mesh agent examples/echo-agent.ts --identity echo.identity.json --hub http://127.0.0.1:7700 --api-key mk_… --register"
+))
 
 const sagaFile = Args.file({ name: "file", exists: "yes" }).pipe(Args.withDescription("the saga as JSON: { mandate, steps: [{ name, agentDid | didHash, capability, params, budgetUsd, compensation }] }"))
 const sagaRun = Command.make("run", { hubUrl, file: sagaFile }, (args) => runSagaFile(args)).pipe(
-  Command.withDescription("start a saga on the hub, print its progress, then its end")
+  described("start a saga on the hub, print its progress, then its end", "mesh saga run trip.json --hub http://127.0.0.1:7700")
 )
 const sagaId = Args.text({ name: "id" }).pipe(Args.withDescription("the saga's id"))
 const sagaStatusCommand = Command.make("status", { hubUrl, sagaId }, (args) => sagaStatus({ hubUrl: args.hubUrl, sagaId: args.sagaId })).pipe(
-  Command.withDescription("print a saga's state")
+  described("print a saga's state", "mesh saga status saga_… --hub http://127.0.0.1:7700")
 )
-const sagaCommand = Command.make("saga").pipe(Command.withDescription("run sagas on a hub"), Command.withSubcommands([sagaRun, sagaStatusCommand]))
+const sagaCommand = Command.make("saga").pipe(described("run sagas on a hub", "mesh saga run trip.json"), Command.withSubcommands([sagaRun, sagaStatusCommand]))
 
-const keysCommand = Command.make("keys").pipe(Command.withDescription("manage API keys"), Command.withSubcommands([keysCreate]))
+const keysCommand = Command.make("keys").pipe(described("manage API keys", "mesh keys create --admin-key mk_… --owner alice"), Command.withSubcommands([keysCreate]))
+
+const callTarget = Args.text({ name: "didHash" }).pipe(Args.withDescription("the agent's didHash (resolved on the hub), or its base URL"))
+const callMessage = Args.text({ name: "message" }).pipe(Args.withDescription("what to send"))
+const callIdentity = Options.file("identity").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_CALL_IDENTITY")), Options.optional, Options.withDescription("identity file to sign the request with (mesh-sig agents; env MESH_CALL_IDENTITY)"))
+const callSession = Options.text("session").pipe(Options.optional, Options.withDescription("the session to continue (printed on stderr after each call)"))
+const callStream = Options.boolean("stream").pipe(Options.withDescription("print the reply as it is written (SSE)"))
+const callMandate = Options.text("mandate").pipe(Options.optional, Options.withDescription("a task mandate granted to the agent (`mesh mandate issue`)"))
+const callBearer = Options.redacted("bearer-token").pipe(Options.withFallbackConfig(setting((n) => Config.redacted(n), "MESH_CALL_BEARER_TOKEN")), Options.optional, Options.withDescription("bearer token of an agent with --auth bearer (env MESH_CALL_BEARER_TOKEN)"))
+
+const callCommand = Command.make(
+  "call",
+  { hubUrl, target: callTarget, message: callMessage, identity: callIdentity, session: callSession, stream: callStream, mandate: callMandate, bearerToken: callBearer },
+  (args) => callAgent(args)
+).pipe(described("send a message to an agent and print its reply", "mesh call 3f2a…c9 \"hello\" --identity alice.identity.json --stream"))
+
+const liveFlag = Options.boolean("live").pipe(Options.withDescription("only agents heard from within the hub's stale interval (90 s by default)"))
+const staleFlag = Options.boolean("stale").pipe(Options.withDescription("only agents not heard from within it"))
+const jsonFlag = Options.boolean("json").pipe(Options.withDescription("print the hub's answer as JSON"))
+const limit = Options.integer("limit").pipe(Options.withDefault(50), Options.withDescription("at most this many (up to 200)"))
+const agentsLs = Command.make("ls", { hubUrl, live: liveFlag, stale: staleFlag, limit, json: jsonFlag }, (args) => listAgents(args)).pipe(
+  described("list the agents registered on a hub, live or stale", "mesh agents ls --live")
+)
+const searchQuery = Args.text({ name: "query" }).pipe(Args.withDescription("terms of three characters or more, all of which must match"))
+const agentsSearch = Command.make("search", { hubUrl, query: searchQuery, live: liveFlag, stale: staleFlag, json: jsonFlag }, (args) => searchAgents(args)).pipe(
+  described("search agents, MCP servers and skills by name, description, capability and tag", "mesh agents search translate --live")
+)
+const showHash = Args.text({ name: "didHash" }).pipe(Args.withDescription("the agent's didHash"))
+const agentsShow = Command.make("show", { hubUrl, didHash: showHash }, (args) => showAgent(args)).pipe(
+  described("print an agent's record, liveness, DID document and manifest", "mesh agents show 3f2a…c9")
+)
+const agentsCommand = Command.make("agents").pipe(described("read a hub's registry", "mesh agents ls"), Command.withSubcommands([agentsLs, agentsSearch, agentsShow]))
+
+const mandateIdentity = Options.file("identity").pipe(Options.withDescription("identity file of the grantor (`mesh keygen`)"))
+const mandateTo = Options.text("to").pipe(Options.withDescription("the grantee's DID"))
+const mandateConstraints = Options.text("constraints").pipe(Options.withDescription("the constraints as a JSON object (docs/protocol.md §9), e.g. '{\"allowed\":[\"search\"],\"maxDelegationDepth\":1}'"))
+const mandateTtl = Options.integer("ttl").pipe(Options.optional, Options.withDescription("lifetime in seconds (default 3600; a child never outlives its parent)"))
+const mandateKeyVersion = Options.integer("key-version").pipe(Options.optional, Options.withDescription("the grantor's current key version on the hub (default 1; raise it after a rotation)"))
+const mandateIssue = Command.make(
+  "issue",
+  { identity: mandateIdentity, to: mandateTo, kind: Options.choice("kind", ROOT_KINDS).pipe(Options.withDescription("the kind of root mandate")), constraints: mandateConstraints, ttlSeconds: mandateTtl, keyVersion: mandateKeyVersion },
+  (args) => issueMandate(args)
+).pipe(described(
+  "issue a root mandate from your identity to a grantee; prints the token on stdout and the chain on stderr",
+  "mesh mandate issue --identity alice.identity.json --to did:mesh:acme.bot --kind task --constraints '{\"allowed\":[\"search\"],\"maxDelegationDepth\":1}'"
+))
+const mandateParent = Args.text({ name: "token" }).pipe(Args.withDescription("the parent mandate's token"))
+const mandateAttenuate = Command.make(
+  "attenuate",
+  { parent: mandateParent, identity: mandateIdentity, to: mandateTo, kind: Options.choice("kind", CHILD_KINDS).pipe(Options.withDescription("the child's kind")), constraints: mandateConstraints, ttlSeconds: mandateTtl, keyVersion: mandateKeyVersion },
+  (args) => attenuateMandate(args)
+).pipe(described(
+  "delegate part of a mandate you hold to another DID, within its constraints",
+  "mesh mandate attenuate \"$TOKEN\" --identity bot.identity.json --to did:mesh:acme.helper --kind task --constraints '{\"allowed\":[\"search\"],\"maxDelegationDepth\":0}'"
+))
+const mandateVerify = Command.make(
+  "verify",
+  {
+    hubUrl,
+    token: Args.text({ name: "token" }).pipe(Args.withDescription("the mandate's token")),
+    grantee: Options.text("grantee").pipe(Options.optional, Options.withDescription("the DID that must be its grantee")),
+    kind: Options.choice("kind", MANDATE_KINDS).pipe(Options.optional, Options.withDescription("the kind it must have"))
+  },
+  (args) => verifyMandateToken(args)
+).pipe(described("verify a mandate's whole chain against the hub's registry (keys, key versions, revocations) and print it", "mesh mandate verify \"$TOKEN\" --grantee did:mesh:acme.bot"))
+const mandateCommand = Command.make("mandate").pipe(described("delegate authority without writing code", "mesh mandate issue --help"), Command.withSubcommands([mandateIssue, mandateAttenuate, mandateVerify]))
 
 const mesh = Command.make("mesh").pipe(
   Command.withDescription("agent-mesh: identities, signed envelopes and mandates for meshes of AI agents"),
-  Command.withSubcommands([keygenCommand, hubCommand, platformCommand, agentCommand, keysCommand, sagaCommand])
+  Command.withSubcommands([keygenCommand, hubCommand, platformCommand, agentCommand, keysCommand, sagaCommand, callCommand, agentsCommand, mandateCommand])
 )
 
 const cli = Command.run(mesh, { name: "mesh", version: VERSION })
@@ -117,19 +283,16 @@ const report = (e: { readonly code: string; readonly message: string }) =>
     process.exitCode = 1
   }))
 
-cli(process.argv).pipe(
-  Effect.catchTags({
-    CliError: report,
-    InvalidDid: report,
-    DatabaseError: report,
-    ServeError: (e) => report({ code: "LISTEN_FAILED", message: e.message }),
-    AgentConfigError: report,
-    MalformedKey: report,
-    RegistryUnreachable: report,
-    Unauthorized: report,
-    Forbidden: report,
-    Unavailable: report
-  }),
+const hasCode = (e: unknown): e is { readonly code: string; readonly message: string } =>
+  typeof e === "object" && e !== null && typeof (e as { code?: unknown }).code === "string" && typeof (e as { message?: unknown }).message === "string"
+
+const argv = process.argv
+Effect.flatMap(loadSettings(settingNames), (settings) => Effect.withConfigProvider(cli(argv), settings)).pipe(
+  // A usage error was printed by the parser already (once, one line: see Output.ts): only the exit code is left.
+  Effect.catchIf(ValidationError.isValidationError, () => Effect.sync(() => void (process.exitCode = 2))),
+  Effect.catchTag("ServeError", (e) => report({ code: "LISTEN_FAILED", message: e.message })),
+  Effect.catchIf(hasCode, report),
+  withOutput(argv.slice(2)),
   Effect.provide(Layer.merge(NodeContext.layer, KeysNative.layer)),
   NodeRuntime.runMain
 )

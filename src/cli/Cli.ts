@@ -6,23 +6,39 @@
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
+import * as ConfigProvider from "effect/ConfigProvider"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
+import * as Duration from "effect/Duration"
 import * as Redacted from "effect/Redacted"
+import * as Schedule from "effect/Schedule"
 import * as Hub from "../hub/Hub.js"
 import * as MeshClient from "../hub/MeshClient.js"
-import { VERSION } from "../core/Version.js"
+import { MESH_PROTOCOL_VERSION, VERSION } from "../core/Version.js"
+import { DEFAULT_HEARTBEAT_INTERVAL_MS } from "../hub/Registry.js"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import type { PlatformError } from "@effect/platform/Error"
 import * as Either from "effect/Either"
 import * as ParseResult from "effect/ParseResult"
-import { didHash, extractPublicKey, generateDid, type InvalidDid, isNormalizedDid, publicKeyOfDidKey, verificationMethodId } from "../core/Did.js"
+import {
+  type Did,
+  didHash,
+  extractPublicKey,
+  generateDid,
+  identityFromKey,
+  type InvalidDid,
+  isNormalizedDid,
+  type MeshIdentity,
+  publicKeyOfDidKey,
+  verificationMethodId
+} from "../core/Did.js"
 import { importPublicKey, Keys, type MalformedKey } from "../core/Keys.js"
 import { equalBytes, randomBytes, toBase64, toHex } from "../core/internal/bytes.js"
 import { tryParseJsonStrict } from "../core/internal/json.js"
 import type * as AgentServer from "../agent/AgentServer.js"
+import * as Mandate from "../core/Mandate.js"
 import { type SagaEvent, SagaInput } from "../saga/Saga.js"
 import * as SagaClient from "../saga/SagaClient.js"
 import type * as Serve from "../http/Serve.js"
@@ -31,7 +47,7 @@ import { pathToFileURL } from "node:url"
 
 /** The CLI could not do what was asked; `code` says why. */
 export class CliError extends Schema.TaggedError<CliError>()("CliError", {
-  code: Schema.Literal("FILE_EXISTS", "IO_ERROR", "MODULE_INVALID", "IDENTITY_INVALID", "INVALID_ARGUMENT"),
+  code: Schema.Literal("FILE_EXISTS", "IO_ERROR", "MODULE_INVALID", "IDENTITY_INVALID", "INVALID_ARGUMENT", "CONFIG_INVALID", "MANDATE_INVALID"),
   message: Schema.String
 }) {}
 
@@ -150,6 +166,9 @@ const servingOf = (flags: ServingFlags, base: Serve.Guards = {}): Serve.Guards =
   allowedOrigins: [...(base.allowedOrigins ?? []), ...(flags.allowedOrigins ?? [])]
 })
 
+/** How long `mesh hub` and `mesh agent` let requests and streamed runs in flight finish after SIGTERM, unless told otherwise. */
+export const DEFAULT_SHUTDOWN_TIMEOUT_SECONDS = 10
+
 /** Where `mesh hub` keeps its database unless told otherwise. */
 export const DEFAULT_DATABASE = ".mesh/hub.db"
 
@@ -164,17 +183,24 @@ export const runHub = (
     readonly probePort?: Option.Option<number>
     /** An identity file (`mesh keygen`): the hub runs sagas as this DID, which callers grant their mandates to. */
     readonly sagaIdentity?: Option.Option<string>
+    /** Seconds in-flight requests may take to finish after SIGTERM (default 10). */
+    readonly shutdownTimeoutSeconds?: Option.Option<number>
   } & ServingFlags
 ) =>
   Effect.scoped(
     Effect.gen(function* () {
       const publicUrl = Option.getOrUndefined(args.publicUrl ?? Option.none())
       if (publicUrl !== undefined) yield* checkHttpUrl(publicUrl)
+      const shutdownSeconds = some(args.shutdownTimeoutSeconds) ?? DEFAULT_SHUTDOWN_TIMEOUT_SECONDS
       const options: Hub.HubOptions = {
         database: args.db,
         port: args.port,
         host: args.host,
-        serving: { ...servingOf(args), ...Option.match(args.probePort ?? Option.none(), { onNone: () => ({}), onSome: (probePort) => ({ probePort }) }) },
+        serving: {
+          ...servingOf(args),
+          ...Option.match(args.probePort ?? Option.none(), { onNone: () => ({}), onSome: (probePort) => ({ probePort }) }),
+          shutdownTimeoutMs: shutdownSeconds * 1000
+        },
         ...(publicUrl === undefined ? {} : { publicUrl }),
         ...(args.newAdminKey === true ? { newAdminKey: true } : {})
       }
@@ -197,6 +223,8 @@ export const runHub = (
       if (runner !== undefined) yield* Console.log(`  sagas      ${hub.url}/v1/sagas  (runner ${runner.did}: grant mandates to it)`)
       if (hub.probeUrl !== undefined) yield* Console.log(`  probe      ${hub.probeUrl}/health`)
       yield* Console.log(`  database   ${args.db}`)
+      // Added after the server's finalizers, so it prints first, when the graceful close begins.
+      yield* Effect.addFinalizer(() => Console.log(`hub stopping: requests in flight have up to ${shutdownSeconds} s to finish`))
       yield* Effect.logInfo("hub started")
       return yield* Effect.never
     })
@@ -257,6 +285,90 @@ const importAgentModule = (file: string): Effect.Effect<AgentServer.AgentServerO
     catch: (e) => new CliError({ code: "MODULE_INVALID", message: `cannot load ${file}: ${e instanceof Error ? e.message : String(e)}` })
   })
 
+/** The identity of an identity file, with its private key imported. */
+export const meshIdentityOf = (file: IdentityFile): Effect.Effect<MeshIdentity, MalformedKey, Keys> =>
+  Effect.map(Effect.flatMap(Keys, (keys) => keys.importPrivateKey(file.privateKeyPkcs8B64)), (key) => identityFromKey(file.did as Did, key))
+
+/**
+ * The manifest `mesh agent --register` pins for an agent: its name and what its discovery document says about how to
+ * call it. Built from the options alone, so an unchanged agent pins the same CID and its record is not rewritten.
+ */
+export const agentManifest = (options: AgentServer.AgentServerOptions): Readonly<Record<string, unknown>> => ({
+  name: options.name,
+  meshProtocolVersion: MESH_PROTOCOL_VERSION,
+  capabilities: [...(options.capabilities ?? [])],
+  auth: [options.auth ?? "none"],
+  streaming: true,
+  memory: options.memory ?? "none"
+})
+
+/** What `registerOrUpdate` did. */
+export type RegistrationAction = "registered" | "updated" | "unchanged"
+
+/**
+ * Makes the hub's record of an agent say what is running: registers it when the hub has none (or only a tombstone),
+ * updates it when the endpoint or manifest changed (signed by the identity's key), else only marks it live. The API key
+ * must be the one that registered the record (or the admin's).
+ */
+export const registerOrUpdate = (
+  client: MeshClient.MeshClientApi,
+  input: { readonly identity: MeshIdentity; readonly endpointUrl: string; readonly manifest: unknown; readonly apiKey: string }
+) =>
+  Effect.gen(function* () {
+    const h = didHash(input.identity.did)
+    const existing = yield* client.resolveAgent(h).pipe(
+      Effect.map(Option.some),
+      Effect.catchIf((e) => e.code === "NOT_FOUND", () => Effect.succeedNone)
+    )
+    if (Option.isNone(existing)) {
+      const record = yield* client.registerAgent({ manifest: input.manifest, endpointUrl: input.endpointUrl, identity: input.identity, apiKey: input.apiKey })
+      return { action: "registered" as RegistrationAction, record }
+    }
+    const { cid } = yield* client.pinManifest(input.manifest, input.apiKey)
+    if (existing.value.endpointUrl === input.endpointUrl && existing.value.manifestCID === cid) {
+      yield* client.heartbeat(h, input.apiKey)
+      return { action: "unchanged" as RegistrationAction, record: existing.value }
+    }
+    const record = yield* client.updateAgent(h, { endpointUrl: input.endpointUrl, manifestCID: cid }, { identity: input.identity, apiKey: input.apiKey })
+    return { action: "updated" as RegistrationAction, record }
+  })
+
+/**
+ * Sends a heartbeat every `intervalMs` for as long as the scope lives. A failed beat is logged and the next one tried;
+ * a record deleted meanwhile is registered again.
+ */
+export const keepAlive = (
+  client: MeshClient.MeshClientApi,
+  input: { readonly identity: MeshIdentity; readonly endpointUrl: string; readonly manifest: unknown; readonly apiKey: string; readonly intervalMs: number }
+) => {
+  const h = didHash(input.identity.did)
+  const beat = client.heartbeat(h, input.apiKey).pipe(
+    Effect.asVoid,
+    Effect.catchIf((e) => e.code === "NOT_FOUND", () => Effect.asVoid(registerOrUpdate(client, input))),
+    Effect.catchAll((e) => Effect.logWarning(`heartbeat to the hub failed: ${e.code}: ${e.message}`))
+  )
+  return Effect.forkScoped(Effect.repeat(Effect.delay(beat, Duration.millis(input.intervalMs)), Schedule.forever))
+}
+
+/** `mesh agent --register`: the hub to register at, the API key that registered (or will register) the agent, how often to beat. */
+export interface RegisterFlags {
+  readonly register?: boolean
+  readonly apiKey?: Option.Option<Redacted.Redacted<string>>
+  /** Seconds between heartbeats; default `Registry.DEFAULT_HEARTBEAT_INTERVAL_MS`. */
+  readonly heartbeatSeconds?: Option.Option<number>
+}
+
+/** The container flags of `mesh agent`: each overrides the module's option of the same meaning. */
+export interface AgentServingFlags {
+  readonly publicUrl?: Option.Option<string>
+  readonly auth?: Option.Option<"none" | "bearer" | "mesh-sig">
+  readonly bearerTokens?: ReadonlyArray<Redacted.Redacted<string>>
+  readonly allowedCallers?: ReadonlyArray<string>
+  readonly shutdownTimeoutSeconds?: Option.Option<number>
+}
+
+const some = <A>(o: Option.Option<A> | undefined): A | undefined => (o === undefined ? undefined : Option.getOrUndefined(o))
+
 /** Runs the agent a module exports until interrupted; flags override the module's options. */
 export const runAgent = (args: {
   readonly module: string
@@ -270,13 +382,30 @@ export const runAgent = (args: {
   /** `anthropic` or `openai` (settings from the environment), overriding the module's provider. */
   readonly provider?: Option.Option<"anthropic" | "openai">
   readonly model?: Option.Option<string>
-}) =>
+} & RegisterFlags & AgentServingFlags) =>
   Effect.scoped(
     Effect.gen(function* () {
       const loaded = yield* importAgentModule(args.module)
       const identity = Option.isNone(args.identity) ? undefined : yield* readIdentityFile(args.identity.value)
+      const apiKey = some(args.apiKey)
+      if (args.register === true) {
+        const missing = [Option.isNone(args.hub) ? "--hub" : undefined, identity === undefined ? "--identity" : undefined, apiKey === undefined ? "--api-key" : undefined].filter((m) => m !== undefined)
+        if (missing.length > 0) return yield* Effect.fail(new CliError({ code: "INVALID_ARGUMENT", message: `--register needs ${missing.join(", ")}` }))
+      }
+      const publicUrl = some(args.publicUrl)
+      if (publicUrl !== undefined) yield* checkHttpUrl(publicUrl)
+      const auth = some(args.auth)
+      const bearerTokens = (args.bearerTokens ?? []).map(Redacted.value)
+      const shutdownMs = Option.match(args.shutdownTimeoutSeconds ?? Option.none(), {
+        onNone: () => loaded.serving?.shutdownTimeoutMs ?? DEFAULT_SHUTDOWN_TIMEOUT_SECONDS * 1000,
+        onSome: (seconds) => seconds * 1000
+      })
       const options: AgentServer.AgentServerOptions = {
         ...loaded,
+        ...(publicUrl === undefined ? {} : { publicUrl }),
+        ...(auth === undefined ? {} : { auth }),
+        ...(bearerTokens.length === 0 ? {} : { bearerTokens }),
+        ...((args.allowedCallers ?? []).length === 0 ? {} : { allowedCallers: args.allowedCallers }),
         ...(Option.isSome(args.port) ? { port: args.port.value } : {}),
         ...(Option.isSome(args.host) ? { host: args.host.value } : {}),
         ...(Option.isSome(args.db) ? { database: args.db.value } : {}),
@@ -284,7 +413,7 @@ export const runAgent = (args: {
         ...(identity === undefined ? {} : { did: identity.did, privateKey: identity.privateKeyPkcs8B64 }),
         ...(args.provider !== undefined && Option.isSome(args.provider) ? { provider: args.provider.value } : {}),
         ...(args.model !== undefined && Option.isSome(args.model) ? { model: args.model.value } : {}),
-        serving: servingOf(args, loaded.serving)
+        serving: { ...servingOf(args, loaded.serving), shutdownTimeoutMs: shutdownMs }
       }
       // Loaded only by `mesh agent`: the agent server, its router and its providers are not parsed by `mesh hub`.
       const AgentServerModule = yield* Effect.promise(() => import("../agent/AgentServer.js"))
@@ -292,7 +421,22 @@ export const runAgent = (args: {
       yield* Console.log(`agent-mesh agent ${options.name} ${VERSION} listening on ${agent.url}`)
       yield* Console.log(`  did        ${agent.did}  (didHash ${agent.didHash})`)
       yield* Console.log(`  run        POST ${agent.url}/v1/run  (auth ${options.auth ?? "none"})`)
+      if (args.register === true && identity !== undefined && apiKey !== undefined && Option.isSome(args.hub)) {
+        const client = yield* MeshClient.make({ hubUrl: args.hub.value, retry: { times: 2 } }).pipe(Effect.provide(FetchHttpClient.layer))
+        const registration = {
+          identity: yield* meshIdentityOf(identity),
+          endpointUrl: publicUrl ?? agent.url,
+          manifest: agentManifest(options),
+          apiKey: Redacted.value(apiKey),
+          intervalMs: (some(args.heartbeatSeconds) ?? DEFAULT_HEARTBEAT_INTERVAL_MS / 1000) * 1000
+        }
+        const done = yield* registerOrUpdate(client, registration)
+        yield* keepAlive(client, registration)
+        yield* Console.log(`  registry   ${done.action} at ${args.hub.value}/v1/agents/${agent.didHash}  (heartbeat every ${registration.intervalMs / 1000} s)`)
+      }
+      // The "discovery" line comes last: scripts wait for it.
       yield* Console.log(`  discovery  ${agent.url}/.well-known/mesh-agent.json`)
+      yield* Effect.addFinalizer(() => Console.log(`agent stopping: requests and streamed runs in flight have up to ${shutdownMs / 1000} s to finish`))
       return yield* Effect.never
     })
   ).pipe(Effect.onInterrupt(() => Console.log("agent stopped")))
@@ -347,3 +491,257 @@ export const sagaStatus = (args: { readonly hubUrl: string; readonly sagaId: str
     yield* Console.log(JSON.stringify(saga, null, 2))
     return saga
   }).pipe(Effect.provide(FetchHttpClient.layer))
+
+// ---------------------------------------------------------------------------------------------------------------
+// Calling agents, reading the registry, delegating authority
+
+/** `mesh call`: what to send to which agent, and as whom. */
+export interface CallArgs {
+  readonly hubUrl: string
+  /** The agent's didHash, or its base URL. */
+  readonly target: string
+  readonly message: string
+  readonly identity: Option.Option<string>
+  readonly session: Option.Option<string>
+  readonly stream: boolean
+  readonly mandate: Option.Option<string>
+  readonly bearerToken?: Option.Option<Redacted.Redacted<string>>
+}
+
+// Notes beside a command's answer go to stderr, so that stdout holds the answer alone (`$(mesh mandate issue …)`).
+const note = (text: string) => Effect.sync(() => void process.stderr.write(`${text}\n`))
+
+/** The line `mesh call` prints when a run pauses at a human gate. */
+export const formatApproval = (a: { readonly sessionId: string; readonly approvalRequired: { readonly taskId: string; readonly capability: string; readonly grantor: string } }): string =>
+  `paused at a human gate: ${a.approvalRequired.capability} needs the approval of ${a.approvalRequired.grantor} (task ${a.approvalRequired.taskId}, session ${a.sessionId})`
+
+/**
+ * `mesh call <didHash> "message"`: resolves the agent on the hub, sends the message (signed with mesh-sig when given an
+ * identity), prints the reply (streamed chunks as they arrive with `--stream`), and the session id on stderr.
+ */
+export const callAgent = (args: CallArgs) =>
+  Effect.gen(function* () {
+    const signAs = Option.isNone(args.identity) ? undefined : yield* readIdentityFile(args.identity.value)
+    const bearer = some(args.bearerToken)
+    const options = {
+      ...(signAs === undefined ? {} : { signAs: { did: signAs.did, privateKey: signAs.privateKeyPkcs8B64 } }),
+      ...(Option.isSome(args.session) ? { sessionId: args.session.value } : {}),
+      ...(Option.isSome(args.mandate) ? { mandate: args.mandate.value } : {}),
+      ...(bearer === undefined ? {} : { bearerToken: Redacted.value(bearer) })
+    }
+    // Loaded only by `mesh call`.
+    const AgentClient = yield* Effect.promise(() => import("../agent/AgentClient.js"))
+    const client = yield* AgentClient.make({ hubUrl: args.hubUrl })
+    if (!args.stream) {
+      const result = yield* client.call(args.target, args.message, options)
+      if ("status" in result) return yield* Console.log(formatApproval(result))
+      yield* Console.log(result.message)
+      return yield* note(`session ${result.sessionId}`)
+    }
+    yield* Stream.runForEach(client.stream(args.target, args.message, options), (e) => {
+      switch (e.type) {
+        case "chunk":
+          return Effect.sync(() => void process.stdout.write(e.text))
+        case "done":
+          return Effect.zipRight(Console.log(""), note(`session ${e.sessionId}`))
+        case "approval_required":
+          return Console.log(`\n${formatApproval(e)}`)
+      }
+    })
+  }).pipe(Effect.provide(FetchHttpClient.layer))
+
+/** One agent as a line of `mesh agents ls`. */
+export const formatAgentLine = (a: { readonly didHash: string; readonly did: string; readonly live?: boolean | undefined; readonly endpointUrl?: string }): string =>
+  `${a.didHash}  ${a.live === undefined ? "     " : a.live ? "live " : "stale"}  ${a.did}${a.endpointUrl === undefined ? "" : `  ${a.endpointUrl}`}`
+
+const liveOf = (live: boolean, stale: boolean): boolean | undefined => (live === stale ? undefined : live)
+
+/** `mesh agents ls`: the agents on the hub, live or stale, one per line (or JSON). */
+export const listAgents = (args: { readonly hubUrl: string; readonly live: boolean; readonly stale: boolean; readonly limit: number; readonly json: boolean }) =>
+  Effect.gen(function* () {
+    const client = yield* MeshClient.make({ hubUrl: args.hubUrl, retry: { times: 2 } })
+    const live = liveOf(args.live, args.stale)
+    const page = yield* client.listAgents({ limit: args.limit, ...(live === undefined ? {} : { live }) })
+    if (args.json) return yield* Console.log(JSON.stringify(page, null, 2))
+    if (page.items.length === 0) return yield* Console.log(`no ${live === undefined ? "" : live ? "live " : "stale "}agents on ${args.hubUrl}`)
+    for (const a of page.items) yield* Console.log(formatAgentLine(a))
+    if (page.nextCursor !== null) yield* Console.log(`(more: raise --limit, up to 200)`)
+  }).pipe(Effect.provide(FetchHttpClient.layer))
+
+/** `mesh agents search <query>`: agents, MCP servers and skills matching every term. */
+export const searchAgents = (args: { readonly hubUrl: string; readonly query: string; readonly live: boolean; readonly stale: boolean; readonly json: boolean }) =>
+  Effect.gen(function* () {
+    const client = yield* MeshClient.make({ hubUrl: args.hubUrl, retry: { times: 2 } })
+    const result = yield* client.search(args.query, undefined, liveOf(args.live, args.stale))
+    if (args.json) return yield* Console.log(JSON.stringify(result, null, 2))
+    if (result.items.length === 0) return yield* Console.log(`nothing on ${args.hubUrl} matches ${JSON.stringify(args.query)}`)
+    for (const hit of result.items) yield* Console.log(`${hit.kind.padEnd(5)}  ${formatAgentLine({ didHash: hit.didHash, did: hit.kind === "agent" ? hit.did : `${hit.name} (${hit.did})`, live: hit.live })}`)
+  }).pipe(Effect.provide(FetchHttpClient.layer))
+
+/** `mesh agents show <didHash>`: the agent's record, liveness and manifest (JSON). */
+export const showAgent = (args: { readonly hubUrl: string; readonly didHash: string }) =>
+  Effect.gen(function* () {
+    const client = yield* MeshClient.make({ hubUrl: args.hubUrl, retry: { times: 2 } })
+    const record = yield* client.resolveAgent(args.didHash)
+    // The record is the answer; a manifest that cannot be read only leaves its member null.
+    const manifest = yield* Effect.either(client.manifest(record.manifestCID))
+    const shown = { ...record, manifest: Either.getOrNull(manifest) }
+    yield* Console.log(JSON.stringify(shown, null, 2))
+    return shown
+  }).pipe(Effect.provide(FetchHttpClient.layer))
+
+/** The kinds `mesh mandate issue` makes (roots) and `mesh mandate attenuate` makes (children). */
+export const ROOT_KINDS = ["intent", "task", "model-budget"] as const
+/** The kinds `mesh mandate attenuate` makes. */
+export const CHILD_KINDS = ["cart", "payment", "task", "model-budget"] as const
+
+const constraintsOf = (text: string): Effect.Effect<Record<string, unknown>, CliError> => {
+  const parsed = tryParseJsonStrict(text)
+  return parsed.ok && typeof parsed.value === "object" && parsed.value !== null && !Array.isArray(parsed.value)
+    ? Effect.succeed(parsed.value as Record<string, unknown>)
+    : Effect.fail(new CliError({ code: "INVALID_ARGUMENT", message: "--constraints must be a JSON object, e.g. '{\"allowed\":[\"search\"],\"maxDelegationDepth\":1}'" }))
+}
+
+/** A mandate as `mesh mandate` describes it: one line per link, root first. */
+export const formatMandate = (m: Mandate.Mandate): string =>
+  Mandate.chainOf(m)
+    .map((link, i) => `${i === 0 ? "root " : "  └─ "}${link.kind} ${link.grantor} → ${link.grantee}, expires ${link.expiry.toISOString()}, jti ${link.jti}, constraints ${JSON.stringify(link.constraints)}`)
+    .join("\n")
+
+/**
+ * `mesh mandate issue`: a root mandate from the identity's DID to `--to`, printed as its token (stdout) and described
+ * (stderr), so `$(mesh mandate issue …)` captures the token alone.
+ */
+export const issueMandate = (args: {
+  readonly identity: string
+  readonly to: string
+  readonly kind: (typeof ROOT_KINDS)[number]
+  readonly constraints: string
+  readonly ttlSeconds: Option.Option<number>
+  readonly keyVersion: Option.Option<number>
+}) =>
+  Effect.gen(function* () {
+    const grantor = yield* readIdentityFile(args.identity)
+    const constraints = yield* constraintsOf(args.constraints)
+    const base = {
+      grantorDid: grantor.did,
+      granteeDid: args.to,
+      privateKey: grantor.privateKeyPkcs8B64,
+      ...(Option.isSome(args.ttlSeconds) ? { ttlSeconds: args.ttlSeconds.value } : {}),
+      ...(Option.isSome(args.keyVersion) ? { keyVersion: args.keyVersion.value } : {})
+    }
+    // The constraints' members are checked by the issuer (INVALID_CONSTRAINTS), not here.
+    const mandate: Mandate.Mandate =
+      args.kind === "intent"
+        ? yield* Mandate.issueIntentMandate({ ...base, constraints: constraints as never })
+        : args.kind === "task"
+          ? yield* Mandate.issueTaskMandate({ ...base, constraints: constraints as never })
+          : yield* Mandate.issueModelBudgetMandate({ ...base, constraints: constraints as never })
+    yield* Console.log(mandate.token)
+    yield* note(formatMandate(mandate))
+    return mandate
+  })
+
+/** `mesh mandate attenuate <token>`: a child of the token, granted by its grantee (the identity) to `--to`, within its constraints. */
+export const attenuateMandate = (args: {
+  readonly parent: string
+  readonly identity: string
+  readonly to: string
+  readonly kind: (typeof CHILD_KINDS)[number]
+  readonly constraints: string
+  readonly ttlSeconds: Option.Option<number>
+  readonly keyVersion: Option.Option<number>
+}) =>
+  Effect.gen(function* () {
+    const grantor = yield* readIdentityFile(args.identity)
+    const constraints = yield* constraintsOf(args.constraints)
+    const base = {
+      parent: args.parent.trim(),
+      granteeDid: args.to,
+      grantorPrivateKey: grantor.privateKeyPkcs8B64,
+      ...(Option.isSome(args.ttlSeconds) ? { ttlSeconds: args.ttlSeconds.value } : {}),
+      ...(Option.isSome(args.keyVersion) ? { keyVersion: args.keyVersion.value } : {})
+    }
+    const mandate: Mandate.Mandate =
+      args.kind === "cart"
+        ? yield* Mandate.attenuateToCart({ ...base, narrowed: constraints as never })
+        : args.kind === "payment"
+          ? yield* Mandate.attenuateToPayment({ ...base, amountUsd: constraints.amountUsd as number, merchant: constraints.merchant as string })
+          : args.kind === "task"
+            ? yield* Mandate.attenuateTaskMandate({ ...base, constraints: constraints as never })
+            : yield* Mandate.attenuateModelBudgetMandate({ ...base, constraints: constraints as never })
+    yield* Console.log(mandate.token)
+    yield* note(formatMandate(mandate))
+    return mandate
+  })
+
+/**
+ * `mesh mandate verify <token>`: the whole chain against the hub's registry (keys, key versions, revocations), the
+ * time, and optionally the grantee and kind; prints the chain, or fails with MANDATE_INVALID and its reason.
+ */
+export const verifyMandateToken = (args: {
+  readonly hubUrl: string
+  readonly token: string
+  readonly grantee: Option.Option<string>
+  readonly kind: Option.Option<Mandate.MandateKind>
+}) =>
+  Effect.gen(function* () {
+    const client = yield* MeshClient.make({ hubUrl: args.hubUrl, retry: { times: 2 } })
+    const mandate = yield* Mandate.verifyMandate(args.token.trim(), client.keyResolver, {
+      ...(Option.isSome(args.grantee) ? { expectedGrantee: args.grantee.value } : {}),
+      ...(Option.isSome(args.kind) ? { kinds: [args.kind.value] } : {})
+    }).pipe(Effect.mapError((e) => new CliError({ code: "MANDATE_INVALID", message: `${e.reason}: ${e.message}` })))
+    yield* Console.log(`valid (checked against ${args.hubUrl})\n${formatMandate(mandate)}`)
+    return mandate
+  }).pipe(Effect.provide(FetchHttpClient.layer))
+
+// ---------------------------------------------------------------------------------------------------------------
+// Settings file
+
+/** The settings file `mesh` reads from the working directory unless MESH_CONFIG names another. */
+export const CONFIG_FILE = "mesh.json"
+
+/**
+ * The settings of a `mesh.json` as a map from environment-variable names to values: the file's keys are those names
+ * (docs/operations.md), its values strings, numbers, booleans, or arrays of them for repeatable flags. A key not in
+ * `known` is refused, so a misspelt setting is not silently ignored.
+ */
+export const parseConfigFile = (text: string, file: string, known: ReadonlySet<string>): Either.Either<ReadonlyMap<string, string>, CliError> => {
+  const refuse = (message: string) => Either.left(new CliError({ code: "CONFIG_INVALID", message: `${file}: ${message}` }))
+  const parsed = tryParseJsonStrict(text)
+  if (!parsed.ok) return refuse(parsed.error.message)
+  const value = parsed.value
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return refuse("must be a JSON object of settings")
+  const out = new Map<string, string>()
+  const scalar = (v: unknown) => typeof v === "string" || typeof v === "number" || typeof v === "boolean"
+  for (const [key, v] of Object.entries(value)) {
+    if (!known.has(key)) return refuse(`unknown setting ${JSON.stringify(key)} (the keys are the MESH_* environment variables of docs/operations.md)`)
+    if (scalar(v)) out.set(key, String(v))
+    else if (Array.isArray(v) && v.every(scalar)) out.set(key, v.map(String).join(","))
+    else return refuse(`${key} must be a string, number, boolean or an array of them`)
+  }
+  return Either.right(out)
+}
+
+/**
+ * The settings `mesh` reads besides its flags: the environment, then the settings file (MESH_CONFIG, else ./mesh.json
+ * when it exists), so flags > environment > file > defaults.
+ */
+export const loadSettings = (known: ReadonlySet<string>): Effect.Effect<ConfigProvider.ConfigProvider, CliError, FileSystem.FileSystem> =>
+  Effect.gen(function* () {
+    const fs = yield* FileSystem.FileSystem
+    const env = ConfigProvider.fromEnv()
+    const named = process.env.MESH_CONFIG
+    const file = named === undefined || named === "" ? CONFIG_FILE : named
+    const text = yield* fs.readFileString(file).pipe(
+      Effect.map(Option.some),
+      Effect.catchAll((e) =>
+        named === undefined && e._tag === "SystemError" && e.reason === "NotFound"
+          ? Effect.succeedNone
+          : Effect.fail(new CliError({ code: "CONFIG_INVALID", message: `cannot read settings file ${file}: ${e.message}` }))
+      )
+    )
+    if (Option.isNone(text)) return env
+    const map = yield* parseConfigFile(text.value, file, known)
+    return ConfigProvider.orElse(env, () => ConfigProvider.fromMap(map as Map<string, string>))
+  })

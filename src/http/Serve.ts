@@ -35,6 +35,7 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
@@ -105,6 +106,12 @@ export interface Options {
    * connection queued before it; this port's queue holds probes only. Default none.
    */
   readonly probePort?: number
+  /**
+   * On close (the scope ending, e.g. on SIGTERM), how long requests and responses in flight (streams included) may take
+   * to finish after the server stops accepting connections; past it, the connections left are closed. Default 0:
+   * close at once. `mesh hub` and `mesh agent` default to 10 s (`--shutdown-timeout`).
+   */
+  readonly shutdownTimeoutMs?: number
 }
 
 /** The serving guards and limits a surface (hub, agent, mesh server) passes through from its own options. */
@@ -128,7 +135,13 @@ export interface Server {
   readonly url: string
   /** The URL of the `probePort` listener, when one was asked for. */
   readonly probeUrl?: string
+  /** Closes at once: every connection, whatever it is doing. */
   readonly close: Effect.Effect<void>
+  /**
+   * Stops accepting connections and waits, up to `shutdownTimeoutMs`, until every request and response in flight has
+   * finished and `also` has completed; connections close as they fall idle. What is left is closed when the scope ends.
+   */
+  readonly drain: (also?: Effect.Effect<void>) => Effect.Effect<void>
 }
 
 /** A node:http request listener. */
@@ -584,9 +597,10 @@ export const make = <Api extends HttpApi.HttpApi.Any, E, R>(
     const close = closer(server)
     const address = yield* listen(server, options.port ?? 0, options.host ?? "127.0.0.1")
     let probeUrl: string | undefined = undefined
+    let probes: Http.Server | undefined = undefined
     if (options.probePort !== undefined) {
       const exempt = new Set(options.shedExemptPaths ?? DEFAULT_SHED_EXEMPT)
-      const probes = Http.createServer({ keepAlive: true, requestTimeout, headersTimeout, keepAliveTimeout: options.keepAliveTimeoutMs ?? DEFAULT_KEEP_ALIVE_TIMEOUT, connectionsCheckingInterval: checkInterval }, (req, res) => {
+      probes = Http.createServer({ keepAlive: true, requestTimeout, headersTimeout, keepAliveTimeout: options.keepAliveTimeoutMs ?? DEFAULT_KEEP_ALIVE_TIMEOUT, connectionsCheckingInterval: checkInterval }, (req, res) => {
         const url = req.url ?? "/"
         const query = url.indexOf("?")
         if (exempt.has(query < 0 ? url : url.slice(0, query))) return handle(req, res)
@@ -596,11 +610,16 @@ export const make = <Api extends HttpApi.HttpApi.Any, E, R>(
       probes.maxConnections = PROBE_MAX_CONNECTIONS
       probeUrl = urlOf(yield* listen(probes, options.probePort, options.host ?? "127.0.0.1"))
     }
+    const servers = probes === undefined ? [server] : [server, probes]
+    const drain = drainer(servers, options.shutdownTimeoutMs ?? 0)
+    // Runs before the listeners' own release (added after them): a graceful close first, then whatever is left.
+    yield* Effect.addFinalizer(() => Effect.zipRight(drain(), Effect.sync(() => servers.forEach((s) => s.closeAllConnections()))))
     return {
       port: address.port,
       url: urlOf(address),
       ...(probeUrl === undefined ? {} : { probeUrl }),
-      close: Effect.suspend(() => (server.listening ? close : Effect.void))
+      close: Effect.suspend(() => (server.listening ? close : Effect.void)),
+      drain
     }
   })
 
@@ -608,6 +627,31 @@ export const make = <Api extends HttpApi.HttpApi.Any, E, R>(
 const PROBE_MAX_CONNECTIONS = 64
 
 const urlOf = (address: Net.AddressInfo): string => `http://${address.family === "IPv6" ? `[${address.address}]` : address.address}:${address.port}`
+
+// How often a draining server closes the connections that fell idle (a finished response leaves its keep-alive
+// connection open, and node closes idle ones only when asked).
+const DRAIN_POLL_MS = 25
+
+/**
+ * A graceful close of `servers`: stop accepting, then close each connection once it is idle, until none is left and
+ * `also` is done, or `timeoutMs` passed. The servers' "close" event says when their last connection ended.
+ */
+const drainer = (servers: ReadonlyArray<Http.Server>, timeoutMs: number) => {
+  let open = servers.length
+  for (const s of servers) s.once("close", () => void open--)
+  const settled = Effect.gen(function* () {
+    while (open > 0) {
+      for (const s of servers) s.closeIdleConnections()
+      yield* Effect.sleep(Duration.millis(DRAIN_POLL_MS))
+    }
+  })
+  return (also: Effect.Effect<void> = Effect.void): Effect.Effect<void> =>
+    Effect.suspend(() => {
+      for (const s of servers) if (s.listening) s.close()
+      if (timeoutMs <= 0) return Effect.void
+      return Effect.all([settled, also], { concurrency: "unbounded", discard: true }).pipe(Effect.timeoutOption(Duration.millis(timeoutMs)), Effect.asVoid)
+    })
+}
 
 const closer = (server: Http.Server): Effect.Effect<void> =>
   Effect.async<void>((resume) => {

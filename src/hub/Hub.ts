@@ -54,6 +54,8 @@ export interface HubOptions {
   readonly limits?: Partial<Registry.RegistryLimitsConfig>
   /** The URL clients reach the hub at, which signed ledger requests name; default the address a request arrived on. */
   readonly publicUrl?: string
+  /** How long after it was last heard from an agent counts as stale (`Registry.DEFAULT_STALE_AFTER_MS`, 90 s). */
+  readonly staleAfterMs?: number
 }
 
 /** A running hub. */
@@ -89,7 +91,7 @@ export const layerRegistryKeyResolver: Layer.Layer<KeyResolver, never, Registry.
  * requests; needs `Keys`.
  */
 export const layerServices = (
-  options: Pick<HubOptions, "database" | "rateLimit" | "writeQuota" | "challengePurge" | "limits" | "nonces">
+  options: Pick<HubOptions, "database" | "rateLimit" | "writeQuota" | "challengePurge" | "limits" | "nonces" | "staleAfterMs">
 ): Layer.Layer<
   Registry.Registry | Ledger.Ledger | Platform.Platform | RegistryStore.RegistryStore | KeyResolver | NonceStore | LearnerStatsStore.LearnerStatsStore,
   Database.DatabaseError,
@@ -100,13 +102,13 @@ export const layerServices = (
  * `layerServices` with the database kept in its output, for an assembly that adds stores of its own on the same
  * connection (`SagaHub`).
  */
-export const layerServicesWithDatabase = (options: Pick<HubOptions, "database" | "rateLimit" | "writeQuota" | "challengePurge" | "limits" | "nonces">) => {
+export const layerServicesWithDatabase = (options: Pick<HubOptions, "database" | "rateLimit" | "writeQuota" | "challengePurge" | "limits" | "nonces" | "staleAfterMs">) => {
   const db = Database.layerSqlite(options.database)
   return Layer.merge(servicesOn(options, db), db)
 }
 
 const servicesOn = (
-  options: Pick<HubOptions, "database" | "rateLimit" | "writeQuota" | "challengePurge" | "limits" | "nonces">,
+  options: Pick<HubOptions, "database" | "rateLimit" | "writeQuota" | "challengePurge" | "limits" | "nonces" | "staleAfterMs">,
   db: ReturnType<typeof Database.layerSqlite>
 ): Layer.Layer<
   Registry.Registry | Ledger.Ledger | Platform.Platform | RegistryStore.RegistryStore | KeyResolver | NonceStore | LearnerStatsStore.LearnerStatsStore,
@@ -116,7 +118,8 @@ const servicesOn = (
   const store = RegistryStore.layer.pipe(Layer.provide(db))
   const registry = Registry.layerWith({
     ...(options.writeQuota === undefined ? {} : { writeQuota: options.writeQuota }),
-    ...(options.limits === undefined ? {} : { limits: options.limits })
+    ...(options.limits === undefined ? {} : { limits: options.limits }),
+    ...(options.staleAfterMs === undefined ? {} : { staleAfterMs: options.staleAfterMs })
   }).pipe(Layer.provideMerge(store))
   const purge = Platform.layerChallengePurge(options.challengePurge).pipe(Layer.provide(store))
   const resolver = layerRegistryKeyResolver.pipe(Layer.provide(registry))

@@ -17,7 +17,7 @@ import * as Schema from "effect/Schema"
 import { BadRequest, Conflict, Forbidden, NotFound, RateLimited, RegistryUnreachable, Unauthorized, Unavailable, Unprocessable } from "./HubError.js"
 import { addServingErrors, wireErrors } from "../http/ErrorBody.js"
 import { Allocation, Pool, PoolAllocations } from "./Ledger.js"
-import { AgentRecord, type Caller as KeyCaller, McpRecord, McpTool, SearchHit, SkillRecord, SkillType } from "./Registry.js"
+import { AgentRecord, type Caller as KeyCaller, Heartbeat, McpRecord, McpTool, SearchHit, SkillRecord, SkillType } from "./Registry.js"
 import { VERSION } from "../core/Version.js"
 import { PublishResult } from "../model/LearnerRegistry.js"
 import { LearnerStats } from "../model/ModelLearner.js"
@@ -37,6 +37,9 @@ const Page = Schema.Struct({
   limit: Schema.optional(Schema.NumberFromString),
   cursor: Schema.optional(Schema.String)
 })
+/** `live=true` keeps agents heard from within the stale interval, `live=false` the others (docs/hub.md, "Liveness"). */
+const LiveFilter = Schema.optional(Schema.BooleanFromString)
+const AgentPage = Schema.Struct({ ...Page.fields, live: LiveFilter })
 const pageOf = <A, I>(item: Schema.Schema<A, I>) => Schema.Struct({ items: Schema.Array(item), nextCursor: Schema.NullOr(Schema.String) })
 
 /** Registering an agent; `proof` is by the key being registered over `registrationDocument` (docs/hub.md). */
@@ -91,8 +94,13 @@ export class RegistryGroup extends HttpApiGroup.make("registry")
     HttpApiEndpoint.post("registerAgent", "/agents").setPayload(RegisterAgent).addSuccess(AgentRecord, { status: 201 })
       .addError(Unprocessable).addError(Conflict).addError(Unauthorized).addError(Forbidden).addError(RateLimited).middleware(ApiKeyAuth)
   )
-  .add(HttpApiEndpoint.get("listAgents", "/agents").setUrlParams(Page).addSuccess(pageOf(AgentRecord)))
+  .add(HttpApiEndpoint.get("listAgents", "/agents").setUrlParams(AgentPage).addSuccess(pageOf(AgentRecord)))
   .add(HttpApiEndpoint.get("resolveAgent", "/agents/:didHash").setPath(DidHashPath).addSuccess(AgentRecord).addError(NotFound))
+  .add(
+    HttpApiEndpoint.post("heartbeat", "/agents/:didHash/heartbeat").setPath(DidHashPath).addSuccess(Heartbeat)
+      .addError(NotFound).addError(Forbidden).middleware(ApiKeyAuth)
+      .annotate(OpenApi.Description, "Marks the agent live now; by the API key that registered it (or the admin). `mesh agent --register` sends one every 30 s.")
+  )
   .add(
     HttpApiEndpoint.patch("updateAgent", "/agents/:didHash").setPath(DidHashPath)
       .setPayload(UpdateAgent)
@@ -122,7 +130,7 @@ export class RegistryGroup extends HttpApiGroup.make("registry")
   .add(HttpApiEndpoint.get("resolveSkill", "/skills/:didHash").setPath(DidHashPath).addSuccess(SkillRecord).addError(NotFound))
   .add(
     HttpApiEndpoint.get("search", "/search")
-      .setUrlParams(Schema.Struct({ q: Schema.String, limit: Schema.optional(Schema.NumberFromString) }))
+      .setUrlParams(Schema.Struct({ q: Schema.String, limit: Schema.optional(Schema.NumberFromString), live: LiveFilter }))
       .addSuccess(Schema.Struct({ items: Schema.Array(SearchHit) }))
       .addError(BadRequest).addError(RateLimited)
   )

@@ -108,8 +108,9 @@ export const RegistryLive = HttpApiBuilder.group(HubApi, "registry", (handlers) 
       .handle("pinManifest", ({ payload }) => Effect.flatMap(write, ({ caller, ctx }) => Effect.mapError(registry.pinManifest(caller, payload, ctx), hubHttp)))
       .handle("getManifest", ({ path }) => Effect.mapError(registry.manifest(path.cid), hubHttp))
       .handle("registerAgent", ({ payload }) => Effect.flatMap(write, ({ caller, ctx }) => Effect.mapError(registry.registerAgent(caller, payload, ctx), hubHttp)))
-      .handle("listAgents", ({ urlParams }) => Effect.mapError(registry.listAgents(urlParams.limit ?? 50, urlParams.cursor), hubHttp))
+      .handle("listAgents", ({ urlParams }) => Effect.mapError(registry.listAgents(urlParams.limit ?? 50, urlParams.cursor, urlParams.live), hubHttp))
       .handle("resolveAgent", ({ path }) => Effect.mapError(registry.resolveAgent(path.didHash), hubHttp))
+      .handle("heartbeat", ({ path }) => Effect.flatMap(Caller, (caller) => Effect.mapError(registry.heartbeat(caller, path.didHash), hubHttp)))
       .handle("updateAgent", ({ path, payload }) =>
         Effect.flatMap(write, ({ caller, ctx }) => Effect.mapError(registry.updateAgent(caller, path.didHash, payload, ctx), hubHttp))
       )
@@ -126,7 +127,7 @@ export const RegistryLive = HttpApiBuilder.group(HubApi, "registry", (handlers) 
       .handle("listSkills", ({ urlParams }) => Effect.mapError(registry.listSkills(urlParams.limit ?? 50, urlParams.cursor), hubHttp))
       .handle("resolveSkill", ({ path }) => Effect.mapError(registry.resolveSkill(path.didHash), hubHttp))
       .handle("search", ({ urlParams }) =>
-        Effect.flatMap(clientIp, (ip) => Effect.map(Effect.mapError(registry.search(ip, urlParams.q, urlParams.limit ?? 50), hubHttp), (items) => ({ items })))
+        Effect.flatMap(clientIp, (ip) => Effect.map(Effect.mapError(registry.search(ip, urlParams.q, urlParams.limit ?? 50, urlParams.live), hubHttp), (items) => ({ items })))
       )
       .handle("resolveDid", ({ path }) =>
         Effect.map(Effect.mapError(registry.resolveDid(path.did), hubHttp), (r) => ({ did: r.document.id, keyVersion: r.keyVersion, document: r.document }))
@@ -265,21 +266,28 @@ export const docsPage = (doc: OpenApi.OpenAPISpec): string => {
 <table><thead><tr><th>method</th><th>path</th><th>operation</th><th>statuses</th></tr></thead><tbody>${rows.join("")}</tbody></table></body></html>`
 }
 
-/** `/openapi.json` and `/docs`, both computed once from `HubApi`. */
+// Building the document walks every schema of the contract (a good part of a hub's start-up): done on the first
+// request for it, not before the hub listens.
+const memo = <A>(make: () => A): (() => A) => {
+  let value: { readonly a: A } | undefined = undefined
+  return () => (value ??= { a: make() }).a
+}
+
+/** `/openapi.json` and `/docs`, both computed once from `HubApi`, when first asked for. */
 export const DocsLive = HttpApiBuilder.group(HubApi, "docs", (handlers) =>
   Effect.sync(() => {
-    const doc = OpenApi.fromApi(HubApi)
-    const page = docsPage(doc)
-    return handlers.handle("openapi", () => Effect.succeed(doc)).handle("docs", () => Effect.succeed(page))
+    const doc = memo(() => OpenApi.fromApi(HubApi))
+    const page = memo(() => docsPage(doc()))
+    return handlers.handle("openapi", () => Effect.sync(doc)).handle("docs", () => Effect.sync(page))
   })
 )
 
 /** The same two for a platform-only process, computed from `PlatformApi`. */
 const PlatformDocsLive = HttpApiBuilder.group(PlatformApi, "docs", (handlers) =>
   Effect.sync(() => {
-    const doc = OpenApi.fromApi(PlatformApi)
-    const page = docsPage(doc)
-    return handlers.handle("openapi", () => Effect.succeed(doc)).handle("docs", () => Effect.succeed(page))
+    const doc = memo(() => OpenApi.fromApi(PlatformApi))
+    const page = memo(() => docsPage(doc()))
+    return handlers.handle("openapi", () => Effect.sync(doc)).handle("docs", () => Effect.sync(page))
   })
 )
 

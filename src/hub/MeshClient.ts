@@ -173,6 +173,8 @@ export const make = (options: MeshClientOptions) =>
       auth.identity ?? (options.identity !== undefined && didHash(options.identity.did) === h ? options.identity : undefined)
 
     const api = {
+      /** A pinned manifest by its CID. */
+      manifest: (cid: string) => call(undefined, (c) => c.registry.getManifest({ path: { cid } })),
       /** Pins a manifest and returns its CID. */
       pinManifest: (manifest: unknown, apiKey?: string) => call(key(apiKey), (c) => c.registry.pinManifest({ payload: manifest })),
       /** Pins the manifest, then registers the identity's DID and key at the endpoint, with a proof by that key. */
@@ -184,8 +186,19 @@ export const make = (options: MeshClientOptions) =>
           return yield* call(key(input.apiKey), (c) => c.registry.registerAgent({ payload: { ...fields, proof } }))
         }),
       resolveAgent: (didHash: string) => call(undefined, (c) => c.registry.resolveAgent({ path: { didHash } })),
-      listAgents: (input: { readonly limit?: number; readonly cursor?: string } = {}) =>
-        call(undefined, (c) => c.registry.listAgents({ urlParams: { ...(input.limit === undefined ? {} : { limit: input.limit }), ...(input.cursor === undefined ? {} : { cursor: input.cursor }) } })),
+      /** A page of agents; `live` keeps only the live (true) or only the stale (false) ones. */
+      listAgents: (input: { readonly limit?: number; readonly cursor?: string; readonly live?: boolean } = {}) =>
+        call(undefined, (c) =>
+          c.registry.listAgents({
+            urlParams: {
+              ...(input.limit === undefined ? {} : { limit: input.limit }),
+              ...(input.cursor === undefined ? {} : { cursor: input.cursor }),
+              ...(input.live === undefined ? {} : { live: input.live })
+            }
+          })
+        ),
+      /** Marks the agent live now (the API key that registered it, or the admin). */
+      heartbeat: (h: string, apiKey?: string) => call(key(apiKey), (c) => c.registry.heartbeat({ path: { didHash: h } })),
       /** Changes the endpoint or manifest, signed by the agent's current key (`WriteAuth`) for the key version the registry holds now. */
       updateAgent: (h: string, patch: { readonly endpointUrl?: string; readonly manifestCID?: string }, auth: WriteAuth = {}) =>
         Effect.gen(function* () {
@@ -237,7 +250,9 @@ export const make = (options: MeshClientOptions) =>
           })
         ),
       resolveSkill: (didHash: string) => call(undefined, (c) => c.registry.resolveSkill({ path: { didHash } })),
-      search: (q: string, limit?: number) => call(undefined, (c) => c.registry.search({ urlParams: { q, ...(limit === undefined ? {} : { limit }) } })),
+      /** Searches the registry; `live` keeps only live (true) or only stale (false) agents. */
+      search: (q: string, limit?: number, live?: boolean) =>
+        call(undefined, (c) => c.registry.search({ urlParams: { q, ...(limit === undefined ? {} : { limit }), ...(live === undefined ? {} : { live }) } })),
       resolveDid: (did: string) => call(undefined, (c) => c.registry.resolveDid({ path: { did } })),
       /** Creates an API key (admin credential needed). */
       createApiKey: (input: { readonly owner: string; readonly label?: string; readonly apiKey?: string }) =>

@@ -46,7 +46,11 @@ export const AgentRecord = Schema.Struct({
   endpointUrl: Schema.String,
   document: Schema.Unknown,
   createdAt: Schema.String,
-  updatedAt: Schema.String
+  updatedAt: Schema.String,
+  /** When the agent was last heard from (registration, update or heartbeat); null if never since migration 0030. */
+  lastSeenAt: Schema.NullOr(Schema.String),
+  /** Heard from within the hub's stale interval (`staleAfterMs`, default 90 s; docs/hub.md, "Liveness"). */
+  live: Schema.Boolean
 })
 /** An agent as the registry returns it. */
 export type AgentRecord = typeof AgentRecord.Type
@@ -81,7 +85,24 @@ export const SkillRecord = Schema.Struct({
 export type SkillRecord = typeof SkillRecord.Type
 
 /** A search hit across agents, MCP servers and skills. */
-export const SearchHit = Schema.Struct({ kind: Schema.Literal("agent", "mcp", "skill"), did: Schema.String, didHash: Schema.String, name: Schema.String })
+export const SearchHit = Schema.Struct({
+  kind: Schema.Literal("agent", "mcp", "skill"),
+  did: Schema.String,
+  didHash: Schema.String,
+  name: Schema.String,
+  /** Agents only: heard from within the stale interval. */
+  live: Schema.optional(Schema.Boolean)
+})
+
+/** What a heartbeat answers. */
+export const Heartbeat = Schema.Struct({ didHash: Schema.String, lastSeenAt: Schema.String, live: Schema.Boolean, staleAfterSeconds: Schema.Number })
+/** What a heartbeat answers. */
+export type Heartbeat = typeof Heartbeat.Type
+
+/** After this long without a registration, update or heartbeat an agent counts as stale (docs/hub.md, "Liveness"). */
+export const DEFAULT_STALE_AFTER_MS = 90_000
+/** How often `mesh agent --register` sends a heartbeat: a third of the stale interval, so two may be lost. */
+export const DEFAULT_HEARTBEAT_INTERVAL_MS = 30_000
 
 /**
  * Size limits of search and of registration. Search reads an index of bounded fields (migration 0010) and pages are
@@ -303,7 +324,14 @@ export interface RegistryApi {
     InvalidDid | InvalidPublicKey | InvalidEndpoint | ManifestNotPinned | DidTaken | InvalidSignature | NotOwner | LimitReached | RegistryUnavailable
   >
   readonly resolveAgent: (didHash: string) => Effect.Effect<AgentRecord, EntryNotFound | RegistryUnavailable>
-  readonly listAgents: (limit: number, cursor?: string) => Effect.Effect<{ readonly items: ReadonlyArray<AgentRecord>; readonly nextCursor: string | null }, RegistryUnavailable>
+  /** Agents in didHash order; `live` keeps only the live (true) or only the stale (false) ones. */
+  readonly listAgents: (
+    limit: number,
+    cursor?: string,
+    live?: boolean
+  ) => Effect.Effect<{ readonly items: ReadonlyArray<AgentRecord>; readonly nextCursor: string | null }, RegistryUnavailable>
+  /** Records that the agent is alive now; the key that registered it (or the admin) only. */
+  readonly heartbeat: (caller: Caller, didHash: string) => Effect.Effect<Heartbeat, EntryNotFound | NotOwner | RegistryUnavailable>
   /** Update: `proof` by the current key over `updateDocument` (the admin may omit it). */
   readonly updateAgent: (
     caller: Caller,
@@ -340,7 +368,13 @@ export interface RegistryApi {
   readonly resolveSkill: (didHash: string) => Effect.Effect<SkillRecord, EntryNotFound | RegistryUnavailable>
   readonly listSkills: (limit: number, cursor?: string) => Effect.Effect<{ readonly items: ReadonlyArray<SkillRecord>; readonly nextCursor: string | null }, RegistryUnavailable>
   /** Entries matching every term of `q` (see `RegistryLimitsConfig`); `client` keys the rate limit (its address). */
-  readonly search: (client: string, q: string, limit: number) => Effect.Effect<ReadonlyArray<typeof SearchHit.Type>, InvalidQuery | LimitReached | RegistryUnavailable>
+  /** Search; `live` keeps only live (true) or only stale (false) agents, and then only agents. */
+  readonly search: (
+    client: string,
+    q: string,
+    limit: number,
+    live?: boolean
+  ) => Effect.Effect<ReadonlyArray<typeof SearchHit.Type>, InvalidQuery | LimitReached | RegistryUnavailable>
   /** The did:mesh resolver: current DID document, key and key version of a registered agent. */
   readonly resolveDid: (did: string) => Effect.Effect<ResolvedDid, DidNotRegistered | InvalidDid | RegistryUnavailable>
   /**
@@ -487,6 +521,8 @@ export interface RegistryOptions {
   readonly proofMaxAgeMs?: number
   /** Overrides of the search and size limits (`DEFAULT_LIMITS`). */
   readonly limits?: Partial<RegistryLimitsConfig>
+  /** How long after it was last heard from an agent counts as stale; default `DEFAULT_STALE_AFTER_MS`. */
+  readonly staleAfterMs?: number
 }
 
 const API_KEY_PREFIX = "mk_"
@@ -517,6 +553,9 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
   const keys = yield* Keys
   const quota: WriteQuota = { ...DEFAULT_WRITE_QUOTA, ...options.writeQuota }
   const proofMaxAgeMs = options.proofMaxAgeMs ?? DEFAULT_PROOF_MAX_AGE_MS
+  const staleAfterMs = options.staleAfterMs ?? DEFAULT_STALE_AFTER_MS
+  const isLive = (r: EntryRow, now: number) => r.last_seen_at != null && r.last_seen_at >= now - staleAfterMs
+  const seenFilter = (live: boolean | undefined, now: number) => (live === undefined ? undefined : { live, since: now - staleAfterMs })
   const hashSecret = (secret: string) => toHex(keys.sha256(utf8(secret)))
   const q = <A>(e: Effect.Effect<A, Store>): Effect.Effect<A, RegistryUnavailable> => Effect.mapError(e, storeError)
   const limits: RegistryLimitsConfig = { ...DEFAULT_LIMITS, ...options.limits }
@@ -576,7 +615,7 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
     return doc
   }
 
-  const toAgent = (r: EntryRow): AgentRecord => ({
+  const toAgent = (r: EntryRow, now: number): AgentRecord => ({
     did: r.did,
     didHash: r.did_hash,
     manifestCID: r.manifest_cid ?? "",
@@ -585,7 +624,9 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
     endpointUrl: r.endpoint_url ?? "",
     document: documentOf(r),
     createdAt: iso(r.created_at),
-    updatedAt: iso(r.updated_at)
+    updatedAt: iso(r.updated_at),
+    lastSeenAt: r.last_seen_at == null ? null : iso(r.last_seen_at),
+    live: isLive(r, now)
   })
   const toMcp = (r: EntryRow): McpRecord => ({
     did: r.did,
@@ -614,12 +655,14 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
     )
 
   // One row more than asked tells whether another page exists, so the last page says `nextCursor: null`.
-  const page = <A>(kind: EntryKind, to: (r: EntryRow) => A) => (limit: number, cursor?: string) => {
+  const page = <A>(kind: EntryKind, to: (r: EntryRow, now: number) => A) => (limit: number, cursor?: string, live?: boolean) => {
     const n = Math.max(1, Math.min(MAX_LIMIT, Math.floor(limit) || 50))
-    return Effect.map(q(store.listEntries(kind, n + 1, cursor)), (rows) => {
-      const items = rows.slice(0, n)
-      return { items: items.map(to), nextCursor: rows.length > n ? items[items.length - 1]!.did_hash : null }
-    })
+    return Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      Effect.map(q(store.listEntries(kind, n + 1, cursor, seenFilter(live, now))), (rows) => {
+        const items = rows.slice(0, n)
+        return { items: items.map((r) => to(r, now)), nextCursor: rows.length > n ? items[items.length - 1]!.did_hash : null }
+      })
+    )
   }
 
   const pinnedOrFail = (cid: string) =>
@@ -820,14 +863,22 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
         const row: EntryRow = {
           did, did_hash: didHash(did), kind: "agent", name: did, endpoint_url: input.endpointUrl, public_key_b64: toBase64(publicKey),
           key_version: Option.isSome(tomb) ? tomb.value.key_version + 1 : 1, manifest_cid: input.manifestCID, skill_type: null, tools: null, owner_key_id: caller.keyId,
-          created_at: now, updated_at: now
+          created_at: now, updated_at: now, last_seen_at: now
         }
         yield* insert(row)
         yield* spend(input.proof)
-        return toAgent(row)
+        return toAgent(row, now)
       }),
-    resolveAgent: (h) => Effect.map(entry("agent", h), toAgent),
+    resolveAgent: (h) => Effect.zipWith(entry("agent", h), Clock.currentTimeMillis, toAgent),
     listAgents: page("agent", toAgent),
+    heartbeat: (caller, h) =>
+      Effect.gen(function* () {
+        const row = yield* owned(caller, "agent", h)
+        const now = yield* Clock.currentTimeMillis
+        // Deleted between the read and the write: as if it had never been there.
+        if (!(yield* q(store.touchEntry(row.did, now)))) return yield* Effect.fail(new EntryNotFound({ code: "NOT_FOUND", message: `no agent with didHash ${h}`, kind: "agent" }))
+        return { didHash: row.did_hash, lastSeenAt: iso(now), live: true, staleAfterSeconds: Math.round(staleAfterMs / 1000) }
+      }),
     updateAgent: (caller, h, patch, ctx) =>
       Effect.gen(function* () {
         const row = yield* owned(caller, "agent", h)
@@ -841,10 +892,10 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
           yield* checkProof(document, patch.proof, currentKey(row), row.did, "the update proof by the current key")
         }
         const now = yield* Clock.currentTimeMillis
-        const next = { ...row, endpoint_url: patch.endpointUrl ?? row.endpoint_url, manifest_cid: patch.manifestCID ?? row.manifest_cid, updated_at: now }
-        yield* q(store.updateEntry(row.did, { endpoint_url: next.endpoint_url, manifest_cid: next.manifest_cid, updated_at: now }))
+        const next = { ...row, endpoint_url: patch.endpointUrl ?? row.endpoint_url, manifest_cid: patch.manifestCID ?? row.manifest_cid, updated_at: now, last_seen_at: now }
+        yield* q(store.updateEntry(row.did, { endpoint_url: next.endpoint_url, manifest_cid: next.manifest_cid, updated_at: now, last_seen_at: now }))
         yield* spend(patch.proof)
-        return toAgent(next)
+        return toAgent(next, now)
       }),
     rotateAgentKey: (caller, h, input, ctx) =>
       Effect.gen(function* () {
@@ -864,7 +915,7 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
         const version = yield* q(store.rotateKey(row.did, publicKeyB64, row.key_version, now))
         if (version === 0) return yield* Effect.fail(signatureInvalid(`the key of ${row.did} changed meanwhile; sign the rotation for the current version again`))
         yield* spend(input.proof, input.newKeyProof)
-        return toAgent({ ...row, public_key_b64: publicKeyB64, key_version: version, updated_at: now })
+        return toAgent({ ...row, public_key_b64: publicKeyB64, key_version: version, updated_at: now }, now)
       }),
     deleteAgent: (caller, h, input, ctx) =>
       Effect.gen(function* () {
@@ -916,7 +967,7 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
       }),
     resolveSkill: (h) => Effect.map(entry("skill", h), toSkill),
     listSkills: page("skill", toSkill),
-    search: (client, text, limit) =>
+    search: (client, text, limit, live) =>
       Effect.gen(function* () {
         yield* Effect.mapError(searchLimiter.take(client), (e) =>
           LimitReached.of("too many searches", e.retryAfterSeconds)
@@ -927,8 +978,15 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
         if (terms.length > limits.maxQueryTerms) return yield* invalidQuery(`q has more than ${limits.maxQueryTerms} terms`)
         const usable = terms.filter((t) => [...t].length >= MIN_TERM_LENGTH)
         if (usable.length === 0) return yield* invalidQuery(`q needs a term of at least ${MIN_TERM_LENGTH} characters`)
-        const rows = yield* q(store.search(usable, Math.max(1, Math.min(limits.maxSearchResults, Math.floor(limit) || 50))))
-        return rows.map((r) => ({ kind: r.kind, did: r.did, didHash: r.did_hash, name: r.kind === "agent" ? r.did : r.name }))
+        const now = yield* Clock.currentTimeMillis
+        const rows = yield* q(store.search(usable, Math.max(1, Math.min(limits.maxSearchResults, Math.floor(limit) || 50)), seenFilter(live, now)))
+        return rows.map((r) => ({
+          kind: r.kind,
+          did: r.did,
+          didHash: r.did_hash,
+          name: r.kind === "agent" ? r.did : r.name,
+          ...(r.kind === "agent" ? { live: isLive(r, now) } : {})
+        }))
       }),
     resolveDid: (input) =>
       Effect.gen(function* () {

@@ -65,12 +65,13 @@ export const SagasLive = HttpApiBuilder.group(SagaHubApi, "sagas", (handlers) =>
   )
 )
 
-/** `/openapi.json` and `/docs` of a hub with sagas, computed once from `SagaHubApi`. */
+/** `/openapi.json` and `/docs` of a hub with sagas, computed once from `SagaHubApi` when first asked for (not before it listens). */
 export const SagaDocsLive = HttpApiBuilder.group(SagaHubApi, "docs", (handlers) =>
   Effect.sync(() => {
-    const doc = OpenApi.fromApi(SagaHubApi)
-    const page = docsPage(doc)
-    return handlers.handle("openapi", () => Effect.succeed(doc)).handle("docs", () => Effect.succeed(page))
+    let doc: OpenApi.OpenAPISpec | undefined = undefined
+    let page: string | undefined = undefined
+    const docOnce = () => (doc ??= OpenApi.fromApi(SagaHubApi))
+    return handlers.handle("openapi", () => Effect.sync(docOnce)).handle("docs", () => Effect.sync(() => (page ??= docsPage(docOnce()))))
   })
 )
 

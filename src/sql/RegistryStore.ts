@@ -33,7 +33,9 @@ export const EntryRow = Schema.Struct({
   tools: Schema.NullOr(Schema.String),
   owner_key_id: Schema.String,
   created_at: Schema.Number,
-  updated_at: Schema.Number
+  updated_at: Schema.Number,
+  /** When the agent was last heard from (registration, update, heartbeat); migration 0030. Absent on MCP servers and skills. */
+  last_seen_at: Schema.optional(Schema.NullOr(Schema.Number))
 })
 /** One registry entry as stored. */
 export type EntryRow = typeof EntryRow.Type
@@ -77,6 +79,15 @@ export type TombstoneRow = typeof TombstoneRow.Type
 type Fx<A> = Effect.Effect<A, PersistenceError>
 
 /**
+ * A liveness filter: `live` keeps agents last seen at or after `since` (epoch ms); not `live`, the others (never seen
+ * included). Only agents carry liveness, so a filtered search returns agents only.
+ */
+export interface SeenFilter {
+  readonly live: boolean
+  readonly since: number
+}
+
+/**
  * The operations of the registry store. Each fails with `PersistenceError` only; a taken DID or key hash is its
  * `UniqueViolation`, which `Registry` turns into `DID_TAKEN`.
  */
@@ -92,9 +103,11 @@ export interface RegistryStoreApi {
   readonly insertEntry: (row: EntryRow) => Fx<void>
   readonly entryByHash: (didHash: string) => Fx<Option.Option<EntryRow>>
   readonly entryByDid: (did: string) => Fx<Option.Option<EntryRow>>
-  /** Entries of a kind in didHash order after `cursor`, at most `limit`. */
-  readonly listEntries: (kind: EntryKind, limit: number, cursor: string | undefined) => Fx<ReadonlyArray<EntryRow>>
-  readonly updateEntry: (did: string, patch: Partial<Pick<EntryRow, "endpoint_url" | "manifest_cid" | "public_key_b64" | "key_version" | "updated_at">>) => Fx<void>
+  /** Entries of a kind in didHash order after `cursor`, at most `limit`, optionally only the live (or stale) ones. */
+  readonly listEntries: (kind: EntryKind, limit: number, cursor: string | undefined, seen?: SeenFilter) => Fx<ReadonlyArray<EntryRow>>
+  /** Records that the entry was heard from at `at`; false when there is no such entry. */
+  readonly touchEntry: (did: string, at: number) => Fx<boolean>
+  readonly updateEntry: (did: string, patch: Partial<Pick<EntryRow, "endpoint_url" | "manifest_cid" | "public_key_b64" | "key_version" | "updated_at" | "last_seen_at">>) => Fx<void>
   /**
    * Sets a new key and increments the key version in one statement, only while the version is still `from` (a
    * rotation signed for one version cannot land on another); 0 when it was not.
@@ -110,7 +123,7 @@ export interface RegistryStoreApi {
    * Entries whose search doc (bounded name, description, tags and tool names; migration 0010) contains every term,
    * case-insensitive, at most `limit`, in index order. Terms are text, never query syntax.
    */
-  readonly search: (terms: ReadonlyArray<string>, limit: number) => Fx<ReadonlyArray<EntryRow>>
+  readonly search: (terms: ReadonlyArray<string>, limit: number, seen?: SeenFilter) => Fx<ReadonlyArray<EntryRow>>
   /** Records a mandate revocation; false when it was already revoked. */
   readonly revokeMandate: (jti: string, grantor: string, at: number) => Fx<boolean>
   readonly isMandateRevoked: (jti: string, grantor: string) => Fx<boolean>
@@ -165,20 +178,28 @@ export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> =
   const entryByDid = SqlSchema.findOne({ Request: Schema.String, Result: EntryRow, execute: (d) => sql`SELECT * FROM mesh_entries WHERE did = ${d}` })
   const tombstone = SqlSchema.findOne({ Request: Schema.String, Result: TombstoneRow, execute: (d) => sql`SELECT * FROM mesh_tombstones WHERE did = ${d}` })
   const challengeById = SqlSchema.findOne({ Request: Schema.String, Result: ChallengeRow, execute: (id) => sql`SELECT * FROM mesh_challenges WHERE id = ${id}` })
-  const listEntries = SqlSchema.findAll({
-    Request: Schema.Struct({ kind: EntryKind, limit: Schema.Number, cursor: Schema.String }),
-    Result: EntryRow,
-    execute: (r) => sql`SELECT * FROM mesh_entries WHERE kind = ${r.kind} AND did_hash > ${r.cursor} ORDER BY did_hash LIMIT ${r.limit}`
-  })
+  const rows = Schema.decodeUnknown(Schema.Array(EntryRow))
+  // The liveness condition on alias `e`; none when unfiltered.
+  const seenClause = (seen: SeenFilter | undefined) =>
+    seen === undefined
+      ? sql.literal("")
+      : seen.live
+        ? sql`AND e.kind = 'agent' AND e.last_seen_at >= ${seen.since}`
+        : sql`AND e.kind = 'agent' AND (e.last_seen_at IS NULL OR e.last_seen_at < ${seen.since})`
+  const listEntries = (kind: EntryKind, limit: number, cursor: string, seen: SeenFilter | undefined) =>
+    Effect.flatMap(
+      sql`SELECT * FROM mesh_entries e WHERE e.kind = ${kind} AND e.did_hash > ${cursor} ${seenClause(seen)} ORDER BY e.did_hash LIMIT ${limit}`,
+      rows
+    )
   // The one FTS5 query (the index is migration 0010). Walking the index in rowid order lets LIMIT stop the scan at
   // the page's last hit instead of ranking every match.
-  const search = SqlSchema.findAll({
-    Request: Schema.Struct({ match: Schema.String, limit: Schema.Number }),
-    Result: EntryRow,
-    execute: (r) => sql`
+  const search = (match: string, limit: number, seen: SeenFilter | undefined) =>
+    Effect.flatMap(
+      sql`
       SELECT e.* FROM mesh_search s JOIN mesh_search_docs d ON d.id = s.rowid JOIN mesh_entries e ON e.did = d.did
-      WHERE mesh_search MATCH ${r.match} ORDER BY s.rowid LIMIT ${r.limit}`
-  })
+      WHERE mesh_search MATCH ${match} ${seenClause(seen)} ORDER BY s.rowid LIMIT ${limit}`,
+      rows
+    )
 
   return {
     insertApiKey: (row) => sql`INSERT INTO mesh_api_keys ${sql.insert(row)}`.pipe(Effect.asVoid, Effect.mapError(classify)),
@@ -212,7 +233,12 @@ export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> =
       }
     }),
     entryByDid: (d) => entryByDid(d).pipe(Effect.mapError(classify)),
-    listEntries: (kind, limit, cursor) => listEntries({ kind, limit, cursor: cursor ?? "" }).pipe(Effect.mapError(classify)),
+    listEntries: (kind, limit, cursor, seen) => listEntries(kind, limit, cursor ?? "", seen).pipe(Effect.mapError(classify)),
+    touchEntry: (did, at) =>
+      sql<{ did: string }>`UPDATE mesh_entries SET last_seen_at = ${at} WHERE did = ${did} RETURNING did`.pipe(
+        Effect.map((r) => r.length > 0),
+        Effect.mapError(classify)
+      ),
     updateEntry: (did, patch) => sql`UPDATE mesh_entries SET ${sql.update(patch)} WHERE did = ${did}`.pipe(Effect.asVoid, Effect.mapError(classify)),
     rotateKey: (did, publicKeyB64, from, at) =>
       sql<{ key_version: number }>`UPDATE mesh_entries SET public_key_b64 = ${publicKeyB64}, key_version = key_version + 1, updated_at = ${at}
@@ -234,8 +260,8 @@ export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> =
         Effect.map((rows) => rows.length > 0),
         Effect.mapError(classify)
       ),
-    search: (terms, limit) =>
-      terms.length === 0 ? Effect.succeed([]) : search({ match: ftsQuery(terms), limit }).pipe(Effect.mapError(classify)),
+    search: (terms, limit, seen) =>
+      terms.length === 0 ? Effect.succeed([]) : search(ftsQuery(terms), limit, seen).pipe(Effect.mapError(classify)),
     revokeMandate: (jti, grantor, at) =>
       sql<{ jti: string }>`INSERT INTO mesh_mandate_revocations (grantor, jti, revoked_at) VALUES (${grantor}, ${jti}, ${at})
         ON CONFLICT (grantor, jti) DO NOTHING RETURNING jti`.pipe(
