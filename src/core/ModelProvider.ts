@@ -64,6 +64,8 @@ export interface ChatRequest {
   readonly maxTokens?: number
   readonly temperature?: number
   readonly tools?: ReadonlyArray<ToolSpec>
+  /** Whether the model may call the tools (`auto`, the default) or must answer in text (`none`). */
+  readonly toolChoice?: "auto" | "none"
 }
 
 /** Tokens a call consumed, as the provider reported them (or estimated where it reported none). */

@@ -186,7 +186,7 @@ const requestBody = (request: ChatRequest, defaultMaxTokens: number, stream: boo
     ...(system.length > 0 ? { system: system.join("\n\n") } : {}),
     messages: wireTurns(request.messages),
     ...(request.tools !== undefined && request.tools.length > 0
-      ? { tools: request.tools.map((t) => ({ name: t.name, ...(t.description === undefined ? {} : { description: t.description }), input_schema: t.inputSchema })) }
+      ? { tools: request.tools.map((t) => ({ name: t.name, ...(t.description === undefined ? {} : { description: t.description }), input_schema: t.inputSchema })), ...(request.toolChoice === undefined ? {} : { tool_choice: { type: request.toolChoice } }) }
       : {}),
     ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
     ...(stream ? { stream: true } : {})

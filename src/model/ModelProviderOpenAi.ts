@@ -131,7 +131,7 @@ const requestBody = (request: ChatRequest, stream: boolean) => ({
   model: request.model,
   messages: request.messages.map(wireTurn),
   ...(request.tools !== undefined && request.tools.length > 0
-    ? { tools: request.tools.map((t) => ({ type: "function", function: { name: t.name, ...(t.description === undefined ? {} : { description: t.description }), parameters: t.inputSchema } })) }
+    ? { tools: request.tools.map((t) => ({ type: "function", function: { name: t.name, ...(t.description === undefined ? {} : { description: t.description }), parameters: t.inputSchema } })), ...(request.toolChoice === undefined ? {} : { tool_choice: request.toolChoice }) }
     : {}),
   // `max_tokens`, not OpenAI's newer `max_completion_tokens`: every compatible server reads the older name.
   ...(request.maxTokens !== undefined ? { max_tokens: request.maxTokens } : {}),
