@@ -15,7 +15,7 @@ import * as Layer from "effect/Layer"
 import * as Config from "effect/Config"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
-import { createKey, DEFAULT_DATABASE, keygen, runAgent, runHub, runPlatform, runSagaFile, sagaStatus } from "../cli/Cli.js"
+import { createKey, DEFAULT_DATABASE, keygen, runAgent, runHub, runMcp, runPlatform, runSagaFile, sagaStatus } from "../cli/Cli.js"
 import * as KeysNative from "../node/KeysNative.js"
 import { VERSION } from "../core/Version.js"
 
@@ -102,11 +102,17 @@ const sagaStatusCommand = Command.make("status", { hubUrl, sagaId }, (args) => s
 )
 const sagaCommand = Command.make("saga").pipe(Command.withDescription("run sagas on a hub"), Command.withSubcommands([sagaRun, sagaStatusCommand]))
 
+const mcpPort = Options.integer("port").pipe(Options.optional, Options.withDescription("serve Streamable HTTP on this port (at /mcp) instead of stdio"))
+const mcpIdentity = Options.file("identity").pipe(Options.optional, Options.withDescription("identity file from `mesh keygen`: calls to agents are signed as this DID (mesh-sig)"))
+const mcpCommand = Command.make("mcp", { hubUrl, identity: mcpIdentity, port: mcpPort, host }, (args) => runMcp(args)).pipe(
+  Command.withDescription("serve the mesh as an MCP server (stdio, or Streamable HTTP with --port): search agents, call them by didHash, resume paused tasks")
+)
+
 const keysCommand = Command.make("keys").pipe(Command.withDescription("manage API keys"), Command.withSubcommands([keysCreate]))
 
 const mesh = Command.make("mesh").pipe(
   Command.withDescription("agent-mesh: identities, signed envelopes and mandates for meshes of AI agents"),
-  Command.withSubcommands([keygenCommand, hubCommand, platformCommand, agentCommand, keysCommand, sagaCommand])
+  Command.withSubcommands([keygenCommand, hubCommand, platformCommand, agentCommand, keysCommand, sagaCommand, mcpCommand])
 )
 
 const cli = Command.run(mesh, { name: "mesh", version: VERSION })
