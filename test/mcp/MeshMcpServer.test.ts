@@ -26,6 +26,7 @@ import { toBase64 } from "../../src/core/internal/bytes.js"
 import * as MeshMcpServer from "../../src/mesh/MeshMcpServer.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
 import { registeredAgent, startHub } from "../hub/support.js"
+import { ensureBin } from "../support/bin.js"
 
 interface TextBlock {
   readonly type: string
@@ -193,12 +194,12 @@ describe("MCP server: MCP clients use mesh agents", () => {
       assert.isBelow(foreign, 500)
     })))
 
-  it.live("over stdio with the SDK's client, spawning `mesh mcp --hub … --identity …`", () =>
+  it.live("over stdio with the SDK's client, spawning the built `mesh mcp --hub … --identity …`", () =>
     run(Effect.gen(function* () {
       const m = yield* mesh
       const transport = new StdioClientTransport({
         command: process.execPath,
-        args: ["--import", "tsx", path.resolve("src/bin/mesh.ts"), "mcp", "--hub", m.hub.url, "--identity", identityFile(m.caller)],
+        args: [ensureBin(), "mcp", "--hub", m.hub.url, "--identity", identityFile(m.caller)],
         stderr: "pipe"
       })
       const client = yield* connected(transport)
