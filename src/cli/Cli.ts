@@ -311,6 +311,10 @@ export const runMcp = (args: {
   Effect.scoped(
     Effect.gen(function* () {
       const identity = Option.isNone(args.identity) ? undefined : yield* readIdentityFile(args.identity.value)
+      // The HTTP transport authenticates no client, and with an identity every client calls as that DID.
+      if (Option.isSome(args.port) && identity !== undefined && !["127.0.0.1", "::1", "localhost"].includes(args.host)) {
+        return yield* Effect.fail(new CliError({ code: "INVALID_ARGUMENT", message: `with --identity, mesh mcp --port listens on a loopback address only (not ${args.host}): its clients are not authenticated and would all sign as ${identity.did}` }))
+      }
       const options = { hubUrl: args.hubUrl, ...(identity === undefined ? {} : { identity: { did: identity.did, privateKey: identity.privateKeyPkcs8B64 } }) }
       // Loaded only by `mesh mcp`: the MCP SDK's server is not parsed by the other commands.
       const Bridge = yield* Effect.promise(() => import("../mesh/MeshMcpServer.js"))
