@@ -18,7 +18,10 @@ import * as fs from "node:fs"
 import * as http from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as Option from "effect/Option"
 import * as AgentServer from "../../src/agent/AgentServer.js"
+import * as Cli from "../../src/cli/Cli.js"
 import { signApproval } from "../../src/core/Approval.js"
 import { didHash, type MeshIdentity } from "../../src/core/Did.js"
 import { issueTaskMandate } from "../../src/core/Mandate.js"
@@ -192,6 +195,15 @@ describe("MCP server: MCP clients use mesh agents", () => {
       )
       assert.isAtLeast(foreign, 400)
       assert.isBelow(foreign, 500)
+    })))
+
+  it.live("mesh mcp refuses to serve HTTP with an identity on a non-loopback address", () =>
+    run(Effect.gen(function* () {
+      const m = yield* mesh
+      const refused = yield* Effect.flip(
+        Cli.runMcp({ hubUrl: m.hub.url, identity: Option.some(identityFile(m.caller)), port: Option.some(0), host: "0.0.0.0" }).pipe(Effect.provide(NodeContext.layer))
+      )
+      assert.strictEqual(refused._tag === "CliError" ? refused.code : refused._tag, "INVALID_ARGUMENT")
     })))
 
   it.live("over stdio with the SDK's client, spawning the built `mesh mcp --hub … --identity …`", () =>
