@@ -116,7 +116,7 @@ const checkConversation = (m: Mesh, r: Effect.Effect.Success<ReturnType<typeof c
   assert.strictEqual(r.paused.structuredContent?.capability, "send_email")
   assert.include(textOf(r.paused), "resume_task")
   assert.strictEqual(r.missing.isError, true)
-  assert.match(textOf(r.missing), /^NOT_FOUND|^AGENT_NOT_FOUND/)
+  assert.match(textOf(r.missing), /^AGENT_NOT_FOUND: /)
   // Arguments that do not match the tool's schema: an error result or JSON-RPC invalid params, never a crash.
   assert.isTrue("isError" in r.badArgs ? r.badArgs.isError === true : (r.badArgs as { code: number }).code === -32602)
   assert.deepStrictEqual(m.sent, [])
