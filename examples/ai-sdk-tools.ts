@@ -7,9 +7,13 @@
  *   npx tsx examples/ai-sdk-tools.ts
  */
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
-import type { LanguageModelV3CallOptions, LanguageModelV3GenerateResult } from "@ai-sdk/provider"
 import { generateText, stepCountIs } from "ai"
 import { MockLanguageModelV3 } from "ai/test"
+
+/** The mock's `doGenerate` as a function, its call options and its result (types `ai` does not re-export). */
+type DoGenerate = Extract<NonNullable<NonNullable<ConstructorParameters<typeof MockLanguageModelV3>[0]>["doGenerate"]>, (...args: never) => unknown>
+type LanguageModelV3CallOptions = Parameters<DoGenerate>[0]
+type LanguageModelV3GenerateResult = Awaited<ReturnType<DoGenerate>>
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"

@@ -167,7 +167,9 @@ const register = (
         return settle(Effect.map(agents.call(didHash, message, call), (r) => ("approvalRequired" in r ? approvalResult(didHash, r) : text(r.message, false, { status: "completed", ...r }))), extra.signal)
       }
       let progress = 0
-      const streamed = Stream.runFoldEffect(agents.stream(didHash, message, call), text("", true), (last, event) => {
+      // A stream that ends without its last event is the agent's fault, reported as such.
+      const unfinished = failed({ code: "BAD_RESPONSE", message: `the agent ${didHash} ended its stream without a reply` })
+      const streamed = Stream.runFoldEffect(agents.stream(didHash, message, call), unfinished, (last, event) => {
         if (event.type === "chunk") {
           progress += 1
           return Effect.as(

@@ -4,9 +4,13 @@
  * from a hub search; a refused call reaches the model as a tool error with the mesh's code; a human gate is an output.
  */
 import { assert, describe, it } from "@effect/vitest"
-import type { LanguageModelV3CallOptions, LanguageModelV3GenerateResult } from "@ai-sdk/provider"
 import { generateText, stepCountIs } from "ai"
 import { MockLanguageModelV3 } from "ai/test"
+
+/** The mock's `doGenerate` as a function, its call options and its result (types `ai` does not re-export). */
+type DoGenerate = Extract<NonNullable<NonNullable<ConstructorParameters<typeof MockLanguageModelV3>[0]>["doGenerate"]>, (...args: never) => unknown>
+type LanguageModelV3CallOptions = Parameters<DoGenerate>[0]
+type LanguageModelV3GenerateResult = Awaited<ReturnType<DoGenerate>>
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import type * as HttpClient from "@effect/platform/HttpClient"
 import * as Effect from "effect/Effect"
