@@ -14,6 +14,7 @@ import * as AgentServer from "../../src/agent/AgentServer.js"
 import * as AgentClient from "../../src/agent/AgentClient.js"
 import { didHash, generateDid, type MeshIdentity } from "../../src/core/Did.js"
 import { issueTaskMandate } from "../../src/core/Mandate.js"
+import { signApproval } from "../../src/core/Approval.js"
 import type { TaskConstraints } from "../../src/core/Constraints.js"
 import { makeScripted, type ChatRequest } from "../../src/core/ModelProvider.js"
 import { makeStatic } from "../../src/core/KeyResolver.js"
@@ -154,6 +155,36 @@ describe("MCP client: mesh agents use MCP servers", () => {
       assert.deepStrictEqual(provider.requests[0]?.tools?.map((t) => t.name).sort(), ["add", "broken", "echo"])
       assert.deepStrictEqual(server.calls, ['add {"a":2,"b":3}'])
       assert.strictEqual(provider.requests.length, 2)
+    })))
+
+  it.live("an LLM agent's gated tool call pauses the run; once approved, the resumed run calls the tool once and answers", () =>
+    run(Effect.gen(function* () {
+      const { hub, server, record, user, agent, client } = yield* scene
+      const h = record.didHash
+      const provider = makeScripted((request: ChatRequest) => {
+        const results = request.messages.filter((m) => m.role === "tool").map((m) => m.content)
+        return results.length === 0 ? { text: "", toolCalls: [{ id: "c1", name: "add", arguments: '{"a":20,"b":22}' }] } : `it is ${results.join("")}`
+      })
+      const served = yield* AgentServer.make({
+        name: "llm",
+        did: agent.did,
+        privateKey: agent.privateKey,
+        database: ":memory:",
+        hubUrl: hub.url,
+        resolveCallerKey: resolverOf(user),
+        provider,
+        model: "scripted-1",
+        mcpTools: [h]
+      })
+      const mandate = yield* mandateFor(user, agent, { allowed: [`mcp:${h}/add`], humanGates: [`mcp:${h}/add`], maxDelegationDepth: 0 })
+      const paused = yield* client.call(served.url, "what is 20+22?", { mandate })
+      assert.strictEqual(textOf(paused), `paused at mcp:${h}/add`)
+      assert.deepStrictEqual(server.calls, [])
+      if (!("approvalRequired" in paused)) return assert.fail("expected a pause")
+      const approval = yield* signApproval({ taskId: paused.approvalRequired.taskId, capability: `mcp:${h}/add` }, user.did, user.privateKey)
+      const resumed = yield* client.resume(served.url, paused.approvalRequired.taskId, approval)
+      assert.strictEqual(textOf(resumed), "it is 42")
+      assert.deepStrictEqual(server.calls, ['add {"a":20,"b":22}'])
     })))
 
   it.live("the tool loop is bounded: a model that keeps calling tools is made to answer in text", () =>
