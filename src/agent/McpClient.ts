@@ -135,7 +135,8 @@ export const make = (options: McpClientOptions): Effect.Effect<McpClientApi, nev
             ...(where.args === undefined ? {} : { args: [...where.args] }),
             ...(where.env === undefined ? {} : { env: { ...where.env } }),
             ...(where.cwd === undefined ? {} : { cwd: where.cwd }),
-            stderr: "pipe"
+            // Its log goes to ours; a pipe nobody reads would stall a chatty server once full.
+            stderr: "inherit"
           }),
           { timeout }
         )
