@@ -32,6 +32,7 @@ import {
   type GuardOptions,
   type McpAccess,
   mcpCapability,
+  type McpToolArgs,
   type RunInput
 } from "./Handler.js"
 import { McpClient, type McpClientApi, McpError } from "./McpClient.js"
@@ -214,7 +215,7 @@ const mcpFor = (
   client: McpClientApi | undefined,
   guardEffect: RunInput["guardEffect"],
   runPromise: <A, E>(effect: Effect.Effect<A, E>) => Promise<A>
-) => (server: string): McpAccess => {
+) => <Tools extends McpToolArgs = McpToolArgs>(server: string): McpAccess<Tools> => {
   const listToolsEffect = () => (client === undefined ? notConfigured(server) : client.listTools(server))
   const callToolEffect = (tool: string, args: Readonly<Record<string, unknown>> = {}, options: GuardOptions = {}) =>
     client === undefined

@@ -78,18 +78,22 @@ export interface ComputeMeter {
 /** The capability a call of `tool` on the MCP server `server` is guarded as. */
 export const mcpCapability = (server: string, tool: string): string => `mcp:${server}/${tool}`
 
+/** The tools of an MCP server as a handler types them: each tool's name and its arguments. */
+export type McpToolArgs = Readonly<Record<string, Readonly<Record<string, unknown>>>>
+
 /**
  * A handler's access to one MCP server (a configured name or a registered didHash). Every tool call is first asked
  * of the task guard as capability `mcp:<server>/<tool>`, so the mandate's allowed and blocked lists, human gates
- * and action limits apply to tools; a tool's own failure is a result with `isError`, not a rejection.
+ * and action limits apply to tools; a tool's own failure is a result with `isError`, not a rejection. `Tools` types
+ * the calls (`input.mcp<{ add: { a: number; b: number } }>(didHash)`); the server still checks the arguments.
  */
-export interface McpAccess {
+export interface McpAccess<Tools extends McpToolArgs = McpToolArgs> {
   readonly server: string
   readonly listTools: () => Promise<ReadonlyArray<McpToolInfo>>
   /** Guards, then calls; `options` are what the guard is told (default: irreversible, no data scopes). */
-  readonly callTool: (tool: string, args?: Readonly<Record<string, unknown>>, options?: GuardOptions) => Promise<McpToolResult>
+  readonly callTool: <K extends keyof Tools & string>(tool: K, args?: Tools[K], options?: GuardOptions) => Promise<McpToolResult>
   readonly listToolsEffect: () => Effect.Effect<ReadonlyArray<McpToolInfo>, McpError>
-  readonly callToolEffect: (tool: string, args?: Readonly<Record<string, unknown>>, options?: GuardOptions) => Effect.Effect<McpToolResult, McpError | GuardError>
+  readonly callToolEffect: <K extends keyof Tools & string>(tool: K, args?: Tools[K], options?: GuardOptions) => Effect.Effect<McpToolResult, McpError | GuardError>
 }
 
 /** What a handler receives. */
@@ -125,7 +129,7 @@ export interface RunInput {
    */
   readonly reportCost: (usd: number | string) => void
   /** Access to an MCP server by configured name or registered didHash, each tool call under the task guard. */
-  readonly mcp: (server: string) => McpAccess
+  readonly mcp: <Tools extends McpToolArgs = McpToolArgs>(server: string) => McpAccess<Tools>
 }
 
 /** What a handler returns: the reply, or its chunks. */

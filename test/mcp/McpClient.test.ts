@@ -12,6 +12,7 @@ import * as path from "node:path"
 import type { Keys } from "../../src/core/Keys.js"
 import * as AgentServer from "../../src/agent/AgentServer.js"
 import * as AgentClient from "../../src/agent/AgentClient.js"
+import type { McpAccess } from "../../src/agent/Handler.js"
 import { didHash, generateDid, type MeshIdentity } from "../../src/core/Did.js"
 import { issueTaskMandate } from "../../src/core/Mandate.js"
 import { signApproval } from "../../src/core/Approval.js"
@@ -41,6 +42,17 @@ const mandateFor = (user: MeshIdentity, agent: MeshIdentity, constraints: TaskCo
 /** Grantor keys come from a static resolver (the user is not registered); MCP servers from the hub. */
 const resolverOf = (user: MeshIdentity) => makeStatic({ [user.did]: { publicKey: user.privateKey.publicKey, keyVersion: 1 } })
 
+/** The test server's tools as a handler types them. */
+type CalcTools = { readonly add: { readonly a: number; readonly b: number }; readonly echo: { readonly text: string }; readonly broken: Record<string, never> }
+
+/** Compile-time only: typed access refuses an unknown tool and wrong arguments. */
+const _typedAccessRefuses = (access: McpAccess<CalcTools>) => [
+  // @ts-expect-error no such tool
+  access.callTool("subtract", { a: 1, b: 2 }),
+  // @ts-expect-error add takes numbers
+  access.callTool("add", { a: "1", b: 2 })
+]
+
 const textOf = (r: AgentClient.CallResult) => ("message" in r ? r.message : `paused at ${r.approvalRequired.capability}`)
 
 const run = <A, E>(effect: Effect.Effect<A, E, Scope.Scope | Keys | HttpClient.HttpClient>) =>
@@ -59,7 +71,7 @@ describe("MCP client: mesh agents use MCP servers", () => {
         hubUrl: hub.url,
         resolveCallerKey: resolverOf(user),
         handler: async ({ mcp, message }) => {
-          const calc = mcp(h)
+          const calc = mcp<CalcTools>(h)
           const tools = (await calc.listTools()).map((t) => t.name).sort().join(",")
           const sum = await calc.callTool("add", { a: 2, b: 40 })
           const broken = await calc.callTool("broken")
