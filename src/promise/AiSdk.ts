@@ -60,12 +60,21 @@ export interface MeshAgentToolInput {
   readonly message: string
 }
 
-const inputSchema = jsonSchema<MeshAgentToolInput>({
-  type: "object",
-  properties: { message: { type: "string", description: "the message for the agent" } },
-  required: ["message"],
-  additionalProperties: false
-})
+// Checked here, so a malformed call is the AI SDK's invalid tool input (told to the model), never sent to the agent.
+const inputSchema = jsonSchema<MeshAgentToolInput>(
+  {
+    type: "object",
+    properties: { message: { type: "string", description: "the message for the agent" } },
+    required: ["message"],
+    additionalProperties: false
+  },
+  {
+    validate: (value) =>
+      typeof value === "object" && value !== null && !Array.isArray(value) && typeof (value as { message?: unknown }).message === "string" && Object.keys(value).length === 1
+        ? { success: true, value: { message: (value as { message: string }).message } }
+        : { success: false, error: new Error("the input must be { message: string }") }
+  }
+)
 
 /**
  * A failed call as the AI SDK's tool error: the model reads `message`, so it starts with the mesh's code; `code`,

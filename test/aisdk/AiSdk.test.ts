@@ -25,7 +25,7 @@ import { registeredAgent, startHub } from "../hub/support.js"
 const usage = { inputTokens: { total: 10, noCache: 10, cacheRead: undefined, cacheWrite: undefined }, outputTokens: { total: 5, text: 5, reasoning: undefined } }
 
 /** A model that calls `toolName` with `message` once, then answers with what the tool returned (or its error). */
-const mockModel = (toolName: string, message: string) =>
+const mockModel = (toolName: string, message: unknown) =>
   new MockLanguageModelV3({
     doGenerate: async (options: LanguageModelV3CallOptions): Promise<LanguageModelV3GenerateResult> => {
       const results = options.prompt.filter((m) => m.role === "tool").flatMap((m) => m.content)
@@ -108,6 +108,14 @@ describe("Vercel AI SDK bridge", () => {
       const error = unsigned.steps[0]?.content.find((p) => p.type === "tool-error") as { error: { code: string } } | undefined
       assert.strictEqual(error?.error.code, "SIGNATURE_MISSING")
       assert.include(unsigned.text, "SIGNATURE_MISSING")
+
+      // Input that is not { message: string } is refused by the tool's schema, before any call.
+      const malformed = yield* Effect.promise(() =>
+        generateText({ model: mockModel("weather", 42), tools: { weather: meshAgentTool(m.weather, { hub: m.hub.url }) }, prompt: "?", stopWhen: stepCountIs(3) })
+      )
+      const invalid = malformed.steps[0]?.content.find((p) => p.type === "tool-call") as { invalid?: boolean; error?: { name?: string } } | undefined
+      assert.deepStrictEqual([invalid?.invalid, invalid?.error?.name], [true, "AI_InvalidToolInputError"])
+      assert.include(malformed.text, "Invalid input for tool weather")
 
       const mailer = meshAgentTool(m.mailer, { hub: m.hub.url, signAs: { did: m.caller.did, privateKey: m.caller.privateKey }, mandate: () => m.mandate })
       const gated = yield* Effect.promise(() => generateText({ model: mockModel("mailer", "hi"), tools: { mailer }, prompt: "?", stopWhen: stepCountIs(3) }))
