@@ -13,6 +13,7 @@ import type { Keys } from "../../src/core/Keys.js"
 import * as AgentServer from "../../src/agent/AgentServer.js"
 import * as AgentClient from "../../src/agent/AgentClient.js"
 import type { McpAccess } from "../../src/agent/Handler.js"
+import * as McpClient from "../../src/agent/McpClient.js"
 import { didHash, generateDid, type MeshIdentity } from "../../src/core/Did.js"
 import { issueTaskMandate } from "../../src/core/Mandate.js"
 import { signApproval } from "../../src/core/Approval.js"
@@ -59,6 +60,17 @@ const run = <A, E>(effect: Effect.Effect<A, E, Scope.Scope | Keys | HttpClient.H
   effect.pipe(Effect.scoped, Effect.provide(FetchHttpClient.layer), Effect.provide(KeysNative.layer))
 
 describe("MCP client: mesh agents use MCP servers", () => {
+  it.live("a stdio server that dies is MCP_UNREACHABLE once; the next call starts it again", () =>
+    Effect.gen(function* () {
+      const client = yield* McpClient.make({ servers: { calc: { command: process.execPath, args: ["--import", "tsx", path.resolve("test/support/mcpToolServer.ts")] } } })
+      assert.strictEqual((yield* client.callTool("calc", "echo", { text: "one" })).content[0]?.text, "one")
+      const died = yield* Effect.flip(client.callTool("calc", "crash", {}))
+      assert.strictEqual(died.code, "MCP_UNREACHABLE")
+      assert.strictEqual((yield* client.callTool("calc", "echo", { text: "two" })).content[0]?.text, "two")
+      const unknown = yield* Effect.flip(client.callTool("calc", "nope", {}))
+      assert.strictEqual(unknown.code, "TOOL_NOT_FOUND")
+    }).pipe(Effect.scoped, Effect.provide(FetchHttpClient.layer), Effect.provide(KeysNative.layer)), 30_000)
+
   it.live("a handler lists and calls the registered server's tools by didHash, each call under the task guard", () =>
     run(Effect.gen(function* () {
       const { hub, server, record, user, agent, client } = yield* scene

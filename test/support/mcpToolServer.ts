@@ -11,8 +11,8 @@ import type { AddressInfo } from "node:net"
 import { pathToFileURL } from "node:url"
 import { z } from "zod"
 
-/** The SDK server with its three tools; `calls` gets `<tool> <args as JSON>` per call. */
-export const makeToolServer = (calls: Array<string>) => {
+/** The SDK server with its three tools (and `crash`, exiting the process, over stdio); `calls` gets `<tool> <args as JSON>` per call. */
+export const makeToolServer = (calls: Array<string>, crashable = false) => {
   const server = new McpServer({ name: "calc", version: "1.0.0" })
   server.registerTool("add", { description: "Adds two numbers", inputSchema: { a: z.number(), b: z.number() } }, async ({ a, b }) => {
     calls.push(`add ${JSON.stringify({ a, b })}`)
@@ -26,6 +26,9 @@ export const makeToolServer = (calls: Array<string>) => {
     calls.push("broken {}")
     return { content: [{ type: "text", text: "the disk is on fire" }], isError: true }
   })
+  if (crashable) {
+    server.registerTool("crash", { description: "Exits the server's process" }, async () => process.exit(1))
+  }
   return server
 }
 
@@ -63,5 +66,5 @@ export const startToolServer = async (): Promise<ToolServer> => {
 }
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  await makeToolServer([]).connect(new StdioServerTransport())
+  await makeToolServer([], true).connect(new StdioServerTransport())
 }
