@@ -54,6 +54,7 @@ import * as ModelLearner from "../model/ModelLearner.js"
 import * as ModelRouter from "../model/ModelRouter.js"
 import * as QualityEstimator from "../model/QualityEstimator.js"
 import * as RoutedChat from "./RoutedChat.js"
+import * as McpClient from "./McpClient.js"
 
 export { AgentConfigError } from "./AgentError.js"
 export {
@@ -67,6 +68,8 @@ export {
   type RunInput
 } from "./Handler.js"
 export { DEFAULT_MAX_RETAINED_EVENT_BYTES, type RunEventType } from "./RunStreams.js"
+export { type McpAccess, mcpCapability } from "./Handler.js"
+export { type LocalMcpServer, McpError, type McpToolInfo, type McpToolResult } from "./McpClient.js"
 
 /** A caller key resolver given as a function: DID → raw public key (bytes or publicKeyB64), or null if unknown. */
 export type ResolveCallerKey = (did: string) => Uint8Array | string | null | Promise<Uint8Array | string | null>
@@ -148,6 +151,15 @@ export interface AgentServerOptions {
   readonly nonceStore?: NonceStore.NonceStoreApi
   /** How long a reply to a request with an `Idempotency-Key` is kept for retries (in the agent's database); default 24 hours. */
   readonly idempotencyTtlMs?: number
+  /**
+   * Local MCP servers by the name handlers use in `input.mcp(name)`: a command spoken to over stdio, or a Streamable
+   * HTTP URL. Registered servers need no entry: `input.mcp(didHash)` resolves them through `hubUrl`.
+   */
+  readonly mcpServers?: Readonly<Record<string, McpClient.LocalMcpServer>>
+  /** An LLM agent's MCP servers (names or didHashes) whose tools the model is offered as function tools. */
+  readonly mcpTools?: ReadonlyArray<string>
+  /** Model calls with tools one answer of an LLM agent may take before it must answer in text; default 8. */
+  readonly maxToolSteps?: number
 }
 
 /** The Anthropic Messages API as an agent's provider; without `apiKey` the key is ANTHROPIC_API_KEY. */
@@ -217,6 +229,9 @@ const checkOptions = (options: AgentServerOptions): Effect.Effect<void, AgentCon
   }
   if (typeof options.provider === "string" && options.provider !== "anthropic" && options.provider !== "openai") {
     return refuse(`unknown provider ${JSON.stringify(options.provider)}: give "anthropic", "openai", a provider or its settings`)
+  }
+  if (options.maxToolSteps !== undefined && (!Number.isSafeInteger(options.maxToolSteps) || options.maxToolSteps < 0)) {
+    return refuse("maxToolSteps must be a non-negative integer")
   }
   if (options.maxOutputTokens !== undefined && (!Number.isSafeInteger(options.maxOutputTokens) || options.maxOutputTokens < 1)) {
     return refuse("maxOutputTokens must be a positive integer")
@@ -305,7 +320,11 @@ const layerAgentHandler = (options: AgentServerOptions) => {
     Layer.provide(Layer.mergeAll(ModelRouter.layerFromModelProvider, QualityEstimator.layerHeuristic, ModelLearner.layerMemory)),
     Layer.provide(layerProvider(options.provider!))
   )
-  return RoutedChat.layer(options.maxOutputTokens === undefined ? {} : { maxOutputTokens: options.maxOutputTokens }).pipe(Layer.provide(router))
+  return RoutedChat.layer({
+    ...(options.maxOutputTokens === undefined ? {} : { maxOutputTokens: options.maxOutputTokens }),
+    ...(options.mcpTools === undefined ? {} : { mcpServers: options.mcpTools }),
+    ...(options.maxToolSteps === undefined ? {} : { maxToolSteps: options.maxToolSteps })
+  }).pipe(Layer.provide(router))
 }
 
 /** Every service the handlers of an agent server need, composed from its options (the identity is made first). */
@@ -326,7 +345,11 @@ export const layerServices = (
   const stores = layerStores(options)
   const guard = TaskGuard.layer.pipe(Layer.provide(stores))
   const gates = Gates.layer(options).pipe(Layer.provide(stores))
-  const execution = Execution.layer(options).pipe(Layer.provide(Layer.mergeAll(stores, guard, gates, layerAgentHandler(options).pipe(Layer.provide(stores)))))
+  const mcp = McpClient.layer({
+    ...(options.hubUrl === undefined ? {} : { hubUrl: options.hubUrl }),
+    ...(options.mcpServers === undefined ? {} : { servers: options.mcpServers })
+  }).pipe(Layer.provide(FetchHttpClient.layer))
+  const execution = Execution.layer(options).pipe(Layer.provide(Layer.mergeAll(stores, guard, gates, mcp, layerAgentHandler(options).pipe(Layer.provide(stores)))))
   const parts = Layer.mergeAll(
     stores,
     gates,

@@ -30,8 +30,13 @@ import {
   GatePaused,
   type GuardError,
   type GuardOptions,
+  type McpAccess,
+  mcpCapability,
+  type McpToolArgs,
   type RunInput
 } from "./Handler.js"
+import { McpClient, type McpClientApi, McpError } from "./McpClient.js"
+import * as Option from "effect/Option"
 import { Identity } from "./Identity.js"
 import { AgentMemory } from "../core/AgentMemory.js"
 import * as CommitToken from "../core/CommitToken.js"
@@ -202,6 +207,32 @@ const meterFor = (deps: GuardDeps, x: Run): ComputeMeter => ({
     })
 })
 
+const notConfigured = (server: string) =>
+  Effect.fail(new McpError({ code: "MCP_NOT_CONFIGURED", message: `this agent has no MCP client configured (set mcpServers or hubUrl) for ${server}` }))
+
+/** A handler's access to one MCP server: each call asks the guard for `mcp:<server>/<tool>` first. */
+const mcpFor = (
+  client: McpClientApi | undefined,
+  guardEffect: RunInput["guardEffect"],
+  runPromise: <A, E>(effect: Effect.Effect<A, E>) => Promise<A>
+) => <Tools extends McpToolArgs = McpToolArgs>(server: string): McpAccess<Tools> => {
+  const listToolsEffect = () => (client === undefined ? notConfigured(server) : client.listTools(server))
+  const callToolEffect = (tool: string, args: Readonly<Record<string, unknown>> = {}, options: GuardOptions = {}) =>
+    client === undefined
+      ? notConfigured(server)
+      : Effect.zipRight(
+        guardEffect(mcpCapability(server, tool), { description: `call the tool ${tool} of the MCP server ${server}`, ...options }),
+        client.callTool(server, tool, args)
+      )
+  return {
+    server,
+    listToolsEffect,
+    callToolEffect,
+    listTools: () => runPromise(listToolsEffect()),
+    callTool: (tool, args, options) => runPromise(callToolEffect(tool, args, options))
+  }
+}
+
 /**
  * What the handler receives, and how to cancel the execution: cancelling ends it first, so a handler woken by the
  * abort finds its guard closed.
@@ -211,7 +242,8 @@ const inputFor = (
   guardEffect: RunInput["guardEffect"],
   compute: ComputeMeter,
   systemPrompt: string | undefined,
-  runPromise: <A, E>(effect: Effect.Effect<A, E>) => Promise<A>
+  runPromise: <A, E>(effect: Effect.Effect<A, E>) => Promise<A>,
+  mcpClient: McpClientApi | undefined
 ) => {
   // Made on first use: most handlers never look at their signal.
   let controller: AbortController | undefined
@@ -241,6 +273,7 @@ const inputFor = (
       }
       x.cost = micros
     },
+    mcp: mcpFor(mcpClient, guardEffect, runPromise),
     get signal() {
       controller ??= new AbortController()
       if (x.ended) controller.abort()
@@ -297,12 +330,14 @@ export const make = (options: Options): Effect.Effect<ExecutionApi, never, Agent
       )
     const deps: GuardDeps = { guard: yield* TaskGuard, gates: yield* Gates, did, sandboxed: options.sandboxed ?? false }
     const runPromise = promiseRunner(yield* Effect.runtime<never>())
+    // Optional: a server configured without MCP has none, and its handlers' MCP calls fail MCP_NOT_CONFIGURED.
+    const mcpClient = Option.getOrUndefined(yield* Effect.serviceOption(McpClient))
 
     const execute: ExecutionApi["execute"] = (state, approval, streaming, emit) =>
       Effect.gen(function* () {
         const capability = yield* capabilityOf(state, declared)
         const x: Run = { state, approval, passed: state.journal.slice(), calls: 0, produced: 0, paused: undefined, pausing: false, ended: false, cost: undefined }
-        const { input, cancel } = inputFor(x, guardFor(deps, x), meterFor(deps, x), options.systemPrompt, runPromise)
+        const { input, cancel } = inputFor(x, guardFor(deps, x), meterFor(deps, x), options.systemPrompt, runPromise, mcpClient)
         let text = ""
         const output = yield* Effect.either(Effect.try({ try: () => handler(input, streaming), catch: (e) => e }))
         const run = Either.isLeft(output)

@@ -18,6 +18,7 @@ import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import type { Caller, ChatMessage, CommitRequest } from "./AgentApi.js"
 import { type AgentForbidden, type AgentUnavailable } from "./AgentError.js"
+import type { McpError, McpToolInfo, McpToolResult } from "./McpClient.js"
 import {
   type ChatRequest,
   type ChatStreamEvent,
@@ -74,6 +75,27 @@ export interface ComputeMeter {
   readonly reserve: (llmTokens: number) => Effect.Effect<ComputeReservation, AgentForbidden | AgentUnavailable>
 }
 
+/** The capability a call of `tool` on the MCP server `server` is guarded as. */
+export const mcpCapability = (server: string, tool: string): string => `mcp:${server}/${tool}`
+
+/** The tools of an MCP server as a handler types them: each tool's name and its arguments. */
+export type McpToolArgs = Readonly<Record<string, Readonly<Record<string, unknown>>>>
+
+/**
+ * A handler's access to one MCP server (a configured name or a registered didHash). Every tool call is first asked
+ * of the task guard as capability `mcp:<server>/<tool>`, so the mandate's allowed and blocked lists, human gates
+ * and action limits apply to tools; a tool's own failure is a result with `isError`, not a rejection. `Tools` types
+ * the calls (`input.mcp<{ add: { a: number; b: number } }>(didHash)`); the server still checks the arguments.
+ */
+export interface McpAccess<Tools extends McpToolArgs = McpToolArgs> {
+  readonly server: string
+  readonly listTools: () => Promise<ReadonlyArray<McpToolInfo>>
+  /** Guards, then calls; `options` are what the guard is told (default: irreversible, no data scopes). */
+  readonly callTool: <K extends keyof Tools & string>(tool: K, args?: Tools[K], options?: GuardOptions) => Promise<McpToolResult>
+  readonly listToolsEffect: () => Effect.Effect<ReadonlyArray<McpToolInfo>, McpError>
+  readonly callToolEffect: <K extends keyof Tools & string>(tool: K, args?: Tools[K], options?: GuardOptions) => Effect.Effect<McpToolResult, McpError | GuardError>
+}
+
 /** What a handler receives. */
 export interface RunInput {
   readonly message: string
@@ -106,6 +128,8 @@ export interface RunInput {
    * before the side effect it pays for, as with `guard`.
    */
   readonly reportCost: (usd: number | string) => void
+  /** Access to an MCP server by configured name or registered didHash, each tool call under the task guard. */
+  readonly mcp: <Tools extends McpToolArgs = McpToolArgs>(server: string) => McpAccess<Tools>
 }
 
 /** What a handler returns: the reply, or its chunks. */
@@ -136,6 +160,13 @@ export interface ChatOptions {
    * (there the router's fit within what is left).
    */
   readonly maxOutputTokens?: number
+  /**
+   * MCP servers (configured names or registered didHashes) whose tools the model is offered as function tools, each
+   * call under the task guard as `mcp:<server>/<tool>` (`ToolLoop`).
+   */
+  readonly mcpServers?: ReadonlyArray<string>
+  /** Model calls with tools one answer may take before the model must answer in text; default 8. */
+  readonly maxToolSteps?: number
 }
 
 /** The bound on an answer reserved and asked for under a task mandate when the agent sets none. */

@@ -18,6 +18,10 @@
  * (`RunInput.compute`, docs/agent.md §5): reserved before the call, settled with the usage reported, refused with
  * COMPUTE_LIMIT_EXCEEDED before the provider is asked.
  *
+ * With `mcpServers`, the model is offered those servers' tools and each routed call is a bounded tool loop
+ * (`ToolLoop`): the router sees one call whose usage is the loop's, every model call in it metered as above. Such an
+ * agent answers a streamed run whole, as one chunk.
+ *
  * Floor: agent (docs/architecture.md §3).
  */
 import * as Clock from "effect/Clock"
@@ -34,6 +38,7 @@ import { ModelRouter } from "../model/ModelRouter.js"
 import { AgentConflict, AgentForbidden, AgentUnavailable, ProviderFailed } from "./AgentError.js"
 import { AgentHandler, type ChatOptions, DEFAULT_METERED_MAX_TOKENS, type HandlerOutput, meteredChat, meteredStream, type RunInput } from "./Handler.js"
 import { Identity } from "./Identity.js"
+import * as ToolLoop from "./ToolLoop.js"
 
 /** Most live model-budget mandates whose spending one agent tracks. */
 export const MAX_MANDATE_BUDGETS = 1024
@@ -87,14 +92,32 @@ export const layer = (options: ChatOptions = {}): Layer.Layer<AgentHandler, neve
     /** The bound on an answer: the agent's own, else under a task mandate the one its reservation needs. */
     const outputBound = (compute: RunInput["compute"]) => options.maxOutputTokens ?? (compute.metered ? DEFAULT_METERED_MAX_TOKENS : undefined)
 
-    const routed = (messages: ReadonlyArray<ChatMessage>, token: unknown, compute: RunInput["compute"]) =>
+    const servers = options.mcpServers ?? []
+
+    /** The tools of every configured MCP server, listed through the run's guarded access. */
+    const toolsOf = (input: RunInput) =>
+      Effect.map(
+        Effect.forEach(servers, (server) => Effect.map(input.mcp(server).listToolsEffect(), (tools) => ({ server, tools }))),
+        ToolLoop.offer
+      ).pipe(
+        Effect.tapError((e) => Effect.logWarning(`MCP tools not listed: ${e.code}: ${e.message}`)),
+        Effect.mapError((e) => new AgentUnavailable({ code: "AGENT_BUSY", message: `an MCP server of this agent cannot be used (${e.code}); retry later`, retryAfterSeconds: 5 }))
+      )
+
+    const routed = (messages: ReadonlyArray<ChatMessage>, token: unknown, input: RunInput) =>
       Effect.gen(function* () {
+        const compute = input.compute
         const maxOutputTokens = outputBound(compute)
         // Unbounded (no model-budget mandate, no task mandate, no set bound), a call carries no maxTokens: the
         // provider's own default applies, as it would without routing.
         const bare = token === undefined && maxOutputTokens === undefined
+        const offered = servers.length === 0 ? [] : yield* toolsOf(input)
+        const once = (provider: ModelProviderApi, request: ChatRequest) => meteredChat(provider, compute, bare ? withoutMaxTokens(request) : request)
         const metering = {
-          call: (provider: ModelProviderApi, request: ChatRequest) => meteredChat(provider, compute, bare ? withoutMaxTokens(request) : request),
+          call: offered.length === 0
+            ? once
+            : (provider: ModelProviderApi, request: ChatRequest) =>
+              ToolLoop.run({ request, offered, input, ask: (r) => once(provider, r), ...(options.maxToolSteps === undefined ? {} : { maxSteps: options.maxToolSteps }) }),
           ...(maxOutputTokens === undefined ? {} : { maxOutputTokens })
         }
         if (token === undefined) {
@@ -140,7 +163,7 @@ export const layer = (options: ChatOptions = {}): Layer.Layer<AgentHandler, neve
         { role: "user", content: input.message }
       ]
       const token = input.context[MANDATE_CONTEXT_KEY]
-      if (streaming && token === undefined) {
+      if (streaming && token === undefined && servers.length === 0) {
         return Stream.unwrap(
           Effect.map(router.choose({ messages, taskType: "REASONING", qualityThreshold: 0, share: UNBOUNDED, mode: "PROPORTIONAL" }), (m) => {
             const provider = router.providerOf(m)
@@ -150,7 +173,7 @@ export const layer = (options: ChatOptions = {}): Layer.Layer<AgentHandler, neve
           })
         ).pipe(Stream.catchTag("ModelBudgetExhausted", (e) => Stream.fail(budgetExhausted(e))))
       }
-      return Effect.map(routed(messages, token, input.compute), (r) => r.content)
+      return Effect.map(routed(messages, token, input), (r) => r.content)
     }
   })
 )

@@ -33,6 +33,7 @@ import {
   ROOT_KINDS,
   runAgent,
   runHub,
+  runMcp,
   runPlatform,
   runSagaFile,
   sagaStatus,
@@ -270,9 +271,19 @@ const mandateVerify = Command.make(
 ).pipe(described("verify a mandate's whole chain against the hub's registry (keys, key versions, revocations) and print it", "mesh mandate verify \"$TOKEN\" --grantee did:mesh:acme.bot"))
 const mandateCommand = Command.make("mandate").pipe(described("delegate authority without writing code", "mesh mandate issue --help"), Command.withSubcommands([mandateIssue, mandateAttenuate, mandateVerify]))
 
+const mcpPort = Options.integer("port").pipe(Options.withFallbackConfig(setting(Config.integer, "MESH_MCP_PORT")), Options.optional, Options.withDescription("serve Streamable HTTP on this port (at /mcp) instead of stdio (env MESH_MCP_PORT)"))
+const mcpHost = Options.text("host").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_MCP_HOST")), Options.withDefault("127.0.0.1"), Options.withDescription("address to listen on with --port (env MESH_MCP_HOST)"))
+const mcpIdentity = Options.file("identity").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_MCP_IDENTITY")), Options.optional, Options.withDescription("identity file from `mesh keygen`: calls to agents are signed as this DID (mesh-sig; env MESH_MCP_IDENTITY)"))
+const mcpCommand = Command.make("mcp", { hubUrl, identity: mcpIdentity, port: mcpPort, host: mcpHost }, (args) => runMcp(args)).pipe(
+  described(
+    "serve the mesh as an MCP server (stdio, or Streamable HTTP with --port): search agents, call them by didHash, resume paused tasks",
+    "mesh mcp --hub http://127.0.0.1:7700 --identity alice.identity.json"
+  )
+)
+
 const mesh = Command.make("mesh").pipe(
   Command.withDescription("agent-mesh: identities, signed envelopes and mandates for meshes of AI agents"),
-  Command.withSubcommands([keygenCommand, hubCommand, platformCommand, agentCommand, keysCommand, sagaCommand, callCommand, agentsCommand, mandateCommand])
+  Command.withSubcommands([keygenCommand, hubCommand, platformCommand, agentCommand, keysCommand, sagaCommand, callCommand, agentsCommand, mandateCommand, mcpCommand])
 )
 
 const cli = Command.run(mesh, { name: "mesh", version: VERSION })

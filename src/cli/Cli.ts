@@ -8,6 +8,8 @@ import * as Path from "@effect/platform/Path"
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Console from "effect/Console"
+import * as Logger from "effect/Logger"
+import * as LogLevel from "effect/LogLevel"
 import * as Effect from "effect/Effect"
 import * as Duration from "effect/Duration"
 import * as Redacted from "effect/Redacted"
@@ -440,6 +442,40 @@ export const runAgent = (args: {
       return yield* Effect.never
     })
   ).pipe(Effect.onInterrupt(() => Console.log("agent stopped")))
+
+/**
+ * Serves the mesh as an MCP server until interrupted: over stdio, or over Streamable HTTP when `port` is given.
+ * Everything it prints goes to stderr, logs included, since stdout is the MCP channel over stdio.
+ */
+export const runMcp = (args: {
+  readonly hubUrl: string
+  readonly identity: Option.Option<string>
+  readonly port: Option.Option<number>
+  readonly host: string
+}) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const identity = Option.isNone(args.identity) ? undefined : yield* readIdentityFile(args.identity.value)
+      // The HTTP transport authenticates no client, and with an identity every client calls as that DID.
+      if (Option.isSome(args.port) && identity !== undefined && !["127.0.0.1", "::1", "localhost"].includes(args.host)) {
+        return yield* Effect.fail(new CliError({ code: "INVALID_ARGUMENT", message: `with --identity, mesh mcp --port listens on a loopback address only (not ${args.host}): its clients are not authenticated and would all sign as ${identity.did}` }))
+      }
+      const options = { hubUrl: args.hubUrl, ...(identity === undefined ? {} : { identity: { did: identity.did, privateKey: identity.privateKeyPkcs8B64 } }) }
+      // Loaded only by `mesh mcp`: the MCP SDK's server is not parsed by the other commands.
+      const Bridge = yield* Effect.promise(() => import("../mesh/MeshMcpServer.js"))
+      const signer = identity === undefined ? "unsigned calls" : `calls signed as ${identity.did}`
+      if (Option.isSome(args.port)) {
+        const served = yield* Bridge.serveHttp({ ...options, port: args.port.value, host: args.host })
+        yield* Console.error(`agent-mesh MCP server ${VERSION} on ${served.url} (Streamable HTTP; hub ${args.hubUrl}; ${signer})`)
+      } else {
+        const ended = yield* Bridge.serveStdio(options)
+        yield* Console.error(`agent-mesh MCP server ${VERSION} on stdio (hub ${args.hubUrl}; ${signer})`)
+        // The client closing stdin is the end of the session: exit rather than linger.
+        return yield* ended
+      }
+      return yield* Effect.never
+    }).pipe(Effect.provide(FetchHttpClient.layer))
+  ).pipe(Logger.withMinimumLogLevel(LogLevel.Info), Effect.provide(Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger))))
 
 /** One progress event as a line of `mesh saga run`. */
 export const formatSagaEvent = (e: SagaEvent): string => {

@@ -24,12 +24,48 @@ export const ChatMessage = Schema.Struct({
 /** One message of a conversation. */
 export type ChatMessage = typeof ChatMessage.Type
 
-/** One chat turn: the model to ask and the conversation so far. */
+/** A function the model may call: its name, what it does, and the JSON Schema of its input object. */
+export interface ToolSpec {
+  readonly name: string
+  readonly description?: string
+  readonly inputSchema: Readonly<Record<string, unknown>>
+}
+
+/** A call the model asked for; `arguments` is the JSON text the model wrote (it may not parse). */
+export interface ToolCall {
+  readonly id: string
+  readonly name: string
+  readonly arguments: string
+}
+
+/** An assistant turn that asked for tool calls (with whatever text came with them). */
+export interface ToolCallTurn {
+  readonly role: "assistant"
+  readonly content: string
+  readonly toolCalls: ReadonlyArray<ToolCall>
+}
+
+/** The result of one tool call, answering the call with the same `toolCallId`. */
+export interface ToolResultTurn {
+  readonly role: "tool"
+  readonly toolCallId: string
+  readonly name: string
+  readonly content: string
+  readonly isError?: boolean
+}
+
+/** A turn of a conversation that may call tools: plain messages, calls asked for, and their results. */
+export type ChatTurn = ChatMessage | ToolCallTurn | ToolResultTurn
+
+/** One chat turn: the model to ask and the conversation so far; with `tools`, the model may answer with calls. */
 export interface ChatRequest {
   readonly model: string
-  readonly messages: ReadonlyArray<ChatMessage>
+  readonly messages: ReadonlyArray<ChatTurn>
   readonly maxTokens?: number
   readonly temperature?: number
+  readonly tools?: ReadonlyArray<ToolSpec>
+  /** Whether the model may call the tools (`auto`, the default) or must answer in text (`none`). */
+  readonly toolChoice?: "auto" | "none"
 }
 
 /** Tokens a call consumed, as the provider reported them (or estimated where it reported none). */
@@ -38,12 +74,16 @@ export interface ChatUsage {
   readonly outputTokens: number
 }
 
-/** A whole answer. `model` is the one that answered (a provider may resolve an alias); `finishReason` is its own word, e.g. `stop`, `length`. */
+/**
+ * A whole answer. `model` is the one that answered (a provider may resolve an alias); `finishReason` is its own
+ * word, e.g. `stop`, `length`, `tool_calls`; `toolCalls` the calls it asked for, when the request offered tools.
+ */
 export interface ChatResult {
   readonly text: string
   readonly usage: ChatUsage
   readonly model: string
   readonly finishReason: string
+  readonly toolCalls?: ReadonlyArray<ToolCall>
 }
 
 /** A piece of a streamed answer: text deltas in order, then exactly one `Done` with the whole result and its usage. */
@@ -147,9 +187,13 @@ export const estimateTokens = (text: string): number => Math.ceil(text.length / 
 export const estimatePromptTokens = (request: ChatRequest): number =>
   estimateTokens(request.messages.map((m) => m.content).join("\n"))
 
-/** One scripted reply: its text and, optionally, its set usage and finish reason (defaults: word counts, `stop`). */
+/**
+ * One scripted reply: its text and, optionally, its set usage, finish reason (defaults: word counts, `stop`, or
+ * `tool_calls` with calls) and the tool calls it asks for.
+ */
 export interface ScriptedReply {
   readonly text: string
+  readonly toolCalls?: ReadonlyArray<ToolCall>
   readonly inputTokens?: number
   readonly outputTokens?: number
   readonly finishReason?: string
@@ -203,7 +247,8 @@ export const makeScripted = (script: Script, options: { readonly name?: string }
         text: reply.text,
         usage: { inputTokens, outputTokens: reply.outputTokens ?? wordCount(reply.text) },
         model: request.model,
-        finishReason: reply.finishReason ?? "stop"
+        finishReason: reply.finishReason ?? (reply.toolCalls === undefined ? "stop" : "tool_calls"),
+        ...(reply.toolCalls === undefined ? {} : { toolCalls: reply.toolCalls })
       })
     })
 

@@ -16,7 +16,8 @@
  * (`end_turn`, `max_tokens`, `stop_sequence`, …). A stream counts as complete only at `message_stop`; one that ends
  * before fails with PROVIDER_BAD_RESPONSE, and an `error` event in the stream fails with the code of its error type.
  * The timeout bounds a whole `chat` call, and in a stream each wait for the next piece. Failures never carry the
- * request's headers, and any echo of the key in a provider's text is scrubbed.
+ * request's headers, and any echo of the key in a provider's text is scrubbed. Tools go out as `tools`; a whole
+ * answer's `tool_use` blocks come back as `ChatResult.toolCalls`, their results go back as `tool_result` blocks.
  *
  * Floor: model (docs/architecture.md §3).
  */
@@ -39,6 +40,7 @@ import {
   type ChatRequest,
   type ChatResult,
   type ChatStreamEvent,
+  type ChatTurn,
   type ChatUsage,
   deltaText,
   errorDetail,
@@ -84,7 +86,13 @@ type Usage = typeof Usage.Type
 
 const Message = Schema.Struct({
   model: Schema.optional(Schema.NullOr(Schema.String)),
-  content: Schema.Array(Schema.Struct({ type: Schema.String, text: Schema.optional(Schema.NullOr(Schema.String)) })),
+  content: Schema.Array(Schema.Struct({
+    type: Schema.String,
+    text: Schema.optional(Schema.NullOr(Schema.String)),
+    id: Schema.optional(Schema.String),
+    name: Schema.optional(Schema.String),
+    input: Schema.optional(Schema.Unknown)
+  })),
   stop_reason: Schema.optional(Schema.NullOr(Schema.String)),
   usage: Schema.optional(Schema.NullOr(Usage))
 })
@@ -133,14 +141,53 @@ const codeOfErrorType = (type: unknown): ModelErrorCode => {
   }
 }
 
-/** The request body: `system` messages joined into `system`, the turns in order. */
+/** The input of a `tool_use` block: the call's arguments as an object (`{}` when they are not a JSON object). */
+const toolInput = (text: string): unknown => {
+  try {
+    const v: unknown = JSON.parse(text)
+    return typeof v === "object" && v !== null && !Array.isArray(v) ? v : {}
+  } catch {
+    return {}
+  }
+}
+
+/**
+ * The turns in the Messages API shape: calls as `tool_use` blocks of an assistant turn, results as `tool_result`
+ * blocks of a user turn (consecutive results share one, as the API requires).
+ */
+const wireTurns = (turns: ReadonlyArray<ChatTurn>) => {
+  const out: Array<{ role: "user" | "assistant"; content: string | Array<Record<string, unknown>> }> = []
+  for (const turn of turns) {
+    if (turn.role === "system") continue
+    if (turn.role === "tool") {
+      const block = { type: "tool_result", tool_use_id: turn.toolCallId, content: turn.content, ...(turn.isError === true ? { is_error: true } : {}) }
+      const last = out[out.length - 1]
+      if (last !== undefined && last.role === "user" && Array.isArray(last.content) && last.content.every((b) => b.type === "tool_result")) last.content.push(block)
+      else out.push({ role: "user", content: [block] })
+    } else if ("toolCalls" in turn) {
+      out.push({
+        role: "assistant",
+        content: [
+          ...(turn.content.length > 0 ? [{ type: "text", text: turn.content }] : []),
+          ...turn.toolCalls.map((c) => ({ type: "tool_use", id: c.id, name: c.name, input: toolInput(c.arguments) }))
+        ]
+      })
+    } else out.push({ role: turn.role, content: turn.content })
+  }
+  return out
+}
+
+/** The request body: `system` messages joined into `system`, the turns in order, tools as `tools`. */
 const requestBody = (request: ChatRequest, defaultMaxTokens: number, stream: boolean) => {
   const system = request.messages.filter((m) => m.role === "system").map((m) => m.content)
   return {
     model: request.model,
     max_tokens: request.maxTokens ?? defaultMaxTokens,
     ...(system.length > 0 ? { system: system.join("\n\n") } : {}),
-    messages: request.messages.filter((m) => m.role !== "system").map(({ content, role }) => ({ role, content })),
+    messages: wireTurns(request.messages),
+    ...(request.tools !== undefined && request.tools.length > 0
+      ? { tools: request.tools.map((t) => ({ name: t.name, ...(t.description === undefined ? {} : { description: t.description }), input_schema: t.inputSchema })), ...(request.toolChoice === undefined ? {} : { tool_choice: { type: request.toolChoice } }) }
+      : {}),
     ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
     ...(stream ? { stream: true } : {})
   }
@@ -191,11 +238,13 @@ export const make = (options: AnthropicOptions): Effect.Effect<ModelProviderApi,
         Effect.flatMap(readMessage),
         Effect.map((message): ChatResult => {
           const text = message.content.map((block) => (block.type === "text" ? (block.text ?? "") : "")).join("")
+          const calls = message.content.filter((block) => block.type === "tool_use" && block.id !== undefined && block.name !== undefined)
           return {
             text,
             usage: usageOf(inputOf(message.usage), message.usage?.output_tokens, request, text),
             model: message.model || request.model,
-            finishReason: message.stop_reason ?? "end_turn"
+            finishReason: message.stop_reason ?? "end_turn",
+            ...(calls.length === 0 ? {} : { toolCalls: calls.map((b) => ({ id: b.id!, name: b.name!, arguments: JSON.stringify(b.input ?? {}) })) })
           }
         }),
         callFailures

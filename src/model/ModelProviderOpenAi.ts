@@ -16,6 +16,10 @@
  * The timeout bounds a whole `chat` call, and in a stream each wait for the next piece, so a long answer that keeps
  * coming is not cut off. Usage a server leaves out is estimated (4 characters a token) so that budgets still move.
  *
+ * Tools (`ChatRequest.tools`) go out as `tools` of type `function`; a whole answer's `tool_calls` come back as
+ * `ChatResult.toolCalls`, and the conversation carries them back as `tool_calls` and `tool` messages. A streamed
+ * answer carries text only.
+ *
  * Floor: model (docs/architecture.md §3).
  */
 import * as OpenAiClient from "@effect/ai-openai/OpenAiClient"
@@ -33,6 +37,7 @@ import {
   type ChatRequest,
   type ChatResult,
   type ChatStreamEvent,
+  type ChatTurn,
   type ChatUsage,
   deltaText,
   errorDetail,
@@ -68,7 +73,13 @@ const Completion = Schema.Struct({
   model: Schema.optional(Schema.NullOr(Schema.String)),
   choices: Schema.NonEmptyArray(
     Schema.Struct({
-      message: Schema.Struct({ content: Schema.optional(Schema.NullOr(Schema.String)) }),
+      message: Schema.Struct({
+        content: Schema.optional(Schema.NullOr(Schema.String)),
+        tool_calls: Schema.optional(Schema.NullOr(Schema.Array(Schema.Struct({
+          id: Schema.String,
+          function: Schema.Struct({ name: Schema.String, arguments: Schema.optional(Schema.NullOr(Schema.String)) })
+        }))))
+      }),
       finish_reason: Schema.optional(Schema.NullOr(Schema.String))
     })
   ),
@@ -103,9 +114,25 @@ const usageOf = (
   outputTokens: usage?.completion_tokens ?? estimateTokens(text)
 })
 
+/** A turn in the Chat Completions shape: calls as `tool_calls`, their results as `tool` messages. */
+const wireTurn = (turn: ChatTurn) => {
+  if (turn.role === "tool") return { role: "tool", tool_call_id: turn.toolCallId, content: turn.content }
+  if ("toolCalls" in turn) {
+    return {
+      role: "assistant",
+      content: turn.content.length > 0 ? turn.content : null,
+      tool_calls: turn.toolCalls.map((c) => ({ id: c.id, type: "function", function: { name: c.name, arguments: c.arguments } }))
+    }
+  }
+  return { role: turn.role, content: turn.content }
+}
+
 const requestBody = (request: ChatRequest, stream: boolean) => ({
   model: request.model,
-  messages: request.messages.map(({ content, role }) => ({ role, content })),
+  messages: request.messages.map(wireTurn),
+  ...(request.tools !== undefined && request.tools.length > 0
+    ? { tools: request.tools.map((t) => ({ type: "function", function: { name: t.name, ...(t.description === undefined ? {} : { description: t.description }), parameters: t.inputSchema } })), ...(request.toolChoice === undefined ? {} : { tool_choice: request.toolChoice }) }
+    : {}),
   // `max_tokens`, not OpenAI's newer `max_completion_tokens`: every compatible server reads the older name.
   ...(request.maxTokens !== undefined ? { max_tokens: request.maxTokens } : {}),
   ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
@@ -151,11 +178,13 @@ export const make = (options: OpenAiCompatibleOptions): Effect.Effect<ModelProvi
         Effect.map((completion): ChatResult => {
           const choice = completion.choices[0]
           const text = choice.message.content ?? ""
+          const calls = choice.message.tool_calls ?? []
           return {
             text,
             usage: usageOf(completion.usage, request, text),
             model: completion.model || request.model,
-            finishReason: choice.finish_reason ?? "stop"
+            finishReason: choice.finish_reason ?? "stop",
+            ...(calls.length === 0 ? {} : { toolCalls: calls.map((c) => ({ id: c.id, name: c.function.name, arguments: c.function.arguments ?? "{}" })) })
           }
         }),
         callFailures
