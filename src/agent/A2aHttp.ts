@@ -77,7 +77,7 @@ const fail = (code: number, message: string, meshCode?: string) => Effect.fail(n
 
 /** The `A2A-Version` a request names, checked: absent is 0.3 (A2A 1.0 §3.6.2); a version this server lacks is refused. */
 const checkVersion = (header: string | undefined): Effect.Effect<void, RpcFailure> => {
-  if (header === undefined || header.trim() === "") return Effect.void
+  if (header === undefined || header === VERSION_1_0 || header === VERSION_0_3 || header.trim() === "") return Effect.void
   const m = /^\s*(\d+)(?:\.(\d+))?/.exec(header)
   const v = m === null ? "" : `${m[1]}.${m[2] ?? "0"}`
   return v === VERSION_1_0 || v === VERSION_0_3
@@ -148,8 +148,8 @@ const handlers = Effect.gen(function* () {
       task.gateTaskId = outcome.request.taskId
       return tasks.settle(task, "TASK_STATE_INPUT_REQUIRED", pauseMessage(task, outcome))
     }
+    // The reply is the task's artifact (A2A's place for a task's output); the session's memory keeps the turn.
     task.text = outcome.message
-    task.history.push({ messageId: crypto.randomUUID(), role: "ROLE_AGENT", contextId: task.contextId, taskId: task.id, parts: [{ text: outcome.message }] })
     return tasks.settle(task, "TASK_STATE_COMPLETED")
   }
 

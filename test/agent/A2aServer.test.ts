@@ -125,7 +125,7 @@ describe("A2A server", () => {
             const again = yield* Effect.promise(() => c.getTask({ tenant: "", id: task.id, historyLength: undefined }))
             assert.strictEqual(again.status?.state, TaskState.TASK_STATE_COMPLETED)
             assert.strictEqual(artifactText(again), "you said: hello")
-            assert.deepStrictEqual(again.history.map((m) => m.role), [Role.ROLE_USER, Role.ROLE_AGENT])
+            assert.deepStrictEqual(again.history.map((m) => m.role), [Role.ROLE_USER])
             const missing = yield* Effect.promise(() => c.getTask({ tenant: "", id: "no-such-task", historyLength: undefined }).then(() => undefined, (e: any) => e))
             assert.strictEqual(missing?.name, "TaskNotFoundError")
           })
