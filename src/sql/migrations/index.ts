@@ -18,6 +18,7 @@ import m0012 from "./0012_pool_owner_is_grantee.js"
 import m0013 from "./0013_model_learner.js"
 import m0014 from "./0014_idempotency_and_commit_tokens.js"
 import m0015 from "./0015_sagas.js"
+import m0016 from "./0016_a2a_cards.js"
 
 /** The migration record handed to `Migrator.fromRecord` (a record survives bundling, a glob does not). */
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
@@ -35,5 +36,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0012_pool_owner_is_grantee": m0012,
   "0013_model_learner": m0013,
   "0014_idempotency_and_commit_tokens": m0014,
-  "0015_sagas": m0015
+  "0015_sagas": m0015,
+  "0016_a2a_cards": m0016
 }
