@@ -10,7 +10,7 @@
  *   (a process per figure, so no figure shares its server's core with another). Load shedding on event-loop lag is
  *   off (`serving.maxEventLoopLagMs: Infinity`), as the SDK's server has none: a pause of the shared machine must
  *   not fail a round.
- * - `sdk`: `test/support/a2aSdkAgent.ts`, an express app with the SDK's `DefaultRequestHandler`, `InMemoryTaskStore`
+ * - `sdk`: `examples/a2a-sdk-agent.ts`, an express app with the SDK's `DefaultRequestHandler`, `InMemoryTaskStore`
  *   and an executor answering the message's text as a completed task with the text as its artifact (what the agent
  *   answers), for `message/send` and for `SendMessage` (`A2A-Version: 1.0`).
  *
@@ -25,7 +25,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import * as AgentServer from "../src/agent/AgentServer.js"
 import * as KeysNative from "../src/node/KeysNative.js"
-import { startSdkAgent } from "../test/support/a2aSdkAgent.js"
+import { startSdkAgent } from "../examples/a2a-sdk-agent.js"
 import { type Measurement, report } from "./harness.js"
 import { DEFAULT_ROUNDS, type BenchServer, measureAll, reportLatency, serveChild, spawnServer } from "./load.js"
 

@@ -13,7 +13,7 @@ import * as AgentServer from "../../src/agent/AgentServer.js"
 import { didHash } from "../../src/core/Did.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
 import { startHub } from "../hub/support.js"
-import { startSdkAgent } from "../support/a2aSdkAgent.js"
+import { startSdkAgent } from "../../examples/a2a-sdk-agent.js"
 
 const provide = <A, E, R>(e: Effect.Effect<A, E, R>) => e.pipe(Effect.scoped, Effect.provide(FetchHttpClient.layer), Effect.provide(KeysNative.layer))
 

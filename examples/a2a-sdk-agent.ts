@@ -1,7 +1,10 @@
 /**
- * An A2A agent built with the official `@a2a-js/sdk` server on express (JSON-RPC, 1.0 with the 0.3 compatibility
- * layer on), whose executor answers each message with what `reply` makes of its text, chunk by chunk as artifact
- * updates. The other side of the A2A client tests, and the baseline of the A2A bench.
+ * A third-party A2A agent, built with the official `@a2a-js/sdk` server on express (JSON-RPC, 1.0 with the 0.3
+ * compatibility layer on): its executor answers each message with what `reply` makes of its text, chunk by chunk as
+ * artifact updates. `examples/a2a-bridge.ts` calls it from the mesh; the A2A client tests and the A2A bench use it as
+ * the other side.
+ *
+ *   npx tsx examples/a2a-sdk-agent.ts     (serves one on port 7800 until stopped)
  */
 import { type AgentCard, Role, TaskState } from "@a2a-js/sdk"
 import { type AgentExecutor, DefaultRequestHandler, InMemoryTaskStore } from "@a2a-js/sdk/server"
@@ -9,6 +12,7 @@ import { agentCardHandler, jsonRpcHandler, UserBuilder } from "@a2a-js/sdk/serve
 import express from "express"
 import type * as Http from "node:http"
 import type * as net from "node:net"
+import { pathToFileURL } from "node:url"
 
 /** A running SDK agent. */
 export interface SdkAgent {
@@ -75,5 +79,10 @@ export const startSdkAgent = (options: { readonly name?: string; readonly port?:
     })
   })
 
-/** The role of a user message, for tests that build one. */
+/** The role of a user message, for callers that build one. */
 export const USER = Role.ROLE_USER
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const agent = await startSdkAgent({ port: 7800, reply: (text) => ["you said: ", text] })
+  console.log(`A2A SDK agent on ${agent.url} (card: ${agent.url}/.well-known/agent-card.json)`)
+}
