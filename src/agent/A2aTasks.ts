@@ -154,10 +154,9 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
         task.statusMessage = message
         task.timestamp = iso(now)
         if (message !== undefined) task.history.push(message)
-        if (ended(state) && tasks.get(task.id) === task) {
-          endedAt.delete(task.id)
-          endedAt.set(task.id, now)
-        }
+        // Kept by when it ended; a task that goes on again (an approval resumed it) is not let go while it runs.
+        endedAt.delete(task.id)
+        if (ended(state) && tasks.get(task.id) === task) endedAt.set(task.id, now)
         publish(task, { statusUpdate: { taskId: task.id, contextId: task.contextId, status: { state, timestamp: task.timestamp, ...(message === undefined ? {} : { message }) } } })
       })
 
