@@ -33,7 +33,8 @@ export interface A2aTask {
   /** The human gate's task id while the task waits for an approval. */
   gateTaskId: string | undefined
   fiber: Fiber.RuntimeFiber<void> | undefined
-  readonly listeners: Set<(r: StreamResult) => void>
+  /** Whoever follows its stream; made on first follow (most tasks are never followed, and many are kept). */
+  listeners: Set<(r: StreamResult) => void> | undefined
 }
 
 /** The artifact every reply is written to. */
@@ -91,15 +92,31 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
     const retention = options.runRetentionMs ?? DEFAULT_RETENTION_MS
     const max = Math.max(1, options.maxA2aTasks ?? DEFAULT_MAX_TASKS)
     const tasks = new Map<string, A2aTask>()
-    // Ended tasks by when they ended (a Map keeps insertion order): the oldest is let go first.
+    // When each ended task ended, and the order they ended in (oldest first). A queue of its own, not the Map's
+    // insertion order: V8 skips a Map's deleted entries one by one when iterating from its start, so a Map used as a
+    // queue costs more per request the more it holds. An entry whose task ended again later is stale and skipped.
     const endedAt = new Map<string, number>()
+    const order: Array<{ readonly id: string; readonly at: number }> = []
+    let head = 0
+    const markEnded = (id: string, at: number) => {
+      endedAt.set(id, at)
+      order.push({ id, at })
+    }
     const live = yield* FiberSet.make<void>()
 
     const prune = (now: number, room: number) => {
-      for (const [id, at] of endedAt) {
-        if (now - at <= retention && tasks.size + room <= max) return
-        endedAt.delete(id)
-        tasks.delete(id)
+      while (head < order.length) {
+        const { at, id } = order[head]!
+        if (endedAt.get(id) === at) {
+          if (now - at <= retention && tasks.size + room <= max) break
+          endedAt.delete(id)
+          tasks.delete(id)
+        }
+        head++
+      }
+      if (head > 1024 && head * 2 > order.length) {
+        order.splice(0, head)
+        head = 0
       }
     }
 
@@ -113,11 +130,11 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
         state: "TASK_STATE_WORKING",
         statusMessage: undefined,
         timestamp: iso(now),
-        history: [{ ...message, contextId }],
+        history: [message.contextId === contextId ? message : { ...message, contextId }],
         text: "",
         gateTaskId: undefined,
         fiber: undefined,
-        listeners: new Set()
+        listeners: undefined
       }))
 
     const keep: A2aTasksApi["keep"] = (task) =>
@@ -134,8 +151,7 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
       Effect.map(Clock.currentTimeMillis, (now) => {
         prune(now, 1)
         tasks.set(task.id, task)
-        endedAt.delete(task.id)
-        endedAt.set(task.id, now)
+        markEnded(task.id, now)
         prune(now, 0)
       })
 
@@ -145,7 +161,7 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
     }
 
     const publish: A2aTasksApi["publish"] = (task, r) => {
-      for (const l of task.listeners) l(r)
+      if (task.listeners !== undefined) for (const l of task.listeners) l(r)
     }
 
     const settle: A2aTasksApi["settle"] = (task, state, message) =>
@@ -156,8 +172,10 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
         if (message !== undefined) task.history.push(message)
         // Kept by when it ended; a task that goes on again (an approval resumed it) is not let go while it runs.
         endedAt.delete(task.id)
-        if (ended(state) && tasks.get(task.id) === task) endedAt.set(task.id, now)
-        publish(task, { statusUpdate: { taskId: task.id, contextId: task.contextId, status: { state, timestamp: task.timestamp, ...(message === undefined ? {} : { message }) } } })
+        if (ended(state) && tasks.get(task.id) === task) markEnded(task.id, now)
+        if (task.listeners !== undefined && task.listeners.size > 0) {
+          publish(task, { statusUpdate: { taskId: task.id, contextId: task.contextId, status: { state, timestamp: task.timestamp, ...(message === undefined ? {} : { message }) } } })
+        }
       })
 
     const run: A2aTasksApi["run"] = (task, work) =>
@@ -172,15 +190,16 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
           void emit.end()
           return
         }
+        const listeners = (task.listeners ??= new Set())
         const listener = (r: StreamResult) => {
           void emit.single(r)
           if ("statusUpdate" in r && ended(r.statusUpdate.status.state)) {
-            task.listeners.delete(listener)
+            listeners.delete(listener)
             void emit.end()
           }
         }
-        task.listeners.add(listener)
-        return Effect.sync(() => void task.listeners.delete(listener))
+        listeners.add(listener)
+        return Effect.sync(() => void listeners.delete(listener))
       })
 
     return { make, keep, keepEnded, find, settle, publish, run, follow, stopAll: FiberSet.clear(live) }
