@@ -13,6 +13,7 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Fiber from "effect/Fiber"
@@ -137,21 +138,28 @@ const handlers = Effect.gen(function* () {
   const { did } = yield* Identity
   const mandateCache = Option.getOrUndefined(yield* Effect.serviceOption(MandateCache))
 
-  /** Applies how a run ended to its task. */
-  const conclude = (task: A2aTask, result: Either.Either<Outcome, RunError>) => {
+  /** Applies how a run ended (at `now`) to its task. */
+  const conclude = (task: A2aTask, result: Either.Either<Outcome, RunError>, now: number): void => {
     if (Either.isLeft(result)) {
       const e = result.left
-      return tasks.settle(task, e instanceof AgentForbidden ? "TASK_STATE_REJECTED" : "TASK_STATE_FAILED", failureMessage(task, e))
+      return tasks.settle(task, now, e instanceof AgentForbidden ? "TASK_STATE_REJECTED" : "TASK_STATE_FAILED", failureMessage(task, e))
     }
     const outcome = result.right
     if (outcome._tag === "Paused") {
       task.gateTaskId = outcome.request.taskId
-      return tasks.settle(task, "TASK_STATE_INPUT_REQUIRED", pauseMessage(task, outcome))
+      return tasks.settle(task, now, "TASK_STATE_INPUT_REQUIRED", pauseMessage(task, outcome))
     }
     // The reply is the task's artifact (A2A's place for a task's output); the session's memory keeps the turn.
     task.text = outcome.message
-    return tasks.settle(task, "TASK_STATE_COMPLETED")
+    return tasks.settle(task, now, "TASK_STATE_COMPLETED")
   }
+
+  /** How a run ended, applied to its task at the clock's time. */
+  const concludeNow = (task: A2aTask, result: Either.Either<Outcome, RunError>) =>
+    Effect.map(Clock.currentTimeMillis, (now) => {
+      conclude(task, result, now)
+      return now
+    })
 
   /** The run of a task in the background: chunks go to its followers as the reply artifact grows. */
   const background = (task: A2aTask, state: TaskState, approval: Approval | undefined, streaming: boolean) =>
@@ -167,7 +175,7 @@ const handlers = Effect.gen(function* () {
             })
           })
         ),
-        (result) => conclude(task, result)
+        (result) => concludeNow(task, result)
       )
     )
 
@@ -178,14 +186,12 @@ const handlers = Effect.gen(function* () {
     )
 
   /** The run state of a new task: its session's history loaded, its mandate checked against the caller. */
-  const stateOf = (task: A2aTask, message: Message, meta: Readonly<Record<string, unknown>> | undefined, caller: Caller) =>
-    Effect.gen(function* () {
-      const mandate = stringField(meta, "mandate")
-      const capability = stringField(meta, "capability")
-      if (mandate !== undefined && caller.did !== undefined) yield* presentedByGrantor(mandate, caller.did, mandateCache)
-      const history = memory.mode === "none" ? [] : yield* Effect.mapError(memory.load(did, caller.principal, task.contextId), storeUnavailable)
+  const stateOf = (task: A2aTask, message: Message, meta: Readonly<Record<string, unknown>> | undefined, caller: Caller) => {
+    const mandate = stringField(meta, "mandate")
+    const capability = stringField(meta, "capability")
+    const build = (history: TaskState["history"]): TaskState => {
       const data = dataOf(message)
-      const state: TaskState = {
+      return {
         message: textOf(message),
         sessionId: task.contextId,
         history,
@@ -196,8 +202,14 @@ const handlers = Effect.gen(function* () {
         journal: [],
         emitted: 0
       }
-      return state
+    }
+    // Nothing to check and nothing to load (the usual case) costs no effect at all.
+    if ((mandate === undefined || caller.did === undefined) && memory.mode === "none") return Effect.succeed(build([]))
+    return Effect.gen(function* () {
+      if (mandate !== undefined && caller.did !== undefined) yield* presentedByGrantor(mandate, caller.did, mandateCache)
+      return build(memory.mode === "none" ? [] : yield* Effect.mapError(memory.load(did, caller.principal, task.contextId), storeUnavailable))
     })
+  }
 
   /** `SendMessage` and `SendStreamingMessage`: a new task, or the next message of a task waiting for input. */
   const send = (id: RpcId, dialect: Dialect, params: Readonly<Record<string, unknown>>, streaming: boolean, caller: Caller) =>
@@ -225,20 +237,20 @@ const handlers = Effect.gen(function* () {
         task = found
         task.gateTaskId = undefined
         task.history.push({ ...message, contextId: task.contextId })
-        yield* tasks.settle(task, "TASK_STATE_WORKING")
+        tasks.settle(task, yield* Clock.currentTimeMillis, "TASK_STATE_WORKING")
         state = claimed.state
         approval = claimed.approval
         kept = true
       } else {
         const contextId = message.contextId ?? crypto.randomUUID()
         if (!isSessionId(contextId)) return yield* fail(Codes.INVALID_PARAMS, "message.contextId must be 1 to 128 of A-Z a-z 0-9 . _ : -")
-        task = yield* tasks.make(contextId, caller.principal, message)
+        task = tasks.make(contextId, caller.principal, message, yield* Clock.currentTimeMillis)
         state = yield* Effect.mapError(stateOf(task, message, meta, caller), asRpc)
       }
 
       if (!background_) {
-        yield* conclude(task, yield* Effect.either(execution.execute(state, approval, false, () => undefined)))
-        if (!kept) yield* tasks.keepEnded(task)
+        const now = yield* concludeNow(task, yield* Effect.either(execution.execute(state, approval, false, () => undefined)))
+        if (!kept) tasks.keepEnded(task, now)
         return rpcResponse(resultText(id, sendResult(dialect, snapshot(task, historyLength))), versionOf(dialect))
       }
       if (!kept) yield* Effect.mapError(tasks.keep(task), asRpc)
@@ -270,7 +282,7 @@ const handlers = Effect.gen(function* () {
       const running = task.fiber
       if (running !== undefined) yield* Fiber.interrupt(running)
       task.gateTaskId = undefined
-      yield* tasks.settle(task, "TASK_STATE_CANCELED")
+      tasks.settle(task, yield* Clock.currentTimeMillis, "TASK_STATE_CANCELED")
       return rpcResponse(resultText(id, taskResult(dialect, snapshot(task))), versionOf(dialect))
     })
 

@@ -58,16 +58,16 @@ export interface Options {
 
 /** The tasks: make, keep, find, run and follow them. */
 export interface A2aTasksApi {
-  /** A new task in the working state, started by `principal` with `message` (not kept yet). */
-  readonly make: (contextId: string, principal: string, message: Message) => Effect.Effect<A2aTask>
+  /** A new task in the working state at `now`, started by `principal` with `message` (not kept yet). */
+  readonly make: (contextId: string, principal: string, message: Message, now: number) => A2aTask
   /** Keeps a task that will run in the background; busy when running tasks alone fill the store. */
   readonly keep: (task: A2aTask) => Effect.Effect<void, AgentUnavailable>
-  /** Keeps a task that finished (or paused) in its request, for `GetTask`. */
-  readonly keepEnded: (task: A2aTask) => Effect.Effect<void>
+  /** Keeps a task that finished (or paused) in its request at `now`, for `GetTask`. */
+  readonly keepEnded: (task: A2aTask, now: number) => void
   /** The task `id` of `principal`, if it is kept. */
   readonly find: (id: string, principal: string) => A2aTask | undefined
-  /** Sets the task's state (and status message), tells its followers, and records when it ended. */
-  readonly settle: (task: A2aTask, state: TaskState, message?: Message) => Effect.Effect<void>
+  /** Sets the task's state (and status message) at `now`, tells its followers, and records when it ended. */
+  readonly settle: (task: A2aTask, now: number, state: TaskState, message?: Message) => void
   /** Tells the task's followers of an event that is not a state change (a chunk of the reply). */
   readonly publish: (task: A2aTask, r: StreamResult) => void
   /** Runs `work` for the task in the background; interrupting it (cancel, server stop) ends it. */
@@ -122,8 +122,7 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
 
     const iso = (ms: number) => new Date(ms).toISOString()
 
-    const make: A2aTasksApi["make"] = (contextId, principal, message) =>
-      Effect.map(Clock.currentTimeMillis, (now) => ({
+    const make: A2aTasksApi["make"] = (contextId, principal, message, now) => ({
         id: crypto.randomUUID(),
         contextId,
         principal,
@@ -135,7 +134,7 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
         gateTaskId: undefined,
         fiber: undefined,
         listeners: undefined
-      }))
+      })
 
     const keep: A2aTasksApi["keep"] = (task) =>
       Effect.flatMap(Clock.currentTimeMillis, (now) => {
@@ -147,13 +146,12 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
         return Effect.void
       })
 
-    const keepEnded: A2aTasksApi["keepEnded"] = (task) =>
-      Effect.map(Clock.currentTimeMillis, (now) => {
-        prune(now, 1)
-        tasks.set(task.id, task)
-        markEnded(task.id, now)
-        prune(now, 0)
-      })
+    const keepEnded: A2aTasksApi["keepEnded"] = (task, now) => {
+      prune(now, 1)
+      tasks.set(task.id, task)
+      markEnded(task.id, now)
+      prune(now, 0)
+    }
 
     const find: A2aTasksApi["find"] = (id, principal) => {
       const t = tasks.get(id)
@@ -164,8 +162,7 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
       if (task.listeners !== undefined) for (const l of task.listeners) l(r)
     }
 
-    const settle: A2aTasksApi["settle"] = (task, state, message) =>
-      Effect.map(Clock.currentTimeMillis, (now) => {
+    const settle: A2aTasksApi["settle"] = (task, now, state, message) => {
         task.state = state
         task.statusMessage = message
         task.timestamp = iso(now)
@@ -176,7 +173,7 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
         if (task.listeners !== undefined && task.listeners.size > 0) {
           publish(task, { statusUpdate: { taskId: task.id, contextId: task.contextId, status: { state, timestamp: task.timestamp, ...(message === undefined ? {} : { message }) } } })
         }
-      })
+    }
 
     const run: A2aTasksApi["run"] = (task, work) =>
       Effect.map(FiberSet.run(live, Effect.ensuring(work, Effect.sync(() => void (task.fiber = undefined)))), (fiber) => {
