@@ -183,12 +183,38 @@ export class InfoGroup extends HttpApiGroup.make("info")
 export class DocsGroup extends HttpApiGroup.make("docs")
   .add(HttpApiEndpoint.get("openapi", "/openapi.json").addSuccess(Schema.Unknown).annotate(OpenApi.Description, "This OpenAPI 3.1 document.")) {}
 
+// `POST /` answers JSON-RPC (a result or an error object, HTTP 200, the serving layer's refusals of a body included)
+// or, for the streaming methods, SSE.
+const jsonRpcResponses = (operation: Record<string, unknown>): Record<string, unknown> => {
+  const responses = { ...(operation.responses as Record<string, unknown> | undefined) }
+  responses["200"] = {
+    description: "A JSON-RPC 2.0 response (result or error), or Server-Sent Events of JSON-RPC responses for SendStreamingMessage and SubscribeToTask.",
+    content: { "application/json": { schema: {} }, "text/event-stream": { schema: { type: "string" } } }
+  }
+  return { ...operation, responses }
+}
+
+/** A2A JSON-RPC (1.0 and 0.3 method names), under the server's auth. */
+export class A2aGroup extends HttpApiGroup.make("a2a")
+  .add(
+    HttpApiEndpoint.post("rpc", "/").setPayload(Schema.Unknown).addSuccess(Schema.Unknown)
+      .annotate(OpenApi.Description, "A2A 1.0 JSON-RPC: SendMessage, SendStreamingMessage, GetTask, CancelTask, SubscribeToTask (and the 0.3 names).")
+      .annotate(OpenApi.Transform, jsonRpcResponses)
+  )
+  .middleware(AgentAuth) {}
+
+/** The signed A2A agent card, open to anyone. */
+export class A2aCardGroup extends HttpApiGroup.make("a2aCard")
+  .add(HttpApiEndpoint.get("card", "/.well-known/agent-card.json").addSuccess(Schema.Unknown).annotate(OpenApi.Description, "The A2A 1.0 agent card, signed (JWS, EdDSA) by the agent's key.")) {}
+
 /** The whole agent server. */
 export class AgentApi extends addServingErrors(
   HttpApi.make("agent")
     .add(RunGroup)
     .add(InfoGroup)
     .add(DocsGroup)
+    .add(A2aGroup)
+    .add(A2aCardGroup)
     .addError(AgentBadRequest)
     .addError(AgentUnauthorized)
     .addError(AgentRateLimited)

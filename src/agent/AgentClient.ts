@@ -4,6 +4,11 @@
  * mid-stream, reconnects with `Last-Event-ID` so no event is lost or repeated. A target that starts with `http://`
  * or `https://` is used as the agent's base URL as is.
  *
+ * A `didHash` the hub knows as an A2A agent (registered from its card, docs/bridges.md "A2A") is called over A2A
+ * instead: JSON-RPC `SendMessage` (or `SendStreamingMessage`) at the JSON-RPC interface its card names, 1.0 when the
+ * card offers it, else 0.3; the reply is the task's artifacts, a failed task an `AgentCallError` with the agent's
+ * code, and the same auth options apply (bearer token, mesh-sig).
+ *
  * Floor: agent (docs/architecture.md §3).
  */
 import * as HttpClient from "@effect/platform/HttpClient"
@@ -21,6 +26,7 @@ import { signRequest } from "../core/HttpSignature.js"
 import { Keys, type PrivateKeyInput } from "../core/Keys.js"
 import * as MeshClient from "../hub/MeshClient.js"
 import * as Sse from "../core/Sse.js"
+import * as A2a from "./A2aProtocol.js"
 import { tryParseJsonStrict } from "../core/internal/json.js"
 import { isRecord } from "../core/internal/record.js"
 
@@ -156,27 +162,179 @@ const poster = (http: HttpClient.HttpClient, keys: Context.Tag.Service<Keys>): P
     return yield* Effect.mapError(http.execute(request), unreachable)
   })
 
-/** Resolves targets: a URL as is, a `didHash` through the hub, each answer reused for `ttl` ms. */
+/** Where a call goes: a mesh agent's base URL, or an A2A agent's JSON-RPC endpoint and the dialect it speaks. */
+type Target = { readonly kind: "mesh"; readonly url: string } | { readonly kind: "a2a"; readonly url: string; readonly dialect: A2a.Dialect }
+
+/**
+ * Resolves targets: a URL as is, a `didHash` through the hub (an agent, else an A2A agent by its stored card), each
+ * answer reused for `ttl` ms.
+ */
 const endpoints = (hub: MeshClient.MeshClientApi | undefined, ttl: number) => {
-  const cache = new Map<string, { readonly url: string; readonly until: number }>()
-  return (target: string): Effect.Effect<string, AgentCallError> => {
-    if (isHttpUrl(target)) return Effect.succeed(target.replace(/\/+$/, ""))
+  const cache = new Map<string, { readonly target: Target; readonly until: number }>()
+  const failed = (target: string) => (e: { readonly _tag: string; readonly code: string; readonly message: string }) =>
+    e._tag === "NotFound"
+      ? new AgentCallError({ code: "AGENT_NOT_FOUND", message: `no agent ${target} in the hub` })
+      : new AgentCallError({ code: e.code, message: e.message })
+  return (target: string): Effect.Effect<Target, AgentCallError> => {
+    if (isHttpUrl(target)) return Effect.succeed({ kind: "mesh", url: target.replace(/\/+$/, "") })
     if (hub === undefined) return Effect.fail(new AgentCallError({ code: "AGENT_NOT_FOUND", message: `no hubUrl to resolve ${target}` }))
     return Effect.flatMap(Clock.currentTimeMillis, (now) => {
       const hit = cache.get(target)
-      if (hit !== undefined && hit.until > now) return Effect.succeed(hit.url)
+      if (hit !== undefined && hit.until > now) return Effect.succeed(hit.target)
+      const a2a = Effect.flatMap(Effect.mapError(hub.resolveA2a(target), failed(target)), (record): Effect.Effect<Target, AgentCallError> => {
+        const found = A2a.jsonRpcInterface(record.card)
+        return found === undefined
+          ? Effect.fail(badResponse(`the card of the A2A agent ${target} names no JSON-RPC interface`))
+          : Effect.succeed({ kind: "a2a", url: found.url, dialect: found.dialect })
+      })
       return hub.resolveAgent(target).pipe(
-        Effect.mapError((e) =>
-          e._tag === "NotFound"
-            ? new AgentCallError({ code: "AGENT_NOT_FOUND", message: `no agent ${target} in the hub` })
-            : new AgentCallError({ code: e.code, message: e.message })
-        ),
-        Effect.map((record) => record.endpointUrl.replace(/\/+$/, "")),
-        Effect.tap((url) => Effect.sync(() => cache.set(target, { url, until: now + ttl })))
+        Effect.map((record): Target => ({ kind: "mesh", url: record.endpointUrl.replace(/\/+$/, "") })),
+        Effect.catchAll((e) => (e._tag === "NotFound" ? a2a : Effect.fail(failed(target)(e)))),
+        Effect.tap((t) => Effect.sync(() => cache.set(target, { target: t, until: now + ttl })))
       )
     })
   }
 }
+
+// --- A2A targets ---------------------------------------------------------------------------------------------------
+
+const A2A_ERRORS: ReadonlyMap<number, string> = new Map([
+  [A2a.Codes.PARSE_ERROR, "A2A_PARSE_ERROR"],
+  [A2a.Codes.INVALID_REQUEST, "A2A_INVALID_REQUEST"],
+  [A2a.Codes.METHOD_NOT_FOUND, "A2A_METHOD_NOT_FOUND"],
+  [A2a.Codes.INVALID_PARAMS, "A2A_INVALID_PARAMS"],
+  [A2a.Codes.INTERNAL_ERROR, "A2A_INTERNAL_ERROR"],
+  [A2a.Codes.TASK_NOT_FOUND, "TASK_NOT_FOUND"],
+  [A2a.Codes.UNSUPPORTED_OPERATION, "A2A_UNSUPPORTED_OPERATION"],
+  [A2a.Codes.VERSION_NOT_SUPPORTED, "A2A_VERSION_NOT_SUPPORTED"]
+])
+
+/** A JSON-RPC error object as an `AgentCallError`: the mesh code an agent-mesh server puts in `data.code`, else one named after the JSON-RPC code. */
+const fromRpcError = (error: unknown): AgentCallError => {
+  const e = isRecord(error) ? error : {}
+  const data = isRecord(e.data) ? e.data : {}
+  const code = typeof data.code === "string" ? data.code : (typeof e.code === "number" ? A2A_ERRORS.get(e.code) : undefined) ?? "A2A_ERROR"
+  return new AgentCallError({ code, message: typeof e.message === "string" ? e.message : code, ...(typeof data.correlationId === "string" ? { correlationId: data.correlationId } : {}) })
+}
+
+/** The JSON-RPC request of a call to an A2A agent, in its dialect. */
+const a2aRequest = (dialect: A2a.Dialect, message: string, o: CallOptions, streaming: boolean) => {
+  const metadata = {
+    ...(o.mandate === undefined ? {} : { mandate: o.mandate }),
+    ...(o.capability === undefined ? {} : { capability: o.capability }),
+    ...(o.context === undefined ? {} : { context: o.context })
+  }
+  const meta = Object.keys(metadata).length === 0 ? {} : { metadata }
+  const context = o.sessionId === undefined ? {} : { contextId: o.sessionId }
+  const messageId = crypto.randomUUID()
+  return dialect === "1.0"
+    ? { jsonrpc: "2.0", id: 1, method: streaming ? "SendStreamingMessage" : "SendMessage", params: { message: { messageId, role: "ROLE_USER", parts: [{ text: message }], ...context }, ...meta } }
+    : { jsonrpc: "2.0", id: 1, method: streaming ? "message/stream" : "message/send", params: { message: { kind: "message", messageId, role: "user", parts: [{ kind: "text", text: message }], ...context }, ...meta } }
+}
+
+const a2aHeaders = (dialect: A2a.Dialect, accept: string): Record<string, string> => ({ accept, [A2a.VERSION_HEADER]: dialect === "1.0" ? A2a.VERSION_1_0 : A2a.VERSION_0_3 })
+
+/** A task that stopped short of completing, as the caller sees it: a human gate's approval request, or an error. */
+const unfinished = (task: A2a.Task): Effect.Effect<CallResult, AgentCallError> => {
+  const m = task.status.message
+  if (task.status.state === "TASK_STATE_INPUT_REQUIRED") {
+    const asked = m === undefined ? undefined : A2a.dataOf(m).find((d) => isRecord(d) && isRecord(d.approvalRequired))
+    if (isRecord(asked)) return Effect.succeed({ status: "approval_required", sessionId: task.contextId, approvalRequired: asked.approvalRequired } as unknown as ApprovalRequired)
+  }
+  const code = m !== undefined && typeof m.metadata?.code === "string" ? m.metadata.code : `A2A_${task.status.state.replace("TASK_STATE_", "")}`
+  return Effect.fail(new AgentCallError({ code, message: m === undefined || A2a.textOf(m) === "" ? `the A2A task ended ${task.status.state}` : A2a.textOf(m) }))
+}
+
+/** The `result` of a `SendMessage` (either dialect) as a call's result. */
+const a2aResult = (result: unknown, sessionId: string | undefined): Effect.Effect<CallResult, AgentCallError> => {
+  const wrapped = isRecord(result) && isRecord(result.task) ? result.task : isRecord(result) && isRecord(result.message) ? result.message : result
+  const task = A2a.readTask(wrapped)
+  if (task !== undefined) {
+    return task.status.state === "TASK_STATE_COMPLETED" ? Effect.succeed({ message: A2a.taskText(task), sessionId: task.contextId }) : unfinished(task)
+  }
+  const message = A2a.readAnyMessage(wrapped)
+  if (message !== undefined) return Effect.succeed({ message: A2a.textOf(message), sessionId: message.contextId ?? sessionId ?? "" })
+  return Effect.fail(badResponse("the A2A agent answered neither a task nor a message"))
+}
+
+/** The JSON-RPC answer of an A2A agent as a call's result. */
+const readA2aResult = (maxReply: number, sessionId: string | undefined) => (response: HttpClientResponse.HttpClientResponse): Effect.Effect<CallResult, AgentCallError> =>
+  Effect.flatMap(readJson(maxReply)(response), (body) => {
+    if (!isRecord(body) || body.jsonrpc !== "2.0") return Effect.fail(fromErrorBody(body, response.status))
+    if ("error" in body) return Effect.fail(fromRpcError(body.error))
+    return a2aResult(body.result, sessionId)
+  })
+
+/** The events of an A2A stream (either dialect) as a call's stream events; the reply so far is kept to say it whole at the end. */
+const a2aEvents = (dialect: A2a.Dialect, sessionId: string | undefined) => {
+  let text = ""
+  let context = sessionId ?? ""
+  return (e: Sse.SseEvent): Effect.Effect<ReadonlyArray<StreamEvent>, AgentCallError> => {
+    const parsed = tryParseJsonStrict(e.data)
+    if (!parsed.ok || !isRecord(parsed.value)) return Effect.fail(badResponse("an A2A event is not a JSON-RPC response"))
+    const body = parsed.value
+    if ("error" in body) return Effect.fail(fromRpcError(body.error))
+    const r = body.result
+    if (!isRecord(r)) return Effect.fail(badResponse("an A2A event has no result"))
+    const kind = dialect === "0.3" ? r.kind : "task" in r ? "task" : "message" in r ? "message" : "statusUpdate" in r ? "status-update" : "artifactUpdate" in r ? "artifact-update" : undefined
+    const value = dialect === "0.3" ? r : kind === "task" ? r.task : kind === "message" ? r.message : kind === "status-update" ? r.statusUpdate : r.artifactUpdate
+    const done = (): ReadonlyArray<StreamEvent> => [{ type: "done", message: text, sessionId: context }]
+    const chunk = (t: string): ReadonlyArray<StreamEvent> => {
+      if (t.length === 0) return []
+      text += t
+      return [{ type: "chunk", text: t }]
+    }
+    if (kind === "task") {
+      const task = A2a.readTask(value)
+      if (task === undefined) return Effect.fail(badResponse("an A2A task event is not a task"))
+      context = task.contextId
+      const first = chunk(A2a.taskText(task).slice(text.length))
+      if (task.status.state === "TASK_STATE_COMPLETED") return Effect.succeed([...first, ...done()])
+      if (A2a.isTerminal(task.status.state) || A2a.isInterrupted(task.status.state)) {
+        return Effect.map(unfinished(task), (paused) => [...first, { type: "approval_required" as const, ...(paused as ApprovalRequired) }])
+      }
+      return Effect.succeed(first)
+    }
+    if (kind === "message") {
+      const m = A2a.readAnyMessage(value)
+      return Effect.succeed([...chunk(m === undefined ? "" : A2a.textOf(m)), ...done()])
+    }
+    if (kind === "artifact-update" && isRecord(value)) {
+      const parts = isRecord(value.artifact) && Array.isArray(value.artifact.parts) ? value.artifact.parts : []
+      return Effect.succeed(chunk(parts.map((p) => (isRecord(p) && typeof p.text === "string" ? p.text : "")).join("")))
+    }
+    if (kind === "status-update" && isRecord(value)) {
+      const state = isRecord(value.status) ? A2a.readState(value.status.state) : undefined
+      if (state === undefined || (!A2a.isTerminal(state) && !A2a.isInterrupted(state))) return Effect.succeed([])
+      if (state === "TASK_STATE_COMPLETED") return Effect.succeed(done())
+      const message = isRecord(value.status) ? A2a.readAnyMessage(value.status.message) : undefined
+      const task: A2a.Task = { id: String(value.taskId ?? ""), contextId: context, status: { state, ...(message === undefined ? {} : { message }) } }
+      return Effect.map(unfinished(task), (paused) => [{ type: "approval_required" as const, ...(paused as ApprovalRequired) }])
+    }
+    return Effect.succeed([])
+  }
+}
+
+/** A streamed call to an A2A agent: its events until the task ends (or waits for input). */
+const a2aStream = (post: Post, sse: Sse.SseLimits | undefined, maxReply: number, target: Extract<Target, { kind: "a2a" }>, message: string, o: CallOptions): Stream.Stream<StreamEvent, AgentCallError> =>
+  Stream.unwrap(
+    Effect.map(post(target.url, a2aRequest(target.dialect, message, o, true), o, a2aHeaders(target.dialect, "text/event-stream")), (response) => {
+      if (response.status !== 200 || !Sse.isEventStream(response.headers["content-type"])) {
+        // A JSON-RPC error before the stream started comes as a plain JSON answer.
+        return Stream.fromEffect(Effect.flatMap(readA2aResult(maxReply, o.sessionId)(response), () => Effect.fail(badResponse("the A2A agent answered a stream request without a stream"))))
+      }
+      const read = a2aEvents(target.dialect, o.sessionId)
+      let finished = false
+      return Sse.parse(Stream.mapError(response.stream, unreachable), sse).pipe(
+        Stream.catchTag("SseLimitExceeded", (e) => Stream.fail(new AgentCallError({ code: "SSE_LIMIT_EXCEEDED", message: e.message }))),
+        Stream.mapEffect(read),
+        Stream.flattenIterables,
+        Stream.tap((e) => Effect.sync(() => void (finished ||= e.type !== "chunk"))),
+        Stream.takeUntil((e) => e.type !== "chunk"),
+        Stream.concat(Stream.suspend(() => (finished ? Stream.empty : Stream.fail(unreachable({ message: "the A2A stream ended before the task did" })))))
+      )
+    })
+  )
 
 const runPayload = (message: string, o: CallOptions) => ({
   message,
@@ -294,11 +452,14 @@ export const make = (options: AgentClientOptions = {}): Effect.Effect<AgentClien
     const reconnects = options.reconnects ?? 3
     const maxReply = options.maxReplyBytes ?? Sse.DEFAULT_MAX_REPLY_BYTES
     const hub = options.hubUrl === undefined ? undefined : yield* MeshClient.make({ hubUrl: options.hubUrl, retry: { times: 2 } })
-    const endpointOf = endpoints(hub, options.cacheTtlMs ?? 30_000)
+    const targetOf = endpoints(hub, options.cacheTtlMs ?? 30_000)
+    const endpointOf = (target: string) => Effect.map(targetOf(target), (t) => t.url)
 
     const call = (target: string, message: string, o: CallOptions = {}) =>
-      Effect.flatMap(endpointOf(target), (base) =>
-        Effect.flatMap(post(`${base}/v1/run`, runPayload(message, o), o, runHeaders(o, "application/json")), readResult(maxReply))
+      Effect.flatMap(targetOf(target), (t) =>
+        t.kind === "a2a"
+          ? Effect.flatMap(post(t.url, a2aRequest(t.dialect, message, o, false), o, a2aHeaders(t.dialect, "application/json")), readA2aResult(maxReply, o.sessionId))
+          : Effect.flatMap(post(`${t.url}/v1/run`, runPayload(message, o), o, runHeaders(o, "application/json")), readResult(maxReply))
       )
 
     const resume = (target: string, taskId: string, approval: unknown, o: Pick<CallOptions, "signAs" | "bearerToken"> = {}) =>
@@ -318,7 +479,13 @@ export const make = (options: AgentClientOptions = {}): Effect.Effect<AgentClien
       )
 
     const stream = (target: string, message: string, o: CallOptions = {}): Stream.Stream<StreamEvent, AgentCallError> =>
-      Stream.unwrap(Effect.map(endpointOf(target), (base) => resumable(post, options.sse, maxReply, runPayload(message, o), o)(`${base}/v1/run`, undefined, reconnects)))
+      Stream.unwrap(
+        Effect.map(targetOf(target), (t) =>
+          t.kind === "a2a"
+            ? a2aStream(post, options.sse, maxReply, t, message, o)
+            : resumable(post, options.sse, maxReply, runPayload(message, o), o)(`${t.url}/v1/run`, undefined, reconnects)
+        )
+      )
 
     return { endpointOf, call, stream, discover, resume }
   })

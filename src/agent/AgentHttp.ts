@@ -58,7 +58,7 @@ const paused = (state: TaskState, outcome: Extract<Outcome, { _tag: "Paused" }>)
  * make this agent act on its grantor's authority. Under bearer and none the caller has no DID: the token is a
  * bearer credential (docs/agent.md §4). A token that does not decode is refused by the guard on first use.
  */
-const presentedByGrantor = (token: string, callerDid: string, cache: MandateCacheApi | undefined): Effect.Effect<void, AgentForbidden> => {
+export const presentedByGrantor = (token: string, callerDid: string, cache: MandateCacheApi | undefined): Effect.Effect<void, AgentForbidden> => {
   const decoded = decodeUnverified(token, cache)
   if (Either.isLeft(decoded)) return Effect.void
   const grantor = normalizeDid(decoded.right.grantor) ?? decoded.right.grantor

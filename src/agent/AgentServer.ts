@@ -20,6 +20,9 @@ import type * as Scope from "effect/Scope"
 import { AgentApi, type AgentAuth, type AuthMode } from "./AgentApi.js"
 import { AgentConfigError } from "./AgentError.js"
 import * as AgentHttp from "./AgentHttp.js"
+import * as A2aCard from "./A2aCard.js"
+import * as A2aHttp from "./A2aHttp.js"
+import * as A2aTasks from "./A2aTasks.js"
 import * as Auth from "./Auth.js"
 import * as Discovery from "./Discovery.js"
 import * as Execution from "./Execution.js"
@@ -128,8 +131,14 @@ export interface AgentServerOptions {
   readonly database?: string
   /** The base URL callers use, when it is not the listening address (behind a proxy). */
   readonly publicUrl?: string
-  /** Capabilities listed in the discovery document. */
+  /** Capabilities listed in the discovery document (and, without `skills`, as the A2A card's skills). */
   readonly capabilities?: ReadonlyArray<string>
+  /** What the A2A card says the agent does; default a line naming it and its DID. */
+  readonly description?: string
+  /** The skills the A2A card lists; default one per capability. */
+  readonly skills?: ReadonlyArray<A2aCard.A2aSkill>
+  /** A2A tasks kept at most (running, waiting for input and finished); default 10 000. */
+  readonly maxA2aTasks?: number
   /** Whether this runtime is sandboxed (mandates with `sandbox: true` need it). Default false. */
   readonly sandboxed?: boolean
   /** Allowed clock skew for signatures and approvals; default 30 s. */
@@ -338,7 +347,9 @@ export const layerServices = (
   | RunStreams.RunStreams
   | Discovery.Discovery
   | Idempotency.Idempotency
-  | AgentMemory.AgentMemory,
+  | AgentMemory.AgentMemory
+  | A2aTasks.A2aTasks
+  | A2aCard.A2aCard,
   AgentConfigError | Database.DatabaseError | MalformedKey,
   Keys
 > => {
@@ -357,7 +368,9 @@ export const layerServices = (
     Auth.layer(options).pipe(Layer.provide(stores)),
     Discovery.layer(options),
     RunStreams.layer(options),
-    Idempotency.layer(options).pipe(Layer.provide(stores))
+    Idempotency.layer(options).pipe(Layer.provide(stores)),
+    A2aTasks.layer(options),
+    A2aCard.layer(options)
   )
   return parts.pipe(Layer.provideMerge(Identity.layer(options)))
 }
@@ -367,9 +380,11 @@ const serve = (options: AgentServerOptions) =>
   Effect.gen(function* () {
     const identity = yield* Identity.Identity
     const streams = yield* RunStreams.RunStreams
-    const handlers = AgentHttp.layer
+    const a2a = yield* A2aTasks.A2aTasks
+    const handlers = Layer.merge(AgentHttp.layer, A2aHttp.layer)
     const server = yield* Serve.make(AgentApi, handlers, {
       ...Serve.withPublicUrl(options.serving, options.publicUrl),
+      refusals: new Map([["/", A2aHttp.refusal]]),
       port: options.port ?? 0,
       host: options.host ?? "127.0.0.1",
       ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes })
@@ -377,7 +392,7 @@ const serve = (options: AgentServerOptions) =>
     // Added after the server's own finalizer, so it runs first: a graceful close lets requests and streamed runs in
     // flight finish (up to `serving.shutdownTimeoutMs`), then the runs left stop while their followers still get
     // their last event.
-    yield* Effect.addFinalizer(() => Effect.zipRight(server.drain(streams.awaitIdle), streams.stopAll))
+    yield* Effect.addFinalizer(() => Effect.zipRight(server.drain(streams.awaitIdle), Effect.zipRight(streams.stopAll, a2a.stopAll)))
     yield* identity.publish(options.publicUrl ?? server.url)
     const memoryMode = options.memory ?? "none"
     yield* Effect.logInfo(`agent ${options.name} (${identity.did}) listening on ${server.url}, auth ${options.auth ?? "none"}, memory ${memoryMode}`)

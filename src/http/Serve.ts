@@ -112,7 +112,24 @@ export interface Options {
    * close at once. `mesh hub` and `mesh agent` default to 10 s (`--shutdown-timeout`).
    */
   readonly shutdownTimeoutMs?: number
+  /**
+   * Paths (exact) whose routes speak a protocol of their own on the wire (A2A's JSON-RPC on `/`): refusals of a
+   * request to them that found its route (400 INVALID_JSON, 413, 415) are written by their writer instead of as the
+   * error body of docs/architecture.md §4. Default none.
+   */
+  readonly refusals?: ReadonlyMap<string, RefusalWriter>
 }
+
+/** A serving-layer refusal (400 INVALID_JSON, 413 PAYLOAD_TOO_LARGE, 415 UNSUPPORTED_MEDIA_TYPE) of a request to a route. */
+export interface Refusal {
+  readonly status: number
+  readonly code: string
+  readonly message: string
+  readonly correlationId: string
+}
+
+/** Writes a refusal in the protocol a route speaks (JSON-RPC, say): the status and the JSON body to send. */
+export type RefusalWriter = (refusal: Refusal) => { readonly status: number; readonly body: string }
 
 /** The serving guards and limits a surface (hub, agent, mesh server) passes through from its own options. */
 export type Guards = Omit<Options, "port" | "host" | "maxBodyBytes">
@@ -126,7 +143,7 @@ export const withPublicUrl = (guards: Guards | undefined, publicUrl: string | un
 /** The options `listener` uses (the others belong to the node:http server `make` creates). */
 export type ListenerOptions = Pick<
   Options,
-  "maxBodyBytes" | "maxDrainBytes" | "allowedHosts" | "allowedOrigins" | "maxInFlight" | "maxEventLoopLagMs" | "eventLoopLag" | "shedExemptPaths"
+  "maxBodyBytes" | "maxDrainBytes" | "allowedHosts" | "allowedOrigins" | "maxInFlight" | "maxEventLoopLagMs" | "eventLoopLag" | "shedExemptPaths" | "refusals"
 >
 
 /** A running server. */
@@ -379,6 +396,23 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
       if (!nonJson.has(`${route.method} ${path}`)) jsonOnly.add(route as AnyRoute)
     }
     const errors = collectErrors(apiProps)
+    const refusals = options.refusals ?? new Map<string, RefusalWriter>()
+
+    /** A refusal of a request whose route was found, written in that route's protocol when it has one. */
+    const refuse = (res: Http.ServerResponse, path: string, status: number, tag: string, message: string, code: string, cid: string): void => {
+      const writer = refusals.get(path)
+      if (writer === undefined) return sendError(res, status, undefined, tag, message, code, cid)
+      if (res.headersSent || res.destroyed) return
+      const written = writer({ status, code, message, correlationId: cid })
+      res.writeHead(written.status, {
+        "content-type": "application/json",
+        "content-length": Buffer.byteLength(written.body),
+        [HEADER]: cid,
+        "x-content-type-options": "nosniff",
+        "cache-control": "no-store"
+      })
+      res.end(written.body)
+    }
 
     const respondFailure = (res: Http.ServerResponse, cid: string, cause: Cause.Cause<unknown>): void => {
       const failure = Cause.failureOption(cause)
@@ -418,7 +452,7 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
         // multipart, a fetch string's text/plain), so only non-browser clients omit it.
         const type = req.headers["content-type"]
         if (type !== undefined && !isJsonMediaType(type)) {
-          return sendError(res, 415, undefined, "UnsupportedMediaType", "request body must be application/json", "UNSUPPORTED_MEDIA_TYPE", cid)
+          return refuse(res, path, 415, "UnsupportedMediaType", "request body must be application/json", "UNSUPPORTED_MEDIA_TYPE", cid)
         }
         // HttpApi reads a body as JSON only when its type contains "application/json"; `+json` types are JSON too.
         if (type !== undefined && !type.toLowerCase().includes("application/json")) {
@@ -426,13 +460,13 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
         }
         const text = body.toString("utf8")
         if (nestsDeeperThan(text, MAX_JSON_DEPTH)) {
-          return sendError(res, 400, undefined, "InvalidJson", `request body nests deeper than ${MAX_JSON_DEPTH} levels`, "INVALID_JSON", cid)
+          return refuse(res, path, 400, "InvalidJson", `request body nests deeper than ${MAX_JSON_DEPTH} levels`, "INVALID_JSON", cid)
         }
         try {
           parsed = parseJsonStrict(text)
         } catch (e) {
           const message = e instanceof StrictJsonError && e.reason !== "syntax" ? `request body is not accepted JSON: ${e.message}` : "request body is not valid JSON"
-          return sendError(res, 400, undefined, "InvalidJson", message, "INVALID_JSON", cid)
+          return refuse(res, path, 400, "InvalidJson", message, "INVALID_JSON", cid)
         }
       }
       if (inFlight >= maxInFlight && !shedExempt.has(path)) return overloaded(res, cid)
@@ -548,7 +582,7 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
             return dispatch(req, res, cid, match.route, match.params, url, query, path, result.bytes)
           case "TooLarge":
             if (result.close) res.setHeader("connection", "close")
-            return sendError(res, 413, undefined, "PayloadTooLarge", `request body exceeds ${maxBody} bytes`, "PAYLOAD_TOO_LARGE", cid)
+            return refuse(res, path, 413, "PayloadTooLarge", `request body exceeds ${maxBody} bytes`, "PAYLOAD_TOO_LARGE", cid)
           case "Aborted":
             return void res.destroy()
         }

@@ -17,7 +17,7 @@ import * as Schema from "effect/Schema"
 import { BadRequest, Conflict, Forbidden, NotFound, RateLimited, RegistryUnreachable, Unauthorized, Unavailable, Unprocessable } from "./HubError.js"
 import { addServingErrors, wireErrors } from "../http/ErrorBody.js"
 import { Allocation, Pool, PoolAllocations } from "./Ledger.js"
-import { AgentRecord, type Caller as KeyCaller, Heartbeat, McpRecord, McpTool, SearchHit, SkillRecord, SkillType } from "./Registry.js"
+import { A2aRecord, AgentRecord, type Caller as KeyCaller, Heartbeat, McpRecord, McpTool, SearchHit, SkillRecord, SkillType } from "./Registry.js"
 import { VERSION } from "../core/Version.js"
 import { PublishResult } from "../model/LearnerRegistry.js"
 import { LearnerStats } from "../model/ModelLearner.js"
@@ -121,6 +121,18 @@ export class RegistryGroup extends HttpApiGroup.make("registry")
   )
   .add(HttpApiEndpoint.get("listMcp", "/mcp").setUrlParams(Page).addSuccess(pageOf(McpRecord)))
   .add(HttpApiEndpoint.get("resolveMcp", "/mcp/:didHash").setPath(DidHashPath).addSuccess(McpRecord).addError(NotFound))
+  .add(
+    HttpApiEndpoint.post("registerA2a", "/a2a")
+      .setPayload(Schema.Struct({ cardUrl: Schema.String, did: Schema.String }))
+      .addSuccess(A2aRecord, { status: 201 }).addError(Unprocessable).addError(Conflict).addError(Forbidden).addError(RateLimited).middleware(ApiKeyAuth)
+      .annotate(OpenApi.Description, "Registers an A2A agent: the hub fetches its card from cardUrl and keeps it.")
+  )
+  .add(HttpApiEndpoint.get("resolveA2a", "/a2a/:didHash").setPath(DidHashPath).addSuccess(A2aRecord).addError(NotFound))
+  .add(
+    HttpApiEndpoint.post("refreshA2a", "/a2a/:didHash/refresh").setPath(DidHashPath)
+      .addSuccess(A2aRecord).addError(NotFound).addError(Unprocessable).addError(RateLimited).middleware(ApiKeyAuth)
+      .annotate(OpenApi.Description, "Fetches the A2A agent's card again and keeps the new one.")
+  )
   .add(
     HttpApiEndpoint.post("registerSkill", "/skills")
       .setPayload(Schema.Struct({ name: Schema.String, skillType: Schema.optional(SkillType), did: Schema.String }))

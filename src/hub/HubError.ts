@@ -52,6 +52,8 @@ export class Unprocessable extends Schema.TaggedError<Unprocessable>()(
       "INVALID_MANIFEST",
       "MANIFEST_NOT_PINNED",
       "INVALID_ENDPOINT",
+      "INVALID_CARD",
+      "CARD_UNREACHABLE",
       "INVALID_AMOUNT",
       "MANDATE_INVALID",
       "INVALID_COMMIT_TOKEN"

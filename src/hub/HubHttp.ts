@@ -23,6 +23,7 @@ import { PayloadTooLarge } from "../http/ErrorBody.js"
 import { Platform, type PlatformError } from "./Platform.js"
 import { type Caller as KeyCaller, hubOrigin, Registry, type RegistryError } from "./Registry.js"
 import { clientKey } from "../core/internal/clientKey.js"
+import { fetchCard } from "./A2aCardFetch.js"
 import { LearnerStatsStore } from "./LearnerStatsStore.js"
 import { WebLive } from "./WebPage.js"
 import type { PersistenceError } from "../sql/SqlFailure.js"
@@ -58,6 +59,7 @@ const httpOf = {
   RecordTooLarge: ({ code, message }) => new PayloadTooLarge({ code, message }),
   InvalidQuery: ({ code, message }) => new BadRequest({ code, message }),
   MalformedRevocation: ({ code, message }) => new BadRequest({ code, message }),
+  InvalidCard: ({ code, message }) => new Unprocessable({ code, message }),
   EmptyBody: ({ code, message }) => new BadRequest({ code, message }),
   RegistryNotReached: ({ code, message }) => new RegistryUnreachable({ code, message }),
   RegistryUnavailable: ({ code, message }) => new Unavailable({ code, message }),
@@ -123,6 +125,22 @@ export const RegistryLive = HttpApiBuilder.group(HubApi, "registry", (handlers) 
       .handle("registerMcp", ({ payload }) => Effect.flatMap(write, ({ caller, ctx }) => Effect.mapError(registry.registerMcp(caller, payload, ctx), hubHttp)))
       .handle("listMcp", ({ urlParams }) => Effect.mapError(registry.listMcp(urlParams.limit ?? 50, urlParams.cursor), hubHttp))
       .handle("resolveMcp", ({ path }) => Effect.mapError(registry.resolveMcp(path.didHash), hubHttp))
+      .handle("registerA2a", ({ payload }) =>
+        Effect.flatMap(write, ({ caller, ctx }) =>
+          Effect.mapError(Effect.flatMap(fetchCard(payload.cardUrl), (card) => registry.registerA2a(caller, { ...payload, card }, ctx)), hubHttp)
+        )
+      )
+      .handle("resolveA2a", ({ path }) => Effect.mapError(registry.resolveA2a(path.didHash), hubHttp))
+      .handle("refreshA2a", ({ path }) =>
+        Effect.flatMap(write, ({ caller, ctx }) =>
+          Effect.mapError(
+            Effect.flatMap(registry.resolveA2a(path.didHash), (record) =>
+              Effect.flatMap(fetchCard(record.cardUrl), (card) => registry.refreshA2a(caller, path.didHash, card, ctx))
+            ),
+            hubHttp
+          )
+        )
+      )
       .handle("registerSkill", ({ payload }) => Effect.flatMap(write, ({ caller, ctx }) => Effect.mapError(registry.registerSkill(caller, payload, ctx), hubHttp)))
       .handle("listSkills", ({ urlParams }) => Effect.mapError(registry.listSkills(urlParams.limit ?? 50, urlParams.cursor), hubHttp))
       .handle("resolveSkill", ({ path }) => Effect.mapError(registry.resolveSkill(path.didHash), hubHttp))

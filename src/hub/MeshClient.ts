@@ -111,8 +111,8 @@ type Mapped<E> =
 const isRetryable = (e: unknown): e is { readonly code: "REGISTRY_UNREACHABLE" | "RATE_LIMITED" | "OVERLOADED"; readonly retryAfterSeconds?: number } =>
   typeof e === "object" && e !== null && "code" in e && (e.code === "REGISTRY_UNREACHABLE" || e.code === "RATE_LIMITED" || e.code === "OVERLOADED")
 
-/** A fresh DID for an MCP server or skill: `did:mesh:<prefix>.<slug of the name>-<8 random hex>`, under `namespace.` when given. */
-export const generatedDid = (prefix: "mcp" | "skill", name: string, namespace?: string): string => {
+/** A fresh DID for an MCP server, skill or A2A agent: `did:mesh:<prefix>.<slug of the name>-<8 random hex>`, under `namespace.` when given. */
+export const generatedDid = (prefix: "mcp" | "skill" | "a2a", name: string, namespace?: string): string => {
   const slug = name.toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-+|-+$/g, "").slice(0, 40) || "x"
   return `${namespace === undefined ? "did:mesh:" : `${namespace}.`}${prefix}.${slug}-${toHex(randomBytes(4))}`
 }
@@ -242,6 +242,18 @@ export const make = (options: MeshClientOptions) =>
           c.registry.registerMcp({ payload: { name: input.name, endpointUrl: input.endpointUrl, tools: input.tools, did: input.did ?? generatedDid("mcp", input.name) } })
         ),
       resolveMcp: (didHash: string) => call(undefined, (c) => c.registry.resolveMcp({ path: { didHash } })),
+      /**
+       * Registers an A2A agent from its card URL (the hub fetches the card and keeps it); without `did`, one is
+       * generated (`did:mesh:a2a.<name>-<8 hex>`, the name taken from the URL's host).
+       */
+      registerA2a: (input: { readonly cardUrl: string; readonly did?: string; readonly apiKey?: string }) =>
+        call(key(input.apiKey), (c) =>
+          c.registry.registerA2a({ payload: { cardUrl: input.cardUrl, did: input.did ?? generatedDid("a2a", URL.canParse(input.cardUrl) ? new URL(input.cardUrl).hostname : "agent") } })
+        ),
+      /** An A2A agent's record, with the card the hub last fetched. */
+      resolveA2a: (didHash: string) => call(undefined, (c) => c.registry.resolveA2a({ path: { didHash } })),
+      /** Has the hub fetch the A2A agent's card again. */
+      refreshA2a: (didHash: string, apiKey?: string) => call(key(apiKey), (c) => c.registry.refreshA2a({ path: { didHash } })),
       /** Registers a skill; without `did`, one is generated (`did:mesh:skill.<name>-<8 hex>`). */
       registerSkill: (input: { readonly name: string; readonly skillType?: "rag" | "web-search" | "memory" | "code" | "data" | "custom"; readonly did?: string; readonly apiKey?: string }) =>
         call(key(input.apiKey), (c) =>

@@ -47,7 +47,7 @@ export const AgentRecord = Schema.Struct({
   document: Schema.Unknown,
   createdAt: Schema.String,
   updatedAt: Schema.String,
-  /** When the agent was last heard from (registration, update or heartbeat); null if never since migration 0030. */
+  /** When the agent was last heard from (registration, update or heartbeat); null if never since migration 0017. */
   lastSeenAt: Schema.NullOr(Schema.String),
   /** Heard from within the hub's stale interval (`staleAfterMs`, default 90 s; docs/hub.md, "Liveness"). */
   live: Schema.Boolean
@@ -84,9 +84,25 @@ export const SkillRecord = Schema.Struct({
 /** A skill as the registry returns it. */
 export type SkillRecord = typeof SkillRecord.Type
 
-/** A search hit across agents, MCP servers and skills. */
+/**
+ * An A2A agent as the registry returns it: its DID here, the URL of its agent card and the card as the hub last
+ * fetched it (docs/bridges.md, "A2A").
+ */
+export const A2aRecord = Schema.Struct({
+  did: Schema.String,
+  didHash: Schema.String,
+  name: Schema.String,
+  cardUrl: Schema.String,
+  card: Schema.Unknown,
+  fetchedAt: Schema.String,
+  createdAt: Schema.String
+})
+/** An A2A agent as the registry returns it. */
+export type A2aRecord = typeof A2aRecord.Type
+
+/** A search hit across agents, MCP servers, skills and A2A agents. */
 export const SearchHit = Schema.Struct({
-  kind: Schema.Literal("agent", "mcp", "skill"),
+  kind: Schema.Literal("agent", "mcp", "skill", "a2a"),
   did: Schema.String,
   didHash: Schema.String,
   name: Schema.String,
@@ -171,7 +187,7 @@ export class ManifestNotFound extends Schema.TaggedError<ManifestNotFound>()("Ma
 export class EntryNotFound extends Schema.TaggedError<EntryNotFound>()("EntryNotFound", {
   code: Schema.Literal("NOT_FOUND"),
   message: Schema.String,
-  kind: Schema.Literal("agent", "mcp", "skill")
+  kind: Schema.Literal("agent", "mcp", "skill", "a2a")
 }) {}
 
 /** The DID has no key registered here (`NOT_FOUND`). */
@@ -216,6 +232,9 @@ export class LimitReached extends Schema.TaggedError<LimitReached>()("LimitReach
   }
 }
 
+/** An A2A agent card the hub could not fetch, or not read as a card (`CARD_UNREACHABLE`, `INVALID_CARD`). */
+export class InvalidCard extends Schema.TaggedError<InvalidCard>()("InvalidCard", { code: Schema.Literal("CARD_UNREACHABLE", "INVALID_CARD"), message: Schema.String }) {}
+
 /** A record over the registry's size limits (`PAYLOAD_TOO_LARGE`). */
 export class RecordTooLarge extends Schema.TaggedError<RecordTooLarge>()("RecordTooLarge", { code: Schema.Literal("PAYLOAD_TOO_LARGE"), message: Schema.String }) {}
 
@@ -259,6 +278,7 @@ export type RegistryError =
   | RecordTooLarge
   | InvalidQuery
   | MalformedRevocation
+  | InvalidCard
   | RegistryUnavailable
 
 /**
@@ -359,6 +379,20 @@ export interface RegistryApi {
     ctx: WriteContext
   ) => Effect.Effect<McpRecord, InvalidManifest | InvalidEndpoint | InvalidDid | RecordTooLarge | DidTaken | NotOwner | LimitReached | RegistryUnavailable>
   readonly resolveMcp: (didHash: string) => Effect.Effect<McpRecord, EntryNotFound | RegistryUnavailable>
+  /** Registers an A2A agent under `did` from its card (fetched by the caller of this from `cardUrl`). */
+  readonly registerA2a: (
+    caller: Caller,
+    input: { readonly did: string; readonly cardUrl: string; readonly card: unknown },
+    ctx: WriteContext
+  ) => Effect.Effect<A2aRecord, InvalidCard | InvalidEndpoint | InvalidDid | RecordTooLarge | DidTaken | NotOwner | LimitReached | RegistryUnavailable>
+  readonly resolveA2a: (didHash: string) => Effect.Effect<A2aRecord, EntryNotFound | RegistryUnavailable>
+  /** Replaces the stored card of an A2A agent with one fetched again; counted against the caller's write quota. */
+  readonly refreshA2a: (
+    caller: Caller,
+    didHash: string,
+    card: unknown,
+    ctx: WriteContext
+  ) => Effect.Effect<A2aRecord, InvalidCard | EntryNotFound | RecordTooLarge | LimitReached | RegistryUnavailable>
   readonly listMcp: (limit: number, cursor?: string) => Effect.Effect<{ readonly items: ReadonlyArray<McpRecord>; readonly nextCursor: string | null }, RegistryUnavailable>
   readonly registerSkill: (
     caller: Caller,
@@ -636,6 +670,30 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
     tools: JSON.parse(r.tools ?? "[]"),
     createdAt: iso(r.created_at)
   })
+  const toA2a = (r: EntryRow, card: string, fetchedAt: number): A2aRecord => ({
+    did: r.did,
+    didHash: r.did_hash,
+    name: r.name,
+    cardUrl: r.endpoint_url ?? "",
+    card: JSON.parse(card),
+    fetchedAt: iso(fetchedAt),
+    createdAt: iso(r.created_at)
+  })
+  /** A card the registry keeps: an object with a name and a way to reach it, within the manifest size limit. */
+  const checkCard = (card: unknown) => {
+    const invalid = (message: string) => Effect.fail(new InvalidCard({ code: "INVALID_CARD", message }))
+    if (typeof card !== "object" || card === null || Array.isArray(card)) return invalid("an agent card is a JSON object")
+    const c = card as Record<string, unknown>
+    if (typeof c.name !== "string" || c.name.trim().length === 0) return invalid("the card has no name")
+    const interfaces = Array.isArray(c.supportedInterfaces) ? c.supportedInterfaces : []
+    if (interfaces.length === 0 && typeof c.url !== "string") return invalid("the card names no interface (supportedInterfaces, or a 0.3 url)")
+    const text = JSON.stringify(card)
+    if (text.length > limits.maxManifestBytes) return Effect.fail(new RecordTooLarge({ code: "PAYLOAD_TOO_LARGE", message: `the card is larger than ${limits.maxManifestBytes} bytes` }))
+    const skills = (Array.isArray(c.skills) ? c.skills : [])
+      .flatMap((k: unknown) => (typeof k === "object" && k !== null && typeof (k as { name?: unknown }).name === "string" ? [{ name: ((k as { name: string }).name).slice(0, limits.maxToolNameLength) }] : []))
+      .slice(0, limits.maxTools)
+    return Effect.succeed({ name: c.name.slice(0, limits.maxNameLength), skills, text })
+  }
   const toSkill = (r: EntryRow): SkillRecord => ({
     did: r.did,
     didHash: r.did_hash,
@@ -949,6 +1007,38 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
       }),
     resolveMcp: (h) => Effect.map(entry("mcp", h), toMcp),
     listMcp: page("mcp", toMcp),
+    registerA2a: (caller, input, ctx) =>
+      Effect.gen(function* () {
+        if (!isHttpUrl(input.cardUrl)) return yield* Effect.fail(invalidEndpoint())
+        const { name, skills, text } = yield* checkCard(input.card)
+        const did = yield* validDid(input.did)
+        yield* mayRegisterChild(caller, did)
+        yield* notTombstoned(did)
+        yield* charge(caller, ctx, 1, text.length)
+        const now = yield* Clock.currentTimeMillis
+        const row: EntryRow = {
+          did, did_hash: didHash(did), kind: "a2a", name, endpoint_url: input.cardUrl, public_key_b64: null, key_version: 1,
+          manifest_cid: null, skill_type: null, tools: JSON.stringify(skills), owner_key_id: caller.keyId, created_at: now, updated_at: now
+        }
+        yield* insert(row)
+        yield* q(store.putA2aCard(did, text, now))
+        return toA2a(row, text, now)
+      }),
+    resolveA2a: (h) =>
+      Effect.gen(function* () {
+        const row = yield* entry("a2a", h)
+        const card = yield* q(store.a2aCard(row.did))
+        return toA2a(row, Option.isSome(card) ? card.value.card : "{}", Option.isSome(card) ? card.value.fetched_at : row.created_at)
+      }),
+    refreshA2a: (caller, h, card, ctx) =>
+      Effect.gen(function* () {
+        const row = yield* entry("a2a", h)
+        const { text } = yield* checkCard(card)
+        yield* charge(caller, ctx, 1, text.length)
+        const now = yield* Clock.currentTimeMillis
+        yield* q(store.putA2aCard(row.did, text, now))
+        return toA2a(row, text, now)
+      }),
     registerSkill: (caller, input, ctx) =>
       Effect.gen(function* () {
         if (input.name.trim().length === 0) return yield* Effect.fail(invalidManifest("name must not be empty"))

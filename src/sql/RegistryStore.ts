@@ -15,7 +15,7 @@ import { HotReads } from "./Database.js"
 import { classify, type PersistenceError } from "./SqlFailure.js"
 
 /** The kinds of registry entry. */
-export const EntryKind = Schema.Literal("agent", "mcp", "skill")
+export const EntryKind = Schema.Literal("agent", "mcp", "skill", "a2a")
 /** The kinds of registry entry. */
 export type EntryKind = typeof EntryKind.Type
 
@@ -34,7 +34,7 @@ export const EntryRow = Schema.Struct({
   owner_key_id: Schema.String,
   created_at: Schema.Number,
   updated_at: Schema.Number,
-  /** When the agent was last heard from (registration, update, heartbeat); migration 0030. Absent on MCP servers and skills. */
+  /** When the agent was last heard from (registration, update, heartbeat); migration 0017. Absent on MCP servers and skills. */
   last_seen_at: Schema.optional(Schema.NullOr(Schema.Number))
 })
 /** One registry entry as stored. */
@@ -135,6 +135,10 @@ export interface RegistryStoreApi {
   readonly countChallenges: Fx<number>
   /** True when the database answers. */
   readonly ping: Effect.Effect<boolean>
+  /** Stores (or replaces) the card of an A2A agent, as fetched at `at`. */
+  readonly putA2aCard: (did: string, card: string, at: number) => Fx<void>
+  /** The stored card of an A2A agent and when it was fetched. */
+  readonly a2aCard: (did: string) => Fx<Option.Option<{ readonly card: string; readonly fetched_at: number }>>
 }
 
 /** The `RegistryStore` service. */
@@ -282,7 +286,16 @@ export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> =
         SELECT id FROM mesh_challenges WHERE expires_at <= ${now} UNION SELECT id FROM mesh_challenges WHERE used_at IS NOT NULL LIMIT ${batch}
       ) RETURNING id`.pipe(Effect.map((rows) => rows.length), Effect.mapError(classify)),
     countChallenges: sql<{ n: number }>`SELECT count(*) AS n FROM mesh_challenges`.pipe(Effect.map((rows) => Number(rows[0]?.n ?? 0)), Effect.mapError(classify)),
-    ping: sql`SELECT 1`.pipe(Effect.as(true), Effect.catchAll(() => Effect.succeed(false)))
+    ping: sql`SELECT 1`.pipe(Effect.as(true), Effect.catchAll(() => Effect.succeed(false))),
+    putA2aCard: (did, card, at) =>
+      sql`INSERT INTO mesh_a2a_cards (did, card, fetched_at) VALUES (${did}, ${card}, ${at})
+        ON CONFLICT (did) DO UPDATE SET card = excluded.card, fetched_at = excluded.fetched_at`.pipe(Effect.asVoid, Effect.mapError(classify)),
+    a2aCard: (did) =>
+      SqlSchema.findOne({
+        Request: Schema.String,
+        Result: Schema.Struct({ card: Schema.String, fetched_at: Schema.Number }),
+        execute: (d) => sql`SELECT card, fetched_at FROM mesh_a2a_cards WHERE did = ${d}`
+      })(did).pipe(Effect.mapError(classify))
   }
 })
 

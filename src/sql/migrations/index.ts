@@ -18,7 +18,8 @@ import m0012 from "./0012_pool_owner_is_grantee.js"
 import m0013 from "./0013_model_learner.js"
 import m0014 from "./0014_idempotency_and_commit_tokens.js"
 import m0015 from "./0015_sagas.js"
-import m0030 from "./0030_agent_last_seen.js"
+import m0016 from "./0016_a2a_cards.js"
+import m0017 from "./0017_agent_last_seen.js"
 
 /** The migration record handed to `Migrator.fromRecord` (a record survives bundling, a glob does not). */
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
@@ -37,5 +38,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0013_model_learner": m0013,
   "0014_idempotency_and_commit_tokens": m0014,
   "0015_sagas": m0015,
-  "0030_agent_last_seen": m0030
+  "0016_a2a_cards": m0016,
+  "0017_agent_last_seen": m0017
 }

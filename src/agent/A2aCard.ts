@@ -1,0 +1,100 @@
+/**
+ * The agent's A2A card (`/.well-known/agent-card.json`, A2A 1.0): its JSON-RPC interface in 1.0 and in 0.3 (same
+ * URL), its skills (the `skills` option, else one per declared capability), the security scheme its auth mode asks
+ * for, and a JWS signature (EdDSA, by the agent's own key, `kid` its verification method) over the card's canonical
+ * form (A2A 1.0 §8.4.1), so a client can check the card came from the holder of the agent's DID. Signed once, after
+ * the base URL is published, then answered as the same text.
+ *
+ * Floor: agent (docs/architecture.md §3).
+ */
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type { AuthMode } from "./AgentApi.js"
+import { cardSigningInput, VERSION_0_3, VERSION_1_0 } from "./A2aProtocol.js"
+import { Identity } from "./Identity.js"
+import { verificationMethodId } from "../core/Did.js"
+import { Keys } from "../core/Keys.js"
+import { VERSION } from "../core/Version.js"
+import { toBase64Url, utf8 } from "../core/internal/bytes.js"
+
+/** A skill as the card lists it. */
+export interface A2aSkill {
+  readonly id: string
+  readonly name: string
+  readonly description?: string
+  readonly tags?: ReadonlyArray<string>
+  readonly examples?: ReadonlyArray<string>
+}
+
+/** The card settings (the fields of the same name in `AgentServerOptions`). */
+export interface Options {
+  readonly name: string
+  readonly description?: string
+  readonly auth?: AuthMode
+  readonly capabilities?: ReadonlyArray<string>
+  readonly skills?: ReadonlyArray<A2aSkill>
+}
+
+/** The signed card of one agent server, as JSON text. */
+export class A2aCard extends Context.Tag("agent-mesh/agent/A2aCard")<A2aCard, { readonly text: Effect.Effect<string> }>() {}
+
+const securityOf = (auth: AuthMode) => {
+  if (auth === "bearer") {
+    return {
+      securitySchemes: { bearer: { httpAuthSecurityScheme: { scheme: "Bearer", description: "Authorization: Bearer <token>" } } },
+      securityRequirements: [{ schemes: { bearer: { list: [] } } }]
+    }
+  }
+  if (auth === "mesh-sig") {
+    return {
+      securitySchemes: {
+        "mesh-sig": {
+          httpAuthSecurityScheme: {
+            scheme: "Signature",
+            description: "RFC 9421 HTTP message signature by the caller's did:mesh key (Signature, Signature-Input, Content-Digest; agent-mesh docs/protocol.md §10)"
+          }
+        }
+      },
+      securityRequirements: [{ schemes: { "mesh-sig": { list: [] } } }]
+    }
+  }
+  return {}
+}
+
+/** The card for the identity in context, signed with its key. */
+export const make = (options: Options): Effect.Effect<{ readonly text: Effect.Effect<string> }, never, Identity | Keys> =>
+  Effect.gen(function* () {
+    const identity = yield* Identity
+    const keys = yield* Keys
+    const skills: ReadonlyArray<A2aSkill> = options.skills ?? (options.capabilities ?? []).map((c) => ({ id: c, name: c, description: `The ${c} capability.`, tags: [c] }))
+    const sign = Effect.gen(function* () {
+      const base = (yield* identity.url).replace(/\/+$/, "")
+      const endpoint = `${base}/`
+      const card: Record<string, unknown> = {
+        name: options.name,
+        description: options.description ?? `The agent-mesh agent ${options.name} (${identity.did}).`,
+        supportedInterfaces: [
+          { url: endpoint, protocolBinding: "JSONRPC", protocolVersion: VERSION_1_0 },
+          { url: endpoint, protocolBinding: "JSONRPC", protocolVersion: VERSION_0_3 }
+        ],
+        provider: { organization: identity.did, url: base },
+        version: VERSION,
+        capabilities: { streaming: true },
+        ...securityOf(options.auth ?? "none"),
+        defaultInputModes: ["text/plain", "application/json"],
+        defaultOutputModes: ["text/plain"],
+        skills: skills.map((s) => ({ id: s.id, name: s.name, description: s.description ?? s.name, tags: [...(s.tags ?? [])], ...(s.examples === undefined ? {} : { examples: [...s.examples] }) }))
+      }
+      const header = toBase64Url(utf8(JSON.stringify({ alg: "EdDSA", typ: "JOSE", kid: verificationMethodId(identity.did) })))
+      const payload = toBase64Url(utf8(cardSigningInput(card)))
+      const signature = toBase64Url(yield* keys.sign(identity.privateKey, utf8(`${header}.${payload}`)))
+      // The 0.3 fields sit outside the 1.0 schema (so outside what the signature covers) and let 0.3 clients find
+      // the endpoint; a 1.0 client reads `supportedInterfaces` first.
+      return JSON.stringify({ ...card, signatures: [{ protected: header, signature }], url: endpoint, protocolVersion: VERSION_0_3, preferredTransport: "JSONRPC" })
+    })
+    return { text: yield* Effect.cached(sign) }
+  })
+
+/** `A2aCard` with these settings. */
+export const layer = (options: Options): Layer.Layer<A2aCard, never, Identity | Keys> => Layer.effect(A2aCard, make(options))

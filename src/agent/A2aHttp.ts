@@ -1,0 +1,366 @@
+/**
+ * The A2A server of an agent (docs/bridges.md, "A2A"): JSON-RPC 2.0 on `POST /` in A2A 1.0 (`SendMessage`,
+ * `SendStreamingMessage`, `GetTask`, `CancelTask`, `SubscribeToTask`) and under the 0.3 names, over the same parts as
+ * `/v1/run` (auth middleware, execution, gates, memory), and the signed card. A blocking `SendMessage` runs the handler
+ * in its request, as `/v1/run` does; a streamed or non-blocking one runs it as a task of `A2aTasks` that outlives the
+ * request. A human gate pauses the task in `TASK_STATE_INPUT_REQUIRED` with the approval request as a data part; the
+ * grantor's signed approval, sent as the next message on that task, resumes it. Every failure is a JSON-RPC error
+ * object (HTTP 200) with the mesh's code in `data.code`; failures of the handler end the task failed (or rejected, when
+ * the mandate refused an action).
+ *
+ * Floor: agent (docs/architecture.md §3).
+ */
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Stream from "effect/Stream"
+import * as crypto from "node:crypto"
+import { AgentApi, type Caller, CurrentCaller } from "./AgentApi.js"
+import { AgentForbidden, type RunError } from "./AgentError.js"
+import { presentedByGrantor } from "./AgentHttp.js"
+import { A2aCard } from "./A2aCard.js"
+import {
+  Codes,
+  dataOf,
+  type Dialect,
+  errorText,
+  isTerminal,
+  type Message,
+  METHODS,
+  readMessage,
+  resultText,
+  type RpcError,
+  type RpcId,
+  rpcError,
+  sendResult,
+  type StreamResult,
+  streamResult,
+  taskResult,
+  textOf,
+  UNSUPPORTED,
+  VERSION_0_3,
+  VERSION_1_0,
+  VERSION_HEADER
+} from "./A2aProtocol.js"
+import { type A2aTask, A2aTasks, REPLY_ARTIFACT, snapshot } from "./A2aTasks.js"
+import { Execution, type Outcome } from "./Execution.js"
+import { type Approval, Gates, storeUnavailable, type TaskState } from "./Gates.js"
+import { Identity } from "./Identity.js"
+import { AgentMemory } from "../core/AgentMemory.js"
+import { MandateCache } from "../core/MandateCache.js"
+import * as Sse from "../core/Sse.js"
+import { isRecord } from "../core/internal/record.js"
+import { CorrelationId } from "../http/CorrelationId.js"
+import type { RefusalWriter } from "../http/Serve.js"
+
+const isSessionId = (s: string) => /^[A-Za-z0-9._:-]{1,128}$/.test(s)
+
+const rpcResponse = (text: string, version: string) =>
+  HttpServerResponse.raw(text, {
+    status: 200,
+    contentType: "application/json",
+    headers: { "content-length": String(Buffer.byteLength(text)), "a2a-version": version }
+  })
+
+const versionOf = (dialect: Dialect) => (dialect === "1.0" ? VERSION_1_0 : VERSION_0_3)
+
+/** A failed request: the JSON-RPC error for `id`. */
+class RpcFailure {
+  constructor(readonly error: RpcError) {}
+}
+const fail = (code: number, message: string, meshCode?: string) => Effect.fail(new RpcFailure(rpcError(code, message, meshCode)))
+
+/** The `A2A-Version` a request names, checked: absent is 0.3 (A2A 1.0 §3.6.2); a version this server lacks is refused. */
+const checkVersion = (header: string | undefined): Effect.Effect<void, RpcFailure> => {
+  if (header === undefined || header === VERSION_1_0 || header === VERSION_0_3 || header.trim() === "") return Effect.void
+  const m = /^\s*(\d+)(?:\.(\d+))?/.exec(header)
+  const v = m === null ? "" : `${m[1]}.${m[2] ?? "0"}`
+  return v === VERSION_1_0 || v === VERSION_0_3
+    ? Effect.void
+    : fail(Codes.VERSION_NOT_SUPPORTED, `A2A version ${header} is not supported; this server speaks ${VERSION_1_0} and ${VERSION_0_3}`, "VERSION_NOT_SUPPORTED")
+}
+
+/** The mesh-side failure of a run, as the status message of a failed (or rejected) task. */
+const failureMessage = (task: A2aTask, e: RunError): Message => ({
+  messageId: crypto.randomUUID(),
+  role: "ROLE_AGENT",
+  contextId: task.contextId,
+  taskId: task.id,
+  parts: [{ text: e.message }],
+  metadata: { code: e.code, _tag: e._tag }
+})
+
+/** The status message of a task paused at a human gate: what to approve, as text and as data. */
+const pauseMessage = (task: A2aTask, outcome: Extract<Outcome, { _tag: "Paused" }>): Message => ({
+  messageId: crypto.randomUUID(),
+  role: "ROLE_AGENT",
+  contextId: task.contextId,
+  taskId: task.id,
+  parts: [
+    { text: `approval required for ${outcome.request.capability}: the grantor ${outcome.request.grantor} signs an approval of task ${outcome.request.taskId} and sends it as { approval } on this task` },
+    { data: { approvalRequired: outcome.request }, mediaType: "application/json" }
+  ],
+  metadata: { code: "APPROVAL_REQUIRED" }
+})
+
+/** The approval a message carries: a data part `{ approval }`, or a signed approval itself. */
+const approvalOf = (m: Message): unknown => {
+  for (const d of dataOf(m)) {
+    if (isRecord(d) && "approval" in d) return d.approval
+    if (isRecord(d) && d.type === "MeshApproval") return d
+  }
+  return undefined
+}
+
+/** A mesh error as the JSON-RPC error of a request (not of a task). */
+const asRpc = (e: RunError): RpcFailure =>
+  new RpcFailure(
+    rpcError(
+      e._tag === "AgentUnavailable" || e._tag === "HandlerFailed" || e._tag === "ProviderFailed" ? Codes.INTERNAL_ERROR : e._tag === "AgentNotFound" ? Codes.TASK_NOT_FOUND : Codes.INVALID_PARAMS,
+      e.message,
+      e.code
+    )
+  )
+
+const stringField = (r: Readonly<Record<string, unknown>> | undefined, f: string): string | undefined => (r !== undefined && typeof r[f] === "string" ? (r[f] as string) : undefined)
+
+const handlers = Effect.gen(function* () {
+  const execution = yield* Execution
+  const gates = yield* Gates
+  const tasks = yield* A2aTasks
+  const memory = yield* AgentMemory
+  const { did } = yield* Identity
+  const mandateCache = Option.getOrUndefined(yield* Effect.serviceOption(MandateCache))
+
+  /** Applies how a run ended (at `now`) to its task. */
+  const conclude = (task: A2aTask, result: Either.Either<Outcome, RunError>, now: number): void => {
+    if (Either.isLeft(result)) {
+      const e = result.left
+      return tasks.settle(task, now, e instanceof AgentForbidden ? "TASK_STATE_REJECTED" : "TASK_STATE_FAILED", failureMessage(task, e))
+    }
+    const outcome = result.right
+    if (outcome._tag === "Paused") {
+      task.gateTaskId = outcome.request.taskId
+      return tasks.settle(task, now, "TASK_STATE_INPUT_REQUIRED", pauseMessage(task, outcome))
+    }
+    // The reply is the task's artifact (A2A's place for a task's output); the session's memory keeps the turn.
+    task.text = outcome.message
+    return tasks.settle(task, now, "TASK_STATE_COMPLETED")
+  }
+
+  /** How a run ended, applied to its task at the clock's time. */
+  const concludeNow = (task: A2aTask, result: Either.Either<Outcome, RunError>) =>
+    Effect.map(Clock.currentTimeMillis, (now) => {
+      conclude(task, result, now)
+      return now
+    })
+
+  /** The run of a task in the background: chunks go to its followers as the reply artifact grows. */
+  const background = (task: A2aTask, state: TaskState, approval: Approval | undefined, streaming: boolean) =>
+    tasks.run(
+      task,
+      Effect.flatMap(
+        Effect.either(
+          execution.execute(state, approval, streaming, (chunk) => {
+            const append = task.text.length > 0
+            task.text += chunk
+            tasks.publish(task, {
+              artifactUpdate: { taskId: task.id, contextId: task.contextId, artifact: { artifactId: REPLY_ARTIFACT, name: REPLY_ARTIFACT, parts: [{ text: chunk }] }, append, lastChunk: false }
+            })
+          })
+        ),
+        (result) => concludeNow(task, result)
+      )
+    )
+
+  const sse = (id: RpcId, dialect: Dialect, events: Stream.Stream<StreamResult>) =>
+    HttpServerResponse.stream(
+      Stream.map(events, (r) => Buffer.from(`data: ${resultText(id, streamResult(dialect, r))}\n\n`)),
+      { contentType: Sse.CONTENT_TYPE, headers: { ...Sse.RESPONSE_HEADERS, "a2a-version": versionOf(dialect) } }
+    )
+
+  /** The run state of a new task: its session's history loaded, its mandate checked against the caller. */
+  const stateOf = (task: A2aTask, message: Message, meta: Readonly<Record<string, unknown>> | undefined, caller: Caller) => {
+    const mandate = stringField(meta, "mandate")
+    const capability = stringField(meta, "capability")
+    const build = (history: TaskState["history"]): TaskState => {
+      const data = dataOf(message)
+      return {
+        message: textOf(message),
+        sessionId: task.contextId,
+        history,
+        context: { a2a: { taskId: task.id, contextId: task.contextId, messageId: message.messageId, ...(data.length === 0 ? {} : { data }) } },
+        caller,
+        ...(mandate === undefined ? {} : { mandate }),
+        ...(capability === undefined ? {} : { capability }),
+        journal: [],
+        emitted: 0
+      }
+    }
+    // Nothing to check and nothing to load (the usual case) costs no effect at all.
+    if ((mandate === undefined || caller.did === undefined) && memory.mode === "none") return Effect.succeed(build([]))
+    return Effect.gen(function* () {
+      if (mandate !== undefined && caller.did !== undefined) yield* presentedByGrantor(mandate, caller.did, mandateCache)
+      return build(memory.mode === "none" ? [] : yield* Effect.mapError(memory.load(did, caller.principal, task.contextId), storeUnavailable))
+    })
+  }
+
+  /** `SendMessage` and `SendStreamingMessage`: a new task, or the next message of a task waiting for input. */
+  const send = (id: RpcId, dialect: Dialect, params: Readonly<Record<string, unknown>>, streaming: boolean, caller: Caller) =>
+    Effect.gen(function* () {
+      const message = readMessage(dialect, params.message)
+      if (typeof message === "string") return yield* fail(Codes.INVALID_PARAMS, message)
+      const config = isRecord(params.configuration) ? params.configuration : {}
+      const background_ = streaming || config.returnImmediately === true || config.blocking === false
+      const historyLength = typeof config.historyLength === "number" ? config.historyLength : undefined
+      const meta = { ...(isRecord(params.metadata) ? params.metadata : {}), ...message.metadata }
+
+      let task: A2aTask
+      let state: TaskState
+      let approval: Approval | undefined
+      let kept = false
+      if (message.taskId !== undefined) {
+        const found = tasks.find(message.taskId, caller.principal)
+        if (found === undefined) return yield* fail(Codes.TASK_NOT_FOUND, `no task ${message.taskId}`, "TASK_NOT_FOUND")
+        if (found.state !== "TASK_STATE_INPUT_REQUIRED" || found.gateTaskId === undefined) {
+          return yield* fail(Codes.UNSUPPORTED_OPERATION, `task ${found.id} is ${found.state}: only a task waiting for input takes another message`, "TASK_NOT_PAUSED")
+        }
+        const given = approvalOf(message)
+        if (given === undefined) return yield* fail(Codes.INVALID_PARAMS, "the task waits for the grantor's signed approval: send it as a data part { approval }", "APPROVAL_MALFORMED")
+        const claimed = yield* Effect.mapError(gates.resume(found.gateTaskId, given, caller), asRpc)
+        task = found
+        task.gateTaskId = undefined
+        task.history.push({ ...message, contextId: task.contextId })
+        tasks.settle(task, yield* Clock.currentTimeMillis, "TASK_STATE_WORKING")
+        state = claimed.state
+        approval = claimed.approval
+        kept = true
+      } else {
+        const contextId = message.contextId ?? crypto.randomUUID()
+        if (!isSessionId(contextId)) return yield* fail(Codes.INVALID_PARAMS, "message.contextId must be 1 to 128 of A-Z a-z 0-9 . _ : -")
+        task = tasks.make(contextId, caller.principal, message, yield* Clock.currentTimeMillis)
+        state = yield* Effect.mapError(stateOf(task, message, meta, caller), asRpc)
+      }
+
+      if (!background_) {
+        const now = yield* concludeNow(task, yield* Effect.either(execution.execute(state, approval, false, () => undefined)))
+        if (!kept) tasks.keepEnded(task, now)
+        return rpcResponse(resultText(id, sendResult(dialect, snapshot(task, historyLength))), versionOf(dialect))
+      }
+      if (!kept) yield* Effect.mapError(tasks.keep(task), asRpc)
+      if (!streaming) {
+        yield* background(task, state, approval, false)
+        return rpcResponse(resultText(id, sendResult(dialect, snapshot(task, historyLength))), versionOf(dialect))
+      }
+      // Followed before the run starts, so no event of it is missed.
+      const events = tasks.follow(task, () => [{ task: snapshot(task, historyLength) }])
+      yield* background(task, state, approval, true)
+      return sse(id, dialect, events)
+    })
+
+  const taskParam = (params: Readonly<Record<string, unknown>>, caller: Caller) => {
+    if (typeof params.id !== "string" || params.id.length === 0) return fail(Codes.INVALID_PARAMS, "params.id must be a task id")
+    const task = tasks.find(params.id, caller.principal)
+    return task === undefined ? fail(Codes.TASK_NOT_FOUND, `no task ${params.id}`, "TASK_NOT_FOUND") : Effect.succeed(task)
+  }
+
+  const get = (id: RpcId, dialect: Dialect, params: Readonly<Record<string, unknown>>, caller: Caller) =>
+    Effect.map(taskParam(params, caller), (task) =>
+      rpcResponse(resultText(id, taskResult(dialect, snapshot(task, typeof params.historyLength === "number" ? params.historyLength : undefined))), versionOf(dialect))
+    )
+
+  const cancel = (id: RpcId, dialect: Dialect, params: Readonly<Record<string, unknown>>, caller: Caller) =>
+    Effect.gen(function* () {
+      const task = yield* taskParam(params, caller)
+      if (isTerminal(task.state)) return yield* fail(Codes.TASK_NOT_CANCELABLE, `task ${task.id} is ${task.state}`, "TASK_NOT_CANCELABLE")
+      const running = task.fiber
+      if (running !== undefined) yield* Fiber.interrupt(running)
+      task.gateTaskId = undefined
+      tasks.settle(task, yield* Clock.currentTimeMillis, "TASK_STATE_CANCELED")
+      return rpcResponse(resultText(id, taskResult(dialect, snapshot(task))), versionOf(dialect))
+    })
+
+  const subscribe = (id: RpcId, dialect: Dialect, params: Readonly<Record<string, unknown>>, caller: Caller) =>
+    Effect.gen(function* () {
+      const task = yield* taskParam(params, caller)
+      if (isTerminal(task.state)) return yield* fail(Codes.UNSUPPORTED_OPERATION, `task ${task.id} is ${task.state}: nothing more to follow`, "TASK_ENDED")
+      return sse(id, dialect, tasks.follow(task, () => [{ task: snapshot(task) }]))
+    })
+
+  const rpc = (payload: unknown) =>
+    Effect.gen(function* () {
+      const req = yield* HttpServerRequest.HttpServerRequest
+      const caller = yield* CurrentCaller
+      const cid = yield* CorrelationId
+      let id: RpcId = null
+      let dialect: Dialect = "1.0"
+      const answer = Effect.gen(function* () {
+        if (!isRecord(payload) || payload.jsonrpc !== "2.0" || typeof payload.method !== "string") {
+          return yield* fail(Codes.INVALID_REQUEST, Array.isArray(payload) ? "batches are not supported" : "not a JSON-RPC 2.0 request")
+        }
+        const rawId = payload.id
+        if (rawId !== null && typeof rawId !== "string" && !(typeof rawId === "number" && Number.isFinite(rawId))) {
+          return yield* fail(Codes.INVALID_REQUEST, "a request needs an id: a string or a number")
+        }
+        id = rawId
+        yield* checkVersion(req.headers[VERSION_HEADER])
+        const method = METHODS.get(payload.method)
+        if (method === undefined) {
+          const code = UNSUPPORTED.get(payload.method)
+          return yield* code === undefined
+            ? fail(Codes.METHOD_NOT_FOUND, `method ${JSON.stringify(payload.method.slice(0, 100))} not found`)
+            : fail(code, `${payload.method} is not offered by this agent`)
+        }
+        dialect = method.dialect
+        const params = payload.params
+        if (!isRecord(params)) return yield* fail(Codes.INVALID_PARAMS, "params must be an object")
+        switch (method.op) {
+          case "send":
+            return yield* send(id, dialect, params, false, caller)
+          case "stream":
+            return yield* send(id, dialect, params, true, caller)
+          case "get":
+            return yield* get(id, dialect, params, caller)
+          case "cancel":
+            return yield* cancel(id, dialect, params, caller)
+          case "subscribe":
+            return yield* subscribe(id, dialect, params, caller)
+        }
+      })
+      return yield* Effect.catchAll(answer, (e) =>
+        Effect.succeed(rpcResponse(errorText(id, { ...e.error, data: { ...(isRecord(e.error.data) ? e.error.data : {}), correlationId: cid } }), versionOf(dialect)))
+      )
+    })
+
+  return { rpc }
+})
+
+/**
+ * The serving layer's refusals on `POST /`, as JSON-RPC answers (HTTP 200, as JSON-RPC over HTTP answers errors):
+ * unreadable JSON is a parse error, a body that is not JSON an unsupported content type, a body over the limit (left
+ * unread) an invalid request; `data.code` keeps the serving layer's code.
+ */
+export const refusal: RefusalWriter = ({ code, correlationId, message }) => {
+  const rpc = code === "INVALID_JSON" ? Codes.PARSE_ERROR : code === "UNSUPPORTED_MEDIA_TYPE" ? Codes.CONTENT_TYPE_NOT_SUPPORTED : Codes.INVALID_REQUEST
+  return { status: 200, body: errorText(null, rpcError(rpc, message, code, correlationId)) }
+}
+
+/** The handlers of the A2A groups of `AgentApi`. */
+export const layer = Layer.mergeAll(
+  HttpApiBuilder.group(AgentApi, "a2a", (h) => Effect.map(handlers, ({ rpc }) => h.handle("rpc", ({ payload }) => rpc(payload)))),
+  HttpApiBuilder.group(AgentApi, "a2aCard", (h) =>
+    Effect.map(A2aCard, (card) =>
+      h.handle("card", () =>
+        Effect.map(card.text, (text) =>
+          HttpServerResponse.raw(text, { status: 200, contentType: "application/json", headers: { "content-length": String(Buffer.byteLength(text)), "cache-control": "public, max-age=300" } })
+        )
+      )
+    )
+  )
+)
