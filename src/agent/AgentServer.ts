@@ -121,7 +121,11 @@ export interface AgentServerOptions {
   readonly did?: string
   /** The agent's private key (seed, PKCS#8, base64 or `PrivateKey`). */
   readonly privateKey?: PrivateKeyInput
-  /** SQLite file for paused tasks, nonces and persistent memory. Default `.mesh/agents/<name>.db`. */
+  /**
+   * SQLite file for paused tasks, nonces, stored replies and persistent memory, or a `postgres://` URL shared with
+   * the agent's replicas (then streamed runs are shared too, for reconnects on any replica). Default
+   * `.mesh/agents/<name>.db`.
+   */
   readonly database?: string
   /** The base URL callers use, when it is not the listening address (behind a proxy). */
   readonly publicUrl?: string
@@ -249,7 +253,7 @@ export const layerStores = (
   Keys
 > => {
   const database = options.database ?? defaultDatabase(options.name)
-  const db = Database.layerSqlite(database)
+  const db = Database.layer(database)
   const tasks = TaskStoreSql.layer.pipe(Layer.provide(db))
   // An in-memory database dies with the process anyway: its nonces may as well live in (bounded) memory, which
   // costs a fraction of a SQL round trip per request.

@@ -10,6 +10,7 @@ import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
 import * as Hub from "../hub/Hub.js"
+import * as Database from "../sql/Database.js"
 import * as MeshClient from "../hub/MeshClient.js"
 import { VERSION } from "../core/Version.js"
 import * as Option from "effect/Option"
@@ -195,7 +196,7 @@ export const runHub = (
       yield* Console.log(`  docs       ${hub.url}/docs  (OpenAPI: ${hub.url}/openapi.json)`)
       if (runner !== undefined) yield* Console.log(`  sagas      ${hub.url}/v1/sagas  (runner ${runner.did}: grant mandates to it)`)
       if (hub.probeUrl !== undefined) yield* Console.log(`  probe      ${hub.probeUrl}/health`)
-      yield* Console.log(`  database   ${args.db}`)
+      yield* Console.log(`  database   ${Database.describe(args.db)}`)
       yield* Effect.logInfo("hub started")
       return yield* Effect.never
     })

@@ -1,10 +1,12 @@
 /**
- * A whole hub in one process: registry, spending ledger and platform over one SQLite database, served on the lean
+ * A whole hub in one process: registry, spending ledger and platform over one database (SQLite, or Postgres shared
+ * with other hubs), served on the lean
  * HttpApi server. `mesh hub` runs `Hub.start`.
  *
  * Floor: hub (docs/architecture.md §3).
  */
 import type * as HttpApi from "@effect/platform/HttpApi"
+import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -27,7 +29,10 @@ import * as LearnerStatsStore from "./LearnerStatsStore.js"
 
 /** How to run a hub. */
 export interface HubOptions {
-  /** SQLite file (created with its folder), or `:memory:`. */
+  /**
+   * The database: a SQLite file (created with its folder), `:memory:`, or a `postgres://` URL that several hubs
+   * share (docs/scaling.md).
+   */
   readonly database: string
   /** Port to listen on; 0 picks a free one. Default 0. */
   readonly port?: number
@@ -94,20 +99,20 @@ export const layerServices = (
   Registry.Registry | Ledger.Ledger | Platform.Platform | RegistryStore.RegistryStore | KeyResolver | NonceStore | LearnerStatsStore.LearnerStatsStore,
   Database.DatabaseError,
   Keys
-> => servicesOn(options, Database.layerSqlite(options.database))
+> => servicesOn(options, Database.layer(options.database))
 
 /**
  * `layerServices` with the database kept in its output, for an assembly that adds stores of its own on the same
  * connection (`SagaHub`).
  */
 export const layerServicesWithDatabase = (options: Pick<HubOptions, "database" | "rateLimit" | "writeQuota" | "challengePurge" | "limits" | "nonces">) => {
-  const db = Database.layerSqlite(options.database)
+  const db = Database.layer(options.database)
   return Layer.merge(servicesOn(options, db), db)
 }
 
 const servicesOn = (
   options: Pick<HubOptions, "database" | "rateLimit" | "writeQuota" | "challengePurge" | "limits" | "nonces">,
-  db: ReturnType<typeof Database.layerSqlite>
+  db: Layer.Layer<SqlClient.SqlClient, Database.DatabaseError>
 ): Layer.Layer<
   Registry.Registry | Ledger.Ledger | Platform.Platform | RegistryStore.RegistryStore | KeyResolver | NonceStore | LearnerStatsStore.LearnerStatsStore,
   Database.DatabaseError,

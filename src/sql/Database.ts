@@ -1,5 +1,7 @@
 /**
- * The SQL database behind the stores: an `SqlClient` with every migration applied and checked.
+ * The SQL database behind the stores: an `SqlClient` with every migration applied and checked, on SQLite (one host)
+ * or Postgres (several hubs and agent replicas on one database; docs/scaling.md). `layer` picks the engine from the
+ * URL; the migrations of both dialects are listed in one place (`migrations/index.ts`).
  *
  * Floor: sql (docs/architecture.md §3).
  */
@@ -8,11 +10,14 @@ import * as path from "node:path"
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
+import { PgClient } from "@effect/sql-pg"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import BetterSqlite3 from "better-sqlite3"
 import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import { migrations } from "./migrations/index.js"
 
@@ -30,6 +35,15 @@ const expectedIds = Object.keys(migrations).map((k) => Number(k.slice(0, k.index
 /** Applies pending migrations, then checks every expected migration is recorded (the v3 migrator can fail quietly). */
 export const migrate: Effect.Effect<ReadonlyArray<readonly [number, string]>, DatabaseError, SqlClient.SqlClient> = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
+  // The migrator creates its table after looking for it, so processes starting together on a new Postgres database
+  // would race to create it: it is made here, idempotently, first (the migrator then locks it for the run).
+  yield* sql.onDialectOrElse({
+    pg: () =>
+      sql`CREATE TABLE IF NOT EXISTS ${sql(MIGRATIONS_TABLE)} (
+        migration_id integer primary key, created_at timestamp with time zone not null default now(), name text not null
+      )`.pipe(Effect.retry({ times: 3 }), Effect.asVoid),
+    orElse: () => Effect.void
+  })
   const ran = yield* Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: MIGRATIONS_TABLE })
   const rows = yield* sql<{ migration_id: number }>`SELECT migration_id FROM ${sql(MIGRATIONS_TABLE)}`
   const applied = new Set(rows.map((r) => Number(r.migration_id)))
@@ -94,3 +108,65 @@ export const layerSqlite = (filename: string): Layer.Layer<SqlClient.SqlClient |
     ? (migrated as Layer.Layer<SqlClient.SqlClient | SqliteClient.SqliteClient | HotReads, DatabaseError>)
     : Layer.provideMerge(layerHotReads(filename), migrated)
 }
+
+/** True for a database URL naming a Postgres server (`postgres://…`, `postgresql://…`); anything else is a SQLite file. */
+export const isPostgresUrl = (url: string): boolean => /^postgres(ql)?:\/\//i.test(url)
+
+/** The engine a database URL selects. */
+export const engineOf = (url: string): "postgres" | "sqlite" => (isPostgresUrl(url) ? "postgres" : "sqlite")
+
+/** The URL without its password, for logs and start-up lines. */
+export const describe = (url: string): string => {
+  if (!isPostgresUrl(url)) return url
+  try {
+    const u = new URL(url)
+    if (u.password !== "") u.password = "***"
+    return u.toString()
+  } catch {
+    return "postgres://…"
+  }
+}
+
+// node-postgres hands BIGINT (and NUMERIC) back as strings, since they can pass 2^53. Ours are milliseconds and
+// micro-dollars, far below it, and the stores read numbers: parse them as numbers, as SQLite's driver does.
+const pgNumber = (text: string): number => Number(text)
+const PG_NUMERIC_OIDS: ReadonlySet<number> = new Set([20, 21, 23, 26, 700, 701, 1700])
+const pgTypes = {
+  getTypeParser: (oid: number, format?: string) => {
+    if (format === "binary") return (value: unknown) => value
+    if (PG_NUMERIC_OIDS.has(oid)) return pgNumber
+    if (oid === 16) return (text: string) => text === "t"
+    if (oid === 114 || oid === 3802) return (text: string) => JSON.parse(text) as unknown
+    return (text: string) => text
+  }
+} as unknown as PgClient.PgClientConfig["types"]
+
+/** Postgres settings beyond the URL. */
+export interface PostgresOptions {
+  /** Connections this process keeps open at most; default 10. */
+  readonly maxConnections?: number
+  /** How long to wait for a connection before the request fails (and is answered 503); default 5 s. */
+  readonly connectTimeoutMs?: number
+}
+
+/**
+ * A Postgres database at `url`, migrated. Every process on the database runs the migrations on start; the migrator
+ * locks its table, so concurrent starts apply each migration once.
+ */
+export const layerPostgres = (url: string, options: PostgresOptions = {}): Layer.Layer<SqlClient.SqlClient | PgClient.PgClient, DatabaseError> => {
+  const client = PgClient.layer({
+    url: Redacted.make(url),
+    maxConnections: options.maxConnections ?? 10,
+    connectTimeout: Duration.millis(options.connectTimeoutMs ?? 5_000),
+    applicationName: "agent-mesh",
+    types: pgTypes
+  }).pipe(Layer.mapError((e) => new DatabaseError({ code: "DATABASE_ERROR", message: `cannot connect to ${describe(url)}: ${e.message}` })))
+  return Layer.effectDiscard(migrate).pipe(Layer.provideMerge(client))
+}
+
+/**
+ * The database a URL names: `postgres://…` (or `postgresql://…`) is a Postgres server, anything else a SQLite file
+ * (`:memory:` for tests). Every store runs on either; `docs/scaling.md` says when to choose which.
+ */
+export const layer = (url: string, options: PostgresOptions = {}): Layer.Layer<SqlClient.SqlClient, DatabaseError> =>
+  isPostgresUrl(url) ? layerPostgres(url, options) : layerSqlite(url)

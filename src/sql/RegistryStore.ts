@@ -154,6 +154,20 @@ export const ftsQuery = (terms: ReadonlyArray<string>): string => {
   return kept.map((p) => `"${p.replace(/"/g, '""')}"`).join(" ")
 }
 
+// Migration 0010's sizes, which the Postgres search cuts the same fields to.
+const NAME = 256
+const DESCRIPTION = 1024
+const ITEM = 128
+const LIST = 2048
+
+/** A JSON string field of `json` as text, NULL when it is anything else (Postgres). */
+const pgText = (json: string, field: string) => `(CASE WHEN jsonb_typeof(${json} -> '${field}') = 'string' THEN ${json} ->> '${field}' END)`
+
+/** The names of a JSON array's items (strings, or objects' `name`), each cut, space-separated (Postgres). */
+const pgList = (array: string) => `(SELECT string_agg(substr(CASE jsonb_typeof(v) WHEN 'string' THEN v #>> '{}'
+  WHEN 'object' THEN (CASE WHEN jsonb_typeof(v -> 'name') = 'string' THEN v ->> 'name' END) END, 1, ${ITEM}), ' ')
+  FROM jsonb_array_elements(CASE WHEN jsonb_typeof(${array}) = 'array' THEN ${array} ELSE '[]'::jsonb END) v)`
+
 /** The store on a migrated `SqlClient`. */
 export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
@@ -172,13 +186,31 @@ export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> =
   })
   // The one FTS5 query (the index is migration 0010). Walking the index in rowid order lets LIMIT stop the scan at
   // the page's last hit instead of ranking every match.
-  const search = SqlSchema.findAll({
+  const searchSqlite = SqlSchema.findAll({
     Request: Schema.Struct({ match: Schema.String, limit: Schema.Number }),
     Result: EntryRow,
     execute: (r) => sql`
       SELECT e.* FROM mesh_search s JOIN mesh_search_docs d ON d.id = s.rowid JOIN mesh_entries e ON e.did = d.did
       WHERE mesh_search MATCH ${r.match} ORDER BY s.rowid LIMIT ${r.limit}`
   })
+  // Postgres: the same bounded fields as migration 0010's docs, matched as lower-case substrings.
+  const searchPostgres = SqlSchema.findAll({
+    Request: Schema.Struct({ terms: Schema.Array(Schema.String), limit: Schema.Number }),
+    Result: EntryRow,
+    execute: (r) => sql`
+      SELECT e.* FROM mesh_entries e
+      LEFT JOIN mesh_manifests m ON m.cid = e.manifest_cid
+      CROSS JOIN LATERAL (SELECT m.body::jsonb AS j) mj
+      CROSS JOIN LATERAL (SELECT lower(concat_ws(chr(1),
+        substr(e.name, 1, ${NAME}) || coalesce(' ' || substr(${sql.literal(pgText("mj.j", "name"))}, 1, ${NAME}), ''),
+        substr(${sql.literal(pgText("mj.j", "description"))}, 1, ${DESCRIPTION}),
+        substr(trim(coalesce(e.skill_type, '') || ' ' || coalesce(${sql.literal(pgList("mj.j -> 'capabilities'"))}, '') || ' ' || coalesce(${sql.literal(pgList("mj.j -> 'tags'"))}, '')), 1, ${LIST}),
+        substr(${sql.literal(pgList("CASE WHEN e.tools IS NULL THEN NULL ELSE e.tools::jsonb END"))}, 1, ${LIST})
+      )) AS doc) d
+      WHERE ${sql.and(r.terms.map((t) => sql`strpos(d.doc, ${t.toLowerCase()}) > 0`))}
+      ORDER BY e.created_at, e.did LIMIT ${r.limit}`
+  })
+  const isPostgres = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
 
   return {
     insertApiKey: (row) => sql`INSERT INTO mesh_api_keys ${sql.insert(row)}`.pipe(Effect.asVoid, Effect.mapError(classify)),
@@ -235,7 +267,9 @@ export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> =
         Effect.mapError(classify)
       ),
     search: (terms, limit) =>
-      terms.length === 0 ? Effect.succeed([]) : search({ match: ftsQuery(terms), limit }).pipe(Effect.mapError(classify)),
+      terms.length === 0
+        ? Effect.succeed([])
+        : (isPostgres ? searchPostgres({ terms, limit }) : searchSqlite({ match: ftsQuery(terms), limit })).pipe(Effect.mapError(classify)),
     revokeMandate: (jti, grantor, at) =>
       sql<{ jti: string }>`INSERT INTO mesh_mandate_revocations (grantor, jti, revoked_at) VALUES (${grantor}, ${jti}, ${at})
         ON CONFLICT (grantor, jti) DO NOTHING RETURNING jti`.pipe(
