@@ -105,3 +105,13 @@ export const probeNow = async (): Promise<Probe> => {
   globalProbe = await probe()
   return globalProbe
 }
+
+/** A database of its own for one test (created now, dropped when the scope closes); needs a server (`probe`). */
+export const scopedDatabase = Effect.acquireRelease(
+  Effect.promise(async () => {
+    const found = await probe()
+    if (!found.ok) throw new Error(`no Postgres server: ${found.reason}`)
+    return freshDatabase(found.adminUrl)
+  }),
+  (db) => Effect.promise(() => db.drop())
+)
