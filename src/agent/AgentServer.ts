@@ -44,6 +44,7 @@ import * as NonceStore from "../core/NonceStore.js"
 import * as NonceStoreSql from "../sql/NonceStoreSql.js"
 import * as TaskGuard from "../core/TaskGuard.js"
 import type { TaskStore } from "../core/TaskStore.js"
+import * as RunLogSql from "../sql/RunLogSql.js"
 import * as TaskStoreSql from "../sql/TaskStoreSql.js"
 import * as Serve from "../http/Serve.js"
 import { fromBase64 } from "../core/internal/bytes.js"
@@ -268,7 +269,10 @@ export const layerStores = (
     mode === "persistent" ? AgentMemorySql.layer().pipe(Layer.provide(db)) : mode === "session" ? AgentMemory.layerSession() : AgentMemory.layerNone
   // Stored replies live in the agent's database, so a retry after a restart is still answered from it.
   const replies = IdempotencyStoreSql.layer.pipe(Layer.provide(db))
-  return Layer.mergeAll(tasks, nonces, memory, replies, layerResolver(options))
+  // Replicas on one Postgres database share their streamed runs, so a reconnect may reach any of them. `RunLog` is
+  // an optional service of `RunStreams` (found with serviceOption), hence typed away here.
+  const runLog = (Database.isPostgresUrl(database) ? RunLogSql.layer.pipe(Layer.provide(db)) : Layer.empty) as Layer.Layer<never>
+  return Layer.mergeAll(tasks, nonces, memory, replies, runLog, layerResolver(options))
 }
 
 /** The provider layer for a `provider` option; settings missing from the environment are INVALID_CONFIG. */
@@ -337,7 +341,7 @@ export const layerServices = (
     execution,
     Auth.layer(options).pipe(Layer.provide(stores)),
     Discovery.layer(options),
-    RunStreams.layer(options),
+    RunStreams.layer(options).pipe(Layer.provide(stores)),
     Idempotency.layer(options).pipe(Layer.provide(stores))
   )
   return parts.pipe(Layer.provideMerge(Identity.layer(options)))
