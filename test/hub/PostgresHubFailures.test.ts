@@ -93,7 +93,7 @@ describePostgres("hubs on one Postgres: shared limits and failures", (url) => {
         ]
         for (const r of answers) {
           assert.strictEqual(r.status, 503, JSON.stringify(r.body))
-          assert.isString(r.body.code)
+          assert.strictEqual(r.body.code, "STORE_UNAVAILABLE")
           assert.isString(r.body.correlationId)
         }
       })

@@ -25,6 +25,8 @@ import * as Database from "../../src/sql/Database.js"
 import * as IdempotencyStoreSql from "../../src/sql/IdempotencyStoreSql.js"
 import * as NonceStoreSql from "../../src/sql/NonceStoreSql.js"
 import * as RegistryStore from "../../src/sql/RegistryStore.js"
+import * as RunLogSql from "../../src/sql/RunLogSql.js"
+import * as RateLimiter from "../../src/hub/RateLimiter.js"
 import * as TaskStoreSql from "../../src/sql/TaskStoreSql.js"
 import { describePostgres, probeNow } from "../support/postgres.js"
 
@@ -182,6 +184,42 @@ const suite = (url: () => string) => {
         assert.isTrue(yield* ra.claimSetting(setting, "x"))
         assert.isFalse(yield* rb.claimSetting(setting, "y"))
         assert.isTrue(yield* ra.ping)
+      })
+    ))
+
+  it.live("streamed runs: one process writes a run's frames, the other reads them in order; finished runs are purged", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const [a, b] = yield* twoProcesses(url())
+        const la = yield* RunLogSql.make.pipe(Effect.provideService(SqlClient.SqlClient, Context.get(a, SqlClient.SqlClient)))
+        const lb = yield* RunLogSql.make.pipe(Effect.provideService(SqlClient.SqlClient, Context.get(b, SqlClient.SqlClient)))
+        const run = unique("run")
+        yield* la.write([
+          { _tag: "Open", runId: run, principal: "anonymous", at: 10 },
+          { _tag: "Event", runId: run, seq: 0, frame: "id: 0\n\n" },
+          { _tag: "Event", runId: run, seq: 1, frame: "id: 1\n\n" }
+        ])
+        assert.deepStrictEqual(yield* lb.read(run, 1, 10), { principal: "anonymous", done: false, sent: 2, frames: ["id: 1\n\n"] })
+        yield* la.write([{ _tag: "Event", runId: run, seq: 2, frame: "id: 2\n\n" }, { _tag: "Finish", runId: run, sent: 3, at: 20 }])
+        assert.deepStrictEqual(yield* lb.read(run, 0, 2), { principal: "anonymous", done: true, sent: 3, frames: ["id: 0\n\n", "id: 1\n\n"] })
+        assert.isUndefined(yield* lb.read(unique("run"), 0, 10))
+        assert.isAtLeast(yield* lb.purge(21), 1)
+        assert.isUndefined(yield* la.read(run, 0, 10))
+      })
+    ))
+
+  it.live("rate limits in the database: two processes take from one bucket, never more than its capacity", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const [a, b] = yield* twoProcesses(url())
+        const name = unique("limit")
+        const ra = RateLimiter.makeSql(Context.get(a, SqlClient.SqlClient), name, { capacity: 5, perMinute: 0 })
+        const rb = RateLimiter.makeSql(Context.get(b, SqlClient.SqlClient), name, { capacity: 5, perMinute: 0 })
+        const outcomes = yield* Effect.forEach(Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? ra : rb)), (r) => Effect.either(r.take("10.0.0.1")), {
+          concurrency: "unbounded"
+        })
+        assert.strictEqual(outcomes.filter((o) => o._tag === "Right").length, 5)
+        assert.isTrue((yield* Effect.either(ra.take("10.0.0.2")))._tag === "Right")
       })
     ))
 
