@@ -23,7 +23,7 @@ import * as Option from "effect/Option"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
-import { HotReads } from "../sql/Database.js"
+import { HotReads, PgHotStatements } from "../sql/Database.js"
 import { classify, isReason, isTriggerAbort, type PersistenceError, summarize } from "../sql/SqlFailure.js"
 import * as CommitToken from "../core/CommitToken.js"
 import { KeyResolver } from "../core/KeyResolver.js"
@@ -268,7 +268,13 @@ export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyReso
   const q = <A>(e: Effect.Effect<A, unknown>): Effect.Effect<A, LedgerUnavailable> => Effect.mapError(e, (f) => storeFailed(classify(f)))
   const decodePool = Schema.decodeUnknownSync(PoolRow)
   const decodeAllocation = Schema.decodeUnknownSync(AllocationRow)
-  const fast = Option.getOrUndefined(Option.map(yield* Effect.serviceOption(HotReads), reserveFast))
+  const pgHot = Option.getOrUndefined(yield* Effect.serviceOption(PgHotStatements))
+  const fast = Option.getOrUndefined(
+    Option.orElse(Option.map(yield* Effect.serviceOption(HotReads), reserveFast), () => Option.fromNullable(pgHot === undefined ? undefined : reservePg(pgHot)))
+  )
+  /** Rows of a read on every allocation: a prepared statement on Postgres, `SqlClient` elsewhere. */
+  const read = (name: string, text: string, fallback: Effect.Effect<ReadonlyArray<unknown>, unknown>, ...values: ReadonlyArray<string>) =>
+    q(pgHot === undefined ? fallback : pgHot.query(name, text, values))
 
   const verify = (token: string, kinds: ReadonlyArray<Mandate["kind"]>) =>
     verifyMandate(token, resolver, { kinds }).pipe(
@@ -278,17 +284,19 @@ export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyReso
     )
 
   const poolRow = (id: string) =>
-    q(sql`SELECT * FROM mesh_pools WHERE id = ${id}`).pipe(
+    read("mesh_pool_by_id", "SELECT * FROM mesh_pools WHERE id = $1", sql`SELECT * FROM mesh_pools WHERE id = ${id}`, id).pipe(
       Effect.flatMap((rows) => (rows.length === 0 ? Effect.fail(new PoolNotFound({ code: "NOT_FOUND", message: `no pool ${id}` })) : Effect.succeed(decodePool(rows[0]))))
     )
 
   const allocationByChild = (poolId: string, childJti: string) =>
-    q(sql`SELECT * FROM mesh_allocations WHERE pool_id = ${poolId} AND child_jti = ${childJti}`).pipe(
+    read("mesh_allocation_by_child", "SELECT * FROM mesh_allocations WHERE pool_id = $1 AND child_jti = $2",
+      sql`SELECT * FROM mesh_allocations WHERE pool_id = ${poolId} AND child_jti = ${childJti}`, poolId, childJti).pipe(
       Effect.map((rows) => (rows.length === 0 ? undefined : decodeAllocation(rows[0])))
     )
 
   const allocationByKey = (poolId: string, key: string) =>
-    q(sql`SELECT * FROM mesh_allocations WHERE pool_id = ${poolId} AND idempotency_key = ${key}`).pipe(
+    read("mesh_allocation_by_key", "SELECT * FROM mesh_allocations WHERE pool_id = $1 AND idempotency_key = $2",
+      sql`SELECT * FROM mesh_allocations WHERE pool_id = ${poolId} AND idempotency_key = ${key}`, poolId, key).pipe(
       Effect.map((rows) => (rows.length === 0 ? undefined : decodeAllocation(rows[0])))
     )
 
@@ -489,6 +497,23 @@ export const releaseStatement = (
       sql`UPDATE mesh_allocations SET used_micros = ${usedMicros}, released_at = ${now}, commit_token = ${commitToken}
         WHERE id = ${allocationId} AND released_at IS NULL RETURNING *`
   }).pipe(Effect.mapError(classify))
+
+const RESERVE_POSTGRES = `WITH taken AS (
+    UPDATE mesh_pools SET allocated_micros = allocated_micros + $1
+    WHERE id = $2 AND allocated_micros + $1 <= limit_micros RETURNING id
+  )
+  INSERT INTO mesh_allocations (id, pool_id, idempotency_key, child_jti, grantee, amount_micros, used_micros, created_at, released_at)
+  SELECT $3, taken.id, $4, $5, $6, CAST($1 AS BIGINT), NULL, CAST($7 AS BIGINT), NULL FROM taken
+  RETURNING id`
+
+/** `reserve`'s Postgres statement, prepared on `PgHotStatements`: the same statement, without SqlClient's cost. */
+export const reservePg = (hot: PgHotStatements["Type"]): ((row: typeof AllocationRow.Encoded) => Effect.Effect<ReserveOutcome, PersistenceError>) =>
+  (row) =>
+    hot.query("mesh_reserve", RESERVE_POSTGRES, [row.amount_micros, row.pool_id, row.id, row.idempotency_key, row.child_jti, row.grantee, row.created_at]).pipe(
+      Effect.map((rows): ReserveOutcome => (rows.length === 0 ? "exhausted" : "allocated")),
+      Effect.mapError(classify),
+      Effect.catchAll(expectedRefusal)
+    )
 
 /** A pool's id: base32 of the first 15 bytes of SHA-256 over the exact parent token. */
 export const poolIdOf = (token: string): string => `pool_${base32.baseEncode(sha256(utf8(token)).subarray(0, 15))}`

@@ -6,6 +6,7 @@
  * Floor: sql (docs/architecture.md §3).
  */
 import * as fs from "node:fs"
+import { createRequire } from "node:module"
 import * as path from "node:path"
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
@@ -147,13 +148,66 @@ export interface PostgresOptions {
   readonly maxConnections?: number
   /** How long to wait for a connection before the request fails (and is answered 503); default 5 s. */
   readonly connectTimeoutMs?: number
+  /** Connections of the prepared-statement pool (`PgHotStatements`); default 4. */
+  readonly hotConnections?: number
 }
+
+/** The slice of node-postgres's pool `PgHotStatements` uses (the driver ships no types here). */
+interface RawPgPool {
+  readonly query: (config: { readonly name: string; readonly text: string; readonly values: ReadonlyArray<unknown> }) => Promise<{ readonly rows: ReadonlyArray<unknown> }>
+  readonly end: () => Promise<void>
+  readonly on: (event: "error", f: (e: unknown) => void) => void
+}
+
+/**
+ * Named prepared statements on a small pool of its own, through the `pg` driver directly: for the statements on
+ * every request (resolve, authenticate, allocate), which through `SqlClient` cost several times the round trip.
+ * Each is one autocommit statement, so it sees and is seen by everything `SqlClient` commits. Postgres only; the
+ * SQLite counterpart is `HotReads`.
+ */
+export class PgHotStatements extends Context.Tag("agent-mesh/PgHotStatements")<PgHotStatements, {
+  /** Runs the statement `name` (prepared once per connection) and returns its rows; failures as the driver's errors. */
+  readonly query: (name: string, text: string, values: ReadonlyArray<string | number | null>) => Effect.Effect<ReadonlyArray<unknown>, unknown>
+}>() {}
+
+const layerPgHotStatements = (url: string, options: PostgresOptions): Layer.Layer<PgHotStatements, DatabaseError> =>
+  Layer.scoped(
+    PgHotStatements,
+    Effect.map(
+      Effect.acquireRelease(
+        Effect.try({
+          try: () => {
+            const pg = createRequire(import.meta.url)("pg") as { readonly Pool: new (config: Record<string, unknown>) => RawPgPool }
+            const pool = new pg.Pool({
+              connectionString: url,
+              max: options.hotConnections ?? 4,
+              connectionTimeoutMillis: options.connectTimeoutMs ?? 5_000,
+              application_name: "agent-mesh",
+              types: pgTypes
+            })
+            // A broken idle connection is dropped by the pool; the next query reports what is wrong.
+            pool.on("error", () => {})
+            return pool
+          },
+          catch: (e) => new DatabaseError({ code: "DATABASE_ERROR", message: `cannot open a Postgres pool: ${String(e)}` })
+        }),
+        (pool) => Effect.promise(() => pool.end()).pipe(Effect.timeoutOption(Duration.seconds(1)))
+      ),
+      (pool) => ({
+        query: (name: string, text: string, values: ReadonlyArray<string | number | null>) =>
+          Effect.tryPromise({ try: () => pool.query({ name, text, values }).then((r) => r.rows), catch: (e) => e })
+      })
+    )
+  )
 
 /**
  * A Postgres database at `url`, migrated. Every process on the database runs the migrations on start; the migrator
  * locks its table, so concurrent starts apply each migration once.
  */
-export const layerPostgres = (url: string, options: PostgresOptions = {}): Layer.Layer<SqlClient.SqlClient | PgClient.PgClient, DatabaseError> => {
+export const layerPostgres = (
+  url: string,
+  options: PostgresOptions = {}
+): Layer.Layer<SqlClient.SqlClient | PgClient.PgClient | PgHotStatements, DatabaseError> => {
   const client = PgClient.layer({
     url: Redacted.make(url),
     maxConnections: options.maxConnections ?? 10,
@@ -161,7 +215,8 @@ export const layerPostgres = (url: string, options: PostgresOptions = {}): Layer
     applicationName: "agent-mesh",
     types: pgTypes
   }).pipe(Layer.mapError((e) => new DatabaseError({ code: "DATABASE_ERROR", message: `cannot connect to ${describe(url)}: ${e.message}` })))
-  return Layer.effectDiscard(migrate).pipe(Layer.provideMerge(client))
+  // The prepared-statement pool opens after the migrations, so the tables its statements name exist.
+  return Layer.provideMerge(layerPgHotStatements(url, options), Layer.effectDiscard(migrate).pipe(Layer.provideMerge(client)))
 }
 
 /**

@@ -11,7 +11,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import { HotReads } from "./Database.js"
+import { HotReads, PgHotStatements } from "./Database.js"
 import { classify, type PersistenceError } from "./SqlFailure.js"
 
 /** The kinds of registry entry. */
@@ -172,6 +172,10 @@ const pgList = (array: string) => `(SELECT string_agg(substr(CASE jsonb_typeof(v
 export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const hot = yield* Effect.serviceOption(HotReads)
+  const pgHot = Option.getOrUndefined(yield* Effect.serviceOption(PgHotStatements))
+  /** On Postgres, the first row of a prepared statement on `PgHotStatements` (rows of our own tables, not decoded). */
+  const pgOne = <Row>(name: string, text: string) => (...values: ReadonlyArray<string>): Fx<Option.Option<Row>> =>
+    Effect.mapBoth(pgHot!.query(name, text, values), { onFailure: classify, onSuccess: (rows) => Option.fromNullable(rows[0] as Row | undefined) })
 
   const apiKeyByHash = SqlSchema.findOne({ Request: Schema.String, Result: ApiKeyRow, execute: (h) => sql`SELECT * FROM mesh_api_keys WHERE key_hash = ${h}` })
   const apiKeyById = SqlSchema.findOne({ Request: Schema.String, Result: ApiKeyRow, execute: (id) => sql`SELECT * FROM mesh_api_keys WHERE id = ${id}` })
@@ -214,7 +218,9 @@ export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> =
 
   return {
     insertApiKey: (row) => sql`INSERT INTO mesh_api_keys ${sql.insert(row)}`.pipe(Effect.asVoid, Effect.mapError(classify)),
-    apiKeyByHash: (h) => apiKeyByHash(h).pipe(Effect.mapError(classify)),
+    apiKeyByHash: pgHot !== undefined
+      ? pgOne<ApiKeyRow>("mesh_api_key_by_hash", "SELECT * FROM mesh_api_keys WHERE key_hash = $1")
+      : (h) => apiKeyByHash(h).pipe(Effect.mapError(classify)),
     apiKeyById: (id) => apiKeyById(id).pipe(Effect.mapError(classify)),
     countApiKeys: (kind) =>
       sql<{ n: number }>`SELECT count(*) AS n FROM mesh_api_keys WHERE kind = ${kind} AND revoked_at IS NULL`.pipe(
@@ -235,7 +241,10 @@ export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> =
       ),
     insertEntry: (row) => sql`INSERT INTO mesh_entries ${sql.insert(row)}`.pipe(Effect.asVoid, Effect.mapError(classify)),
     entryByHash: Option.match(hot, {
-      onNone: () => (h: string) => entryByHash(h).pipe(Effect.mapError(classify)),
+      onNone: () =>
+        pgHot !== undefined
+          ? pgOne<EntryRow>("mesh_entry_by_hash", "SELECT * FROM mesh_entries WHERE did_hash = $1")
+          : (h: string) => entryByHash(h).pipe(Effect.mapError(classify)),
       onSome: (reads) => {
         // Rows of our own table, read on every resolve: taken as they are, without a decode.
         const get = reads.prepareGet<EntryRow>("SELECT * FROM mesh_entries WHERE did_hash = ?")
@@ -243,7 +252,9 @@ export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> =
           Effect.try({ try: () => Option.fromNullable(get(h)), catch: classify })
       }
     }),
-    entryByDid: (d) => entryByDid(d).pipe(Effect.mapError(classify)),
+    entryByDid: pgHot !== undefined
+      ? pgOne<EntryRow>("mesh_entry_by_did", "SELECT * FROM mesh_entries WHERE did = $1")
+      : (d) => entryByDid(d).pipe(Effect.mapError(classify)),
     listEntries: (kind, limit, cursor) => listEntries({ kind, limit, cursor: cursor ?? "" }).pipe(Effect.mapError(classify)),
     updateEntry: (did, patch) => sql`UPDATE mesh_entries SET ${sql.update(patch)} WHERE did = ${did}`.pipe(Effect.asVoid, Effect.mapError(classify)),
     rotateKey: (did, publicKeyB64, from, at) =>
@@ -277,7 +288,9 @@ export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> =
         Effect.mapError(classify)
       ),
     isMandateRevoked: (jti, grantor) =>
-      sql<{ n: number }>`SELECT 1 AS n FROM mesh_mandate_revocations WHERE grantor = ${grantor} AND jti = ${jti}`.pipe(Effect.map((rows) => rows.length > 0), Effect.mapError(classify)),
+      pgHot !== undefined
+        ? Effect.map(pgOne("mesh_revoked", "SELECT 1 AS n FROM mesh_mandate_revocations WHERE grantor = $1 AND jti = $2")(grantor, jti), Option.isSome)
+        : sql<{ n: number }>`SELECT 1 AS n FROM mesh_mandate_revocations WHERE grantor = ${grantor} AND jti = ${jti}`.pipe(Effect.map((rows) => rows.length > 0), Effect.mapError(classify)),
     insertChallenge: (row) => sql`INSERT INTO mesh_challenges ${sql.insert(row)}`.pipe(Effect.asVoid, Effect.mapError(classify)),
     consumeChallenge: (id, now) =>
       // One statement marks it used, so two answers racing for one challenge cannot both win.

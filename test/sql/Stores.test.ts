@@ -19,7 +19,7 @@ import { IdempotencyStore } from "../../src/core/IdempotencyStore.js"
 import { NonceStore } from "../../src/core/NonceStore.js"
 import { TaskStore } from "../../src/core/TaskStore.js"
 import * as LearnerStatsStore from "../../src/hub/LearnerStatsStore.js"
-import { type AllocationRow, releaseStatement, reserve } from "../../src/hub/Ledger.js"
+import { type AllocationRow, releaseStatement, reserve, reservePg } from "../../src/hub/Ledger.js"
 import * as AgentMemorySql from "../../src/sql/AgentMemorySql.js"
 import * as Database from "../../src/sql/Database.js"
 import * as IdempotencyStoreSql from "../../src/sql/IdempotencyStoreSql.js"
@@ -282,8 +282,11 @@ const suite = (url: () => string) => {
         const sb = Context.get(b, SqlClient.SqlClient)
         const pool = unique("pool")
         yield* openPool(sa, pool, 100)
+        // Process b allocates as the hub does: on Postgres its prepared statement (`PgHotStatements`), else `SqlClient`.
+        const hot = Context.getOption(b, Database.PgHotStatements)
+        const viaB = (r: typeof AllocationRow.Encoded) => (hot._tag === "Some" ? reservePg(hot.value)(r) : reserve(sb, r))
         const outcomes = yield* Effect.forEach(Array.from({ length: 300 }, (_, i) => i), (i) =>
-          reserve(i % 2 === 0 ? sa : sb, allocation(pool, `${pool}-${i}`, 1)), { concurrency: 40 })
+          i % 2 === 0 ? reserve(sa, allocation(pool, `${pool}-${i}`, 1)) : viaB(allocation(pool, `${pool}-${i}`, 1)), { concurrency: 40 })
         assert.strictEqual(outcomes.filter((o) => o === "allocated").length, 100)
         assert.strictEqual(outcomes.filter((o) => o === "exhausted").length, 200)
         assert.deepStrictEqual(yield* totals(sb, pool), { allocated: 100, count: 100, held: 100 })
