@@ -40,7 +40,11 @@ const spawnHub = (db: string) =>
         if (/\n {2}database [^\n]*\n/.test(out)) finish()
       })
       proc.stderr!.on("data", (d: Buffer) => (out += d.toString()))
-      proc.on("exit", (code) => finish(new Error(`hub exited with ${code}: ${out}`)))
+      proc.on("exit", (code, signal) => {
+        // A hub that dies after starting (not killed by the test) says why, so a failure later in the test is explained.
+        if (done && signal !== "SIGKILL") console.error(`hub ${proc.pid} exited with ${code ?? signal} after starting:\n${out}`)
+        finish(new Error(`hub exited with ${code}: ${out}`))
+      })
     }),
     ({ proc }) => Effect.sync(() => proc.kill("SIGKILL"))
   )
