@@ -148,7 +148,7 @@ export interface PostgresOptions {
   readonly maxConnections?: number
   /** How long to wait for a connection before the request fails (and is answered 503); default 5 s. */
   readonly connectTimeoutMs?: number
-  /** Connections of the prepared-statement pool (`PgHotStatements`); default 4. */
+  /** Connections of the prepared-statement pool (`PgHotStatements`); default 8. */
   readonly hotConnections?: number
 }
 
@@ -180,7 +180,7 @@ const layerPgHotStatements = (url: string, options: PostgresOptions): Layer.Laye
             const pg = createRequire(import.meta.url)("pg") as { readonly Pool: new (config: Record<string, unknown>) => RawPgPool }
             const pool = new pg.Pool({
               connectionString: url,
-              max: options.hotConnections ?? 4,
+              max: options.hotConnections ?? 8,
               connectionTimeoutMillis: options.connectTimeoutMs ?? 5_000,
               application_name: "agent-mesh",
               types: pgTypes
