@@ -13,7 +13,8 @@ const suites: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
   start: () => import("./start.js"),
   saga: () => import("./saga.js"),
   router: () => import("./router.js"),
-  a2a: () => import("./a2a.js")
+  a2a: () => import("./a2a.js"),
+  postgres: () => import("./postgres.js")
 }
 
 const wanted = process.argv.slice(2)

@@ -47,6 +47,7 @@ import * as NonceStore from "../core/NonceStore.js"
 import * as NonceStoreSql from "../sql/NonceStoreSql.js"
 import * as TaskGuard from "../core/TaskGuard.js"
 import type { TaskStore } from "../core/TaskStore.js"
+import * as RunLogSql from "../sql/RunLogSql.js"
 import * as TaskStoreSql from "../sql/TaskStoreSql.js"
 import * as Serve from "../http/Serve.js"
 import { fromBase64 } from "../core/internal/bytes.js"
@@ -127,7 +128,11 @@ export interface AgentServerOptions {
   readonly did?: string
   /** The agent's private key (seed, PKCS#8, base64 or `PrivateKey`). */
   readonly privateKey?: PrivateKeyInput
-  /** SQLite file for paused tasks, nonces and persistent memory. Default `.mesh/agents/<name>.db`. */
+  /**
+   * SQLite file for paused tasks, nonces, stored replies and persistent memory, or a `postgres://` URL shared with
+   * the agent's replicas (then streamed runs are shared too, for reconnects on any replica). Default
+   * `.mesh/agents/<name>.db`.
+   */
   readonly database?: string
   /** The base URL callers use, when it is not the listening address (behind a proxy). */
   readonly publicUrl?: string
@@ -273,7 +278,7 @@ export const layerStores = (
   Keys
 > => {
   const database = options.database ?? defaultDatabase(options.name)
-  const db = Database.layerSqlite(database)
+  const db = Database.layer(database)
   const tasks = TaskStoreSql.layer.pipe(Layer.provide(db))
   // An in-memory database dies with the process anyway: its nonces may as well live in (bounded) memory, which
   // costs a fraction of a SQL round trip per request.
@@ -288,7 +293,10 @@ export const layerStores = (
     mode === "persistent" ? AgentMemorySql.layer().pipe(Layer.provide(db)) : mode === "session" ? AgentMemory.layerSession() : AgentMemory.layerNone
   // Stored replies live in the agent's database, so a retry after a restart is still answered from it.
   const replies = IdempotencyStoreSql.layer.pipe(Layer.provide(db))
-  return Layer.mergeAll(tasks, nonces, memory, replies, layerResolver(options))
+  // Replicas on one Postgres database share their streamed runs, so a reconnect may reach any of them. `RunLog` is
+  // an optional service of `RunStreams` (found with serviceOption), hence typed away here.
+  const runLog = (Database.isPostgresUrl(database) ? RunLogSql.layer.pipe(Layer.provide(db)) : Layer.empty) as Layer.Layer<never>
+  return Layer.mergeAll(tasks, nonces, memory, replies, runLog, layerResolver(options))
 }
 
 /** The provider layer for a `provider` option; settings missing from the environment are INVALID_CONFIG. */
@@ -367,7 +375,7 @@ export const layerServices = (
     execution,
     Auth.layer(options).pipe(Layer.provide(stores)),
     Discovery.layer(options),
-    RunStreams.layer(options),
+    RunStreams.layer(options).pipe(Layer.provide(stores)),
     Idempotency.layer(options).pipe(Layer.provide(stores)),
     A2aTasks.layer(options),
     A2aCard.layer(options)

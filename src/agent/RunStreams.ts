@@ -6,20 +6,29 @@
  * new run with 503 AGENT_BUSY rather than dropping events a live run's followers still need. The counts live in this
  * one service so every path that adds or drops a frame keeps them in step.
  *
+ * Replicas on one database share a `RunLog`: every frame is also written there (in order, batched, off the request
+ * path), and a reconnect naming a run this process does not hold is answered from the log, following it until the
+ * run ends there. A follower of the log stops after `runRetentionMs` without a new event (the replica running it
+ * died).
+ *
  * Floor: agent (docs/architecture.md §3).
  */
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as crypto from "node:crypto"
 import { AgentBadRequest, AgentForbidden, AgentNotFound, AgentUnavailable } from "./AgentError.js"
+import { RunLog, type RunLogApi, type RunLogWrite } from "../core/RunLog.js"
 import * as Sse from "../core/Sse.js"
 
 /** The event types of a streamed run. */
@@ -65,7 +74,7 @@ export interface RunStreamsApi {
   readonly reconnect: (
     lastEventId: string,
     principal: string
-  ) => Effect.Effect<HttpServerResponse.HttpServerResponse, AgentBadRequest | AgentNotFound | AgentForbidden>
+  ) => Effect.Effect<HttpServerResponse.HttpServerResponse, AgentBadRequest | AgentNotFound | AgentForbidden | AgentUnavailable>
   /** Streamed runs kept for reconnects, and the bytes of their events. */
   readonly stats: () => { readonly streamedRuns: number; readonly retainedEventBytes: number }
   /** Interrupts every run in progress; each sends `stopped` to its followers. */
@@ -93,8 +102,7 @@ interface StreamedRun {
   finishedAt: number
 }
 
-const sseFrame = (id: string, type: RunEventType, data: unknown): Uint8Array =>
-  utf8Encoder.encode(Sse.encodeEvent({ id, event: type, data: JSON.stringify(data) }))
+const sseText = (id: string, type: RunEventType, data: unknown): string => Sse.encodeEvent({ id, event: type, data: JSON.stringify(data) })
 
 const busy = (message: string) => new AgentUnavailable({ code: "AGENT_BUSY", message, retryAfterSeconds: 1 })
 
@@ -129,14 +137,67 @@ const eventId = (id: string): { readonly run: string; readonly event: number } |
   return m === null ? undefined : { run: m[1]!, event: Number(m[2]) }
 }
 
-/** The run named by `lastEventId` among `runs`, answered from the event after it. */
-const reconnectTo = (runs: ReadonlyMap<string, StreamedRun>, lastEventId: string, principal: string): ReturnType<RunStreamsApi["reconnect"]> =>
+/** Frames read from the log per query while following it. */
+const LOG_PAGE = 256
+/** How often a follower of the log looks for new events. */
+const LOG_POLL_MS = 200
+
+/** The SSE bytes of a run in the log from event `from` on, polling until the run ends there (or goes quiet). */
+const followLog = (log: RunLogApi, runId: string, from: number, quietMs: number): Stream.Stream<Uint8Array> =>
+  Stream.unfoldChunkEffect({ next: from, quiet: 0, end: false }, (s) =>
+    s.end
+      ? Effect.succeed(Option.none())
+      : log.read(runId, s.next, LOG_PAGE).pipe(
+        Effect.flatMap((r) => {
+          if (r === undefined) return Effect.succeed(Option.none())
+          const next = s.next + r.frames.length
+          const end = r.done && next >= r.sent
+          if (r.frames.length > 0 || end) {
+            return Effect.succeed(Option.some([Chunk.fromIterable(r.frames.map((f) => utf8Encoder.encode(f))), { next, quiet: 0, end }] as const))
+          }
+          if (s.quiet >= quietMs) return Effect.succeed(Option.none())
+          return Effect.as(Effect.sleep(Duration.millis(LOG_POLL_MS)), Option.some([Chunk.empty<Uint8Array>(), { ...s, quiet: s.quiet + LOG_POLL_MS }] as const))
+        }),
+        // A log that stops answering ends the stream; the client reconnects and is told then.
+        Effect.catchAll(() => Effect.succeed(Option.none()))
+      ))
+
+/** The run named by `lastEventId`, answered from the shared log because this process does not hold it. */
+const reconnectToLog = (log: RunLogApi, runId: string, event: number, principal: string, quietMs: number): ReturnType<RunStreamsApi["reconnect"]> =>
+  Effect.gen(function* () {
+    // A run that has just started on another replica may not be in the log yet: asked again briefly before refusing.
+    const found = yield* log.read(runId, 0, 0).pipe(
+      Effect.filterOrFail((r) => r !== undefined, () => "absent" as const),
+      Effect.retry({ while: (e) => e === "absent", schedule: Schedule.spaced(Duration.millis(LOG_POLL_MS)), times: 5 }),
+      Effect.catchAll((e) =>
+        e === "absent" ? Effect.succeed(undefined) : Effect.fail(new AgentUnavailable({ code: "STORE_UNAVAILABLE", message: e.message, retryAfterSeconds: 1 }))
+      )
+    )
+    if (found === undefined) return yield* Effect.fail(new AgentNotFound({ code: "RUN_NOT_FOUND", message: "that run is unknown or no longer kept" }))
+    if (found.principal !== principal) {
+      return yield* Effect.fail(new AgentForbidden({ code: "NOT_RUN_OWNER", message: "that run was started by another caller" }))
+    }
+    // Events still on their way to the log from the replica running the run are waited for, not refused.
+    if (found.done && event + 1 > found.sent) {
+      return yield* Effect.fail(new AgentBadRequest({ code: "INVALID_REQUEST", message: "Last-Event-ID names an event this run has not sent" }))
+    }
+    return HttpServerResponse.stream(followLog(log, runId, event + 1, quietMs), { contentType: Sse.CONTENT_TYPE, headers: Sse.RESPONSE_HEADERS })
+  })
+
+/** The run named by `lastEventId` among `runs` (else in the shared log, if any), answered from the event after it. */
+const reconnectTo = (
+  runs: ReadonlyMap<string, StreamedRun>,
+  lastEventId: string,
+  principal: string,
+  log: { readonly api: RunLogApi; readonly quietMs: number } | undefined
+): ReturnType<RunStreamsApi["reconnect"]> =>
   Effect.gen(function* () {
     const bad = (message: string) => Effect.fail(new AgentBadRequest({ code: "INVALID_REQUEST", message }))
     const gone = (message: string) => Effect.fail(new AgentNotFound({ code: "RUN_NOT_FOUND", message }))
     const named = eventId(lastEventId)
     if (named === undefined) return yield* bad("Last-Event-ID is not an event id of this server")
     const run = runs.get(named.run)
+    if (run === undefined && log !== undefined) return yield* reconnectToLog(log.api, named.run, named.event, principal, log.quietMs)
     if (run === undefined) return yield* gone("that run is unknown or no longer kept")
     if (run.principal !== principal) {
       return yield* Effect.fail(new AgentForbidden({ code: "NOT_RUN_OWNER", message: "that run was started by another caller" }))
@@ -148,7 +209,7 @@ const reconnectTo = (runs: ReadonlyMap<string, StreamedRun>, lastEventId: string
   })
 
 /** The kept runs and their byte count: every change to either goes through here. */
-const retention = (maxRetained: number) => {
+const retention = (maxRetained: number, record: (w: RunLogWrite) => void) => {
   const runs = new Map<string, StreamedRun>()
   const maxPerRun = Math.min(MAX_RUN_RETAINED_BYTES, maxRetained)
   /** Bytes held in the events of every kept run. */
@@ -182,7 +243,10 @@ const retention = (maxRetained: number) => {
   }
 
   const push = (run: StreamedRun, type: RunEventType, data: unknown) => {
-    const frame = sseFrame(`${run.id}:${run.sent++}`, type, data)
+    const seq = run.sent++
+    const text = sseText(`${run.id}:${seq}`, type, data)
+    record({ _tag: "Event", runId: run.id, seq, frame: text })
+    const frame = utf8Encoder.encode(text)
     run.events.push(frame)
     run.bytes += frame.length
     retained += frame.length
@@ -195,6 +259,7 @@ const retention = (maxRetained: number) => {
 
   const finish = (run: StreamedRun, end: RunEnd, now: number) => {
     push(run, end.type, end.data)
+    record({ _tag: "Finish", runId: run.id, sent: run.sent, at: now })
     run.done = true
     run.finishedAt = now
     for (const l of run.listeners) l()
@@ -209,7 +274,19 @@ export const make = (options: Options): Effect.Effect<RunStreamsApi, never, Scop
     const retentionMs = options.runRetentionMs ?? DEFAULT_RETENTION_MS
     const maxLiveRuns = options.maxLiveRuns ?? DEFAULT_MAX_LIVE_RUNS
     const maxRetained = options.maxRetainedEventBytes ?? DEFAULT_MAX_RETAINED_EVENT_BYTES
-    const kept = retention(maxRetained)
+    const log = Option.getOrUndefined(yield* Effect.serviceOption(RunLog))
+    // Writes to the shared log leave the request path: queued in order, written in batches by one fiber.
+    const writes = yield* Queue.unbounded<RunLogWrite>()
+    if (log !== undefined) {
+      yield* Queue.takeBetween(writes, 1, 512).pipe(
+        Effect.flatMap((batch) => log.write(Chunk.toReadonlyArray(batch)).pipe(Effect.retry(Schedule.exponential(Duration.millis(50)).pipe(Schedule.intersect(Schedule.recurs(5)))))),
+        Effect.catchAll((e) => Effect.logWarning(`streamed-run log write failed: ${e.message}`)),
+        Effect.forever,
+        Effect.forkScoped
+      )
+    }
+    const record = log === undefined ? () => {} : (w: RunLogWrite) => void Queue.unsafeOffer(writes, w)
+    const kept = retention(maxRetained, record)
     const { runs } = kept
     const live = yield* FiberSet.make<void>()
 
@@ -221,7 +298,11 @@ export const make = (options: Options): Effect.Effect<RunStreamsApi, never, Scop
 
     // Finished runs are let go on a schedule too, not only when a new run starts: an idle server frees them as well.
     yield* Clock.currentTimeMillis.pipe(
-      Effect.flatMap((now) => Effect.sync(() => prune(now))),
+      Effect.flatMap((now) =>
+        Effect.zipRight(
+          Effect.sync(() => prune(now)),
+          log === undefined ? Effect.void : Effect.catchAll(log.purge(now - retentionMs), (e) => Effect.logWarning(`streamed-run log purge failed: ${e.message}`))
+        )),
       Effect.repeat(Schedule.spaced(Duration.millis(Math.min(retentionMs, PRUNE_INTERVAL_MS)))),
       Effect.forkScoped
     )
@@ -254,6 +335,7 @@ export const make = (options: Options): Effect.Effect<RunStreamsApi, never, Scop
           finishedAt: 0
         }
         runs.set(run.id, run)
+        record({ _tag: "Open", runId: run.id, principal, at: yield* Clock.currentTimeMillis })
         const finish = (end: RunEnd) => Effect.flatMap(Clock.currentTimeMillis, (t) => Effect.sync(() => kept.finish(run, end, t)))
         yield* work((text) => kept.push(run, "chunk", { text })).pipe(
           Effect.flatMap(finish),
@@ -263,7 +345,8 @@ export const make = (options: Options): Effect.Effect<RunStreamsApi, never, Scop
         return sseResponse(run, 0)
       })
 
-    const reconnect: RunStreamsApi["reconnect"] = (lastEventId, principal) => reconnectTo(runs, lastEventId, principal)
+    const shared = log === undefined ? undefined : { api: log, quietMs: retentionMs }
+    const reconnect: RunStreamsApi["reconnect"] = (lastEventId, principal) => reconnectTo(runs, lastEventId, principal, shared)
 
     const stats = () => ({ streamedRuns: runs.size, retainedEventBytes: kept.retained() })
     return { start, reconnect, stats, stopAll: FiberSet.clear(live), awaitIdle: FiberSet.awaitEmpty(live) }

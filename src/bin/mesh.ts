@@ -73,7 +73,13 @@ const keygenCommand = Command.make("keygen", { name, namespace, endpoint, out, f
 
 const port = Options.integer("port").pipe(Options.withFallbackConfig(setting(Config.integer, "MESH_HUB_PORT", "MESH_PORT")), Options.withDefault(7700), Options.withDescription("port to listen on (env MESH_HUB_PORT)"))
 const host = Options.text("host").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_HUB_HOST", "MESH_HOST")), Options.withDefault("127.0.0.1"), Options.withDescription("address to listen on (env MESH_HUB_HOST)"))
-const db = Options.text("db").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_HUB_DB", "MESH_DB")), Options.withDefault(DEFAULT_DATABASE), Options.withDescription("SQLite file (env MESH_HUB_DB)"))
+/** After a command's own variable: MESH_DATABASE_URL, then MESH_DB (the older name). */
+const databaseUrlConfig = Config.string("MESH_DATABASE_URL").pipe(Config.orElse(() => Config.string("MESH_DB")))
+const db = Options.text("db").pipe(
+  Options.withFallbackConfig(Config.orElse(setting(Config.string, "MESH_HUB_DB"), () => databaseUrlConfig)),
+  Options.withDefault(DEFAULT_DATABASE),
+  Options.withDescription("SQLite file, or postgres:// URL shared by several hubs (env MESH_HUB_DB, else MESH_DATABASE_URL)")
+)
 const logLevelOf = (env: string) =>
   Options.choice("log-level", ["debug", "info", "warning", "error"]).pipe(
     Options.withFallbackConfig(setting(Config.literal("debug", "info", "warning", "error"), env)),
@@ -160,7 +166,7 @@ const keysCreate = Command.make("create", { hubUrl, adminKey, owner, label }, (a
 const agentModule = Args.file({ name: "module", exists: "yes" }).pipe(Args.withDescription("a module whose default export is the agent's options ({ name, handler, … }) or a function returning them"))
 const agentPort = Options.integer("port").pipe(Options.withFallbackConfig(setting(Config.integer, "MESH_AGENT_PORT", "MESH_PORT")), Options.optional, Options.withDescription("port to listen on (env MESH_AGENT_PORT; default the module's, else any free port)"))
 const agentHost = Options.text("host").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_AGENT_HOST", "MESH_HOST")), Options.optional, Options.withDescription("address to listen on (env MESH_AGENT_HOST; default 127.0.0.1)"))
-const agentDb = Options.text("db").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_AGENT_DB", "MESH_DB")), Options.optional, Options.withDescription("SQLite file for paused tasks, nonces and memory (env MESH_AGENT_DB; default .mesh/agents/<name>.db)"))
+const agentDb = Options.text("db").pipe(Options.withFallbackConfig(Config.orElse(setting(Config.string, "MESH_AGENT_DB"), () => databaseUrlConfig)), Options.optional, Options.withDescription("SQLite file, or postgres:// URL shared by the agent's replicas, for paused tasks, nonces, streamed runs and memory (env MESH_AGENT_DB, else MESH_DATABASE_URL; default .mesh/agents/<name>.db)"))
 const agentHub = Options.text("hub").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_AGENT_HUB", "MESH_HUB")), Options.optional, Options.withDescription("hub whose registry resolves callers' and grantors' keys, and where --register registers (env MESH_AGENT_HUB)"))
 const agentProvider = Options.choice("provider", ["anthropic", "openai"]).pipe(Options.withFallbackConfig(setting(Config.literal("anthropic", "openai"), "MESH_AGENT_PROVIDER", "MESH_PROVIDER")), Options.optional, Options.withDescription("model provider of an LLM chat agent (env MESH_AGENT_PROVIDER): anthropic (ANTHROPIC_API_KEY) or openai (OPENAI_API_KEY, OPENAI_BASE_URL); overrides the module's"))
 const agentModel = Options.text("model").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_AGENT_MODEL", "MESH_MODEL")), Options.optional, Options.withDescription("model of an LLM chat agent (env MESH_AGENT_MODEL); overrides the module's"))

@@ -15,6 +15,7 @@ import * as Duration from "effect/Duration"
 import * as Redacted from "effect/Redacted"
 import * as Schedule from "effect/Schedule"
 import * as Hub from "../hub/Hub.js"
+import * as Database from "../sql/Database.js"
 import * as MeshClient from "../hub/MeshClient.js"
 import { MESH_PROTOCOL_VERSION, VERSION } from "../core/Version.js"
 import { DEFAULT_HEARTBEAT_INTERVAL_MS } from "../hub/Registry.js"
@@ -224,7 +225,7 @@ export const runHub = (
       yield* Console.log(`  page       ${hub.url}/  (chat: ${hub.url}/chat/<didHash>)`)
       if (runner !== undefined) yield* Console.log(`  sagas      ${hub.url}/v1/sagas  (runner ${runner.did}: grant mandates to it)`)
       if (hub.probeUrl !== undefined) yield* Console.log(`  probe      ${hub.probeUrl}/health`)
-      yield* Console.log(`  database   ${args.db}`)
+      yield* Console.log(`  database   ${Database.describe(args.db)}`)
       // Added after the server's finalizers, so it prints first, when the graceful close begins.
       yield* Effect.addFinalizer(() => Console.log(`hub stopping: requests in flight have up to ${shutdownSeconds} s to finish`))
       yield* Effect.logInfo("hub started")

@@ -1,10 +1,12 @@
 /**
- * A whole hub in one process: registry, spending ledger and platform over one SQLite database, served on the lean
+ * A whole hub in one process: registry, spending ledger and platform over one database (SQLite, or Postgres shared
+ * with other hubs), served on the lean
  * HttpApi server. `mesh hub` runs `Hub.start`.
  *
  * Floor: hub (docs/architecture.md §3).
  */
 import type * as HttpApi from "@effect/platform/HttpApi"
+import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -19,7 +21,7 @@ import * as Ledger from "./Ledger.js"
 import type { NonceStore } from "../core/NonceStore.js"
 import * as NonceStoreSql from "../sql/NonceStoreSql.js"
 import * as Platform from "./Platform.js"
-import type { RateLimitOptions } from "./RateLimiter.js"
+import * as RateLimiter from "./RateLimiter.js"
 import * as Registry from "./Registry.js"
 import * as RegistryStore from "../sql/RegistryStore.js"
 import * as Serve from "../http/Serve.js"
@@ -27,7 +29,10 @@ import * as LearnerStatsStore from "./LearnerStatsStore.js"
 
 /** How to run a hub. */
 export interface HubOptions {
-  /** SQLite file (created with its folder), or `:memory:`. */
+  /**
+   * The database: a SQLite file (created with its folder), `:memory:`, or a `postgres://` URL that several hubs
+   * share (docs/scaling.md).
+   */
   readonly database: string
   /** Port to listen on; 0 picks a free one. Default 0. */
   readonly port?: number
@@ -39,7 +44,7 @@ export interface HubOptions {
   /** Nonces of signed ledger requests: per-signer quota and purge interval (defaults of `NonceStoreSql`). */
   readonly nonces?: NonceStoreSql.SqlOptions
   /** Per-address limits of the platform's challenge endpoints. */
-  readonly rateLimit?: RateLimitOptions
+  readonly rateLimit?: RateLimiter.RateLimitOptions
   /** Writes per API key, per DID the key is bound to, and per client address, each per window (`Registry.DEFAULT_WRITE_QUOTA`). */
   readonly writeQuota?: Partial<Registry.WriteQuota>
   /** How often spent challenges are deleted (default every 60 s, 1000 rows a statement). */
@@ -96,36 +101,39 @@ export const layerServices = (
   Registry.Registry | Ledger.Ledger | Platform.Platform | RegistryStore.RegistryStore | KeyResolver | NonceStore | LearnerStatsStore.LearnerStatsStore,
   Database.DatabaseError,
   Keys
-> => servicesOn(options, Database.layerSqlite(options.database))
+> => servicesOn(options, Database.layer(options.database))
 
 /**
  * `layerServices` with the database kept in its output, for an assembly that adds stores of its own on the same
  * connection (`SagaHub`).
  */
 export const layerServicesWithDatabase = (options: Pick<HubOptions, "database" | "rateLimit" | "writeQuota" | "challengePurge" | "limits" | "nonces" | "staleAfterMs">) => {
-  const db = Database.layerSqlite(options.database)
+  const db = Database.layer(options.database)
   return Layer.merge(servicesOn(options, db), db)
 }
 
 const servicesOn = (
   options: Pick<HubOptions, "database" | "rateLimit" | "writeQuota" | "challengePurge" | "limits" | "nonces" | "staleAfterMs">,
-  db: ReturnType<typeof Database.layerSqlite>
+  db: Layer.Layer<SqlClient.SqlClient, Database.DatabaseError>
 ): Layer.Layer<
   Registry.Registry | Ledger.Ledger | Platform.Platform | RegistryStore.RegistryStore | KeyResolver | NonceStore | LearnerStatsStore.LearnerStatsStore,
   Database.DatabaseError,
   Keys
 > => {
   const store = RegistryStore.layer.pipe(Layer.provide(db))
+  // Hubs on one Postgres database share their per-address limits there; a SQLite hub keeps them in memory.
+  // (`SharedRateLimits` is optional to the registry and the platform, found with serviceOption, hence typed away.)
+  const limits = (Database.isPostgresUrl(options.database) ? RateLimiter.layerShared.pipe(Layer.provide(db)) : Layer.empty) as Layer.Layer<never>
   const registry = Registry.layerWith({
     ...(options.writeQuota === undefined ? {} : { writeQuota: options.writeQuota }),
     ...(options.limits === undefined ? {} : { limits: options.limits }),
     ...(options.staleAfterMs === undefined ? {} : { staleAfterMs: options.staleAfterMs })
-  }).pipe(Layer.provideMerge(store))
+  }).pipe(Layer.provide(limits), Layer.provideMerge(store))
   const purge = Platform.layerChallengePurge(options.challengePurge).pipe(Layer.provide(store))
   const resolver = layerRegistryKeyResolver.pipe(Layer.provide(registry))
   const ledger = Ledger.layer.pipe(Layer.provide(Layer.mergeAll(db, resolver)))
   const platform = Platform.layer({ ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }) }).pipe(
-    Layer.provide(Platform.layerLocalGateway.pipe(Layer.provide(registry)))
+    Layer.provide(Layer.merge(Platform.layerLocalGateway.pipe(Layer.provide(registry)), limits))
   )
   const nonces = NonceStoreSql.layerWith(options.nonces ?? {}).pipe(Layer.provide(db))
   const learnerStats = LearnerStatsStore.layer.pipe(Layer.provide(db))
@@ -172,7 +180,7 @@ export const serve = <Api extends HttpApi.HttpApi.Any, E, R, S>(
 export interface PlatformOptions extends Platform.RemoteRegistryOptions {
   readonly port?: number
   readonly host?: string
-  readonly rateLimit?: RateLimitOptions
+  readonly rateLimit?: RateLimiter.RateLimitOptions
   /** Host, origin, timeout, connection and load-shedding guards of the serving path (`/api/status` is never shed). */
   readonly serving?: Serve.Guards
 }

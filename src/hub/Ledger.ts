@@ -1,7 +1,8 @@
 /**
  * The spending ledger: a budget pool per parent spending mandate, from which child mandates get allocations, so a
- * parent budget is never over-allocated. Allocation is one conditional UPDATE inside a transaction that writes
- * first (no read-then-upgrade), so it stays exact across fibers and across processes sharing one database.
+ * parent budget is never over-allocated. Allocation and release are each one statement (no read-then-write), so
+ * they stay exact across fibers and across processes sharing one database: on SQLite an INSERT whose triggers take
+ * from the pool, on Postgres a conditional UPDATE of the pool row feeding the INSERT in one CTE (`reserve`).
  *
  * A pool belongs to the grantee of its mandate, never to whoever posted the token first: every child carries the
  * parent token in `prf`, so anyone downstream holds it. Each operation therefore takes the DID the request proved
@@ -22,7 +23,7 @@ import * as Option from "effect/Option"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
-import { HotReads } from "../sql/Database.js"
+import { HotReads, PgHotStatements } from "../sql/Database.js"
 import { classify, isReason, isTriggerAbort, type PersistenceError, summarize } from "../sql/SqlFailure.js"
 import * as CommitToken from "../core/CommitToken.js"
 import { KeyResolver } from "../core/KeyResolver.js"
@@ -267,7 +268,13 @@ export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyReso
   const q = <A>(e: Effect.Effect<A, unknown>): Effect.Effect<A, LedgerUnavailable> => Effect.mapError(e, (f) => storeFailed(classify(f)))
   const decodePool = Schema.decodeUnknownSync(PoolRow)
   const decodeAllocation = Schema.decodeUnknownSync(AllocationRow)
-  const fast = Option.getOrUndefined(Option.map(yield* Effect.serviceOption(HotReads), reserveFast))
+  const pgHot = Option.getOrUndefined(yield* Effect.serviceOption(PgHotStatements))
+  const fast = Option.getOrUndefined(
+    Option.orElse(Option.map(yield* Effect.serviceOption(HotReads), reserveFast), () => Option.fromNullable(pgHot === undefined ? undefined : reservePg(pgHot)))
+  )
+  /** Rows of a read on every allocation: a prepared statement on Postgres, `SqlClient` elsewhere. */
+  const read = (name: string, text: string, fallback: Effect.Effect<ReadonlyArray<unknown>, unknown>, ...values: ReadonlyArray<string>) =>
+    q(pgHot === undefined ? fallback : pgHot.query(name, text, values))
 
   const verify = (token: string, kinds: ReadonlyArray<Mandate["kind"]>) =>
     verifyMandate(token, resolver, { kinds }).pipe(
@@ -277,17 +284,19 @@ export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyReso
     )
 
   const poolRow = (id: string) =>
-    q(sql`SELECT * FROM mesh_pools WHERE id = ${id}`).pipe(
+    read("mesh_pool_by_id", "SELECT * FROM mesh_pools WHERE id = $1", sql`SELECT * FROM mesh_pools WHERE id = ${id}`, id).pipe(
       Effect.flatMap((rows) => (rows.length === 0 ? Effect.fail(new PoolNotFound({ code: "NOT_FOUND", message: `no pool ${id}` })) : Effect.succeed(decodePool(rows[0]))))
     )
 
   const allocationByChild = (poolId: string, childJti: string) =>
-    q(sql`SELECT * FROM mesh_allocations WHERE pool_id = ${poolId} AND child_jti = ${childJti}`).pipe(
+    read("mesh_allocation_by_child", "SELECT * FROM mesh_allocations WHERE pool_id = $1 AND child_jti = $2",
+      sql`SELECT * FROM mesh_allocations WHERE pool_id = ${poolId} AND child_jti = ${childJti}`, poolId, childJti).pipe(
       Effect.map((rows) => (rows.length === 0 ? undefined : decodeAllocation(rows[0])))
     )
 
   const allocationByKey = (poolId: string, key: string) =>
-    q(sql`SELECT * FROM mesh_allocations WHERE pool_id = ${poolId} AND idempotency_key = ${key}`).pipe(
+    read("mesh_allocation_by_key", "SELECT * FROM mesh_allocations WHERE pool_id = $1 AND idempotency_key = $2",
+      sql`SELECT * FROM mesh_allocations WHERE pool_id = ${poolId} AND idempotency_key = ${key}`, poolId, key).pipe(
       Effect.map((rows) => (rows.length === 0 ? undefined : decodeAllocation(rows[0])))
     )
 
@@ -340,10 +349,10 @@ export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyReso
           amount_micros: amount, used_micros: null, created_at: now, released_at: null
         }
         const outcome = yield* Effect.mapError(fast === undefined ? reserve(sql, row) : fast(row), storeFailed)
-        if (outcome === "duplicate-child") return yield* Effect.fail(alreadyAllocated())
         // Whatever happened, a concurrent request with the same key may have won: its allocation is the answer.
         const winner = yield* allocationByKey(poolId, input.idempotencyKey)
         if (winner !== undefined) return yield* settled(winner, child.jti)
+        if (outcome === "duplicate-child") return yield* Effect.fail(alreadyAllocated())
         if (outcome === "exhausted") {
           return yield* Effect.fail(new BudgetExhausted({ code: "BUDGET_EXHAUSTED", message: `pool ${poolId} cannot cover ${formatUsd(amount)} USD` }))
         }
@@ -364,10 +373,7 @@ export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyReso
         const commitToken = input.commitToken ?? null
         if (commitToken !== null) yield* commitTokenFor(commitToken, used.right)
         const now = yield* Clock.currentTimeMillis
-        // One statement: migration 0007's trigger returns the unused part to the pool; only the first release matches.
-        // It returns the released row, so the allocation is not read again.
-        const released = yield* q(sql`UPDATE mesh_allocations SET used_micros = ${used.right}, released_at = ${now}, commit_token = ${commitToken}
-          WHERE id = ${allocationId} AND released_at IS NULL RETURNING *`)
+        const released = yield* Effect.mapError(releaseStatement(sql, allocationId, used.right, now, commitToken), storeFailed)
         if (released.length === 0) return yield* Effect.fail(new AlreadyReleased({ code: "ALREADY_REVOKED", message: `allocation ${allocationId} was already released` }))
         return { allocation: toAllocation(decodeAllocation(released[0])), pool: toPool(yield* poolRow(alloc.pool_id)) }
       }),
@@ -375,9 +381,13 @@ export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyReso
       Effect.gen(function* () {
         const pool = yield* poolRow(poolId)
         yield* ownedBy(actor, pool.grantee)
-        // Pool and allocations in one read transaction, so the totals a reconciler compares are of one moment.
-        const [poolNow, rows] = yield* q(
-          sql.withTransaction(Effect.all([sql`SELECT * FROM mesh_pools WHERE id = ${poolId}`, sql`SELECT * FROM mesh_allocations WHERE pool_id = ${poolId} ORDER BY created_at, id`]))
+        // Pool and allocations in one read transaction, so the totals a reconciler compares are of one moment (on
+        // Postgres that takes REPEATABLE READ: under READ COMMITTED each statement would see its own moment).
+        const snapshot = sql.onDialectOrElse({ pg: () => sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ`, orElse: () => Effect.succeed([]) })
+        const [, poolNow, rows] = yield* q(
+          sql.withTransaction(
+            Effect.all([snapshot, sql`SELECT * FROM mesh_pools WHERE id = ${poolId}`, sql`SELECT * FROM mesh_allocations WHERE pool_id = ${poolId} ORDER BY created_at, id`])
+          )
         )
         const allocations = rows.map((r) => decodeAllocation(r))
         const used = allocations.reduce((sum, a) => sum + (a.released_at === null ? 0 : (a.used_micros ?? 0)), 0)
@@ -403,31 +413,46 @@ export type ReserveOutcome = "allocated" | "raced" | "exhausted" | "duplicate-ch
 
 /**
  * The refusals an allocation statement expects, by classified reason: migration 0005's trigger aborting with
- * `BUDGET_EXHAUSTED`, and a second allocation of one child (another idempotency key) hitting the unique
- * (pool, child) index. Anything else stays a failure of the store.
+ * `BUDGET_EXHAUSTED`, a second allocation of one child (another idempotency key) hitting the unique (pool, child)
+ * index, and on Postgres a concurrent insert of the same idempotency key (its constraint named in the baseline).
+ * Anything else stays a failure of the store.
  */
 const expectedRefusal = (e: PersistenceError): Effect.Effect<ReserveOutcome, PersistenceError> =>
   isTriggerAbort("BUDGET_EXHAUSTED")(e)
     ? Effect.succeed("exhausted")
     : isReason("UniqueViolation")(e)
-      ? Effect.succeed("duplicate-child")
+      ? Effect.succeed(e.constraint === "mesh_allocations_pool_key" ? "raced" : "duplicate-child")
       : Effect.fail(e)
 
 /**
- * The allocation itself, one INSERT: migration 0005's triggers take the amount from the pool in the same statement,
- * or abort it when the pool cannot cover it. A single statement is atomic, so fibers and processes sharing the
- * database can never over-allocate, and there is no transaction to hold or upgrade. A conflict on the idempotency
- * key inserts nothing ("raced": the caller reads back the winner).
+ * The allocation itself, one statement. On SQLite an INSERT: migration 0005's triggers take the amount from the
+ * pool in the same statement, or abort it when the pool cannot cover it; a conflict on the idempotency key inserts
+ * nothing ("raced": the caller reads back the winner). On Postgres a CTE (below). A single statement is atomic, so
+ * fibers and processes sharing the database can never over-allocate, and there is no transaction to hold.
  */
 export const reserve = (
   sql: SqlClient.SqlClient,
   row: typeof AllocationRow.Encoded
 ): Effect.Effect<ReserveOutcome, PersistenceError> =>
-  sql`INSERT INTO mesh_allocations ${sql.insert(row)} ON CONFLICT (pool_id, idempotency_key) DO NOTHING RETURNING id`.pipe(
-    Effect.map((rows): ReserveOutcome => (rows.length === 0 ? "raced" : "allocated")),
-    Effect.mapError(classify),
-    Effect.catchAll(expectedRefusal)
-  )
+  sql.onDialectOrElse({
+    // The pool row's conditional UPDATE feeds the INSERT: no covering pool, no row to insert ("exhausted"). Under
+    // READ COMMITTED a second writer waits for the row lock, then re-checks the WHERE against the committed amount,
+    // so the pool cannot be over-allocated however many hubs write. A unique violation (the same key or child
+    // concurrently) aborts the whole statement, the pool's part with it; the constraint's name says which.
+    pg: () =>
+      sql<{ id: string }>`WITH taken AS (
+          UPDATE mesh_pools SET allocated_micros = allocated_micros + ${row.amount_micros}
+          WHERE id = ${row.pool_id} AND allocated_micros + ${row.amount_micros} <= limit_micros RETURNING id
+        )
+        INSERT INTO mesh_allocations (id, pool_id, idempotency_key, child_jti, grantee, amount_micros, used_micros, created_at, released_at)
+        SELECT ${row.id}, taken.id, ${row.idempotency_key}, ${row.child_jti}, ${row.grantee}, CAST(${row.amount_micros} AS BIGINT), NULL,
+          CAST(${row.created_at} AS BIGINT), NULL FROM taken
+        RETURNING id`.pipe(Effect.map((rows): ReserveOutcome => (rows.length === 0 ? "exhausted" : "allocated"))),
+    orElse: () =>
+      sql`INSERT INTO mesh_allocations ${sql.insert(row)} ON CONFLICT (pool_id, idempotency_key) DO NOTHING RETURNING id`.pipe(
+        Effect.map((rows): ReserveOutcome => (rows.length === 0 ? "raced" : "allocated"))
+      )
+  }).pipe(Effect.mapError(classify), Effect.catchAll(expectedRefusal))
 
 const RESERVE_SQL = `INSERT INTO mesh_allocations (id, pool_id, idempotency_key, child_jti, grantee, amount_micros, used_micros, created_at, released_at)
   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (pool_id, idempotency_key) DO NOTHING RETURNING id`
@@ -445,6 +470,50 @@ export const reserveFast = (reads: HotReads["Type"]): ((row: typeof AllocationRo
       catch: classify
     }).pipe(Effect.catchAll(expectedRefusal))
 }
+
+/**
+ * The release itself, one statement that only the first release matches (a second waits for the first's row lock,
+ * then finds it released): the unused part goes back to the pool in the same statement, by migration 0007's trigger
+ * on SQLite and by the CTE's second UPDATE on Postgres. It returns the released row (none if it was released).
+ */
+export const releaseStatement = (
+  sql: SqlClient.SqlClient,
+  allocationId: string,
+  usedMicros: number,
+  now: number,
+  commitToken: string | null
+): Effect.Effect<ReadonlyArray<unknown>, PersistenceError> =>
+  sql.onDialectOrElse({
+    pg: () =>
+      sql`WITH released AS (
+          UPDATE mesh_allocations SET used_micros = ${usedMicros}, released_at = ${now}, commit_token = ${commitToken}
+          WHERE id = ${allocationId} AND released_at IS NULL RETURNING *
+        ), returned AS (
+          UPDATE mesh_pools p SET allocated_micros = p.allocated_micros - (r.amount_micros - r.used_micros)
+          FROM released r WHERE p.id = r.pool_id RETURNING p.id
+        )
+        SELECT * FROM released`,
+    orElse: () =>
+      sql`UPDATE mesh_allocations SET used_micros = ${usedMicros}, released_at = ${now}, commit_token = ${commitToken}
+        WHERE id = ${allocationId} AND released_at IS NULL RETURNING *`
+  }).pipe(Effect.mapError(classify))
+
+const RESERVE_POSTGRES = `WITH taken AS (
+    UPDATE mesh_pools SET allocated_micros = allocated_micros + $1
+    WHERE id = $2 AND allocated_micros + $1 <= limit_micros RETURNING id
+  )
+  INSERT INTO mesh_allocations (id, pool_id, idempotency_key, child_jti, grantee, amount_micros, used_micros, created_at, released_at)
+  SELECT $3, taken.id, $4, $5, $6, CAST($1 AS BIGINT), NULL, CAST($7 AS BIGINT), NULL FROM taken
+  RETURNING id`
+
+/** `reserve`'s Postgres statement, prepared on `PgHotStatements`: the same statement, without SqlClient's cost. */
+export const reservePg = (hot: PgHotStatements["Type"]): ((row: typeof AllocationRow.Encoded) => Effect.Effect<ReserveOutcome, PersistenceError>) =>
+  (row) =>
+    hot.query("mesh_reserve", RESERVE_POSTGRES, [row.amount_micros, row.pool_id, row.id, row.idempotency_key, row.child_jti, row.grantee, row.created_at]).pipe(
+      Effect.map((rows): ReserveOutcome => (rows.length === 0 ? "exhausted" : "allocated")),
+      Effect.mapError(classify),
+      Effect.catchAll(expectedRefusal)
+    )
 
 /** A pool's id: base32 of the first 15 bytes of SHA-256 over the exact parent token. */
 export const poolIdOf = (token: string): string => `pool_${base32.baseEncode(sha256(utf8(token)).subarray(0, 15))}`

@@ -130,7 +130,7 @@ export const make = (options: PlatformOptions = {}): Effect.Effect<PlatformApi, 
   Effect.gen(function* () {
     const gateway = yield* RegistryGateway
     const keys = yield* Keys
-    const limiter = RateLimiter.make(options.rateLimit ?? DEFAULT_RATE_LIMIT)
+    const limiter = yield* RateLimiter.limiter("platform", options.rateLimit ?? DEFAULT_RATE_LIMIT)
     const limit = (ip: string) =>
       Effect.mapError(limiter.take(ip), (e) => LimitReached.of("too many requests", e.retryAfterSeconds))
     const challengeInvalid = (message: string) => new InvalidChallenge({ code: "CHALLENGE_INVALID", message })

@@ -593,7 +593,7 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
   const hashSecret = (secret: string) => toHex(keys.sha256(utf8(secret)))
   const q = <A>(e: Effect.Effect<A, Store>): Effect.Effect<A, RegistryUnavailable> => Effect.mapError(e, storeError)
   const limits: RegistryLimitsConfig = { ...DEFAULT_LIMITS, ...options.limits }
-  const searchLimiter = RateLimiter.make(limits.searchRateLimit)
+  const searchLimiter = yield* RateLimiter.limiter("search", limits.searchRateLimit)
   const tooLarge = (message: string) => Effect.fail(new RecordTooLarge({ code: "PAYLOAD_TOO_LARGE", message }))
   const invalidQuery = (message: string) => Effect.fail(new InvalidQuery({ code: "INVALID_REQUEST", message }))
   // Names and tools are checked against the caps before anything is stored, so every stored record is bounded.

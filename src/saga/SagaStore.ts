@@ -158,7 +158,7 @@ export const make: Effect.Effect<SagaStoreApi, never, SqlClient.SqlClient> = Eff
         const now = yield* Clock.currentTimeMillis
         // The next seq is read and written in one statement: appends of one saga never share a number.
         yield* q(sql`INSERT INTO mesh_saga_events (saga_id, seq, type, step, data, at)
-          SELECT ${id}, COALESCE(MAX(seq), 0) + 1, ${type}, ${step}, ${JSON.stringify(data)}, ${now} FROM mesh_saga_events WHERE saga_id = ${id}`)
+          SELECT ${id}, COALESCE(MAX(seq), 0) + 1, ${type}, ${step}, ${JSON.stringify(data)}, CAST(${now} AS BIGINT) FROM mesh_saga_events WHERE saga_id = ${id}`)
         yield* PubSub.publish(changes, { sagaId: id, type })
       }),
     eventsAfter: (id, seq) =>

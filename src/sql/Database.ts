@@ -1,18 +1,24 @@
 /**
- * The SQL database behind the stores: an `SqlClient` with every migration applied and checked.
+ * The SQL database behind the stores: an `SqlClient` with every migration applied and checked, on SQLite (one host)
+ * or Postgres (several hubs and agent replicas on one database; docs/scaling.md). `layer` picks the engine from the
+ * URL; the migrations of both dialects are listed in one place (`migrations/index.ts`).
  *
  * Floor: sql (docs/architecture.md §3).
  */
 import * as fs from "node:fs"
+import { createRequire } from "node:module"
 import * as path from "node:path"
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
+import { PgClient } from "@effect/sql-pg"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import BetterSqlite3 from "better-sqlite3"
 import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import { migrations } from "./migrations/index.js"
 
@@ -30,6 +36,15 @@ const expectedIds = Object.keys(migrations).map((k) => Number(k.slice(0, k.index
 /** Applies pending migrations, then checks every expected migration is recorded (the v3 migrator can fail quietly). */
 export const migrate: Effect.Effect<ReadonlyArray<readonly [number, string]>, DatabaseError, SqlClient.SqlClient> = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
+  // The migrator creates its table after looking for it, so processes starting together on a new Postgres database
+  // would race to create it: it is made here, idempotently, first (the migrator then locks it for the run).
+  yield* sql.onDialectOrElse({
+    pg: () =>
+      sql`CREATE TABLE IF NOT EXISTS ${sql(MIGRATIONS_TABLE)} (
+        migration_id integer primary key, created_at timestamp with time zone not null default now(), name text not null
+      )`.pipe(Effect.retry({ times: 3 }), Effect.asVoid),
+    orElse: () => Effect.void
+  })
   const ran = yield* Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: MIGRATIONS_TABLE })
   const rows = yield* sql<{ migration_id: number }>`SELECT migration_id FROM ${sql(MIGRATIONS_TABLE)}`
   const applied = new Set(rows.map((r) => Number(r.migration_id)))
@@ -94,3 +109,119 @@ export const layerSqlite = (filename: string): Layer.Layer<SqlClient.SqlClient |
     ? (migrated as Layer.Layer<SqlClient.SqlClient | SqliteClient.SqliteClient | HotReads, DatabaseError>)
     : Layer.provideMerge(layerHotReads(filename), migrated)
 }
+
+/** True for a database URL naming a Postgres server (`postgres://…`, `postgresql://…`); anything else is a SQLite file. */
+export const isPostgresUrl = (url: string): boolean => /^postgres(ql)?:\/\//i.test(url)
+
+/** The engine a database URL selects. */
+export const engineOf = (url: string): "postgres" | "sqlite" => (isPostgresUrl(url) ? "postgres" : "sqlite")
+
+/** The URL without its password, for logs and start-up lines. */
+export const describe = (url: string): string => {
+  if (!isPostgresUrl(url)) return url
+  try {
+    const u = new URL(url)
+    if (u.password !== "") u.password = "***"
+    return u.toString()
+  } catch {
+    return "postgres://…"
+  }
+}
+
+// node-postgres hands BIGINT (and NUMERIC) back as strings, since they can pass 2^53. Ours are milliseconds and
+// micro-dollars, far below it, and the stores read numbers: parse them as numbers, as SQLite's driver does.
+const pgNumber = (text: string): number => Number(text)
+const PG_NUMERIC_OIDS: ReadonlySet<number> = new Set([20, 21, 23, 26, 700, 701, 1700])
+const pgTypes = {
+  getTypeParser: (oid: number, format?: string) => {
+    if (format === "binary") return (value: unknown) => value
+    if (PG_NUMERIC_OIDS.has(oid)) return pgNumber
+    if (oid === 16) return (text: string) => text === "t"
+    if (oid === 114 || oid === 3802) return (text: string) => JSON.parse(text) as unknown
+    return (text: string) => text
+  }
+} as unknown as PgClient.PgClientConfig["types"]
+
+/** Postgres settings beyond the URL. */
+export interface PostgresOptions {
+  /** Connections this process keeps open at most; default 10. */
+  readonly maxConnections?: number
+  /** How long to wait for a connection before the request fails (and is answered 503); default 5 s. */
+  readonly connectTimeoutMs?: number
+  /** Connections of the prepared-statement pool (`PgHotStatements`); default 8. */
+  readonly hotConnections?: number
+}
+
+/** The slice of node-postgres's pool `PgHotStatements` uses (the driver ships no types here). */
+interface RawPgPool {
+  readonly query: (config: { readonly name: string; readonly text: string; readonly values: ReadonlyArray<unknown> }) => Promise<{ readonly rows: ReadonlyArray<unknown> }>
+  readonly end: () => Promise<void>
+  readonly on: (event: "error", f: (e: unknown) => void) => void
+}
+
+/**
+ * Named prepared statements on a small pool of its own, through the `pg` driver directly: for the statements on
+ * every request (resolve, authenticate, allocate), which through `SqlClient` cost several times the round trip.
+ * Each is one autocommit statement, so it sees and is seen by everything `SqlClient` commits. Postgres only; the
+ * SQLite counterpart is `HotReads`.
+ */
+export class PgHotStatements extends Context.Tag("agent-mesh/PgHotStatements")<PgHotStatements, {
+  /** Runs the statement `name` (prepared once per connection) and returns its rows; failures as the driver's errors. */
+  readonly query: (name: string, text: string, values: ReadonlyArray<string | number | null>) => Effect.Effect<ReadonlyArray<unknown>, unknown>
+}>() {}
+
+const layerPgHotStatements = (url: string, options: PostgresOptions): Layer.Layer<PgHotStatements, DatabaseError> =>
+  Layer.scoped(
+    PgHotStatements,
+    Effect.map(
+      Effect.acquireRelease(
+        Effect.try({
+          try: () => {
+            const pg = createRequire(import.meta.url)("pg") as { readonly Pool: new (config: Record<string, unknown>) => RawPgPool }
+            const pool = new pg.Pool({
+              connectionString: url,
+              max: options.hotConnections ?? 8,
+              connectionTimeoutMillis: options.connectTimeoutMs ?? 5_000,
+              application_name: "agent-mesh",
+              types: pgTypes
+            })
+            // A broken idle connection is dropped by the pool; the next query reports what is wrong.
+            pool.on("error", () => {})
+            return pool
+          },
+          catch: (e) => new DatabaseError({ code: "DATABASE_ERROR", message: `cannot open a Postgres pool: ${String(e)}` })
+        }),
+        (pool) => Effect.promise(() => pool.end()).pipe(Effect.timeoutOption(Duration.seconds(1)))
+      ),
+      (pool) => ({
+        query: (name: string, text: string, values: ReadonlyArray<string | number | null>) =>
+          Effect.tryPromise({ try: () => pool.query({ name, text, values }).then((r) => r.rows), catch: (e) => e })
+      })
+    )
+  )
+
+/**
+ * A Postgres database at `url`, migrated. Every process on the database runs the migrations on start; the migrator
+ * locks its table, so concurrent starts apply each migration once.
+ */
+export const layerPostgres = (
+  url: string,
+  options: PostgresOptions = {}
+): Layer.Layer<SqlClient.SqlClient | PgClient.PgClient | PgHotStatements, DatabaseError> => {
+  const client = PgClient.layer({
+    url: Redacted.make(url),
+    maxConnections: options.maxConnections ?? 10,
+    connectTimeout: Duration.millis(options.connectTimeoutMs ?? 5_000),
+    applicationName: "agent-mesh",
+    types: pgTypes
+  }).pipe(Layer.mapError((e) => new DatabaseError({ code: "DATABASE_ERROR", message: `cannot connect to ${describe(url)}: ${e.message}` })))
+  // The prepared-statement pool opens after the migrations, so the tables its statements name exist.
+  return Layer.provideMerge(layerPgHotStatements(url, options), Layer.effectDiscard(migrate).pipe(Layer.provideMerge(client)))
+}
+
+/**
+ * The database a URL names: `postgres://…` (or `postgresql://…`) is a Postgres server, anything else a SQLite file
+ * (`:memory:` for tests). Every store runs on either; `docs/scaling.md` says when to choose which.
+ */
+export const layer = (url: string, options: PostgresOptions = {}): Layer.Layer<SqlClient.SqlClient, DatabaseError> =>
+  isPostgresUrl(url) ? layerPostgres(url, options) : layerSqlite(url)

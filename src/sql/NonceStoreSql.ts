@@ -63,10 +63,12 @@ export const make = (options: SqlOptions = {}): Effect.Effect<NonceStoreApi, nev
         Effect.gen(function* () {
           const now = yield* Clock.currentTimeMillis
           // One statement decides: a new pair inserts while the sender is under its quota, an expired pair is taken
-          // over, a live pair (or a sender at its quota) returns no row.
+          // over, a live pair (or a sender at its quota) returns no row. The unique key decides between processes
+          // too: on Postgres a second insert of a pair waits for the first to commit, then takes the conflict branch
+          // and finds it live, so a replay is refused by whichever replica sees it second.
           const rows = yield* sql<{ sender: string }>`
             INSERT INTO mesh_nonces (sender, nonce, expires_at)
-            SELECT ${sender}, ${nonce}, ${retainUntilMs}
+            SELECT ${sender}, ${nonce}, CAST(${Math.floor(retainUntilMs)} AS BIGINT)
             WHERE (SELECT COUNT(*) FROM mesh_nonces WHERE sender = ${sender} AND expires_at > ${now}) < ${quota}
             ON CONFLICT (sender, nonce) DO UPDATE SET expires_at = excluded.expires_at
             WHERE mesh_nonces.expires_at <= ${now}

@@ -11,7 +11,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import { HotReads } from "./Database.js"
+import { HotReads, PgHotStatements } from "./Database.js"
 import { classify, type PersistenceError } from "./SqlFailure.js"
 
 /** The kinds of registry entry. */
@@ -171,10 +171,28 @@ export const ftsQuery = (terms: ReadonlyArray<string>): string => {
   return kept.map((p) => `"${p.replace(/"/g, '""')}"`).join(" ")
 }
 
+// Migration 0010's sizes, which the Postgres search cuts the same fields to.
+const NAME = 256
+const DESCRIPTION = 1024
+const ITEM = 128
+const LIST = 2048
+
+/** A JSON string field of `json` as text, NULL when it is anything else (Postgres). */
+const pgText = (json: string, field: string) => `(CASE WHEN jsonb_typeof(${json} -> '${field}') = 'string' THEN ${json} ->> '${field}' END)`
+
+/** The names of a JSON array's items (strings, or objects' `name`), each cut, space-separated (Postgres). */
+const pgList = (array: string) => `(SELECT string_agg(substr(CASE jsonb_typeof(v) WHEN 'string' THEN v #>> '{}'
+  WHEN 'object' THEN (CASE WHEN jsonb_typeof(v -> 'name') = 'string' THEN v ->> 'name' END) END, 1, ${ITEM}), ' ')
+  FROM jsonb_array_elements(CASE WHEN jsonb_typeof(${array}) = 'array' THEN ${array} ELSE '[]'::jsonb END) v)`
+
 /** The store on a migrated `SqlClient`. */
 export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const hot = yield* Effect.serviceOption(HotReads)
+  const pgHot = Option.getOrUndefined(yield* Effect.serviceOption(PgHotStatements))
+  /** On Postgres, the first row of a prepared statement on `PgHotStatements` (rows of our own tables, not decoded). */
+  const pgOne = <Row>(name: string, text: string) => (...values: ReadonlyArray<string>): Fx<Option.Option<Row>> =>
+    Effect.mapBoth(pgHot!.query(name, text, values), { onFailure: classify, onSuccess: (rows) => Option.fromNullable(rows[0] as Row | undefined) })
 
   const apiKeyByHash = SqlSchema.findOne({ Request: Schema.String, Result: ApiKeyRow, execute: (h) => sql`SELECT * FROM mesh_api_keys WHERE key_hash = ${h}` })
   const apiKeyById = SqlSchema.findOne({ Request: Schema.String, Result: ApiKeyRow, execute: (id) => sql`SELECT * FROM mesh_api_keys WHERE id = ${id}` })
@@ -197,17 +215,37 @@ export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> =
     )
   // The one FTS5 query (the index is migration 0010). Walking the index in rowid order lets LIMIT stop the scan at
   // the page's last hit instead of ranking every match.
-  const search = (match: string, limit: number, seen: SeenFilter | undefined) =>
+  const searchSqlite = (match: string, limit: number, seen: SeenFilter | undefined) =>
     Effect.flatMap(
       sql`
       SELECT e.* FROM mesh_search s JOIN mesh_search_docs d ON d.id = s.rowid JOIN mesh_entries e ON e.did = d.did
       WHERE mesh_search MATCH ${match} ${seenClause(seen)} ORDER BY s.rowid LIMIT ${limit}`,
       rows
     )
+  // Postgres: the same bounded fields as migration 0010's docs, matched as lower-case substrings.
+  const searchPostgres = (terms: ReadonlyArray<string>, limit: number, seen: SeenFilter | undefined) =>
+    Effect.flatMap(
+      sql`
+      SELECT e.* FROM mesh_entries e
+      LEFT JOIN mesh_manifests m ON m.cid = e.manifest_cid
+      CROSS JOIN LATERAL (SELECT m.body::jsonb AS j) mj
+      CROSS JOIN LATERAL (SELECT lower(concat_ws(chr(1),
+        substr(e.name, 1, ${NAME}) || coalesce(' ' || substr(${sql.literal(pgText("mj.j", "name"))}, 1, ${NAME}), ''),
+        substr(${sql.literal(pgText("mj.j", "description"))}, 1, ${DESCRIPTION}),
+        substr(trim(coalesce(e.skill_type, '') || ' ' || coalesce(${sql.literal(pgList("mj.j -> 'capabilities'"))}, '') || ' ' || coalesce(${sql.literal(pgList("mj.j -> 'tags'"))}, '')), 1, ${LIST}),
+        substr(${sql.literal(pgList("CASE WHEN e.tools IS NULL THEN NULL ELSE e.tools::jsonb END"))}, 1, ${LIST})
+      )) AS doc) d
+      WHERE ${sql.and(terms.map((t) => sql`strpos(d.doc, ${t.toLowerCase()}) > 0`))} ${seenClause(seen)}
+      ORDER BY e.created_at, e.did LIMIT ${limit}`,
+      rows
+    )
+  const isPostgres = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
 
   return {
     insertApiKey: (row) => sql`INSERT INTO mesh_api_keys ${sql.insert(row)}`.pipe(Effect.asVoid, Effect.mapError(classify)),
-    apiKeyByHash: (h) => apiKeyByHash(h).pipe(Effect.mapError(classify)),
+    apiKeyByHash: pgHot !== undefined
+      ? pgOne<ApiKeyRow>("mesh_api_key_by_hash", "SELECT * FROM mesh_api_keys WHERE key_hash = $1")
+      : (h) => apiKeyByHash(h).pipe(Effect.mapError(classify)),
     apiKeyById: (id) => apiKeyById(id).pipe(Effect.mapError(classify)),
     countApiKeys: (kind) =>
       sql<{ n: number }>`SELECT count(*) AS n FROM mesh_api_keys WHERE kind = ${kind} AND revoked_at IS NULL`.pipe(
@@ -228,7 +266,10 @@ export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> =
       ),
     insertEntry: (row) => sql`INSERT INTO mesh_entries ${sql.insert(row)}`.pipe(Effect.asVoid, Effect.mapError(classify)),
     entryByHash: Option.match(hot, {
-      onNone: () => (h: string) => entryByHash(h).pipe(Effect.mapError(classify)),
+      onNone: () =>
+        pgHot !== undefined
+          ? pgOne<EntryRow>("mesh_entry_by_hash", "SELECT * FROM mesh_entries WHERE did_hash = $1")
+          : (h: string) => entryByHash(h).pipe(Effect.mapError(classify)),
       onSome: (reads) => {
         // Rows of our own table, read on every resolve: taken as they are, without a decode.
         const get = reads.prepareGet<EntryRow>("SELECT * FROM mesh_entries WHERE did_hash = ?")
@@ -236,7 +277,9 @@ export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> =
           Effect.try({ try: () => Option.fromNullable(get(h)), catch: classify })
       }
     }),
-    entryByDid: (d) => entryByDid(d).pipe(Effect.mapError(classify)),
+    entryByDid: pgHot !== undefined
+      ? pgOne<EntryRow>("mesh_entry_by_did", "SELECT * FROM mesh_entries WHERE did = $1")
+      : (d) => entryByDid(d).pipe(Effect.mapError(classify)),
     listEntries: (kind, limit, cursor, seen) => listEntries(kind, limit, cursor ?? "", seen).pipe(Effect.mapError(classify)),
     touchEntry: (did, at) =>
       sql<{ did: string }>`UPDATE mesh_entries SET last_seen_at = ${at} WHERE did = ${did} RETURNING did`.pipe(
@@ -265,7 +308,9 @@ export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> =
         Effect.mapError(classify)
       ),
     search: (terms, limit, seen) =>
-      terms.length === 0 ? Effect.succeed([]) : search(ftsQuery(terms), limit, seen).pipe(Effect.mapError(classify)),
+      terms.length === 0
+        ? Effect.succeed([])
+        : (isPostgres ? searchPostgres(terms, limit, seen) : searchSqlite(ftsQuery(terms), limit, seen)).pipe(Effect.mapError(classify)),
     revokeMandate: (jti, grantor, at) =>
       sql<{ jti: string }>`INSERT INTO mesh_mandate_revocations (grantor, jti, revoked_at) VALUES (${grantor}, ${jti}, ${at})
         ON CONFLICT (grantor, jti) DO NOTHING RETURNING jti`.pipe(
@@ -273,7 +318,9 @@ export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> =
         Effect.mapError(classify)
       ),
     isMandateRevoked: (jti, grantor) =>
-      sql<{ n: number }>`SELECT 1 AS n FROM mesh_mandate_revocations WHERE grantor = ${grantor} AND jti = ${jti}`.pipe(Effect.map((rows) => rows.length > 0), Effect.mapError(classify)),
+      pgHot !== undefined
+        ? Effect.map(pgOne("mesh_revoked", "SELECT 1 AS n FROM mesh_mandate_revocations WHERE grantor = $1 AND jti = $2")(grantor, jti), Option.isSome)
+        : sql<{ n: number }>`SELECT 1 AS n FROM mesh_mandate_revocations WHERE grantor = ${grantor} AND jti = ${jti}`.pipe(Effect.map((rows) => rows.length > 0), Effect.mapError(classify)),
     insertChallenge: (row) => sql`INSERT INTO mesh_challenges ${sql.insert(row)}`.pipe(Effect.asVoid, Effect.mapError(classify)),
     consumeChallenge: (id, now) =>
       // One statement marks it used, so two answers racing for one challenge cannot both win.

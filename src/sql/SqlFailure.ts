@@ -3,7 +3,8 @@
  * could not answer. Classifying a driver error is dialect knowledge, so it happens here and only here (for SQLite,
  * by better-sqlite3's extended result code, never by matching message text): a service above the store decides
  * what a unique violation means to it (a DID taken, a child already allocated) without knowing the dialect, and a
- * NOT NULL failure can never pass for a unique one. A second dialect adds its own `classify…` beside this one.
+ * NOT NULL failure can never pass for a unique one. Postgres errors are classified by SQLSTATE, the constraint by
+ * the name the server reports; a connection that cannot be made or was lost is `Unavailable` either way.
  *
  * Floor: sql (docs/architecture.md §3).
  */
@@ -53,6 +54,18 @@ const sqliteReasons: Readonly<Record<string, PersistenceReason>> = {
   SQLITE_LOCKED_SHAREDCACHE: "Busy"
 }
 
+// SQLSTATEs of Postgres (https://www.postgresql.org/docs/current/errcodes-appendix.html).
+const postgresReasons: Readonly<Record<string, PersistenceReason>> = {
+  "23505": "UniqueViolation",
+  "23502": "NotNullViolation",
+  "23514": "CheckViolation",
+  "23503": "ForeignKeyViolation",
+  "P0001": "TriggerAbort",
+  "40001": "Busy",
+  "40P01": "Busy",
+  "55P03": "Busy"
+}
+
 /** What SQLite names after "… constraint failed: " (columns, or a CHECK's name); a trigger's whole RAISE text. */
 const constraintOf = (reason: PersistenceReason, message: string): string | undefined => {
   if (reason === "TriggerAbort") return message
@@ -60,13 +73,14 @@ const constraintOf = (reason: PersistenceReason, message: string): string | unde
   return at < 0 ? undefined : message.slice(at + "constraint failed: ".length)
 }
 
-const fieldOf = (e: unknown, name: "_tag" | "code" | "message"): string | undefined => {
+const fieldOf = (e: unknown, name: "_tag" | "code" | "message" | "constraint"): string | undefined => {
   const v = typeof e === "object" && e !== null ? (e as Record<string, unknown>)[name] : undefined
   return typeof v === "string" ? v : undefined
 }
 
 /**
- * Classifies a failure of the SQLite driver: an `SqlError` (its `cause` is better-sqlite3's `SqliteError`), the
+ * Classifies a failure of the driver: an `SqlError` (its `cause` is better-sqlite3's `SqliteError` or node-postgres's
+ * `DatabaseError`), the
  * `SqliteError` itself (prepared statements on `HotReads`), or a row that did not decode (`ParseError`).
  */
 export const classify = (error: unknown): PersistenceError => {
@@ -74,8 +88,11 @@ export const classify = (error: unknown): PersistenceError => {
   const driver = fieldOf(error, "_tag") === "SqlError" ? (error as SqlError).cause : error
   const code = fieldOf(driver, "code")
   const message = fieldOf(driver, "message") ?? fieldOf(error, "message") ?? String(error)
-  const reason = (code !== undefined ? sqliteReasons[code] : undefined) ?? "Unavailable"
-  return new PersistenceError({ reason, constraint: constraintOf(reason, message), message, cause: driver })
+  const reason = (code !== undefined ? (sqliteReasons[code] ?? postgresReasons[code]) : undefined) ?? "Unavailable"
+  // Postgres names the constraint in a field of its own (and a RAISE's text is the message).
+  const named = fieldOf(driver, "constraint")
+  const constraint = code !== undefined && code in postgresReasons ? (reason === "TriggerAbort" ? message : named) : constraintOf(reason, message)
+  return new PersistenceError({ reason, constraint, message, cause: driver })
 }
 
 /** The failure classified and told as `Reason: driver message`, for a service error that carries text only. */

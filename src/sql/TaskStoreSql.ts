@@ -86,14 +86,16 @@ export const make: Effect.Effect<TaskStoreApi, never, SqlClient.SqlClient> = Eff
         }
         const expires = Math.floor(retainUntilMs)
         // One conditional upsert per counter inside one transaction: a counter that would pass its limit returns
-        // no row, the transaction rolls back, and no counter of this charge moves.
+        // no row, the transaction rolls back, and no counter of this charge moves. The upsert is atomic per row on
+        // either engine (Postgres re-checks the WHERE on the row it locked), so concurrent charges from several
+        // processes cannot pass a limit between them.
         yield* Effect.forEach(charges, (c) =>
           Effect.flatMap(
             sql<{ used: number }>`
               INSERT INTO mesh_task_counters (scope, counter, used, expires_at)
               VALUES (${c.scope}, ${c.counter}, ${c.amount}, ${expires})
               ON CONFLICT (scope, counter) DO UPDATE SET used = mesh_task_counters.used + excluded.used,
-                expires_at = MAX(mesh_task_counters.expires_at, excluded.expires_at)
+                expires_at = CASE WHEN excluded.expires_at > mesh_task_counters.expires_at THEN excluded.expires_at ELSE mesh_task_counters.expires_at END
               WHERE mesh_task_counters.used + excluded.used <= ${c.limit}
               RETURNING used`.pipe(Effect.mapError(unavailable)),
             (rows) =>
@@ -110,13 +112,15 @@ export const make: Effect.Effect<TaskStoreApi, never, SqlClient.SqlClient> = Eff
       // The clamp is in the statement, so concurrent adjustments and charges on one counter stay within 0 … limit.
       return Effect.forEach(adjustments.filter((a) => isAdjustment(a) && a.delta !== 0), (a) =>
         a.delta < 0
-          ? sql`UPDATE mesh_task_counters SET used = MAX(0, used + ${a.delta}) WHERE scope = ${a.scope} AND counter = ${a.counter}`
+          ? sql`UPDATE mesh_task_counters SET used = CASE WHEN used + ${a.delta} < 0 THEN 0 ELSE used + ${a.delta} END
+              WHERE scope = ${a.scope} AND counter = ${a.counter}`
           : sql`
               INSERT INTO mesh_task_counters (scope, counter, used, expires_at)
               VALUES (${a.scope}, ${a.counter}, ${Math.min(a.limit, a.delta)}, ${expires})
               ON CONFLICT (scope, counter) DO UPDATE SET
-                used = MAX(mesh_task_counters.used, MIN(${a.limit}, mesh_task_counters.used + ${a.delta})),
-                expires_at = MAX(mesh_task_counters.expires_at, excluded.expires_at)`, { discard: true }).pipe(
+                used = CASE WHEN mesh_task_counters.used >= ${a.limit} THEN mesh_task_counters.used
+                  WHEN mesh_task_counters.used + ${a.delta} > ${a.limit} THEN ${a.limit} ELSE mesh_task_counters.used + ${a.delta} END,
+                expires_at = CASE WHEN excluded.expires_at > mesh_task_counters.expires_at THEN excluded.expires_at ELSE mesh_task_counters.expires_at END`, { discard: true }).pipe(
         sql.withTransaction,
         Effect.mapError(unavailable)
       )

@@ -7,6 +7,8 @@ import * as Effect from "effect/Effect"
  * this migration have none and count as stale until their agent next writes. Heartbeats touch no indexed column, so
  * they do not rewrite the search docs.
  */
-export default Effect.flatMap(SqlClient.SqlClient, (sql) =>
-  sql`ALTER TABLE mesh_entries ADD COLUMN last_seen_at INTEGER`.pipe(Effect.asVoid)
-)
+export default Effect.flatMap(SqlClient.SqlClient, (sql) => {
+  // Epoch milliseconds: past a 32-bit INTEGER on Postgres, the same width as SQLite's INTEGER as BIGINT.
+  const big = sql.onDialectOrElse({ pg: () => sql.literal("BIGINT"), orElse: () => sql.literal("INTEGER") })
+  return sql`ALTER TABLE mesh_entries ADD COLUMN last_seen_at ${big}`.pipe(Effect.asVoid)
+})

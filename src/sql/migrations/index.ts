@@ -1,8 +1,12 @@
 /**
- * Every schema migration, in order. Keys must match `NNNN_name` or the migrator skips them silently.
+ * Every schema migration of both dialects, in order. Keys must match `NNNN_name` or the migrator skips them silently.
+ *
+ * SQLite has stepped through 0001 … 0015; Postgres starts from the schema they add up to (`postgres_baseline`, run
+ * as its 0001), so 0002 … 0015 do nothing there. Every migration from 0016 on gives both dialects itself
+ * (`sql.onDialectOrElse`, or SQL both accept), and is tested on both by the store suite.
  */
-import type * as SqlClient from "@effect/sql/SqlClient"
-import type * as Effect from "effect/Effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
 import m0001 from "./0001_nonces.js"
 import m0002 from "./0002_task_counters.js"
 import m0003 from "./0003_registry.js"
@@ -20,24 +24,38 @@ import m0014 from "./0014_idempotency_and_commit_tokens.js"
 import m0015 from "./0015_sagas.js"
 import m0016 from "./0016_a2a_cards.js"
 import m0017 from "./0017_agent_last_seen.js"
+import m0018 from "./0018_run_events.js"
+import m0019 from "./0019_rate_limits.js"
+import postgresBaseline from "./postgres_baseline.js"
+
+type Migration = Effect.Effect<void, unknown, SqlClient.SqlClient>
+
+/** A SQLite migration whose Postgres counterpart is `postgres`. */
+const dialects = (sqlite: Migration, postgres: Migration): Migration =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) => sql.onDialectOrElse({ pg: () => postgres, orElse: () => sqlite }))
+
+/** A step of SQLite's history that Postgres's baseline already contains. */
+const sqliteHistory = (sqlite: Migration): Migration => dialects(sqlite, Effect.void)
 
 /** The migration record handed to `Migrator.fromRecord` (a record survives bundling, a glob does not). */
-export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
-  "0001_nonces": m0001,
-  "0002_task_counters": m0002,
-  "0003_registry": m0003,
-  "0004_ledger": m0004,
-  "0005_ledger_triggers": m0005,
-  "0006_revocations_by_grantor": m0006,
-  "0007_ledger_release_trigger": m0007,
-  "0008_paused_tasks": m0008,
-  "0009_agent_memory": m0009,
-  "0010_search_index": m0010,
-  "0011_hub_hardening": m0011,
-  "0012_pool_owner_is_grantee": m0012,
-  "0013_model_learner": m0013,
-  "0014_idempotency_and_commit_tokens": m0014,
-  "0015_sagas": m0015,
+export const migrations: Record<string, Migration> = {
+  "0001_nonces": dialects(m0001, postgresBaseline),
+  "0002_task_counters": sqliteHistory(m0002),
+  "0003_registry": sqliteHistory(m0003),
+  "0004_ledger": sqliteHistory(m0004),
+  "0005_ledger_triggers": sqliteHistory(m0005),
+  "0006_revocations_by_grantor": sqliteHistory(m0006),
+  "0007_ledger_release_trigger": sqliteHistory(m0007),
+  "0008_paused_tasks": sqliteHistory(m0008),
+  "0009_agent_memory": sqliteHistory(m0009),
+  "0010_search_index": sqliteHistory(m0010),
+  "0011_hub_hardening": sqliteHistory(m0011),
+  "0012_pool_owner_is_grantee": sqliteHistory(m0012),
+  "0013_model_learner": sqliteHistory(m0013),
+  "0014_idempotency_and_commit_tokens": sqliteHistory(m0014),
+  "0015_sagas": sqliteHistory(m0015),
   "0016_a2a_cards": m0016,
-  "0017_agent_last_seen": m0017
+  "0017_agent_last_seen": m0017,
+  "0018_run_events": m0018,
+  "0019_rate_limits": m0019
 }

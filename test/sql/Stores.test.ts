@@ -1,0 +1,302 @@
+/**
+ * One store suite, two engines: every SQL store against SQLite (a temp file) and against Postgres (a fresh
+ * database), through `Database.layer(url)` as the hub and the agent server open it. Where it matters, two clients
+ * of one database stand for two processes (hubs or agent replicas): a nonce recorded by one is a replay to the
+ * other, a counter or a pool is exact across both, and a paused task is claimed once.
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import { assert, it } from "@effect/vitest"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { describe } from "vitest"
+import { AgentMemory } from "../../src/core/AgentMemory.js"
+import { IdempotencyStore } from "../../src/core/IdempotencyStore.js"
+import { NonceStore } from "../../src/core/NonceStore.js"
+import { TaskStore } from "../../src/core/TaskStore.js"
+import * as LearnerStatsStore from "../../src/hub/LearnerStatsStore.js"
+import { type AllocationRow, releaseStatement, reserve, reservePg } from "../../src/hub/Ledger.js"
+import * as AgentMemorySql from "../../src/sql/AgentMemorySql.js"
+import * as Database from "../../src/sql/Database.js"
+import * as IdempotencyStoreSql from "../../src/sql/IdempotencyStoreSql.js"
+import * as NonceStoreSql from "../../src/sql/NonceStoreSql.js"
+import * as RegistryStore from "../../src/sql/RegistryStore.js"
+import * as RunLogSql from "../../src/sql/RunLogSql.js"
+import * as RateLimiter from "../../src/hub/RateLimiter.js"
+import * as TaskStoreSql from "../../src/sql/TaskStoreSql.js"
+import { describePostgres, probeNow } from "../support/postgres.js"
+
+await probeNow()
+
+type Stores = SqlClient.SqlClient | NonceStore | TaskStore | IdempotencyStore | AgentMemory | RegistryStore.RegistryStore | LearnerStatsStore.LearnerStatsStore
+
+/** Every store on one client of the database at `url`: one "process". */
+const stores = (url: string): Layer.Layer<Stores, Database.DatabaseError> => {
+  const db = Database.layer(url, { maxConnections: 20 })
+  return Layer.mergeAll(
+    NonceStoreSql.layer,
+    TaskStoreSql.layer,
+    IdempotencyStoreSql.layer,
+    AgentMemorySql.layer(),
+    RegistryStore.layer,
+    LearnerStatsStore.layer
+  ).pipe(Layer.provideMerge(db))
+}
+
+/** Two processes on one database. */
+const twoProcesses = (url: string) =>
+  Effect.all([Layer.build(stores(url)), Layer.build(stores(url))]).pipe(Effect.orDie)
+
+let n = 0
+const unique = (prefix: string) => `${prefix}-${process.pid}-${++n}-${Math.floor(performance.now() * 1000)}`
+
+const suite = (url: () => string) => {
+  it.live("a nonce recorded by one process is a replay to the other; of 20 concurrent records exactly one wins", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const [a, b] = yield* twoProcesses(url())
+        const na = Context.get(a, NonceStore)
+        const nb = Context.get(b, NonceStore)
+        const sender = unique("did:mesh:s")
+        const far = 4_000_000_000_000
+        yield* na.record(sender, "n1", far)
+        const replay = yield* Effect.flip(nb.record(sender, "n1", far))
+        assert.strictEqual(replay._tag, "NonceReplayed")
+        const outcomes = yield* Effect.forEach(Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? na : nb)), (s) => Effect.either(s.record(sender, "n2", far)), {
+          concurrency: "unbounded"
+        })
+        assert.strictEqual(outcomes.filter((o) => o._tag === "Right").length, 1)
+        assert.isTrue(outcomes.every((o) => o._tag === "Right" || o.left._tag === "NonceReplayed"))
+      })
+    ))
+
+  it.live("counters are atomic across processes: 60 concurrent charges of 1 under a limit of 25 pass 25 times", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const [a, b] = yield* twoProcesses(url())
+        const scope = unique("jti")
+        const charge = { scope, counter: "calls", amount: 1, limit: 25 }
+        const outcomes = yield* Effect.forEach(Array.from({ length: 60 }, (_, i) => Context.get(i % 2 === 0 ? a : b, TaskStore)), (t) =>
+          Effect.either(t.charge([charge], 4_000_000_000_000)), { concurrency: "unbounded" })
+        const passed = outcomes.filter((o) => o._tag === "Right").length
+        assert.strictEqual(passed, 25)
+        for (const o of outcomes) if (o._tag === "Left") assert.strictEqual(o.left.code, "COUNTER_LIMIT_REACHED")
+        assert.strictEqual(yield* Context.get(a, TaskStore).used(scope, "calls"), 25)
+        // Adjustments clamp to 0 … limit.
+        yield* Context.get(b, TaskStore).adjust([{ scope, counter: "calls", delta: -30, limit: 25 }], 4_000_000_000_000)
+        assert.strictEqual(yield* Context.get(a, TaskStore).used(scope, "calls"), 0)
+        yield* Context.get(b, TaskStore).adjust([{ scope, counter: "calls", delta: 40, limit: 25 }], 4_000_000_000_000)
+        assert.strictEqual(yield* Context.get(a, TaskStore).used(scope, "calls"), 25)
+      })
+    ))
+
+  it.live("a task paused by one process is found by the other, and of concurrent claims from both exactly one wins", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const [a, b] = yield* twoProcesses(url())
+        const taskId = unique("task")
+        yield* Context.get(a, TaskStore).pause({
+          taskId, owner: "did:mesh:agent", capability: "pay", mandateJti: "j", grantor: "did:mesh:g", mandate: "tok",
+          state: { step: 2, text: "ß" }, createdAt: 1, expiresAt: 4_000_000_000_000
+        })
+        const seen = yield* Context.get(b, TaskStore).paused(taskId)
+        assert.isTrue(Option.isSome(seen))
+        assert.deepStrictEqual(Option.getOrThrow(seen).state, { step: 2, text: "ß" })
+        const claims = yield* Effect.forEach(Array.from({ length: 10 }, (_, i) => Context.get(i % 2 === 0 ? a : b, TaskStore)), (t) =>
+          Effect.either(t.claim(taskId, "resumed")), { concurrency: "unbounded" })
+        assert.strictEqual(claims.filter((c) => c._tag === "Right").length, 1)
+        assert.strictEqual(Option.getOrThrow(yield* Context.get(a, TaskStore).paused(taskId)).status, "resumed")
+        const again = yield* Effect.flip(Context.get(a, TaskStore).pause({
+          taskId, owner: "o", capability: "c", mandateJti: "j", grantor: "g", mandate: "m", state: null, createdAt: 1, expiresAt: 4_000_000_000_000
+        }))
+        assert.strictEqual(again.code, "TASK_ID_TAKEN")
+      })
+    ))
+
+  it.live("idempotency: one holder claims, the other sees it pending, then the stored reply", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const [a, b] = yield* twoProcesses(url())
+        const key = unique("key")
+        const req = { scope: "s", key, fingerprint: "f", holder: "A", expiresAt: 4_000_000_000_000 }
+        assert.strictEqual((yield* Context.get(a, IdempotencyStore).claim(req))._tag, "Claimed")
+        const pending = yield* Context.get(b, IdempotencyStore).claim({ ...req, holder: "B", fingerprint: "other" })
+        assert.strictEqual(pending._tag, "Pending")
+        yield* Context.get(a, IdempotencyStore).complete("s", key, "A", { status: 200, body: "{\"ok\":true}" })
+        const done = yield* Context.get(b, IdempotencyStore).claim({ ...req, holder: "B" })
+        assert.deepStrictEqual(done, { _tag: "Completed", fingerprint: "f", reply: { status: 200, body: "{\"ok\":true}" } })
+      })
+    ))
+
+  it.live("memory written by one process is loaded by the other, in order", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const [a, b] = yield* twoProcesses(url())
+        const session = unique("session")
+        yield* Context.get(a, AgentMemory).append("did:mesh:agent", "did:mesh:caller", session, [
+          { role: "user", content: "hi" },
+          { role: "assistant", content: "hello" }
+        ])
+        yield* Context.get(b, AgentMemory).append("did:mesh:agent", "did:mesh:caller", session, [{ role: "user", content: "again" }])
+        const turns = yield* Context.get(a, AgentMemory).load("did:mesh:agent", "did:mesh:caller", session)
+        assert.deepStrictEqual(turns.map((t) => t.content), ["hi", "hello", "again"])
+      })
+    ))
+
+  it.live("registry rows: keys, entries, a taken DID as UniqueViolation, revocations, one-time challenges, settings, search", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const [a, b] = yield* twoProcesses(url())
+        const ra = Context.get(a, RegistryStore.RegistryStore)
+        const rb = Context.get(b, RegistryStore.RegistryStore)
+        const id = unique("k")
+        yield* ra.insertApiKey({ id, key_hash: `h-${id}`, owner: "o", kind: "user", label: null, created_at: 1_700_000_000_000, revoked_at: null })
+        assert.strictEqual(Option.getOrThrow(yield* rb.apiKeyByHash(`h-${id}`)).created_at, 1_700_000_000_000)
+        assert.isTrue(yield* rb.revokeApiKey(id, 2))
+        assert.isFalse(yield* ra.revokeApiKey(id, 3))
+        const did = `did:mesh:${unique("agent")}`
+        yield* ra.pinManifest(`cid-${did}`, JSON.stringify({ name: "Weather Oracle", description: "forecasts for sailors", capabilities: ["weather", { name: "tides" }] }), 1)
+        const entry = {
+          did, did_hash: `hash-${did}`, kind: "agent" as const, name: did, endpoint_url: "http://127.0.0.1:1", public_key_b64: "k", key_version: 1,
+          manifest_cid: `cid-${did}`, skill_type: null, tools: null, owner_key_id: id, created_at: 5, updated_at: 5
+        }
+        yield* ra.insertEntry(entry)
+        const taken = yield* Effect.flip(rb.insertEntry(entry))
+        assert.strictEqual(taken.reason, "UniqueViolation")
+        assert.strictEqual(Option.getOrThrow(yield* rb.entryByHash(`hash-${did}`)).did, did)
+        assert.strictEqual(yield* rb.rotateKey(did, "k2", 1, 6), 2)
+        assert.strictEqual(yield* ra.rotateKey(did, "k3", 1, 7), 0)
+        const hits = yield* rb.search(["SAILORS", "tide"], 10)
+        assert.deepStrictEqual(hits.map((h) => h.did), [did])
+        assert.deepStrictEqual(yield* rb.search(["sailors", "nowhere"], 10), [])
+        assert.isTrue(yield* ra.revokeMandate("jti", did, 1))
+        assert.isFalse(yield* rb.revokeMandate("jti", did, 2))
+        assert.isTrue(yield* rb.isMandateRevoked("jti", did))
+        const ch = unique("ch")
+        yield* ra.insertChallenge({ id: ch, did, public_key_b64: "k", challenge: "c", expires_at: 100, used_at: null })
+        const consumed = yield* Effect.forEach([ra, rb, ra, rb], (r) => r.consumeChallenge(ch, 50), { concurrency: "unbounded" })
+        assert.strictEqual(consumed.filter(Option.isSome).length, 1)
+        const setting = unique("setting")
+        assert.isTrue(yield* ra.claimSetting(setting, "x"))
+        assert.isFalse(yield* rb.claimSetting(setting, "y"))
+        assert.isTrue(yield* ra.ping)
+      })
+    ))
+
+  it.live("streamed runs: one process writes a run's frames, the other reads them in order; finished runs are purged", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const [a, b] = yield* twoProcesses(url())
+        const la = yield* RunLogSql.make.pipe(Effect.provideService(SqlClient.SqlClient, Context.get(a, SqlClient.SqlClient)))
+        const lb = yield* RunLogSql.make.pipe(Effect.provideService(SqlClient.SqlClient, Context.get(b, SqlClient.SqlClient)))
+        const run = unique("run")
+        yield* la.write([
+          { _tag: "Open", runId: run, principal: "anonymous", at: 10 },
+          { _tag: "Event", runId: run, seq: 0, frame: "id: 0\n\n" },
+          { _tag: "Event", runId: run, seq: 1, frame: "id: 1\n\n" }
+        ])
+        assert.deepStrictEqual(yield* lb.read(run, 1, 10), { principal: "anonymous", done: false, sent: 2, frames: ["id: 1\n\n"] })
+        yield* la.write([{ _tag: "Event", runId: run, seq: 2, frame: "id: 2\n\n" }, { _tag: "Finish", runId: run, sent: 3, at: 20 }])
+        assert.deepStrictEqual(yield* lb.read(run, 0, 2), { principal: "anonymous", done: true, sent: 3, frames: ["id: 0\n\n", "id: 1\n\n"] })
+        assert.isUndefined(yield* lb.read(unique("run"), 0, 10))
+        assert.isAtLeast(yield* lb.purge(21), 1)
+        assert.isUndefined(yield* la.read(run, 0, 10))
+      })
+    ))
+
+  it.live("rate limits in the database: two processes take from one bucket, never more than its capacity", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const [a, b] = yield* twoProcesses(url())
+        const name = unique("limit")
+        const ra = RateLimiter.makeSql(Context.get(a, SqlClient.SqlClient), name, { capacity: 5, perMinute: 0 })
+        const rb = RateLimiter.makeSql(Context.get(b, SqlClient.SqlClient), name, { capacity: 5, perMinute: 0 })
+        const outcomes = yield* Effect.forEach(Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? ra : rb)), (r) => Effect.either(r.take("10.0.0.1")), {
+          concurrency: "unbounded"
+        })
+        assert.strictEqual(outcomes.filter((o) => o._tag === "Right").length, 5)
+        assert.isTrue((yield* Effect.either(ra.take("10.0.0.2")))._tag === "Right")
+      })
+    ))
+
+  it.live("learner stats: a republish replaces, the aggregate sums publishers", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const [a, b] = yield* twoProcesses(url())
+        const model = unique("model")
+        yield* Context.get(a, LearnerStatsStore.LearnerStatsStore).publish("p1", [{ modelId: model, taskType: "CODE", successes: 3, failures: 1 }])
+        yield* Context.get(b, LearnerStatsStore.LearnerStatsStore).publish("p2", [{ modelId: model, taskType: "CODE", successes: 2, failures: 0 }])
+        yield* Context.get(a, LearnerStatsStore.LearnerStatsStore).publish("p1", [{ modelId: model, taskType: "CODE", successes: 4, failures: 1 }])
+        const all = yield* Context.get(b, LearnerStatsStore.LearnerStatsStore).aggregate
+        assert.deepStrictEqual(all.filter((s) => s.modelId === model), [{ modelId: model, taskType: "CODE", successes: 6, failures: 1 }])
+      })
+    ))
+
+  const allocation = (pool: string, id: string, amount: number, child = id): typeof AllocationRow.Encoded => ({
+    id, pool_id: pool, idempotency_key: id, child_jti: child, grantee: "did:mesh:c", amount_micros: amount, used_micros: null, created_at: 1_700_000_000_000, released_at: null
+  })
+  const openPool = (sql: SqlClient.SqlClient, pool: string, limit: number) =>
+    sql`INSERT INTO mesh_pools (id, token, grantor, grantee, limit_micros, allocated_micros, expires_at, opened_by, created_at)
+      VALUES (${pool}, 't', 'did:mesh:a', 'did:mesh:b', ${limit}, 0, 0, 'did:mesh:b', 0)`
+  const totals = (sql: SqlClient.SqlClient, pool: string) =>
+    Effect.map(
+      Effect.all([
+        sql<{ allocated_micros: number }>`SELECT allocated_micros FROM mesh_pools WHERE id = ${pool}`,
+        sql<{ n: number; held: number | null }>`SELECT count(*) AS n, sum(CASE WHEN released_at IS NULL THEN amount_micros ELSE used_micros END) AS held FROM mesh_allocations WHERE pool_id = ${pool}`
+      ]),
+      ([[p], [s]]) => ({ allocated: Number(p!.allocated_micros), count: Number(s!.n), held: Number(s!.held ?? 0) })
+    )
+
+  it.live("ledger statement: exhausted, duplicate child, same key raced, and a release returns the unused part once", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const [a, b] = yield* twoProcesses(url())
+        const sa = Context.get(a, SqlClient.SqlClient)
+        const sb = Context.get(b, SqlClient.SqlClient)
+        const pool = unique("pool")
+        yield* openPool(sa, pool, 100)
+        assert.strictEqual(yield* reserve(sa, allocation(pool, `${pool}-a1`, 60)), "allocated")
+        assert.strictEqual(yield* reserve(sb, allocation(pool, `${pool}-a2`, 60)), "exhausted")
+        assert.strictEqual(yield* reserve(sb, allocation(pool, `${pool}-a3`, 10, `${pool}-a1`)), "duplicate-child")
+        assert.strictEqual(yield* reserve(sb, { ...allocation(pool, `${pool}-a1`, 10, `${pool}-other`), id: `${pool}-x` }), "raced")
+        const e = yield* Effect.flip(reserve(sa, allocation(pool, `${pool}-a4`, 10, null as unknown as string)))
+        assert.deepStrictEqual([e._tag, e.reason], ["PersistenceError", "NotNullViolation"])
+        assert.deepStrictEqual(yield* totals(sa, pool), { allocated: 60, count: 1, held: 60 })
+        // Ten concurrent releases of one allocation from both processes: one returns 60 - 15 = 45, the rest nothing.
+        const releases = yield* Effect.forEach(Array.from({ length: 10 }, (_, i) => (i % 2 === 0 ? sa : sb)), (s) =>
+          releaseStatement(s, `${pool}-a1`, 15, 1_700_000_000_001, null), { concurrency: "unbounded" })
+        assert.strictEqual(releases.filter((r) => r.length === 1).length, 1)
+        assert.deepStrictEqual(yield* totals(sb, pool), { allocated: 15, count: 1, held: 15 })
+      })
+    ))
+
+  it.live("ledger under many writers: 300 concurrent allocations of 1 from two processes against a pool of 100", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const [a, b] = yield* twoProcesses(url())
+        const sa = Context.get(a, SqlClient.SqlClient)
+        const sb = Context.get(b, SqlClient.SqlClient)
+        const pool = unique("pool")
+        yield* openPool(sa, pool, 100)
+        // Process b allocates as the hub does: on Postgres its prepared statement (`PgHotStatements`), else `SqlClient`.
+        const hot = Context.getOption(b, Database.PgHotStatements)
+        const viaB = (r: typeof AllocationRow.Encoded) => (hot._tag === "Some" ? reservePg(hot.value)(r) : reserve(sb, r))
+        const outcomes = yield* Effect.forEach(Array.from({ length: 300 }, (_, i) => i), (i) =>
+          i % 2 === 0 ? reserve(sa, allocation(pool, `${pool}-${i}`, 1)) : viaB(allocation(pool, `${pool}-${i}`, 1)), { concurrency: 40 })
+        assert.strictEqual(outcomes.filter((o) => o === "allocated").length, 100)
+        assert.strictEqual(outcomes.filter((o) => o === "exhausted").length, 200)
+        assert.deepStrictEqual(yield* totals(sb, pool), { allocated: 100, count: 100, held: 100 })
+      })
+    ))
+}
+
+describe("SQL stores on SQLite", () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "mesh-stores-"))
+  suite(() => path.join(dir, "stores.db"))
+})
+
+describePostgres("SQL stores on Postgres", suite)
