@@ -147,7 +147,7 @@ const suite = (url: () => string) => {
       })
     ))
 
-  it.live("registry rows: keys, entries, a taken DID as UniqueViolation, revocations, one-time challenges, settings, search", () =>
+  it.live("registry rows: keys, entries, a taken DID as UniqueViolation, search, liveness, A2A cards, revocations, one-time challenges, settings", () =>
     Effect.scoped(
       Effect.gen(function* () {
         const [a, b] = yield* twoProcesses(url())
@@ -173,6 +173,24 @@ const suite = (url: () => string) => {
         const hits = yield* rb.search(["SAILORS", "tide"], 10)
         assert.deepStrictEqual(hits.map((h) => h.did), [did])
         assert.deepStrictEqual(yield* rb.search(["sailors", "nowhere"], 10), [])
+        // Liveness (migration 0017): a heartbeat at an epoch-ms instant past 32 bits, then filtered lists and searches.
+        const seenAt = 1_800_000_000_000
+        assert.isTrue(yield* ra.touchEntry(did, seenAt))
+        assert.isFalse(yield* ra.touchEntry(`${did}-unknown`, seenAt))
+        assert.strictEqual(Option.getOrThrow(yield* rb.entryByHash(`hash-${did}`)).last_seen_at, seenAt)
+        const listed = (seen: RegistryStore.SeenFilter) => Effect.map(rb.listEntries("agent", 1000, undefined, seen), (rows) => rows.some((r) => r.did === did))
+        assert.isTrue(yield* listed({ live: true, since: seenAt }))
+        assert.isFalse(yield* listed({ live: false, since: seenAt }))
+        assert.isFalse(yield* listed({ live: true, since: seenAt + 1 }))
+        assert.isTrue(yield* listed({ live: false, since: seenAt + 1 }))
+        assert.deepStrictEqual((yield* rb.search(["sailors"], 10, { live: true, since: seenAt })).map((h) => h.did), [did])
+        assert.deepStrictEqual(yield* rb.search(["sailors"], 10, { live: true, since: seenAt + 1 }), [])
+        // A2A cards (migration 0016): written by one process, read and replaced through the other.
+        yield* ra.putA2aCard(did, '{"name":"a"}', seenAt)
+        assert.deepStrictEqual(Option.getOrThrow(yield* rb.a2aCard(did)), { card: '{"name":"a"}', fetched_at: seenAt })
+        yield* rb.putA2aCard(did, '{"name":"b"}', seenAt + 1)
+        assert.deepStrictEqual(Option.getOrThrow(yield* ra.a2aCard(did)), { card: '{"name":"b"}', fetched_at: seenAt + 1 })
+        assert.isTrue(Option.isNone(yield* ra.a2aCard(`${did}-unknown`)))
         assert.isTrue(yield* ra.revokeMandate("jti", did, 1))
         assert.isFalse(yield* rb.revokeMandate("jti", did, 2))
         assert.isTrue(yield* rb.isMandateRevoked("jti", did))
