@@ -1,0 +1,56 @@
+/**
+ * Request tracing, opt-in: whether the serving path opens a span per request (`Tracing`, off by default, turned on
+ * by `Telemetry.layer`), the W3C `traceparent` header read and written, and `traced`, a span that costs one context
+ * read when tracing is off. docs/operations.md, "Traces".
+ *
+ * Floor: http (docs/architecture.md §3).
+ */
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Tracer from "effect/Tracer"
+
+/** Whether spans are made: read once by the serving path at start, and by `traced` per call. Default false. */
+export class Tracing extends Context.Reference<Tracing>()("agent-mesh/http/Tracing", { defaultValue: () => false }) {}
+
+/** The W3C Trace Context header, lower case as node:http exposes request headers. */
+export const HEADER = "traceparent"
+
+// version-traceid-parentid-flags; a later version may append fields, which this reader ignores (W3C §4.3).
+const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$/
+const ZERO_TRACE = "00000000000000000000000000000000"
+const ZERO_SPAN = "0000000000000000"
+
+/** The remote parent a `traceparent` names, or undefined when it is absent or not valid. */
+export const fromTraceparent = (value: string | ReadonlyArray<string> | undefined): Tracer.ExternalSpan | undefined => {
+  if (typeof value !== "string") return undefined
+  const m = TRACEPARENT.exec(value.trim())
+  if (m === null) return undefined
+  const [, version, traceId, spanId, flags, rest] = m
+  if (version === "ff" || (version === "00" && rest !== undefined) || traceId === ZERO_TRACE || spanId === ZERO_SPAN) return undefined
+  return Tracer.externalSpan({ traceId: traceId!, spanId: spanId!, sampled: (parseInt(flags!, 16) & 1) === 1 })
+}
+
+/** The `traceparent` naming `span` as the parent. */
+export const toTraceparent = (span: Tracer.AnySpan): string => `00-${span.traceId}-${span.spanId}-${span.sampled ? "01" : "00"}`
+
+/**
+ * The `traceparent` an outgoing call carries: the current span's while tracing, else the incoming request's as it
+ * came (a hop that does not trace passes the caller's context on unchanged), else none.
+ */
+export const outgoing: Effect.Effect<string | undefined> = Effect.flatMap(Tracing, (on) =>
+  on
+    ? Effect.map(Effect.option(Effect.currentParentSpan), (span) => (Option.isSome(span) ? toTraceparent(span.value) : undefined))
+    : Effect.map(Effect.serviceOption(HttpServerRequest.HttpServerRequest), (req) => {
+      if (Option.isNone(req)) return undefined
+      const value = req.value.headers[HEADER]
+      return fromTraceparent(value) === undefined ? undefined : value
+    })
+)
+
+/** `self` in a span named `name` while tracing is on; `self` itself otherwise. */
+export const traced =
+  (name: string, options?: { readonly attributes?: Record<string, unknown>; readonly kind?: Tracer.SpanKind }) =>
+  <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.flatMap(Tracing, (on) => (on ? Effect.withSpan(self, name, { kind: options?.kind ?? "internal", ...(options?.attributes === undefined ? {} : { attributes: options.attributes }) }) : self))
