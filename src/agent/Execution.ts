@@ -38,6 +38,10 @@ import * as CommitToken from "../core/CommitToken.js"
 import { Keys } from "../core/Keys.js"
 import { formatUsdString, InvalidAmount, type Micros, parseUsd } from "../core/Money.js"
 import { TaskGuard, type TaskGuardApi } from "../core/TaskGuard.js"
+import { countRun } from "../core/MeshMetrics.js"
+import { CorrelationId } from "../http/CorrelationId.js"
+import { markLogged } from "../http/FailureLog.js"
+import { traced } from "../http/Tracing.js"
 import { settle } from "../node/internal/promiseRuntime.js"
 
 /** How an execution ended: the reply, or a pause at a human gate. */
@@ -101,11 +105,16 @@ const failedWith = (cause: Cause.Cause<unknown>): Effect.Effect<never, RunError>
   const failure = Cause.failureOption(cause)
   const error = failure._tag === "Some" ? failure.value : Cause.squash(cause)
   if (isRunError(error)) return Effect.fail(error)
+  // Logged here, with the cause and the request's correlation id; the serving path then logs nothing more of it.
   return Effect.zipRight(
-    Effect.logError("handler failed", cause),
-    Effect.fail(new HandlerFailed({ code: "HANDLER_FAILED", message: "the agent's handler failed" }))
+    withCorrelationId(Effect.logError("handler failed", cause)),
+    Effect.fail(markLogged(new HandlerFailed({ code: "HANDLER_FAILED", message: "the agent's handler failed" })))
   )
 }
+
+/** `log` annotated with the correlation id of the request being served, when there is one. */
+const withCorrelationId = <A, E, R>(log: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.flatMap(Effect.serviceOption(CorrelationId), (cid) => (cid._tag === "Some" ? Effect.annotateLogs(log, "correlationId", cid.value) : log))
 
 /** What the guard of an execution needs from the server. */
 interface GuardDeps {
@@ -292,8 +301,8 @@ export const make = (options: Options): Effect.Effect<ExecutionApi, never, Agent
         )
       }).pipe(
         Effect.provideService(Keys, keys),
-        Effect.tapError((e) => Effect.logError(`commit token for ${state.sessionId} not signed`, e)),
-        Effect.mapError(() => new HandlerFailed({ code: "HANDLER_FAILED", message: "the agent could not sign the commit token" }))
+        Effect.tapError((e) => withCorrelationId(Effect.logError(`commit token for ${state.sessionId} not signed`, e))),
+        Effect.mapError(() => markLogged(new HandlerFailed({ code: "HANDLER_FAILED", message: "the agent could not sign the commit token" })))
       )
     const deps: GuardDeps = { guard: yield* TaskGuard, gates: yield* Gates, did, sandboxed: options.sandboxed ?? false }
     const runPromise = promiseRunner(yield* Effect.runtime<never>())
@@ -325,7 +334,7 @@ export const make = (options: Options): Effect.Effect<ExecutionApi, never, Agent
           .pipe(Effect.mapError(storeUnavailable))
         if (state.commit === undefined || capability === undefined) return { _tag: "Completed", message: text } as const
         return { _tag: "Completed", message: text, commitToken: yield* commitToken(state, state.commit, capability, text, x.cost) } as const
-      })
+      }).pipe(countRun, traced("agent.handler", { attributes: { "mesh.session_id": state.sessionId, "mesh.streaming": streaming } }))
 
     return { execute }
   })

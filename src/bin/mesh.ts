@@ -17,6 +17,7 @@ import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import { createKey, DEFAULT_DATABASE, keygen, runAgent, runHub, runPlatform, runSagaFile, sagaStatus } from "../cli/Cli.js"
 import * as KeysNative from "../node/KeysNative.js"
+import * as Observability from "../cli/Observability.js"
 import { VERSION } from "../core/Version.js"
 
 const name = Args.text({ name: "name" }).pipe(Args.withDescription("the identity's name: did:mesh:[<namespace>.]<name>"))
@@ -38,6 +39,11 @@ const logLevel = Options.choice("log-level", ["debug", "info", "warning", "error
 const logLevels = { debug: "Debug", info: "Info", warning: "Warning", error: "Error" } as const
 /** Prints only log lines at `--log-level` or more severe. */
 const withLogLevel = (level: keyof typeof logLevels) => Logger.withMinimumLogLevel(LogLevel.fromLiteral(logLevels[level]))
+const logFormat = Options.choice("log-format", Observability.LOG_FORMATS).pipe(
+  Options.withFallbackConfig(Config.literal(...Observability.LOG_FORMATS)("MESH_LOG_FORMAT")),
+  Options.withDefault("logfmt" as const),
+  Options.withDescription("log lines as logfmt (default), json or pretty (env MESH_LOG_FORMAT); OTEL_* variables turn tracing on (docs/operations.md)")
+)
 
 const allowedHosts = Options.text("allowed-host").pipe(Options.repeated, Options.withDescription("a DNS name (name or name:port) clients may use in Host besides localhost and IP addresses; * for any (repeatable)"))
 const allowedOrigins = Options.text("allowed-origin").pipe(Options.repeated, Options.withDescription("a browser origin (scheme://host[:port]) allowed cross-origin requests; * for any (repeatable)"))
@@ -58,8 +64,8 @@ const sagaIdentity = Options.file("saga-identity").pipe(
   Options.withDescription("identity file (`mesh keygen`) of the saga runner: with it the hub also runs sagas (/v1/sagas) as this DID")
 )
 
-const hubCommand = Command.make("hub", { port, host, db, publicUrl, newAdminKey, probePort, sagaIdentity, allowedHosts, allowedOrigins, logLevel }, (args) =>
-  runHub(args).pipe(withLogLevel(args.logLevel))
+const hubCommand = Command.make("hub", { port, host, db, publicUrl, newAdminKey, probePort, sagaIdentity, allowedHosts, allowedOrigins, logLevel, logFormat }, (args) =>
+  runHub(args).pipe(withLogLevel(args.logLevel), Effect.provide(Observability.layer("mesh-hub", args.logFormat)))
 ).pipe(Command.withDescription("run a hub: registry, spending ledger and platform API on a SQLite file; stops cleanly on SIGINT/SIGTERM"))
 
 const registryUrl = Options.text("registry").pipe(Options.withFallbackConfig(Config.string("MESH_REGISTRY")), Options.withDescription("the registry hub's URL (env MESH_REGISTRY)"))
@@ -88,8 +94,8 @@ const agentProvider = Options.choice("provider", ["anthropic", "openai"]).pipe(O
 const agentModel = Options.text("model").pipe(Options.withFallbackConfig(Config.string("MESH_MODEL")), Options.optional, Options.withDescription("model of an LLM chat agent (env MESH_MODEL); overrides the module's"))
 const agentIdentity = Options.file("identity").pipe(Options.optional, Options.withDescription("identity file from `mesh keygen`: the agent's DID and key"))
 
-const agentCommand = Command.make("agent", { module: agentModule, port: agentPort, host: agentHost, db: agentDb, hub: agentHub, identity: agentIdentity, provider: agentProvider, model: agentModel, allowedHosts, allowedOrigins, logLevel }, (args) =>
-  runAgent(args).pipe(withLogLevel(args.logLevel))
+const agentCommand = Command.make("agent", { module: agentModule, port: agentPort, host: agentHost, db: agentDb, hub: agentHub, identity: agentIdentity, provider: agentProvider, model: agentModel, allowedHosts, allowedOrigins, logLevel, logFormat }, (args) =>
+  runAgent(args).pipe(withLogLevel(args.logLevel), Effect.provide(Observability.layer("mesh-agent", args.logFormat)))
 ).pipe(Command.withDescription("run the agent a module exports (POST /v1/run, /v1/resume, /health, /.well-known/mesh-agent.json)"))
 
 const sagaFile = Args.file({ name: "file", exists: "yes" }).pipe(Args.withDescription("the saga as JSON: { mandate, steps: [{ name, agentDid | didHash, capability, params, budgetUsd, compensation }] }"))

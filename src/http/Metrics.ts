@@ -7,7 +7,9 @@
  *
  * Floor: http (docs/architecture.md §3).
  */
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import type * as MetricPair from "effect/MetricPair"
 import * as MetricState from "effect/MetricState"
@@ -140,3 +142,9 @@ export const renderRegistry = (): string => {
 
 /** The whole `/metrics` body: the server's requests, then the process's registry. */
 export const render = (requests: RequestMetrics): string => requests.render() + renderRegistry()
+
+/** The success schema of a `/metrics` endpoint. */
+export const MetricsText = HttpApiSchema.Text({ contentType: CONTENT_TYPE })
+
+/** The `/metrics` body of the server answering. */
+export const served: Effect.Effect<string, never, ServedMetrics> = Effect.map(ServedMetrics, render)

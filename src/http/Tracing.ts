@@ -9,6 +9,7 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as Stream from "effect/Stream"
 import * as Tracer from "effect/Tracer"
 
 /** Whether spans are made: read once by the serving path at start, and by `traced` per call. Default false. */
@@ -54,3 +55,14 @@ export const traced =
   (name: string, options?: { readonly attributes?: Record<string, unknown>; readonly kind?: Tracer.SpanKind }) =>
   <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
     Effect.flatMap(Tracing, (on) => (on ? Effect.withSpan(self, name, { kind: options?.kind ?? "internal", ...(options?.attributes === undefined ? {} : { attributes: options.attributes }) }) : self))
+
+/** `self` in a span named `name`, from its start to its end, while tracing is on; `self` itself otherwise. */
+export const tracedStream =
+  (name: string, options?: { readonly attributes?: Record<string, unknown>; readonly kind?: Tracer.SpanKind }) =>
+  <A, E, R>(self: Stream.Stream<A, E, R>): Stream.Stream<A, E, R> =>
+    Stream.unwrap(Effect.map(Tracing, (on) => (on ? Stream.withSpan(self, name, { kind: options?.kind ?? "internal", ...(options?.attributes === undefined ? {} : { attributes: options.attributes }) }) : self)))
+
+/** Whether the environment asks for tracing at all (read without loading OpenTelemetry, for the `mesh` command). */
+export const requestedByEnv = (env: Readonly<Record<string, string | undefined>>): boolean =>
+  env.OTEL_SDK_DISABLED?.trim().toLowerCase() !== "true" &&
+  (env.OTEL_EXPORTER_OTLP_ENDPOINT !== undefined || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT !== undefined || env.OTEL_TRACES_EXPORTER !== undefined)
