@@ -12,7 +12,8 @@ const suites: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
   ledger: () => import("./ledger.js"),
   start: () => import("./start.js"),
   saga: () => import("./saga.js"),
-  router: () => import("./router.js")
+  router: () => import("./router.js"),
+  tracing: () => import("./tracing.js")
 }
 
 const wanted = process.argv.slice(2)

@@ -17,13 +17,18 @@ export const LOG_FORMATS = ["logfmt", "json", "pretty"] as const
 /** How log lines are printed: `logfmt` (key=value, the default), `json` (one object a line), `pretty` (for a terminal). */
 export type LogFormat = (typeof LOG_FORMATS)[number]
 
-/** The logger of a format. */
-export const loggerOf = (format: LogFormat): Layer.Layer<never> => (format === "json" ? Logger.json : format === "pretty" ? Logger.pretty : Logger.logFmt)
+/** The logger of a format; `pretty` is coloured only on a terminal and when `NO_COLOR` is unset. */
+export const loggerOf = (format: LogFormat, env: Readonly<Record<string, string | undefined>> = process.env): Layer.Layer<never> =>
+  format === "json"
+    ? Logger.json
+    : format === "pretty"
+      ? Logger.replace(Logger.defaultLogger, Logger.prettyLogger({ colors: process.stdout.isTTY === true && (env.NO_COLOR ?? "") === "" }))
+      : Logger.logFmt
 
 /** The loggers, the access log and, when the environment asks for it, tracing, for a serving command named `service`. */
 export const layer = (service: string, format: LogFormat, env: Readonly<Record<string, string | undefined>> = process.env): Layer.Layer<never> =>
   Layer.mergeAll(
-    loggerOf(format),
+    loggerOf(format, env),
     Layer.succeed(AccessLog, true),
     requestedByEnv(env) ? Layer.unwrapEffect(Effect.map(Effect.promise(() => import("../http/Telemetry.js")), (t) => t.layerFromEnv(service))) : Layer.empty
   )
