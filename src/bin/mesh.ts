@@ -41,8 +41,8 @@ const logLevels = { debug: "Debug", info: "Info", warning: "Warning", error: "Er
 const withLogLevel = (level: keyof typeof logLevels) => Logger.withMinimumLogLevel(LogLevel.fromLiteral(logLevels[level]))
 const logFormat = Options.choice("log-format", Observability.LOG_FORMATS).pipe(
   Options.withFallbackConfig(Config.literal(...Observability.LOG_FORMATS)("MESH_LOG_FORMAT")),
-  Options.withDefault("logfmt" as const),
-  Options.withDescription("log lines as logfmt (default), json or pretty (env MESH_LOG_FORMAT); OTEL_* variables turn tracing on (docs/operations.md)")
+  Options.withDefault("pretty" as const),
+  Options.withDescription("log lines as pretty (default), json or logfmt (env MESH_LOG_FORMAT); OTEL_* variables turn tracing on (docs/operations.md)")
 )
 
 const allowedHosts = Options.text("allowed-host").pipe(Options.repeated, Options.withDescription("a DNS name (name or name:port) clients may use in Host besides localhost and IP addresses; * for any (repeatable)"))
