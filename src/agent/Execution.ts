@@ -30,7 +30,8 @@ import {
   GatePaused,
   type GuardError,
   type GuardOptions,
-  type RunInput
+  type RunInput,
+  type TraceContext
 } from "./Handler.js"
 import { Identity } from "./Identity.js"
 import { AgentMemory } from "../core/AgentMemory.js"
@@ -41,7 +42,7 @@ import { TaskGuard, type TaskGuardApi } from "../core/TaskGuard.js"
 import { countRun } from "../core/MeshMetrics.js"
 import { CorrelationId } from "../http/CorrelationId.js"
 import { markLogged } from "../http/FailureLog.js"
-import { traced } from "../http/Tracing.js"
+import { outgoing, traced } from "../http/Tracing.js"
 import { settle } from "../node/internal/promiseRuntime.js"
 
 /** How an execution ended: the reply, or a pause at a human gate. */
@@ -111,6 +112,12 @@ const failedWith = (cause: Cause.Cause<unknown>): Effect.Effect<never, RunError>
     Effect.fail(markLogged(new HandlerFailed({ code: "HANDLER_FAILED", message: "the agent's handler failed" })))
   )
 }
+
+/** The correlation id and traceparent a handler's own calls pass on (`RunInput.trace`). */
+const traceContext: Effect.Effect<TraceContext> = Effect.zipWith(Effect.serviceOption(CorrelationId), outgoing, (cid, traceparent) => ({
+  ...(cid._tag === "Some" ? { correlationId: cid.value } : {}),
+  ...(traceparent === undefined ? {} : { traceparent })
+}))
 
 /** `log` annotated with the correlation id of the request being served, when there is one. */
 const withCorrelationId = <A, E, R>(log: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
@@ -220,7 +227,8 @@ const inputFor = (
   guardEffect: RunInput["guardEffect"],
   compute: ComputeMeter,
   systemPrompt: string | undefined,
-  runPromise: <A, E>(effect: Effect.Effect<A, E>) => Promise<A>
+  runPromise: <A, E>(effect: Effect.Effect<A, E>) => Promise<A>,
+  trace: TraceContext
 ) => {
   // Made on first use: most handlers never look at their signal.
   let controller: AbortController | undefined
@@ -241,6 +249,7 @@ const inputFor = (
     compute,
     capability: x.state.capability,
     commit: x.state.commit,
+    trace,
     reportCost: (usd) => {
       const parsed = parseUsd(usd)
       if (Either.isLeft(parsed)) throw parsed.left
@@ -311,7 +320,7 @@ export const make = (options: Options): Effect.Effect<ExecutionApi, never, Agent
       Effect.gen(function* () {
         const capability = yield* capabilityOf(state, declared)
         const x: Run = { state, approval, passed: state.journal.slice(), calls: 0, produced: 0, paused: undefined, pausing: false, ended: false, cost: undefined }
-        const { input, cancel } = inputFor(x, guardFor(deps, x), meterFor(deps, x), options.systemPrompt, runPromise)
+        const { input, cancel } = inputFor(x, guardFor(deps, x), meterFor(deps, x), options.systemPrompt, runPromise, yield* traceContext)
         let text = ""
         const output = yield* Effect.either(Effect.try({ try: () => handler(input, streaming), catch: (e) => e }))
         const run = Either.isLeft(output)

@@ -74,6 +74,15 @@ export interface ComputeMeter {
   readonly reserve: (llmTokens: number) => Effect.Effect<ComputeReservation, AgentForbidden | AgentUnavailable>
 }
 
+/**
+ * The request's correlation id and W3C trace context, to pass on to the calls a handler makes (spread into
+ * `AgentClient` / `AgentPromise` call options): what an Effect handler's calls carry by themselves.
+ */
+export interface TraceContext {
+  readonly correlationId?: string
+  readonly traceparent?: string
+}
+
 /** What a handler receives. */
 export interface RunInput {
   readonly message: string
@@ -106,6 +115,8 @@ export interface RunInput {
    * before the side effect it pays for, as with `guard`.
    */
   readonly reportCost: (usd: number | string) => void
+  /** The correlation id and trace context of the request being served, for the calls the handler makes. */
+  readonly trace: TraceContext
 }
 
 /** What a handler returns: the reply, or its chunks. */

@@ -16,6 +16,7 @@ import * as AgentServer from "../../src/agent/AgentServer.js"
 import { generateDid, type MeshIdentity } from "../../src/core/Did.js"
 import * as Telemetry from "../../src/http/Telemetry.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
+import * as AgentPromise from "../../src/promise/AgentPromise.js"
 import { post } from "./support.js"
 
 const keyring = (ids: ReadonlyArray<MeshIdentity>) => (did: string) => ids.find((i) => i.did === did)?.publicKey ?? null
@@ -128,6 +129,36 @@ describe("trace context across agents", () => {
       assert.strictEqual(seen[0]!["x-correlation-id"], cid)
       // No traceparent came in and none is made while tracing is off.
       assert.isUndefined(seen[0]!["traceparent"])
+    }).pipe(Effect.scoped, Effect.provide(KeysNative.layer))
+  )
+
+  it.live("a Promise handler passes the trace context on with `input.trace` in its call options", () =>
+    Effect.gen(function* () {
+      const seen: Array<Http.IncomingHttpHeaders> = []
+      const fake = Http.createServer((req, res) => {
+        seen.push(req.headers)
+        req.resume()
+        req.on("end", () => {
+          res.writeHead(200, { "content-type": "application/json" })
+          res.end(JSON.stringify({ message: "ok", sessionId: "s" }))
+        })
+      })
+      yield* Effect.acquireRelease(
+        Effect.async<void>((resume) => void fake.listen(0, "127.0.0.1", () => resume(Effect.void))),
+        () => Effect.async<void>((resume) => void fake.close(() => resume(Effect.void)))
+      )
+      const fakeUrl = `http://127.0.0.1:${(fake.address() as Net.AddressInfo).port}`
+      const agentA = yield* AgentServer.make({
+        name: "promise-a", database: ":memory:",
+        handler: async (input) => {
+          const reply = await AgentPromise.callAgent(fakeUrl, "ping", { ...input.trace })
+          return "message" in reply ? reply.message : "paused"
+        }
+      })
+      const res = yield* post(`${agentA.url}/v1/run`, { message: "hello" }, { "x-correlation-id": "promise-cid-3", traceparent: CALLER_TRACEPARENT })
+      assert.strictEqual(res.status, 200, JSON.stringify(res.body))
+      assert.strictEqual(seen[0]!["x-correlation-id"], "promise-cid-3")
+      assert.strictEqual(seen[0]!["traceparent"], CALLER_TRACEPARENT)
     }).pipe(Effect.scoped, Effect.provide(KeysNative.layer))
   )
 })
