@@ -2,8 +2,10 @@
  * Serves an `HttpApi` on node:http through a lean path (docs/architecture.md §6): the handler layer is built once, its
  * routes are taken from HttpApiBuilder's router (so decoding, handlers, group/endpoint middleware and success
  * encoding are HttpApi's own), and each request runs as one fiber on a prebuilt runtime with the body already read
- * natively. No per-request layer, scope, span or web `Request`. Errors go out as `{ _tag, error, code,
- * correlationId }` with the status annotated on the error schema.
+ * natively. No per-request layer, scope or web `Request`; a span only while tracing is on (`Tracing`). Every answer is
+ * counted for `/metrics` (`Metrics`), written to the access log when it is on (`AccessLog`), and a 5xx is logged once
+ * with its correlation id (`FailureLog`). Errors go out as `{ _tag, error, code, correlationId }` with the status
+ * annotated on the error schema.
  *
  * The serving layer's own errors (`InvalidJson`, `RouteNotFound`, `PayloadTooLarge`, `UnsupportedMediaType`,
  * `Overloaded`, `HostNotAllowed`, `OriginNotAllowed`, `InternalError` from ErrorBody.ts) go out in the same shape
