@@ -32,8 +32,9 @@ export interface Entry {
 }
 
 /**
- * A writer of access lines through `runtime`'s loggers, at Info (a 5xx at Error), honouring its minimum log level
- * and log annotations; undefined when Info is below that level, so the serving path skips the work entirely.
+ * A writer of access lines through `runtime`'s loggers, at Info whatever the status (the Error line of a failure is
+ * its cause's, written once elsewhere: FailureLog.ts), honouring its minimum log level and log annotations;
+ * undefined when Info is below that level, so the serving path skips the work entirely.
  */
 export const writer = (runtime: Runtime.Runtime<never>, now: () => number): ((entry: Entry) => void) | undefined => {
   const refs = runtime.fiberRefs
@@ -51,7 +52,7 @@ export const writer = (runtime: Runtime.Runtime<never>, now: () => number): ((en
     if (e.traceId !== undefined) annotations = HashMap.set(annotations, "traceId", e.traceId)
     const options = {
       fiberId: FiberId.none,
-      logLevel: e.status >= 500 ? LogLevel.Error : LogLevel.Info,
+      logLevel: LogLevel.Info,
       message: `${e.method} ${e.path} ${e.status} ${e.durationMs}ms`,
       cause: Cause.empty,
       context: refs,

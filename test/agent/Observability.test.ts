@@ -78,6 +78,9 @@ describe("agent observability", () => {
       assert.strictEqual(failures.length, 1, JSON.stringify(failures))
       assert.strictEqual(failures[0]!.level, "ERROR")
       assert.include(failures[0]!.cause, "the database of the handler is gone")
+      // One Error line per failure: the access line stays at Info.
+      assert.strictEqual(access[0]!.level, "INFO")
+      assert.strictEqual(lines.filter((l) => l.annotations.correlationId === "fail-1" && l.level === "ERROR").length, 1)
       const health = lines.filter((l) => l.annotations.correlationId === "health-1")
       assert.strictEqual(health.length, 1)
       assert.deepInclude(health[0]!.annotations, { method: "GET", path: "/health", status: 200 })
