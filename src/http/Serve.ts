@@ -418,6 +418,24 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
     }
     const errors = collectErrors(apiProps)
 
+    // A routed request refused before its handler ran (415, 400, 503), counted under its route.
+    const refuseRouted = (
+      res: Http.ServerResponse,
+      served: Served,
+      method: string,
+      path: string,
+      t0: number,
+      cid: string,
+      status: number,
+      tag: string,
+      message: string,
+      code: string,
+      fields?: object
+    ): void => {
+      sendError(res, status, fields, tag, message, code, cid)
+      finish(method, path, res, served.stats, t0, cid, undefined, undefined, undefined)
+    }
+
     const respondFailure = (res: Http.ServerResponse, cid: string, cause: Cause.Cause<unknown>): void => {
       const failure = Cause.failureOption(cause)
       if (failure._tag === "Some") {
@@ -456,10 +474,6 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
       t0: number
     ): void => {
       const method = req.method ?? "GET"
-      const refuse = (status: number, tag: string, message: string, code: string, fields?: object) => {
-        sendError(res, status, fields, tag, message, code, cid)
-        finish(method, path, res, served.stats, t0, cid, undefined, undefined, undefined)
-      }
       let parsed: unknown = undefined
       let headers: Headers.Headers | undefined = undefined
       if (body.length > 0 && served.json) {
@@ -467,7 +481,7 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
         // multipart, a fetch string's text/plain), so only non-browser clients omit it.
         const type = req.headers["content-type"]
         if (type !== undefined && !isJsonMediaType(type)) {
-          return refuse(415, "UnsupportedMediaType", "request body must be application/json", "UNSUPPORTED_MEDIA_TYPE")
+          return refuseRouted(res, served, method, path, t0, cid, 415, "UnsupportedMediaType", "request body must be application/json", "UNSUPPORTED_MEDIA_TYPE")
         }
         // HttpApi reads a body as JSON only when its type contains "application/json"; `+json` types are JSON too.
         if (type !== undefined && !type.toLowerCase().includes("application/json")) {
@@ -475,16 +489,16 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
         }
         const text = body.toString("utf8")
         if (nestsDeeperThan(text, MAX_JSON_DEPTH)) {
-          return refuse(400, "InvalidJson", `request body nests deeper than ${MAX_JSON_DEPTH} levels`, "INVALID_JSON")
+          return refuseRouted(res, served, method, path, t0, cid, 400, "InvalidJson", `request body nests deeper than ${MAX_JSON_DEPTH} levels`, "INVALID_JSON")
         }
         try {
           parsed = parseJsonStrict(text)
         } catch (e) {
           const message = e instanceof StrictJsonError && e.reason !== "syntax" ? `request body is not accepted JSON: ${e.message}` : "request body is not valid JSON"
-          return refuse(400, "InvalidJson", message, "INVALID_JSON")
+          return refuseRouted(res, served, method, path, t0, cid, 400, "InvalidJson", message, "INVALID_JSON")
         }
       }
-      if (inFlight >= maxInFlight && !shedExempt.has(path)) return refuse(503, "Overloaded", OVERLOADED_MESSAGE, "OVERLOADED", OVERLOADED_FIELDS)
+      if (inFlight >= maxInFlight && !shedExempt.has(path)) return refuseRouted(res, served, method, path, t0, cid, 503, "Overloaded", OVERLOADED_MESSAGE, "OVERLOADED", OVERLOADED_FIELDS)
       inFlight++
       const route = served.route
       const request = new LeanRequest(req, url, body, parsed, headers)
