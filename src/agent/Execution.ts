@@ -39,10 +39,10 @@ import * as CommitToken from "../core/CommitToken.js"
 import { Keys } from "../core/Keys.js"
 import { formatUsdString, InvalidAmount, type Micros, parseUsd } from "../core/Money.js"
 import { TaskGuard, type TaskGuardApi } from "../core/TaskGuard.js"
-import { countRun } from "../core/MeshMetrics.js"
+import { runEnded, runStarted } from "../core/MeshMetrics.js"
 import { CorrelationId } from "../http/CorrelationId.js"
 import { markLogged } from "../http/FailureLog.js"
-import { outgoing, traced } from "../http/Tracing.js"
+import { traceContextOf, Tracing } from "../http/Tracing.js"
 import { settle } from "../node/internal/promiseRuntime.js"
 
 /** How an execution ended: the reply, or a pause at a human gate. */
@@ -112,12 +112,6 @@ const failedWith = (cause: Cause.Cause<unknown>): Effect.Effect<never, RunError>
     Effect.fail(markLogged(new HandlerFailed({ code: "HANDLER_FAILED", message: "the agent's handler failed" })))
   )
 }
-
-/** The correlation id and traceparent a handler's own calls pass on (`RunInput.trace`). */
-const traceContext: Effect.Effect<TraceContext> = Effect.zipWith(Effect.serviceOption(CorrelationId), outgoing, (cid, traceparent) => ({
-  ...(cid._tag === "Some" ? { correlationId: cid.value } : {}),
-  ...(traceparent === undefined ? {} : { traceparent })
-}))
 
 /** `log` annotated with the correlation id of the request being served, when there is one. */
 const withCorrelationId = <A, E, R>(log: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
@@ -228,7 +222,8 @@ const inputFor = (
   compute: ComputeMeter,
   systemPrompt: string | undefined,
   runPromise: <A, E>(effect: Effect.Effect<A, E>) => Promise<A>,
-  trace: TraceContext
+  context: Context.Context<never>,
+  tracing: boolean
 ) => {
   // Made on first use: most handlers never look at their signal.
   let controller: AbortController | undefined
@@ -249,7 +244,10 @@ const inputFor = (
     compute,
     capability: x.state.capability,
     commit: x.state.commit,
-    trace,
+    // Read on first use: most handlers never pass it on.
+    get trace(): TraceContext {
+      return traceContextOf(context, tracing)
+    },
     reportCost: (usd) => {
       const parsed = parseUsd(usd)
       if (Either.isLeft(parsed)) throw parsed.left
@@ -315,25 +313,38 @@ export const make = (options: Options): Effect.Effect<ExecutionApi, never, Agent
       )
     const deps: GuardDeps = { guard: yield* TaskGuard, gates: yield* Gates, did, sandboxed: options.sandboxed ?? false }
     const runPromise = promiseRunner(yield* Effect.runtime<never>())
+    // Read once: the span below costs nothing per run while tracing is off.
+    const tracing = yield* Tracing
 
-    const execute: ExecutionApi["execute"] = (state, approval, streaming, emit) =>
+    const run = (state: TaskState, approval: Approval | undefined, streaming: boolean, emit: (chunk: string) => void) =>
       Effect.gen(function* () {
         const capability = yield* capabilityOf(state, declared)
         const x: Run = { state, approval, passed: state.journal.slice(), calls: 0, produced: 0, paused: undefined, pausing: false, ended: false, cost: undefined }
-        const { input, cancel } = inputFor(x, guardFor(deps, x), meterFor(deps, x), options.systemPrompt, runPromise, yield* traceContext)
+        const { input, cancel } = inputFor(x, guardFor(deps, x), meterFor(deps, x), options.systemPrompt, runPromise, yield* Effect.context<never>(), tracing)
         let text = ""
         const output = yield* Effect.either(Effect.try({ try: () => handler(input, streaming), catch: (e) => e }))
-        const run = Either.isLeft(output)
+        const work = Either.isLeft(output)
           ? Effect.fail(output.left)
           : consume(output.right, (chunk) => {
               if (typeof chunk !== "string") return
               text += chunk
               if (++x.produced > state.emitted) emit(chunk)
             }, cancel)
+        // Counted in flight from the moment its output is consumed; the flag keeps an interruption before that even.
+        let counted = false
         const exit = yield* Effect.exit(
-          run.pipe(
+          Effect.suspend(() => {
+            counted = true
+            runStarted()
+            return work
+          }).pipe(
             Effect.onInterrupt(() => Effect.sync(cancel)),
-            Effect.ensuring(Effect.sync(() => void (x.ended = true)))
+            Effect.ensuring(
+              Effect.sync(() => {
+                x.ended = true
+                if (counted) runEnded()
+              })
+            )
           )
         )
         if (x.paused !== undefined) return { _tag: "Paused", request: x.paused } as const
@@ -343,7 +354,12 @@ export const make = (options: Options): Effect.Effect<ExecutionApi, never, Agent
           .pipe(Effect.mapError(storeUnavailable))
         if (state.commit === undefined || capability === undefined) return { _tag: "Completed", message: text } as const
         return { _tag: "Completed", message: text, commitToken: yield* commitToken(state, state.commit, capability, text, x.cost) } as const
-      }).pipe(countRun, traced("agent.handler", { attributes: { "mesh.session_id": state.sessionId, "mesh.streaming": streaming } }))
+      })
+
+    const execute: ExecutionApi["execute"] = tracing
+      ? (state, approval, streaming, emit) =>
+          Effect.withSpan(run(state, approval, streaming, emit), "agent.handler", { attributes: { "mesh.session_id": state.sessionId, "mesh.streaming": streaming } })
+      : run
 
     return { execute }
   })

@@ -11,6 +11,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import * as Tracer from "effect/Tracer"
+import { CorrelationId } from "./CorrelationId.js"
 
 /** Whether spans are made: read once by the serving path at start, and by `traced` per call. Default false. */
 export class Tracing extends Context.Reference<Tracing>()("agent-mesh/http/Tracing", { defaultValue: () => false }) {}
@@ -49,6 +50,25 @@ export const outgoing: Effect.Effect<string | undefined> = Effect.flatMap(Tracin
       return fromTraceparent(value) === undefined ? undefined : value
     })
 )
+
+/**
+ * `outgoing` and the correlation id, read from a captured context without running an Effect (for values a handler
+ * may never ask for): the parent span's traceparent while `tracing`, else the served request's, as it came.
+ */
+export const traceContextOf = (context: Context.Context<never>, tracing: boolean): { readonly correlationId?: string; readonly traceparent?: string } => {
+  const get = <I, S>(tag: Context.Tag<I, S>): Option.Option<S> => Context.getOption(context as Context.Context<I>, tag)
+  const cid = get(CorrelationId)
+  let traceparent: string | undefined
+  if (tracing) {
+    const span = get(Tracer.ParentSpan)
+    traceparent = Option.isSome(span) ? toTraceparent(span.value) : undefined
+  } else {
+    const req = get(HttpServerRequest.HttpServerRequest)
+    const value = Option.isSome(req) ? req.value.headers[HEADER] : undefined
+    traceparent = fromTraceparent(value) === undefined ? undefined : value
+  }
+  return { ...(Option.isSome(cid) ? { correlationId: cid.value } : {}), ...(traceparent === undefined ? {} : { traceparent }) }
+}
 
 /** `self` in a span named `name` while tracing is on; `self` itself otherwise. */
 export const traced =
