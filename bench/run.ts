@@ -14,7 +14,8 @@ const suites: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
   saga: () => import("./saga.js"),
   router: () => import("./router.js"),
   a2a: () => import("./a2a.js"),
-  postgres: () => import("./postgres.js")
+  postgres: () => import("./postgres.js"),
+  tracing: () => import("./tracing.js")
 }
 
 const wanted = process.argv.slice(2)

@@ -25,6 +25,7 @@ import {
   ProviderFailed
 } from "./AgentError.js"
 import { addServingErrors, wireErrors } from "../http/ErrorBody.js"
+import { MetricsText } from "../http/Metrics.js"
 import * as ModelProvider from "../core/ModelProvider.js"
 import { parseUsd } from "../core/Money.js"
 import { VERSION } from "../core/Version.js"
@@ -177,7 +178,12 @@ export class RunGroup extends HttpApiGroup.make("run")
 /** Health and discovery, open to anyone. */
 export class InfoGroup extends HttpApiGroup.make("info")
   .add(HttpApiEndpoint.get("health", "/health").addSuccess(Health))
-  .add(HttpApiEndpoint.get("discovery", "/.well-known/mesh-agent.json").addSuccess(Schema.Unknown)) {}
+  .add(HttpApiEndpoint.get("discovery", "/.well-known/mesh-agent.json").addSuccess(Schema.Unknown))
+  .add(
+    HttpApiEndpoint.get("metrics", "/metrics")
+      .addSuccess(MetricsText)
+      .annotate(OpenApi.Description, "Prometheus text format: requests by route and status, latency, runs in flight (docs/operations.md).")
+  ) {}
 
 /** The server's OpenAPI document, open to anyone. */
 export class DocsGroup extends HttpApiGroup.make("docs")

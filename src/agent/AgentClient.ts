@@ -2,7 +2,9 @@
  * Calls between agents: `call` resolves an agent's `didHash` through the hub (cached), posts to its `/v1/run` and,
  * with `signAs`, signs the request with mesh-sig; `stream` reads the reply as SSE and, when the connection drops
  * mid-stream, reconnects with `Last-Event-ID` so no event is lost or repeated. A target that starts with `http://`
- * or `https://` is used as the agent's base URL as is.
+ * or `https://` is used as the agent's base URL as is. A call made while serving a request carries that request's
+ * correlation id and a W3C `traceparent` (the current span's while tracing, else the incoming one), both covered by
+ * the mesh-sig signature, so one user request can be followed across agents (docs/operations.md, "Traces").
  *
  * A `didHash` the hub knows as an A2A agent (registered from its card, docs/bridges.md "A2A") is called over A2A
  * instead: JSON-RPC `SendMessage` (or `SendStreamingMessage`) at the JSON-RPC interface its card names, 1.0 when the
@@ -15,6 +17,7 @@ import * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import * as Clock from "effect/Clock"
+import * as Option from "effect/Option"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -27,6 +30,8 @@ import { Keys, type PrivateKeyInput } from "../core/Keys.js"
 import * as MeshClient from "../hub/MeshClient.js"
 import * as Sse from "../core/Sse.js"
 import * as A2a from "./A2aProtocol.js"
+import { CorrelationId, HEADER as CORRELATION_HEADER } from "../http/CorrelationId.js"
+import { HEADER as TRACEPARENT, outgoing, traced, tracedStream } from "../http/Tracing.js"
 import { tryParseJsonStrict } from "../core/internal/json.js"
 import { isRecord } from "../core/internal/record.js"
 
@@ -65,6 +70,10 @@ export interface CallOptions {
   readonly commit?: { readonly sagaId: string; readonly step: string; readonly amountUsd?: string }
   /** Sent as `Idempotency-Key`: the agent answers a repeat with the stored reply and never runs the handler twice. */
   readonly idempotencyKey?: string
+  /** Sent as `X-Correlation-Id`; default the correlation id of the request being served, if any. */
+  readonly correlationId?: string
+  /** Sent as `traceparent`; default the current span's while tracing, else the served request's own, if any. */
+  readonly traceparent?: string
 }
 
 /** A call's result: the reply, or the task paused at a human gate. */
@@ -136,22 +145,37 @@ const bodyOf = (response: HttpClientResponse.HttpClientResponse) =>
 type Post = (
   url: string,
   payload: unknown,
-  options: Pick<CallOptions, "signAs" | "bearerToken">,
+  options: Pick<CallOptions, "signAs" | "bearerToken" | "correlationId" | "traceparent">,
   headers: Record<string, string>
 ) => Effect.Effect<HttpClientResponse.HttpClientResponse, AgentCallError>
 
+/** The correlation id and trace context a call carries (`CallOptions`), added to `headers`. */
+const withTraceContext = (headers: Record<string, string>, o: Pick<CallOptions, "correlationId" | "traceparent">) =>
+  Effect.gen(function* () {
+    const out = { ...headers }
+    const cid = o.correlationId ?? Option.getOrUndefined(yield* Effect.serviceOption(CorrelationId))
+    if (cid !== undefined) out[CORRELATION_HEADER] = cid
+    const parent = o.traceparent ?? (yield* outgoing)
+    if (parent !== undefined) out[TRACEPARENT] = parent
+    return out
+  })
+
 /** A POST of `payload` over `http`, signed and authorized as asked. */
-const poster = (http: HttpClient.HttpClient, keys: Context.Tag.Service<Keys>): Post => (url, payload, options, headers) =>
+const poster = (http: HttpClient.HttpClient, keys: Context.Tag.Service<Keys>): Post => {
+  const untraced = HttpClient.withTracerPropagation(http, false)
+  return (url, payload, options, headers) =>
   Effect.gen(function* () {
     const body = new TextEncoder().encode(JSON.stringify(payload))
+    const sent = yield* withTraceContext(headers, options)
     let request = HttpClientRequest.post(url).pipe(
-      HttpClientRequest.setHeaders(headers),
+      HttpClientRequest.setHeaders(sent),
       HttpClientRequest.bodyUint8Array(body, "application/json")
     )
     if (options.bearerToken !== undefined) request = HttpClientRequest.bearerToken(request, options.bearerToken)
     if (options.signAs !== undefined) {
       const signed = yield* signRequest(
-        { method: "POST", url, body },
+        // The correlation id and traceparent are signed too: a relay cannot swap them.
+        { method: "POST", url, body, headers: sent },
         { privateKey: options.signAs.privateKey, keyId: verificationMethodId(options.signAs.did.toLowerCase()) }
       ).pipe(
         Effect.provideService(Keys, keys),
@@ -159,8 +183,10 @@ const poster = (http: HttpClient.HttpClient, keys: Context.Tag.Service<Keys>): P
       )
       request = HttpClientRequest.setHeaders(request, signed)
     }
-    return yield* Effect.mapError(http.execute(request), unreachable)
+    // The client's own propagation would replace the signed traceparent after signing; ours is already set.
+    return yield* Effect.mapError(untraced.execute(request), unreachable)
   })
+}
 
 /** Where a call goes: a mesh agent's base URL, or an A2A agent's JSON-RPC endpoint and the dialect it speaks. */
 type Target = { readonly kind: "mesh"; readonly url: string } | { readonly kind: "a2a"; readonly url: string; readonly dialect: A2a.Dialect }
@@ -460,12 +486,12 @@ export const make = (options: AgentClientOptions = {}): Effect.Effect<AgentClien
         t.kind === "a2a"
           ? Effect.flatMap(post(t.url, a2aRequest(t.dialect, message, o, false), o, a2aHeaders(t.dialect, "application/json")), readA2aResult(maxReply, o.sessionId))
           : Effect.flatMap(post(`${t.url}/v1/run`, runPayload(message, o), o, runHeaders(o, "application/json")), readResult(maxReply))
-      )
+      ).pipe(traced("agent.call", { kind: "client", attributes: { "mesh.agent.target": target } }))
 
-    const resume = (target: string, taskId: string, approval: unknown, o: Pick<CallOptions, "signAs" | "bearerToken"> = {}) =>
+    const resume = (target: string, taskId: string, approval: unknown, o: Pick<CallOptions, "signAs" | "bearerToken" | "correlationId" | "traceparent"> = {}) =>
       Effect.flatMap(endpointOf(target), (base) =>
         Effect.flatMap(post(`${base}/v1/resume`, { taskId, approval }, o, { accept: "application/json" }), readResult(maxReply))
-      )
+      ).pipe(traced("agent.resume", { kind: "client", attributes: { "mesh.agent.target": target } }))
 
     const discover = (target: string) =>
       Effect.flatMap(endpointOf(target), (base) =>
@@ -485,6 +511,8 @@ export const make = (options: AgentClientOptions = {}): Effect.Effect<AgentClien
             ? a2aStream(post, options.sse, maxReply, t, message, o)
             : resumable(post, options.sse, maxReply, runPayload(message, o), o)(`${t.url}/v1/run`, undefined, reconnects)
         )
+      ).pipe(
+        tracedStream("agent.stream", { kind: "client", attributes: { "mesh.agent.target": target } })
       )
 
     return { endpointOf, call, stream, discover, resume }

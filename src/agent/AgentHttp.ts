@@ -30,6 +30,8 @@ import { decodeUnverified } from "../core/Mandate.js"
 import { VERSION } from "../core/Version.js"
 import { CorrelationId } from "../http/CorrelationId.js"
 import { errorObject } from "../http/ErrorBody.js"
+import { wasLogged } from "../http/FailureLog.js"
+import * as Metrics from "../http/Metrics.js"
 import * as Sse from "../core/Sse.js"
 import { MandateCache, type MandateCacheApi } from "../core/MandateCache.js"
 
@@ -67,6 +69,9 @@ export const presentedByGrantor = (token: string, callerDid: string, cache: Mand
     : Effect.fail(forbidden("MANDATE_GRANTOR_MISMATCH", `the mandate was granted by ${grantor}, not by the caller ${callerDid}`))
 }
 
+/** The run errors answered with a 5xx status. */
+const SERVER_FAILURES: ReadonlySet<string> = new Set(["HandlerFailed", "ProviderFailed", "AgentUnavailable"])
+
 const replyOf = (state: TaskState, outcome: Extract<Outcome, { _tag: "Completed" }>): RunReply => ({
   message: outcome.message,
   sessionId: state.sessionId,
@@ -89,6 +94,12 @@ const runs = Effect.gen(function* () {
       caller.principal,
       (chunk) =>
         execution.execute(state, approval, true, chunk).pipe(
+          // A streamed run's failure reaches the client as an event, not a status: its server-side ones are logged here.
+          Effect.tapError((e) =>
+            SERVER_FAILURES.has(e._tag) && !wasLogged(e)
+              ? Effect.annotateLogs(Effect.logError(`streamed run ended with ${e.code}: ${e.message}`), "correlationId", cid)
+              : Effect.void
+          ),
           Effect.match({
             onSuccess: (outcome) =>
               outcome._tag === "Completed"
@@ -196,7 +207,8 @@ export const layer = Layer.mergeAll(
     Effect.map(runs, ({ resume, run }) => h.handle("run", ({ payload }) => run(payload)).handle("resume", ({ payload }) => resume(payload)))
   ),
   HttpApiBuilder.group(AgentApi, "info", (h) =>
-    Effect.map(info, ({ discovery, health }) => h.handle("health", () => health).handle("discovery", () => discovery))
+    Effect.map(info, ({ discovery, health }) =>
+      h.handle("health", () => health).handle("discovery", () => discovery).handle("metrics", () => Metrics.served))
   ),
   HttpApiBuilder.group(AgentApi, "docs", (h) => h.handle("openapi", () => Effect.succeed(OpenApi.fromApi(AgentApi))))
 )

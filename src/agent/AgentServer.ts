@@ -69,7 +69,8 @@ export {
   type GuardOptions,
   type Handler,
   type HandlerOutput,
-  type RunInput
+  type RunInput,
+  type TraceContext
 } from "./Handler.js"
 export { DEFAULT_MAX_RETAINED_EVENT_BYTES, type RunEventType } from "./RunStreams.js"
 export { type McpAccess, mcpCapability } from "./Handler.js"

@@ -23,6 +23,7 @@ import { Keys } from "../core/Keys.js"
 import { NonceStore } from "../core/NonceStore.js"
 import { lift } from "../core/internal/lift.js"
 import { LeanRequest } from "../http/LeanRequest.js"
+import { noteCaller } from "../http/LeanRequest.js"
 
 /** The auth settings (the fields of the same name in `AgentServerOptions`). */
 export interface Options {
@@ -104,6 +105,7 @@ const meshSig = (options: Options) =>
         Effect.mapError((e) => (e._tag === "CallerNotAllowed" ? new AgentForbidden({ code: "CALLER_NOT_ALLOWED", message: e.message }) : signatureError(e)))
       )
       yield* Effect.mapError(recordNonce(checked, nonceStore), signatureError)
+      noteCaller(req, checked.did)
       return { auth: "mesh-sig", did: checked.did, principal: checked.did }
     })
     return authenticate

@@ -33,7 +33,8 @@ import {
   type McpAccess,
   mcpCapability,
   type McpToolArgs,
-  type RunInput
+  type RunInput,
+  type TraceContext
 } from "./Handler.js"
 import { McpClient, type McpClientApi, McpError } from "./McpClient.js"
 import * as Option from "effect/Option"
@@ -43,6 +44,10 @@ import * as CommitToken from "../core/CommitToken.js"
 import { Keys } from "../core/Keys.js"
 import { formatUsdString, InvalidAmount, type Micros, parseUsd } from "../core/Money.js"
 import { TaskGuard, type TaskGuardApi } from "../core/TaskGuard.js"
+import { runEnded, runStarted } from "../core/MeshMetrics.js"
+import { CorrelationId } from "../http/CorrelationId.js"
+import { markLogged } from "../http/FailureLog.js"
+import { traceContextOf, Tracing } from "../http/Tracing.js"
 import { settle } from "../node/internal/promiseRuntime.js"
 
 /** How an execution ended: the reply, or a pause at a human gate. */
@@ -106,11 +111,16 @@ const failedWith = (cause: Cause.Cause<unknown>): Effect.Effect<never, RunError>
   const failure = Cause.failureOption(cause)
   const error = failure._tag === "Some" ? failure.value : Cause.squash(cause)
   if (isRunError(error)) return Effect.fail(error)
+  // Logged here, with the cause and the request's correlation id; the serving path then logs nothing more of it.
   return Effect.zipRight(
-    Effect.logError("handler failed", cause),
-    Effect.fail(new HandlerFailed({ code: "HANDLER_FAILED", message: "the agent's handler failed" }))
+    withCorrelationId(Effect.logError("handler failed", cause)),
+    Effect.fail(markLogged(new HandlerFailed({ code: "HANDLER_FAILED", message: "the agent's handler failed" })))
   )
 }
+
+/** `log` annotated with the correlation id of the request being served, when there is one. */
+const withCorrelationId = <A, E, R>(log: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.flatMap(Effect.serviceOption(CorrelationId), (cid) => (cid._tag === "Some" ? Effect.annotateLogs(log, "correlationId", cid.value) : log))
 
 /** What the guard of an execution needs from the server. */
 interface GuardDeps {
@@ -243,7 +253,9 @@ const inputFor = (
   compute: ComputeMeter,
   systemPrompt: string | undefined,
   runPromise: <A, E>(effect: Effect.Effect<A, E>) => Promise<A>,
-  mcpClient: McpClientApi | undefined
+  mcpClient: McpClientApi | undefined,
+  context: Context.Context<never>,
+  tracing: boolean
 ) => {
   // Made on first use: most handlers never look at their signal.
   let controller: AbortController | undefined
@@ -264,6 +276,10 @@ const inputFor = (
     compute,
     capability: x.state.capability,
     commit: x.state.commit,
+    // Read on first use: most handlers never pass it on.
+    get trace(): TraceContext {
+      return traceContextOf(context, tracing)
+    },
     reportCost: (usd) => {
       const parsed = parseUsd(usd)
       if (Either.isLeft(parsed)) throw parsed.left
@@ -325,32 +341,45 @@ export const make = (options: Options): Effect.Effect<ExecutionApi, never, Agent
         )
       }).pipe(
         Effect.provideService(Keys, keys),
-        Effect.tapError((e) => Effect.logError(`commit token for ${state.sessionId} not signed`, e)),
-        Effect.mapError(() => new HandlerFailed({ code: "HANDLER_FAILED", message: "the agent could not sign the commit token" }))
+        Effect.tapError((e) => withCorrelationId(Effect.logError(`commit token for ${state.sessionId} not signed`, e))),
+        Effect.mapError(() => markLogged(new HandlerFailed({ code: "HANDLER_FAILED", message: "the agent could not sign the commit token" })))
       )
     const deps: GuardDeps = { guard: yield* TaskGuard, gates: yield* Gates, did, sandboxed: options.sandboxed ?? false }
     const runPromise = promiseRunner(yield* Effect.runtime<never>())
     // Optional: a server configured without MCP has none, and its handlers' MCP calls fail MCP_NOT_CONFIGURED.
     const mcpClient = Option.getOrUndefined(yield* Effect.serviceOption(McpClient))
+    // Read once: the span below costs nothing per run while tracing is off.
+    const tracing = yield* Tracing
 
-    const execute: ExecutionApi["execute"] = (state, approval, streaming, emit) =>
+    const run = (state: TaskState, approval: Approval | undefined, streaming: boolean, emit: (chunk: string) => void) =>
       Effect.gen(function* () {
         const capability = yield* capabilityOf(state, declared)
         const x: Run = { state, approval, passed: state.journal.slice(), calls: 0, produced: 0, paused: undefined, pausing: false, ended: false, cost: undefined }
-        const { input, cancel } = inputFor(x, guardFor(deps, x), meterFor(deps, x), options.systemPrompt, runPromise, mcpClient)
+        const { input, cancel } = inputFor(x, guardFor(deps, x), meterFor(deps, x), options.systemPrompt, runPromise, mcpClient, yield* Effect.context<never>(), tracing)
         let text = ""
         const output = yield* Effect.either(Effect.try({ try: () => handler(input, streaming), catch: (e) => e }))
-        const run = Either.isLeft(output)
+        const work = Either.isLeft(output)
           ? Effect.fail(output.left)
           : consume(output.right, (chunk) => {
               if (typeof chunk !== "string") return
               text += chunk
               if (++x.produced > state.emitted) emit(chunk)
             }, cancel)
+        // Counted in flight from the moment its output is consumed; the flag keeps an interruption before that even.
+        let counted = false
         const exit = yield* Effect.exit(
-          run.pipe(
+          Effect.suspend(() => {
+            counted = true
+            runStarted()
+            return work
+          }).pipe(
             Effect.onInterrupt(() => Effect.sync(cancel)),
-            Effect.ensuring(Effect.sync(() => void (x.ended = true)))
+            Effect.ensuring(
+              Effect.sync(() => {
+                x.ended = true
+                if (counted) runEnded()
+              })
+            )
           )
         )
         if (x.paused !== undefined) return { _tag: "Paused", request: x.paused } as const
@@ -361,6 +390,11 @@ export const make = (options: Options): Effect.Effect<ExecutionApi, never, Agent
         if (state.commit === undefined || capability === undefined) return { _tag: "Completed", message: text } as const
         return { _tag: "Completed", message: text, commitToken: yield* commitToken(state, state.commit, capability, text, x.cost) } as const
       })
+
+    const execute: ExecutionApi["execute"] = tracing
+      ? (state, approval, streaming, emit) =>
+          Effect.withSpan(run(state, approval, streaming, emit), "agent.handler", { attributes: { "mesh.session_id": state.sessionId, "mesh.streaming": streaming } })
+      : run
 
     return { execute }
   })

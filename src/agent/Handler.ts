@@ -96,6 +96,15 @@ export interface McpAccess<Tools extends McpToolArgs = McpToolArgs> {
   readonly callToolEffect: <K extends keyof Tools & string>(tool: K, args?: Tools[K], options?: GuardOptions) => Effect.Effect<McpToolResult, McpError | GuardError>
 }
 
+/**
+ * The request's correlation id and W3C trace context, to pass on to the calls a handler makes (spread into
+ * `AgentClient` / `AgentPromise` call options): what an Effect handler's calls carry by themselves.
+ */
+export interface TraceContext {
+  readonly correlationId?: string
+  readonly traceparent?: string
+}
+
 /** What a handler receives. */
 export interface RunInput {
   readonly message: string
@@ -130,6 +139,8 @@ export interface RunInput {
   readonly reportCost: (usd: number | string) => void
   /** Access to an MCP server by configured name or registered didHash, each tool call under the task guard. */
   readonly mcp: <Tools extends McpToolArgs = McpToolArgs>(server: string) => McpAccess<Tools>
+  /** The correlation id and trace context of the request being served, for the calls the handler makes. */
+  readonly trace: TraceContext
 }
 
 /** What a handler returns: the reply, or its chunks. */

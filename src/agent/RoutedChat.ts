@@ -39,6 +39,7 @@ import { AgentConflict, AgentForbidden, AgentUnavailable, ProviderFailed } from 
 import { AgentHandler, type ChatOptions, DEFAULT_METERED_MAX_TOKENS, type HandlerOutput, meteredChat, meteredStream, type RunInput } from "./Handler.js"
 import { Identity } from "./Identity.js"
 import * as ToolLoop from "./ToolLoop.js"
+import { tracedStream } from "../http/Tracing.js"
 
 /** Most live model-budget mandates whose spending one agent tracks. */
 export const MAX_MANDATE_BUDGETS = 1024
@@ -169,7 +170,13 @@ export const layer = (options: ChatOptions = {}): Layer.Layer<AgentHandler, neve
             const provider = router.providerOf(m)
             return provider === undefined
               ? Stream.fail(new ProviderFailed({ code: "PROVIDER_REJECTED", message: `no provider for model ${m.id}` }))
-              : Stream.catchTag(meteredStream(provider, input.compute, streamRequest(m.id, messages, input)), "ModelError", (e) => Stream.fail(providerFailed(e)))
+              : Stream.catchTag(
+                tracedStream("model.stream", { kind: "client", attributes: { "gen_ai.request.model": m.id, "mesh.model.provider": m.provider } })(
+                  meteredStream(provider, input.compute, streamRequest(m.id, messages, input))
+                ),
+                "ModelError",
+                (e) => Stream.fail(providerFailed(e))
+              )
           })
         ).pipe(Stream.catchTag("ModelBudgetExhausted", (e) => Stream.fail(budgetExhausted(e))))
       }

@@ -8,6 +8,7 @@
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Logger from "effect/Logger"
+import { plainPrettyLogger } from "../cli/Observability.js"
 
 // eslint-disable-next-line no-control-regex
 const ANSI = /\x1b\[[0-9;]*m/g
@@ -52,7 +53,7 @@ export const withOutput = (args: ReadonlyArray<string>) => <A, E, R>(effect: Eff
     const t = xs.map(String).join(" ")
     return plain ? t.replace(ANSI, "") : t
   }
-  const logged = plain ? Effect.provide(effect, Logger.replace(Logger.prettyLoggerDefault, Logger.prettyLogger({ colors: false }))) : effect
+  const logged = plain ? Effect.provide(effect, Logger.replace(Logger.prettyLoggerDefault, plainPrettyLogger)) : effect
   return Console.consoleWith((base) =>
     Effect.withConsole(logged, {
       ...base,

@@ -42,6 +42,7 @@ import {
   verifyMandateToken
 } from "../cli/Cli.js"
 import * as KeysNative from "../node/KeysNative.js"
+import * as Observability from "../cli/Observability.js"
 import { VERSION } from "../core/Version.js"
 import { MANDATE_KINDS } from "../core/Constraints.js"
 import { withOutput } from "./Output.js"
@@ -89,6 +90,12 @@ const logLevelOf = (env: string) =>
 const logLevels = { debug: "Debug", info: "Info", warning: "Warning", error: "Error" } as const
 /** Prints only log lines at `--log-level` or more severe. */
 const withLogLevel = (level: keyof typeof logLevels) => Logger.withMinimumLogLevel(LogLevel.fromLiteral(logLevels[level]))
+const logFormatOf = (env: string) =>
+  Options.choice("log-format", Observability.LOG_FORMATS).pipe(
+    Options.withFallbackConfig(setting(Config.literal(...Observability.LOG_FORMATS), env, "MESH_LOG_FORMAT")),
+    Options.withDefault("pretty" as const),
+    Options.withDescription(`log lines as pretty (default), json or logfmt (env ${env}); OTEL_* variables turn tracing on (docs/operations.md)`)
+  )
 
 // Repeatable flags: the flags when given, else the variable's comma-separated list.
 const listOf = (flag: string, env: string, description: string) =>
@@ -131,9 +138,9 @@ const hubCommand = Command.make(
   {
     port, host, db, publicUrl, newAdminKey, probePort, sagaIdentity,
     allowedHosts: allowedHostsOf("MESH_HUB_ALLOWED_HOST"), allowedOrigins: allowedOriginsOf("MESH_HUB_ALLOWED_ORIGIN"),
-    logLevel: logLevelOf("MESH_HUB_LOG_LEVEL"), shutdownTimeoutSeconds: shutdownTimeoutOf("MESH_HUB_SHUTDOWN_TIMEOUT")
+    logLevel: logLevelOf("MESH_HUB_LOG_LEVEL"), logFormat: logFormatOf("MESH_HUB_LOG_FORMAT"), shutdownTimeoutSeconds: shutdownTimeoutOf("MESH_HUB_SHUTDOWN_TIMEOUT")
   },
-  (args) => runHub(args).pipe(withLogLevel(args.logLevel))
+  (args) => runHub(args).pipe(withLogLevel(args.logLevel), Effect.provide(Observability.layer("mesh-hub", args.logFormat)))
 ).pipe(described(
   "run a hub: registry, spending ledger and platform API on a SQLite file; on SIGTERM it finishes requests in flight, then stops",
   "mesh hub --port 7700 --db .mesh/hub.db --public-url https://hub.example.com"
@@ -192,9 +199,9 @@ const agentCommand = Command.make(
     module: agentModule, port: agentPort, host: agentHost, db: agentDb, hub: agentHub, identity: agentIdentity, provider: agentProvider, model: agentModel,
     register: agentRegister, apiKey: agentApiKey, heartbeatSeconds: agentHeartbeat, publicUrl: agentPublicUrl, auth: agentAuth, bearerTokens: agentBearer,
     allowedCallers: agentAllowedCaller, allowedHosts: allowedHostsOf("MESH_AGENT_ALLOWED_HOST"), allowedOrigins: allowedOriginsOf("MESH_AGENT_ALLOWED_ORIGIN"),
-    logLevel: logLevelOf("MESH_AGENT_LOG_LEVEL"), shutdownTimeoutSeconds: shutdownTimeoutOf("MESH_AGENT_SHUTDOWN_TIMEOUT")
+    logLevel: logLevelOf("MESH_AGENT_LOG_LEVEL"), logFormat: logFormatOf("MESH_AGENT_LOG_FORMAT"), shutdownTimeoutSeconds: shutdownTimeoutOf("MESH_AGENT_SHUTDOWN_TIMEOUT")
   },
-  (args) => runAgent(args).pipe(withLogLevel(args.logLevel))
+  (args) => runAgent(args).pipe(withLogLevel(args.logLevel), Effect.provide(Observability.layer("mesh-agent", args.logFormat)))
 ).pipe(described(
   "run the agent a module exports (POST /v1/run, /v1/resume, /health, /.well-known/mesh-agent.json); with --register, listed on a hub and kept live",
   "mesh agent examples/echo-agent.ts --identity echo.identity.json --hub http://127.0.0.1:7700 --api-key mk_… --register"

@@ -6,6 +6,8 @@
  */
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import * as Metric from "effect/Metric"
+import { replaysRefusedEnvelope } from "./MeshMetrics.js"
 import * as Either from "effect/Either"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
@@ -297,7 +299,7 @@ export const validateEnvelope = (
     // 5. nonce, only now that the envelope is authentic
     yield* nonceStore.record(env.from, env.nonce, expiresMs + tolerance).pipe(
       Effect.catchTags({
-        NonceReplayed: () => fail("REPLAYED", `nonce ${env.nonce} from ${env.from} was already used`),
+        NonceReplayed: () => Effect.zipRight(Metric.increment(replaysRefusedEnvelope), fail("REPLAYED", `nonce ${env.nonce} from ${env.from} was already used`)),
         NonceStoreFull: (e) => fail("NONCE_STORE_FULL", `nonce store holds ${e.capacity} live nonces`),
         NonceQuotaExceeded: (e) => fail("NONCE_QUOTA_EXCEEDED", `${env.from} holds its quota of ${e.quota} live nonces`),
         NonceStoreUnavailable: (e) => fail("NONCE_STORE_UNAVAILABLE", e.message)

@@ -11,6 +11,8 @@
  */
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import * as Metric from "effect/Metric"
+import { replaysRefusedHttp } from "./MeshMetrics.js"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import {
@@ -36,6 +38,13 @@ export const MESH_SIG_TAG = "mesh-sig"
 
 /** The components every mesh-sig signature covers (more are allowed). */
 export const REQUIRED_COMPONENTS = ["@method", "@target-uri", "content-digest"] as const
+
+/**
+ * Fields a signer covers whenever the request carries them (docs/protocol.md §10.1): the correlation id and the W3C
+ * trace context, so that neither can be swapped on a signed request. A verifier accepts a signature with or without
+ * them, so older signers keep verifying.
+ */
+export const COVERED_WHEN_PRESENT = ["x-correlation-id", "traceparent"] as const
 
 /** The only `alg` mesh-sig accepts (RFC 9421 §3.3.6). */
 export const MESH_SIG_ALG = "ed25519"
@@ -178,10 +187,11 @@ export interface SignRequestOptions {
 
 /**
  * Signs a request (time from Effect's Clock). The headers to add to the request: content-digest, signature-input,
- * signature. `@target-uri` is the URL as WHATWG `URL` serializes it, which is what `fetch` sends.
+ * signature. `@target-uri` is the URL as WHATWG `URL` serializes it, which is what `fetch` sends. Of `headers`, the
+ * ones in `COVERED_WHEN_PRESENT` are covered too; the request must carry them as given.
  */
 export const signRequest = (
-  req: { readonly method: string; readonly url: string; readonly body: Uint8Array },
+  req: { readonly method: string; readonly url: string; readonly body: Uint8Array; readonly headers?: Readonly<Record<string, string | undefined>> },
   options: SignRequestOptions
 ): Effect.Effect<{ readonly "content-digest": string; readonly "signature-input": string; readonly signature: string }, MalformedKey, Keys> =>
   Effect.gen(function* () {
@@ -192,8 +202,18 @@ export const signRequest = (
     const key = yield* keys.importPrivateKey(options.privateKey)
     const created = Math.floor((yield* Clock.currentTimeMillis) / 1000)
     const digest = contentDigest(keys, req.body)
+    const covered: Array<string> = [...REQUIRED_COMPONENTS]
+    const fields: Record<string, string> = { "content-digest": digest }
+    for (const name of COVERED_WHEN_PRESENT) {
+      const value = req.headers?.[name]
+      // A value with a line break could not be sent as a field anyway; it is left uncovered rather than signed.
+      if (value !== undefined && !/[\r\n]/.test(value)) {
+        covered.push(name)
+        fields[name] = value
+      }
+    }
     const input: InnerList = [
-      REQUIRED_COMPONENTS.map((name): Item => [name, new Map()]),
+      covered.map((name): Item => [name, new Map()]),
       new Map<string, BareItem>([
         ["created", created],
         ["expires", created + ttl],
@@ -203,7 +223,7 @@ export const signRequest = (
         ["tag", MESH_SIG_TAG]
       ])
     ]
-    const signed = { method: req.method, url: new URL(req.url).href, headers: { "content-digest": digest } }
+    const signed = { method: req.method, url: new URL(req.url).href, headers: fields }
     const base = yield* Effect.orDie(signatureBase(signed, input))
     const signature = yield* keys.sign(key, utf8(base))
     const label = options.label ?? "sig1"
@@ -378,7 +398,7 @@ export const checkRequest = <O extends CheckRequestOptions>(
 export const recordNonce = (checked: CheckedSignature, nonceStore: NonceStoreApi): Effect.Effect<void, HttpSignatureError> =>
   nonceStore.record(checked.did, checked.nonce, checked.retainUntilMs).pipe(
     Effect.catchTags({
-      NonceReplayed: () => fail("REPLAYED", `nonce ${checked.nonce} from ${checked.did} was already used`),
+      NonceReplayed: () => Effect.zipRight(Metric.increment(replaysRefusedHttp), fail("REPLAYED", `nonce ${checked.nonce} from ${checked.did} was already used`)),
       NonceQuotaExceeded: (e) =>
         Effect.fail(
           new HttpSignatureError({

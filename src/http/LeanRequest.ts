@@ -24,6 +24,8 @@ export class LeanRequest implements HttpServerRequest.HttpServerRequest {
   readonly [IncomingMessage.TypeId]: IncomingMessage.TypeId = IncomingMessage.TypeId
   readonly method: HttpMethod
   readonly headers: Headers.Headers
+  /** The caller's DID once an auth step verified one (`noteCaller`); the access log names it. */
+  caller: string | undefined = undefined
 
   constructor(
     readonly source: Http.IncomingMessage,
@@ -115,4 +117,9 @@ export class LeanRequest implements HttpServerRequest.HttpServerRequest {
   [NodeInspectSymbol](): unknown {
     return this.toJSON()
   }
+}
+
+/** Records the verified caller's DID on a lean request, for the access log; other requests are left alone. */
+export const noteCaller = (req: HttpServerRequest.HttpServerRequest, did: string): void => {
+  if (req instanceof LeanRequest) req.caller = did
 }

@@ -2,8 +2,10 @@
  * Serves an `HttpApi` on node:http through a lean path (docs/architecture.md §6): the handler layer is built once, its
  * routes are taken from HttpApiBuilder's router (so decoding, handlers, group/endpoint middleware and success
  * encoding are HttpApi's own), and each request runs as one fiber on a prebuilt runtime with the body already read
- * natively. No per-request layer, scope, span or web `Request`. Errors go out as `{ _tag, error, code,
- * correlationId }` with the status annotated on the error schema.
+ * natively. No per-request layer, scope or web `Request`; a span only while tracing is on (`Tracing`). Every answer is
+ * counted for `/metrics` (`Metrics`), written to the access log when it is on (`AccessLog`), and a 5xx is logged once
+ * with its correlation id (`FailureLog`). Errors go out as `{ _tag, error, code, correlationId }` with the status
+ * annotated on the error schema.
  *
  * The serving layer's own errors (`InvalidJson`, `RouteNotFound`, `PayloadTooLarge`, `UnsupportedMediaType`,
  * `Overloaded`, `HostNotAllowed`, `OriginNotAllowed`, `InternalError` from ErrorBody.ts) go out in the same shape
@@ -40,13 +42,19 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Runtime from "effect/Runtime"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
+import * as Tracer from "effect/Tracer"
 import * as Http from "node:http"
 import type * as Net from "node:net"
+import * as AccessLog from "./AccessLog.js"
 import { CorrelationId, fromHeader, HEADER } from "./CorrelationId.js"
+import { wasLogged } from "./FailureLog.js"
+import { RequestMetrics, type RouteStats, ServedMetrics, UNMATCHED } from "./Metrics.js"
+import { fromTraceparent, HEADER as TRACEPARENT, Tracing } from "./Tracing.js"
 import { parseJsonStrict, StrictJsonError } from "../core/internal/json.js"
 import { errorBody, INVALID_REQUEST } from "./ErrorBody.js"
 import * as HostGuard from "./HostGuard.js"
@@ -177,9 +185,20 @@ type ApiContext<Api extends HttpApi.HttpApi.Any> = Api extends HttpApi.HttpApi<i
   : never
 
 // What the server itself provides to the handler layer and to each request.
-type Provided = HttpApiBuilder.Router | HttpApiBuilder.Middleware | CorrelationId
+type Provided = HttpApiBuilder.Router | HttpApiBuilder.Middleware | CorrelationId | ServedMetrics
 
 type AnyRoute = HttpRouter.Route<unknown, unknown>
+
+// What the route table holds per route: the route, its declared path, whether its payload is JSON, its counters.
+interface Served {
+  readonly route: AnyRoute
+  readonly path: string
+  readonly json: boolean
+  readonly stats: RouteStats
+}
+
+// The status a request is counted and logged with when no response was sent (its client went away first).
+const CLIENT_CLOSED = 499
 
 interface ErrorEncoder {
   readonly is: (u: unknown) => boolean
@@ -373,12 +392,18 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
       (maxLag === Infinity ? () => 0 : (yield* Effect.acquireRelease(Effect.sync(() => LoopLag.start()), (s) => Effect.sync(s.stop))).lag)
     const guard = HostGuard.make(options.allowedHosts, options.allowedOrigins)
     let inFlight = 0
+    // Read once: with tracing off the per-request cost is one boolean test.
+    const tracing = yield* Tracing
+    const tracer = yield* Effect.tracer
+    const clock = yield* Effect.clock
+    const metrics = new RequestMetrics(() => inFlight)
+    const unmatched = metrics.route("*", UNMATCHED)
     // HttpApiBuilder.group registers each handler as a route on HttpApiBuilder.Router; building the layers here
     // gives exactly the routes the stock server would run, with the handlers' context already captured.
     const built: Layer.Layer<HttpApi.Api | HttpApiBuilder.Router, E, Exclude<R | ApiContext<Api>, Provided>> = HttpApiBuilder.api(
       apiProps
     ).pipe(
-      Layer.provide(handlers as Layer.Layer<never, E, R>),
+      Layer.provide((handlers as Layer.Layer<never, E, R>).pipe(Layer.provide(Layer.succeed(ServedMetrics, metrics)))),
       Layer.provideMerge(Layer.merge(HttpApiBuilder.Router.Live, HttpApiBuilder.Middleware.layer))
     ) as never
     const context = yield* Layer.build(built)
@@ -386,14 +411,40 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
     const runtime = yield* Effect.runtime<never>()
     const runFork = Runtime.runFork(runtime)
     const baseMap: ReadonlyMap<string, unknown> = runtime.context.unsafeMap
+    const accessLog = (yield* AccessLog.AccessLog) ? AccessLog.writer(runtime, () => clock.unsafeCurrentTimeMillis()) : undefined
 
-    const table = new RouteTable<AnyRoute>()
+    const table = new RouteTable<Served>()
     const nonJson = nonJsonRoutes(apiProps)
-    const jsonOnly = new Set<AnyRoute>()
     for (const route of router.routes) {
       const path = typeof route.path === "string" ? route.path : String(route.path)
-      table.add(route.method, path, route as AnyRoute)
-      if (!nonJson.has(`${route.method} ${path}`)) jsonOnly.add(route as AnyRoute)
+      table.add(route.method, path, { route: route as AnyRoute, path, json: !nonJson.has(`${route.method} ${path}`), stats: metrics.route(route.method, path) })
+    }
+
+    /**
+     * Every request ends here once its answer's head is written (or its client went away): counted, its span ended,
+     * its access line written. Durations read the monotonic timer; nothing but the figures depends on them.
+     */
+    const finish = (
+      method: string,
+      path: string,
+      res: Http.ServerResponse,
+      stats: RouteStats,
+      t0: number,
+      cid: string,
+      caller: string | undefined,
+      span: Tracer.Span | undefined,
+      exit: Exit.Exit<unknown, unknown> | undefined
+    ): void => {
+      const status = res.headersSent ? res.statusCode : CLIENT_CLOSED
+      const seconds = (performance.now() - t0) / 1000
+      stats.record(status, seconds)
+      if (span !== undefined) {
+        span.attribute("http.response.status_code", status)
+        span.end(clock.unsafeCurrentTimeNanos(), status >= 500 && exit !== undefined ? exit : Exit.void)
+      }
+      if (accessLog !== undefined) {
+        accessLog({ method, path, status, durationMs: Math.round(seconds * 10_000) / 10, correlationId: cid, caller, traceId: span?.traceId })
+      }
     }
     const errors = collectErrors(apiProps)
     const refusals = options.refusals ?? new Map<string, RefusalWriter>()
@@ -414,6 +465,25 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
       res.end(written.body)
     }
 
+    // A routed request refused before its handler ran (415, 400, 503), counted under its route.
+    const refuseRouted = (
+      res: Http.ServerResponse,
+      served: Served,
+      method: string,
+      path: string,
+      t0: number,
+      cid: string,
+      status: number,
+      tag: string,
+      message: string,
+      code: string,
+      fields?: object
+    ): void => {
+      if (fields === undefined) refuse(res, path, status, tag, message, code, cid)
+      else sendError(res, status, fields, tag, message, code, cid)
+      finish(method, path, res, served.stats, t0, cid, undefined, undefined, undefined)
+    }
+
     const respondFailure = (res: Http.ServerResponse, cid: string, cause: Cause.Cause<unknown>): void => {
       const failure = Cause.failureOption(cause)
       if (failure._tag === "Some") {
@@ -425,7 +495,12 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
           const fields = typeof encoded.right === "object" && encoded.right !== null ? encoded.right : undefined
           const tag = field(e, "_tag") ?? "Error"
           const message = field(encoded.right, "message") ?? field(e, "message") ?? tag
-          return sendError(res, enc.status, fields, tag, message, field(encoded.right, "code") ?? codeOfTag(tag), cid)
+          const code = field(encoded.right, "code") ?? codeOfTag(tag)
+          // A 5xx is the server's own failure: logged once, here, unless the code that failed logged its cause already.
+          if (enc.status >= 500 && !wasLogged(e)) {
+            runFork(Effect.logError(`answered ${enc.status} ${code}: ${message}`).pipe(Effect.annotateLogs("correlationId", cid)))
+          }
+          return sendError(res, enc.status, fields, tag, message, code, cid)
         }
       } else if (Cause.isInterruptedOnly(cause)) {
         return void res.destroy()
@@ -438,21 +513,23 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
       req: Http.IncomingMessage,
       res: Http.ServerResponse,
       cid: string,
-      route: AnyRoute,
+      served: Served,
       params: Readonly<Record<string, string | undefined>>,
       url: string,
       query: number,
       path: string,
-      body: Buffer
+      body: Buffer,
+      t0: number
     ): void => {
+      const method = req.method ?? "GET"
       let parsed: unknown = undefined
       let headers: Headers.Headers | undefined = undefined
-      if (body.length > 0 && jsonOnly.has(route)) {
+      if (body.length > 0 && served.json) {
         // No Content-Type is read as JSON: browsers always send one with a body (a form's is urlencoded or
         // multipart, a fetch string's text/plain), so only non-browser clients omit it.
         const type = req.headers["content-type"]
         if (type !== undefined && !isJsonMediaType(type)) {
-          return refuse(res, path, 415, "UnsupportedMediaType", "request body must be application/json", "UNSUPPORTED_MEDIA_TYPE", cid)
+          return refuseRouted(res, served, method, path, t0, cid, 415, "UnsupportedMediaType", "request body must be application/json", "UNSUPPORTED_MEDIA_TYPE")
         }
         // HttpApi reads a body as JSON only when its type contains "application/json"; `+json` types are JSON too.
         if (type !== undefined && !type.toLowerCase().includes("application/json")) {
@@ -460,21 +537,32 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
         }
         const text = body.toString("utf8")
         if (nestsDeeperThan(text, MAX_JSON_DEPTH)) {
-          return refuse(res, path, 400, "InvalidJson", `request body nests deeper than ${MAX_JSON_DEPTH} levels`, "INVALID_JSON", cid)
+          return refuseRouted(res, served, method, path, t0, cid, 400, "InvalidJson", `request body nests deeper than ${MAX_JSON_DEPTH} levels`, "INVALID_JSON")
         }
         try {
           parsed = parseJsonStrict(text)
         } catch (e) {
           const message = e instanceof StrictJsonError && e.reason !== "syntax" ? `request body is not accepted JSON: ${e.message}` : "request body is not valid JSON"
-          return refuse(res, path, 400, "InvalidJson", message, "INVALID_JSON", cid)
+          return refuseRouted(res, served, method, path, t0, cid, 400, "InvalidJson", message, "INVALID_JSON")
         }
       }
-      if (inFlight >= maxInFlight && !shedExempt.has(path)) return overloaded(res, cid)
+      if (inFlight >= maxInFlight && !shedExempt.has(path)) return refuseRouted(res, served, method, path, t0, cid, 503, "Overloaded", OVERLOADED_MESSAGE, "OVERLOADED", OVERLOADED_FIELDS)
       inFlight++
+      const route = served.route
       const request = new LeanRequest(req, url, body, parsed, headers)
       const map = new Map(baseMap)
       map.set(HttpServerRequest.HttpServerRequest.key, request)
       map.set(HttpRouter.RouteContext.key, { [HttpRouter.RouteContextTypeId]: HttpRouter.RouteContextTypeId, params, route })
+      let span: Tracer.Span | undefined = undefined
+      if (tracing) {
+        // The caller's traceparent, when valid, makes this request's span a child of the caller's.
+        span = tracer.span(`${method} ${served.path}`, Option.fromNullable(fromTraceparent(req.headers[TRACEPARENT]) as Tracer.AnySpan | undefined), Context.empty(), [], clock.unsafeCurrentTimeNanos(), "server")
+        span.attribute("http.request.method", method)
+        span.attribute("http.route", served.path)
+        span.attribute("url.path", path)
+        span.attribute("mesh.correlation_id", cid)
+        map.set(Tracer.ParentSpan.key, span)
+      }
       map.set(HttpServerRequest.ParsedSearchParams.key, query < 0 ? NO_SEARCH_PARAMS : HttpServerRequest.searchParamsFromURL(new URL(url, "http://l")))
       map.set(CorrelationId.key, cid)
       // A runtime per request (a plain object) seeds the fiber's context directly; `Effect.provide` would add a
@@ -486,8 +574,9 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
       // In flight means the handler runs: a streamed response (SSE) that outlives it does not hold a slot.
       const done = (exit: Exit.Exit<unknown, unknown>): void => {
         inFlight--
-        if (Exit.isSuccess(exit)) return writeResponse(res, cid, exit.value, runFork, (cause) => respondFailure(res, cid, cause))
-        respondFailure(res, cid, exit.cause)
+        if (Exit.isSuccess(exit)) writeResponse(res, cid, exit.value, runFork, (cause) => respondFailure(res, cid, cause))
+        else respondFailure(res, cid, exit.cause)
+        finish(method, path, res, served.stats, t0, cid, request.caller, span, exit)
       }
       const exit = fiber.unsafePoll()
       if (exit !== null) return done(exit)
@@ -501,9 +590,6 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
         done(exit)
       })
     }
-
-    const overloaded = (res: Http.ServerResponse, cid: string): void =>
-      sendError(res, 503, OVERLOADED_FIELDS, "Overloaded", OVERLOADED_MESSAGE, "OVERLOADED", cid)
 
     // An answer given before the body is read: the body is drained (bounded) so the client can read the answer.
     const refuseEarly = (
@@ -537,21 +623,28 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
     }
 
     return (req: Http.IncomingMessage, res: Http.ServerResponse): void => {
+      const t0 = performance.now()
       const cid = fromHeader(req.headers[HEADER])
       const host = req.headers.host
-      if (!guard.hostAllowed(host)) {
-        return refuseEarly(req, res, 421, "HostNotAllowed", "this server does not answer for the requested host", "HOST_NOT_ALLOWED", cid)
-      }
       const method = req.method ?? "GET"
+      const url = req.url ?? "/"
+      const query = url.indexOf("?")
+      const path = query < 0 ? url : url.slice(0, query)
+      if (!guard.hostAllowed(host)) {
+        refuseEarly(req, res, 421, "HostNotAllowed", "this server does not answer for the requested host", "HOST_NOT_ALLOWED", cid)
+        return finish(method, path, res, unmatched, t0, cid, undefined, undefined, undefined)
+      }
       const origin = req.headers.origin
       if (origin !== undefined) {
         const verdict = guard.origin(origin, host)
         if (verdict === "refused") {
-          return refuseEarly(req, res, 403, "OriginNotAllowed", "cross-origin requests from this origin are not allowed", "ORIGIN_NOT_ALLOWED", cid)
+          refuseEarly(req, res, 403, "OriginNotAllowed", "cross-origin requests from this origin are not allowed", "ORIGIN_NOT_ALLOWED", cid)
+          return finish(method, path, res, unmatched, t0, cid, undefined, undefined, undefined)
         }
         if (method === "OPTIONS" && req.headers["access-control-request-method"] !== undefined) {
           drainUnread(req, res, maxDrain)
-          return preflight(req, res, origin)
+          preflight(req, res, origin)
+          return finish(method, path, res, unmatched, t0, cid, undefined, undefined, undefined)
         }
         if (verdict === "allowed") {
           res.setHeader("access-control-allow-origin", origin)
@@ -559,32 +652,34 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
           res.setHeader("vary", "Origin")
         }
       }
-      const url = req.url ?? "/"
-      const query = url.indexOf("?")
-      const path = query < 0 ? url : url.slice(0, query)
       const match = table.find(method, path)
       if (match === undefined) {
-        return refuseEarly(req, res, 404, "RouteNotFound", `no route for ${method} ${path}`, "ROUTE_NOT_FOUND", cid)
+        refuseEarly(req, res, 404, "RouteNotFound", `no route for ${method} ${path}`, "ROUTE_NOT_FOUND", cid)
+        return finish(method, path, res, unmatched, t0, cid, undefined, undefined, undefined)
       }
+      const served = match.route
       // Shed before the body is read and the handler runs: an answer costs little, so the loop frees itself.
       if ((lag() > maxLag || inFlight >= maxInFlight) && !shedExempt.has(path)) {
-        return refuseEarly(req, res, 503, "Overloaded", OVERLOADED_MESSAGE, "OVERLOADED", cid, OVERLOADED_FIELDS)
+        refuseEarly(req, res, 503, "Overloaded", OVERLOADED_MESSAGE, "OVERLOADED", cid, OVERLOADED_FIELDS)
+        return finish(method, path, res, served.stats, t0, cid, undefined, undefined, undefined)
       }
       if (!BODY_METHODS.has(method)) {
         // A body on GET, HEAD or OPTIONS is ignored, but read and thrown away under the same bound as a refused one:
         // left to node:http it would be read to its end, however long the client keeps sending.
         drainUnread(req, res, maxDrain)
-        return dispatch(req, res, cid, match.route, match.params, url, query, path, EMPTY_BODY)
+        return dispatch(req, res, cid, served, match.params, url, query, path, EMPTY_BODY, t0)
       }
       readBody(req, maxBody, maxDrain, (result) => {
         switch (result._tag) {
           case "Body":
-            return dispatch(req, res, cid, match.route, match.params, url, query, path, result.bytes)
+            return dispatch(req, res, cid, served, match.params, url, query, path, result.bytes, t0)
           case "TooLarge":
             if (result.close) res.setHeader("connection", "close")
-            return refuse(res, path, 413, "PayloadTooLarge", `request body exceeds ${maxBody} bytes`, "PAYLOAD_TOO_LARGE", cid)
+            refuse(res, path, 413, "PayloadTooLarge", `request body exceeds ${maxBody} bytes`, "PAYLOAD_TOO_LARGE", cid)
+            return finish(method, path, res, served.stats, t0, cid, undefined, undefined, undefined)
           case "Aborted":
-            return void res.destroy()
+            res.destroy()
+            return finish(method, path, res, served.stats, t0, cid, undefined, undefined, undefined)
         }
       })
     }

@@ -16,6 +16,7 @@ import * as Context from "effect/Context"
 import * as Schema from "effect/Schema"
 import { BadRequest, Conflict, Forbidden, NotFound, RateLimited, RegistryUnreachable, Unauthorized, Unavailable, Unprocessable } from "./HubError.js"
 import { addServingErrors, wireErrors } from "../http/ErrorBody.js"
+import { MetricsText } from "../http/Metrics.js"
 import { Allocation, Pool, PoolAllocations } from "./Ledger.js"
 import { A2aRecord, AgentRecord, type Caller as KeyCaller, Heartbeat, McpRecord, McpTool, SearchHit, SkillRecord, SkillType } from "./Registry.js"
 import { VERSION } from "../core/Version.js"
@@ -275,6 +276,17 @@ export class HealthGroup extends HttpApiGroup.make("health")
     HttpApiEndpoint.get("health", "/health")
       .addSuccess(Schema.Struct({ status: Schema.Literal("ok") }))
       .annotate(OpenApi.Description, "Liveness: answers without touching the database and is never shed under load.")
+  )
+  .add(
+    HttpApiEndpoint.get("ready", "/ready")
+      .addSuccess(Schema.Struct({ status: Schema.Literal("ready") }))
+      .addError(Unavailable)
+      .annotate(OpenApi.Description, "Readiness: 200 while the database answers, 503 STORE_UNAVAILABLE when it does not.")
+  )
+  .add(
+    HttpApiEndpoint.get("metrics", "/metrics")
+      .addSuccess(MetricsText)
+      .annotate(OpenApi.Description, "Prometheus text format: requests by route and status, latency, ledger allocations, replays refused (docs/operations.md).")
   ) {}
 
 /** The whole hub. */

@@ -14,7 +14,8 @@ import * as Redacted from "effect/Redacted"
 import { ApiKeyAuth, Caller, HubApi, PlatformApi } from "./HubApi.js"
 import { BadRequest, Conflict, errors, Forbidden, NotFound, RateLimited, RegistryUnreachable, Unauthorized, Unavailable, Unprocessable } from "./HubError.js"
 import { HttpSignatureRefusalCode, verifyRequest } from "../core/HttpSignature.js"
-import { LeanRequest } from "../http/LeanRequest.js"
+import { LeanRequest, noteCaller } from "../http/LeanRequest.js"
+import * as Metrics from "../http/Metrics.js"
 import { KeyResolver } from "../core/KeyResolver.js"
 import { Keys } from "../core/Keys.js"
 import { type Actor, Ledger, type LedgerError } from "./Ledger.js"
@@ -86,7 +87,14 @@ const hubHttp = <E extends DomainError>(e: E): HubHttp<E> => (httpOf[e._tag] as 
 /** Bearer API keys, checked against the registry. */
 export const ApiKeyAuthLive = Layer.effect(
   ApiKeyAuth,
-  Effect.map(Registry, (registry) => ApiKeyAuth.of({ bearer: (token) => Effect.mapError(registry.authenticate(Redacted.value(token)), hubHttp) }))
+  Effect.map(Registry, (registry) =>
+    ApiKeyAuth.of({
+      bearer: (token) =>
+        Effect.mapError(registry.authenticate(Redacted.value(token)), hubHttp).pipe(
+          // A key issued to a DID names that DID as the caller in the access log.
+          Effect.tap((caller) => (caller.owner.startsWith("did:") ? Effect.map(HttpServerRequest.HttpServerRequest, (req) => noteCaller(req, caller.owner)) : Effect.void))
+        )
+    }))
 )
 
 /** The `proof` member of a body read as any JSON (a deletion's), or undefined. */
@@ -235,6 +243,7 @@ export const SpendingLive = HttpApiBuilder.group(HubApi, "spending", (handlers) 
                 })
           )
         )
+        noteCaller(req, verified.did)
         return verified.did
       })
     const registry = yield* Registry
@@ -324,8 +333,18 @@ export const PlatformOnlyLive = Layer.merge(
 
 const HEALTHY = { status: "ok" } as const
 
-/** `/health`: a constant answer, so it costs the least any request can. */
-export const HealthLive = HttpApiBuilder.group(HubApi, "health", (handlers) => Effect.succeed(handlers.handle("health", () => Effect.succeed(HEALTHY))))
+const READY = { status: "ready" } as const
+
+/** `/health`: a constant answer, so it costs the least any request can; `/ready`: the database answers; `/metrics`. */
+export const HealthLive = HttpApiBuilder.group(HubApi, "health", (handlers) =>
+  Effect.map(Registry, (registry) =>
+    handlers
+      .handle("health", () => Effect.succeed(HEALTHY))
+      .handle("ready", () =>
+        Effect.flatMap(registry.ping, (up) => (up ? Effect.succeed(READY) : Effect.fail(new Unavailable({ code: "STORE_UNAVAILABLE", message: "the database does not answer" }))))
+      )
+      .handle("metrics", () => Metrics.served)
+  ))
 
 /** The learner statistics: read by anyone, published under the caller's key (its owner is the publisher). */
 export const LearnerLive = HttpApiBuilder.group(HubApi, "learner", (handlers) =>

@@ -22,7 +22,10 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
 import * as Schema from "effect/Schema"
+import { allocationsMade, allocationsRefused, allocationsReplayed } from "../core/MeshMetrics.js"
+import { traced } from "../http/Tracing.js"
 import { HotReads, PgHotStatements } from "../sql/Database.js"
 import { classify, isReason, isTriggerAbort, type PersistenceError, summarize } from "../sql/SqlFailure.js"
 import * as CommitToken from "../core/CommitToken.js"
@@ -300,7 +303,7 @@ export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyReso
       Effect.map((rows) => (rows.length === 0 ? undefined : decodeAllocation(rows[0])))
     )
 
-  return {
+  return instrument({
     openPool: (actor, token) =>
       Effect.gen(function* () {
         const m = yield* verify(token, ["intent", "cart"])
@@ -333,7 +336,7 @@ export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyReso
             : Effect.fail(new IdempotencyKeyReused({ code: "IDEMPOTENCY_KEY_REUSED", message: "this idempotency key was used for another child mandate" }))
         // The child is read for its jti only when there is an earlier allocation to compare it with.
         const byKey = yield* allocationByKey(poolId, input.idempotencyKey)
-        if (byKey !== undefined) return yield* settled(byKey, childJtiOf(input.childToken))
+        if (byKey !== undefined) return yield* Effect.tap(settled(byKey, childJtiOf(input.childToken)), () => Metric.increment(allocationsReplayed))
         const child = yield* verify(input.childToken, ["cart", "payment"])
         if (child.parent === undefined || child.parent.token !== pool.token) {
           return yield* Effect.fail(mandateInvalid("the child mandate is not attenuated from this pool's mandate"))
@@ -351,7 +354,7 @@ export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyReso
         const outcome = yield* Effect.mapError(fast === undefined ? reserve(sql, row) : fast(row), storeFailed)
         // Whatever happened, a concurrent request with the same key may have won: its allocation is the answer.
         const winner = yield* allocationByKey(poolId, input.idempotencyKey)
-        if (winner !== undefined) return yield* settled(winner, child.jti)
+        if (winner !== undefined) return yield* Effect.tap(settled(winner, child.jti), () => Metric.increment(outcome === "allocated" ? allocationsMade : allocationsReplayed))
         if (outcome === "duplicate-child") return yield* Effect.fail(alreadyAllocated())
         if (outcome === "exhausted") {
           return yield* Effect.fail(new BudgetExhausted({ code: "BUDGET_EXHAUSTED", message: `pool ${poolId} cannot cover ${formatUsd(amount)} USD` }))
@@ -393,7 +396,20 @@ export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyReso
         const used = allocations.reduce((sum, a) => sum + (a.released_at === null ? 0 : (a.used_micros ?? 0)), 0)
         return { pool: toPool(decodePool(poolNow[0])), usedUsd: formatUsd(used as Micros), allocations: allocations.map(toAllocation) }
       })
-  }
+  })
+})
+
+/** Each operation in a span (while tracing), allocations counted by outcome (`core/MeshMetrics.ts`). */
+const instrument = (api: LedgerApi): LedgerApi => ({
+  openPool: (actor, token) => traced("ledger.openPool")(api.openPool(actor, token)),
+  pool: (actor, id) => traced("ledger.pool", { attributes: { "mesh.pool_id": id } })(api.pool(actor, id)),
+  allocate: (actor, poolId, input) =>
+    api.allocate(actor, poolId, input).pipe(
+      Effect.tapError(() => Metric.increment(allocationsRefused)),
+      traced("ledger.allocate", { attributes: { "mesh.pool_id": poolId } })
+    ),
+  release: (actor, allocationId, input) => traced("ledger.release", { attributes: { "mesh.allocation_id": allocationId } })(api.release(actor, allocationId, input)),
+  allocations: (actor, poolId) => traced("ledger.allocations", { attributes: { "mesh.pool_id": poolId } })(api.allocations(actor, poolId))
 })
 
 /** Refuses a commit token that does not decode, or whose amount is not the used amount it comes with. */

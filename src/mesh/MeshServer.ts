@@ -13,6 +13,8 @@ import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
+import * as Metric from "effect/Metric"
+import { replaysRefusedEnvelope } from "../core/MeshMetrics.js"
 import * as Exit from "effect/Exit"
 import type * as Fiber from "effect/Fiber"
 import * as FiberId from "effect/FiberId"
@@ -334,7 +336,7 @@ export const make = <R = never>(
     const recordNonce = (envelope: Envelope, retainUntilMs: number): Effect.Effect<void, MessageRefusal> =>
       nonceStore.record(envelope.from, envelope.nonce, retainUntilMs).pipe(
         Effect.catchTags({
-          NonceReplayed: () => Effect.fail(refusalOf(new EnvelopeError({ code: "REPLAYED", message: `nonce ${envelope.nonce} from ${envelope.from} was already used` }))),
+          NonceReplayed: () => Effect.zipRight(Metric.increment(replaysRefusedEnvelope), Effect.fail(refusalOf(new EnvelopeError({ code: "REPLAYED", message: `nonce ${envelope.nonce} from ${envelope.from} was already used` })))),
           NonceQuotaExceeded: (e) =>
             Effect.fail(
               new MessageRateLimited({

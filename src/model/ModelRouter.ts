@@ -44,6 +44,7 @@ import { costMicros, type ModelCatalogue, type ModelSpec } from "./ModelCatalogu
 import { type Amount, available, type ModelBudget, ModelBudgetExhausted, promptTokenBound, type Reservation } from "./ModelBudget.js"
 import { layerMemory as learnerMemory, ModelLearner, type ModelLearnerApi, seededUniform, splitMix32 } from "./ModelLearner.js"
 import { layerScripted as qualityScripted, QualityEstimator, type QualityEstimatorApi, type QualityInput } from "./QualityEstimator.js"
+import { traced } from "../http/Tracing.js"
 
 /** How a session splits its budget over steps (the spec's AllocatorMode). */
 export const ALLOCATOR_MODES = ["PROPORTIONAL", "IMPORTANCE_WEIGHTED", "THOMPSON"] as const
@@ -268,7 +269,12 @@ export const fromParts = (parts: RouterParts): ModelRouterApi => {
       ? { model: m.id, messages: request.messages, maxTokens }
       : { model: m.id, messages: request.messages, maxTokens, temperature: request.temperature }
     return Effect.flatMap(
-      Effect.onError(request.call === undefined ? provider.chat(chatRequest) : request.call(provider, chatRequest), () => reservation.release),
+      Effect.onError(
+        traced("model.chat", { kind: "client", attributes: { "gen_ai.request.model": m.id, "mesh.model.provider": m.provider, "mesh.model.tier": m.tier } })(
+          request.call === undefined ? provider.chat(chatRequest) : request.call(provider, chatRequest)
+        ),
+        () => reservation.release
+      ),
       (result) => {
         const used = result.usage.inputTokens + result.usage.outputTokens
         const micros = costMicros(m, result.usage.inputTokens, result.usage.outputTokens)
