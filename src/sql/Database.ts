@@ -129,8 +129,12 @@ export const describe = (url: string): string => {
 }
 
 // node-postgres hands BIGINT (and NUMERIC) back as strings, since they can pass 2^53. Ours are milliseconds and
-// micro-dollars, far below it, and the stores read numbers: parse them as numbers, as SQLite's driver does.
-const pgNumber = (text: string): number => Number(text)
+// micro-dollars, far below it, and the stores read numbers: parse them as numbers, as SQLite's driver does. A value
+// past 2^53 stays the exact string: the saga engine's 64-bit snowflake ids (@effect/cluster) must not be rounded.
+const pgNumber = (text: string): number | string => {
+  const n = Number(text)
+  return Number.isSafeInteger(n) || !Number.isInteger(n) ? n : text
+}
 const PG_NUMERIC_OIDS: ReadonlySet<number> = new Set([20, 21, 23, 26, 700, 701, 1700])
 const pgTypes = {
   getTypeParser: (oid: number, format?: string) => {
