@@ -11,7 +11,7 @@ import * as path from "node:path"
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { PgClient } from "@effect/sql-pg"
+import type { PgClient } from "@effect/sql-pg"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import BetterSqlite3 from "better-sqlite3"
 import * as Context from "effect/Context"
@@ -212,13 +212,18 @@ export const layerPostgres = (
   url: string,
   options: PostgresOptions = {}
 ): Layer.Layer<SqlClient.SqlClient | PgClient.PgClient | PgHotStatements, DatabaseError> => {
-  const client = PgClient.layer({
-    url: Redacted.make(url),
-    maxConnections: options.maxConnections ?? 10,
-    connectTimeout: Duration.millis(options.connectTimeoutMs ?? 5_000),
-    applicationName: "agent-mesh",
-    types: pgTypes
-  }).pipe(Layer.mapError((e) => new DatabaseError({ code: "DATABASE_ERROR", message: `cannot connect to ${describe(url)}: ${e.message}` })))
+  // Loaded only for a Postgres URL, so a hub or an agent on SQLite starts without the Postgres driver.
+  const client = Layer.unwrapEffect(
+    Effect.map(Effect.promise(() => import("@effect/sql-pg")), ({ PgClient }) =>
+      PgClient.layer({
+        url: Redacted.make(url),
+        maxConnections: options.maxConnections ?? 10,
+        connectTimeout: Duration.millis(options.connectTimeoutMs ?? 5_000),
+        applicationName: "agent-mesh",
+        types: pgTypes
+      })
+    )
+  ).pipe(Layer.mapError((e) => new DatabaseError({ code: "DATABASE_ERROR", message: `cannot connect to ${describe(url)}: ${e.message}` })))
   // The prepared-statement pool opens after the migrations, so the tables its statements name exist.
   return Layer.provideMerge(layerPgHotStatements(url, options), Layer.effectDiscard(migrate).pipe(Layer.provideMerge(client)))
 }
