@@ -42,6 +42,7 @@ import { DEFAULT_ROUNDS, measureAll, reportLatency, serveChild, spawnServer, typ
 interface PgPool {
   query: <R>(text: string, values?: ReadonlyArray<unknown>) => Promise<{ rows: Array<R> }>
   end: () => Promise<void>
+  on: (event: "error", listener: (e: unknown) => void) => unknown
 }
 const pg = createRequire(import.meta.url)("pg") as { Pool: new (options: { connectionString: string; max?: number }) => PgPool }
 
@@ -53,10 +54,17 @@ const databaseUrl = (name: string) => {
   return u.toString()
 }
 
+/** A raw pool whose idle connections may be ended under it (a database dropped WITH (FORCE)) without crashing the run. */
+const quietPool = (config: { connectionString: string; max?: number }): PgPool => {
+  const pool = new pg.Pool(config)
+  pool.on("error", () => {})
+  return pool
+}
+
 /** A fresh database for `f`, dropped afterwards. */
 const withDatabase = async <A>(f: (url: string) => Promise<A>): Promise<A> => {
   const name = `mesh_bench_${crypto.randomBytes(5).toString("hex")}`
-  const admin = new pg.Pool({ connectionString: ADMIN_URL, max: 1 })
+  const admin = quietPool({ connectionString: ADMIN_URL, max: 1 })
   await admin.query(`CREATE DATABASE ${name}`)
   try {
     return await f(databaseUrl(name))
@@ -92,7 +100,7 @@ const ledger = async (): Promise<void> =>
     const rt = ManagedRuntime.make(Db.layerPostgres(url, { maxConnections: 8 }))
     const sql = await rt.runPromise(SqlClient.SqlClient)
     const prepared = reservePg(await rt.runPromise(Db.PgHotStatements))
-    const raw = new pg.Pool({ connectionString: url, max: 8 })
+    const raw = quietPool({ connectionString: url, max: 8 })
     const BIG = 1e15
     for (const id of ["ours", "prepared", "raw"]) {
       await raw.query(`INSERT INTO mesh_pools (id, token, grantor, grantee, limit_micros, allocated_micros, expires_at, opened_by, created_at)
@@ -270,7 +278,7 @@ const seed = async (url: string): Promise<void> => {
   const migrated = ManagedRuntime.make(Db.layerPostgres(url))
   await migrated.runPromise(Effect.void)
   await migrated.dispose()
-  const pool = new pg.Pool({ connectionString: url, max: 1 })
+  const pool = quietPool({ connectionString: url, max: 1 })
   const key = toBase64(new Uint8Array(32).fill(7))
   const all = hashes()
   for (let start = 0; start < ROWS; start += 1000) {
@@ -288,7 +296,7 @@ const seed = async (url: string): Promise<void> => {
 }
 
 const rawServer = (url: string): Http.Server => {
-  const pool = new pg.Pool({ connectionString: url, max: 10 })
+  const pool = quietPool({ connectionString: url, max: 10 })
   const prefix = "/v1/agents/"
   return Http.createServer({ keepAlive: true }, (req, res) => {
     const u = req.url ?? ""
