@@ -60,7 +60,8 @@ export const program = Effect.gen(function* () {
     Effect.promise(() => startSdkAgent({ name: "shouter", reply: (text) => [text.toUpperCase(), "!"] })),
     (a) => Effect.promise(() => a.close())
   )
-  const hub = yield* Hub.start({ port: 0, database: ":memory:" })
+  // The A2A agent runs beside the hub on 127.0.0.1, so the hub may fetch cards from its own network.
+  const hub = yield* Hub.start({ port: 0, database: ":memory:", a2aCardUrls: "any" })
   const apiKey = Option.getOrThrow(hub.admin).apiKey
   const registry = yield* MeshClient.make({ hubUrl: hub.url, apiKey })
   const record = yield* registry.registerA2a({ cardUrl: `${remote.url}/.well-known/agent-card.json` })

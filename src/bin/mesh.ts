@@ -133,10 +133,16 @@ const sagaIdentity = Options.file("saga-identity").pipe(
   Options.withDescription("identity file (`mesh keygen`) of the saga runner: with it the hub also runs sagas (/v1/sagas) as this DID (env MESH_HUB_SAGA_IDENTITY)")
 )
 
+const a2aCardUrls = Options.choice("a2a-card-urls", ["public", "any"]).pipe(
+  Options.withFallbackConfig(setting(Config.literal("public", "any"), "MESH_HUB_A2A_CARD_URLS")),
+  Options.withDefault("public" as const),
+  Options.withDescription("which A2A card URLs the hub fetches: public addresses only (default), or any, its own networks too (env MESH_HUB_A2A_CARD_URLS)")
+)
+
 const hubCommand = Command.make(
   "hub",
   {
-    port, host, db, publicUrl, newAdminKey, probePort, sagaIdentity,
+    port, host, db, publicUrl, newAdminKey, probePort, sagaIdentity, a2aCardUrls,
     allowedHosts: allowedHostsOf("MESH_HUB_ALLOWED_HOST"), allowedOrigins: allowedOriginsOf("MESH_HUB_ALLOWED_ORIGIN"),
     logLevel: logLevelOf("MESH_HUB_LOG_LEVEL"), logFormat: logFormatOf("MESH_HUB_LOG_FORMAT"), shutdownTimeoutSeconds: shutdownTimeoutOf("MESH_HUB_SHUTDOWN_TIMEOUT")
   },

@@ -188,6 +188,8 @@ export const runHub = (
     readonly sagaIdentity?: Option.Option<string>
     /** Seconds in-flight requests may take to finish after SIGTERM (default 10). */
     readonly shutdownTimeoutSeconds?: Option.Option<number>
+    /** Which A2A card URLs the hub fetches: `public` (default) or `any` (its own networks too). */
+    readonly a2aCardUrls?: "public" | "any"
   } & ServingFlags
 ) =>
   Effect.scoped(
@@ -205,7 +207,8 @@ export const runHub = (
           shutdownTimeoutMs: shutdownSeconds * 1000
         },
         ...(publicUrl === undefined ? {} : { publicUrl }),
-        ...(args.newAdminKey === true ? { newAdminKey: true } : {})
+        ...(args.newAdminKey === true ? { newAdminKey: true } : {}),
+        ...(args.a2aCardUrls === undefined ? {} : { a2aCardUrls: args.a2aCardUrls })
       }
       const sagaFile = Option.getOrUndefined(args.sagaIdentity ?? Option.none())
       const runner = sagaFile === undefined ? undefined : yield* readIdentityFile(sagaFile)

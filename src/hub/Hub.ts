@@ -14,6 +14,7 @@ import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import * as Database from "../sql/Database.js"
 import { HubApi, PlatformApi } from "./HubApi.js"
+import { CardFetchPolicy } from "./A2aCardFetch.js"
 import { HandlersLive, HubPublicUrl, PlatformOnlyLive } from "./HubHttp.js"
 import { KeyNotFound, KeyResolver, KeyResolverUnavailable } from "../core/KeyResolver.js"
 import type { Keys } from "../core/Keys.js"
@@ -61,6 +62,12 @@ export interface HubOptions {
   readonly publicUrl?: string
   /** How long after it was last heard from an agent counts as stale (`Registry.DEFAULT_STALE_AFTER_MS`, 90 s). */
   readonly staleAfterMs?: number
+  /**
+   * Which A2A card URLs the hub fetches when an agent is registered from one: `public` (default) refuses loopback,
+   * private and link-local addresses, so a key holder cannot make the hub read its own network; `any` allows them
+   * (A2A agents beside the hub on a private network).
+   */
+  readonly a2aCardUrls?: "public" | "any"
 }
 
 /** A running hub. */
@@ -165,7 +172,8 @@ export const serve = <Api extends HttpApi.HttpApi.Any, E, R, S>(
       ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes })
     }).pipe(
       Effect.provide(services),
-      options.publicUrl === undefined ? (e) => e : Effect.provideService(HubPublicUrl, options.publicUrl)
+      options.publicUrl === undefined ? (e) => e : Effect.provideService(HubPublicUrl, options.publicUrl),
+      options.a2aCardUrls === "any" ? Effect.provideService(CardFetchPolicy, { allowPrivateAddresses: true }) : (e) => e
     )
     const registry = Context.get(services, Registry.Registry)
     const admin = yield* Effect.mapError(

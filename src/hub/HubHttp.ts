@@ -24,7 +24,7 @@ import { PayloadTooLarge } from "../http/ErrorBody.js"
 import { Platform, type PlatformError } from "./Platform.js"
 import { type Caller as KeyCaller, hubOrigin, Registry, type RegistryError } from "./Registry.js"
 import { clientKey } from "../core/internal/clientKey.js"
-import { fetchCard } from "./A2aCardFetch.js"
+import { CardFetchPolicy, fetchCard } from "./A2aCardFetch.js"
 import { LearnerStatsStore } from "./LearnerStatsStore.js"
 import { WebLive } from "./WebPage.js"
 import type { PersistenceError } from "../sql/SqlFailure.js"
@@ -107,6 +107,7 @@ export const RegistryLive = HttpApiBuilder.group(HubApi, "registry", (handlers) 
     const registry = yield* Registry
     const publicUrl = Option.getOrUndefined(yield* Effect.serviceOption(HubPublicUrl))
     const publicOrigin = publicUrl === undefined ? undefined : hubOrigin(publicUrl)
+    const cardFetch = { allowPrivateAddresses: (yield* CardFetchPolicy).allowPrivateAddresses }
     const write = Effect.flatMap(HttpServerRequest.HttpServerRequest, (req) =>
       Effect.map(Caller, (caller) => {
         // Proofs name the hub's origin: fixed when publicUrl is set, else the address the request arrived on.
@@ -135,7 +136,7 @@ export const RegistryLive = HttpApiBuilder.group(HubApi, "registry", (handlers) 
       .handle("resolveMcp", ({ path }) => Effect.mapError(registry.resolveMcp(path.didHash), hubHttp))
       .handle("registerA2a", ({ payload }) =>
         Effect.flatMap(write, ({ caller, ctx }) =>
-          Effect.mapError(Effect.flatMap(fetchCard(payload.cardUrl), (card) => registry.registerA2a(caller, { ...payload, card }, ctx)), hubHttp)
+          Effect.mapError(Effect.flatMap(fetchCard(payload.cardUrl, cardFetch), (card) => registry.registerA2a(caller, { ...payload, card }, ctx)), hubHttp)
         )
       )
       .handle("resolveA2a", ({ path }) => Effect.mapError(registry.resolveA2a(path.didHash), hubHttp))
@@ -143,7 +144,7 @@ export const RegistryLive = HttpApiBuilder.group(HubApi, "registry", (handlers) 
         Effect.flatMap(write, ({ caller, ctx }) =>
           Effect.mapError(
             Effect.flatMap(registry.resolveA2a(path.didHash), (record) =>
-              Effect.flatMap(fetchCard(record.cardUrl), (card) => registry.refreshA2a(caller, path.didHash, card, ctx))
+              Effect.flatMap(fetchCard(record.cardUrl, cardFetch), (card) => registry.refreshA2a(caller, path.didHash, card, ctx))
             ),
             hubHttp
           )

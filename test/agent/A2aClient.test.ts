@@ -12,6 +12,7 @@ import * as AgentClient from "../../src/agent/AgentClient.js"
 import * as AgentServer from "../../src/agent/AgentServer.js"
 import { didHash } from "../../src/core/Did.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
+import { isNonPublicAddress } from "../../src/hub/A2aCardFetch.js"
 import { startHub } from "../hub/support.js"
 import { startSdkAgent } from "../../examples/a2a-sdk-agent.js"
 
@@ -28,7 +29,7 @@ describe("A2A client", () => {
     provide(
       Effect.gen(function* () {
         const remote = yield* sdkAgent
-        const { client: hubClient, hub } = yield* startHub()
+        const { client: hubClient, hub } = yield* startHub({ a2aCardUrls: "any" })
         const record = yield* hubClient.registerA2a({ cardUrl: `${remote.url}/.well-known/agent-card.json` })
         assert.strictEqual(record.name, "shouter")
         assert.strictEqual(record.cardUrl, `${remote.url}/.well-known/agent-card.json`)
@@ -62,7 +63,7 @@ describe("A2A client", () => {
   it.live("a card the hub cannot fetch or read is refused with CARD_UNREACHABLE or INVALID_CARD", () =>
     provide(
       Effect.gen(function* () {
-        const { client: hubClient, hub } = yield* startHub()
+        const { client: hubClient, hub } = yield* startHub({ a2aCardUrls: "any" })
         const gone = yield* Effect.flip(hubClient.registerA2a({ cardUrl: `${hub.url}/no/card/here` }))
         assert.strictEqual(gone.code, "CARD_UNREACHABLE")
         const notACard = yield* Effect.flip(hubClient.registerA2a({ cardUrl: `${hub.url}/health` }))
@@ -71,6 +72,36 @@ describe("A2A client", () => {
         assert.include(["CARD_UNREACHABLE", "INVALID_ENDPOINT"], notHttp.code)
       })
     ))
+
+  it.live("by default the hub fetches no card from its own networks: loopback, private and link-local addresses are refused, by literal or by name", () =>
+    provide(
+      Effect.gen(function* () {
+        const { client: hubClient, hub } = yield* startHub()
+        const port = new URL(hub.url).port
+        for (const cardUrl of [
+          `${hub.url}/health`,
+          `http://localhost:${port}/health`,
+          `http://[::1]:${port}/health`,
+          "http://10.0.0.1/card",
+          "http://169.254.169.254/latest/meta-data",
+          "http://192.168.1.1/card",
+          "http://0.0.0.0/card"
+        ]) {
+          const refused = yield* Effect.flip(hubClient.registerA2a({ cardUrl }))
+          assert.strictEqual(refused.code, "CARD_UNREACHABLE", cardUrl)
+          assert.include(refused.message, "not a public address", cardUrl)
+        }
+      })
+    ))
+
+  it("isNonPublicAddress: special-purpose ranges are not public; ordinary addresses are", () => {
+    for (const a of ["127.0.0.1", "10.1.2.3", "172.16.0.1", "172.31.255.255", "192.168.0.1", "169.254.169.254", "100.64.0.1", "0.0.0.0", "::1", "fe80::1", "fd00::1", "::ffff:127.0.0.1", "224.0.0.1", "not-an-ip"]) {
+      assert.isTrue(isNonPublicAddress(a), a)
+    }
+    for (const a of ["8.8.8.8", "1.1.1.1", "172.32.0.1", "2606:4700:4700::1111", "93.184.216.34"]) {
+      assert.isFalse(isNonPublicAddress(a), a)
+    }
+  })
 
   it.live("an agent server of ours registered as an A2A agent is called over A2A with its bearer token; its failures keep their codes", () =>
     provide(
@@ -86,7 +117,7 @@ describe("A2A client", () => {
             yield message
           }
         })
-        const { client: hubClient, hub } = yield* startHub()
+        const { client: hubClient, hub } = yield* startHub({ a2aCardUrls: "any" })
         const record = yield* hubClient.registerA2a({ cardUrl: `${agent.url}/.well-known/agent-card.json`, did: "did:mesh:a2a.strict" })
         assert.strictEqual(record.didHash, didHash("did:mesh:a2a.strict" as never))
         const client = yield* AgentClient.make({ hubUrl: hub.url })
