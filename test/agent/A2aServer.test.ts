@@ -82,6 +82,14 @@ const echo: AgentServer.AgentServerOptions = {
   }
 }
 
+/** The members of the card on the wire that these tests read (the SDK's `AgentCard` type is its protobuf form). */
+interface CardJson {
+  readonly supportedInterfaces: ReadonlyArray<{ readonly url: string; readonly protocolBinding: string; readonly protocolVersion: string }>
+  readonly skills: ReadonlyArray<{ readonly id: string }>
+  readonly securitySchemes: Readonly<Record<string, { readonly httpAuthSecurityScheme?: { readonly scheme: string } }>>
+  readonly capabilities: { readonly streaming?: boolean }
+}
+
 describe("A2A server", () => {
   it.live("the agent card is A2A 1.0: both JSON-RPC interfaces, skills from the capabilities, and a signature the SDK verifies", () =>
     provide(
@@ -89,23 +97,25 @@ describe("A2A server", () => {
         const agent = yield* AgentServer.make({ ...echo, auth: "bearer", bearerTokens: ["t0k3n"] })
         const res = yield* Effect.promise(() => fetch(`${agent.url}/.well-known/agent-card.json`))
         assert.strictEqual(res.status, 200)
-        const card = (yield* Effect.promise(() => res.json())) as any
+        const raw: unknown = yield* Effect.promise(() => res.json())
+        const card = raw as CardJson
         assert.deepStrictEqual(card.supportedInterfaces, [
           { url: `${agent.url}/`, protocolBinding: "JSONRPC", protocolVersion: "1.0" },
           { url: `${agent.url}/`, protocolBinding: "JSONRPC", protocolVersion: "0.3" }
         ])
-        assert.deepStrictEqual(card.skills.map((s: any) => s.id), ["echo"])
+        assert.deepStrictEqual(card.skills.map((s) => s.id), ["echo"])
         assert.deepStrictEqual(Object.keys(card.securitySchemes), ["bearer"])
-        assert.strictEqual(card.securitySchemes.bearer.httpAuthSecurityScheme.scheme, "Bearer")
+        assert.strictEqual(card.securitySchemes.bearer?.httpAuthSecurityScheme?.scheme, "Bearer")
         assert.isTrue(card.capabilities.streaming)
         const jwk = { kty: "OKP", crv: "Ed25519", x: toBase64Url(Buffer.from(agent.publicKeyB64, "base64")) }
         const verify = verifyAgentCardSignature(async (kid) => {
           assert.strictEqual(kid, `${agent.did}#key-1`)
           return jwk
         })
-        yield* Effect.promise(() => verify(card))
+        // The SDK takes the card as it came off the wire.
+        yield* Effect.promise(() => verify(raw as AgentCard))
         // A card changed after signing no longer verifies.
-        const tampered = { ...card, skills: [{ ...card.skills[0], id: "steal" }] }
+        const tampered = { ...card, skills: [{ ...card.skills[0], id: "steal" }] } as unknown as AgentCard
         const refused = yield* Effect.promise(() => verify(tampered).then(() => "verified", () => "refused"))
         assert.strictEqual(refused, "refused")
       })
