@@ -67,6 +67,16 @@ export const IdentityFile = Schema.Struct({
 /** The identity file `mesh keygen` writes. */
 export type IdentityFile = typeof IdentityFile.Type
 
+/** What `mesh keygen` writes for an identity (docs/protocol.md §8). */
+export const identityFileOf = (identity: MeshIdentity): IdentityFile => ({
+  did: identity.did,
+  didHash: didHash(identity.did),
+  publicKeyB64: identity.publicKey,
+  privateKeyPkcs8B64: toBase64(identity.privateKey.toPkcs8()),
+  didKey: identity.didKey,
+  document: identity.document
+})
+
 const isAlreadyExists = (e: PlatformError): boolean => e._tag === "SystemError" && e.reason === "AlreadyExists"
 
 /**
@@ -87,14 +97,7 @@ export const keygen = (args: {
     const identity = yield* generateDid(args.name, Option.getOrUndefined(args.endpoint), Option.getOrUndefined(args.namespace))
     const file = path.resolve(Option.getOrElse(args.out, () => `${args.name}.identity.json`))
     const ioError = (e: { readonly message: string }) => new CliError({ code: "IO_ERROR", message: e.message })
-    const content: IdentityFile = {
-      did: identity.did,
-      didHash: didHash(identity.did),
-      publicKeyB64: identity.publicKey,
-      privateKeyPkcs8B64: toBase64(identity.privateKey.toPkcs8()),
-      didKey: identity.didKey,
-      document: identity.document
-    }
+    const content = identityFileOf(identity)
     const text = JSON.stringify(content, null, 2) + "\n"
     if (!args.force) {
       yield* fs.writeFileString(file, text, { flag: "wx", mode: 0o600 }).pipe(

@@ -23,9 +23,8 @@ import * as Option from "effect/Option"
 import * as AgentServer from "../../src/agent/AgentServer.js"
 import * as Cli from "../../src/cli/Cli.js"
 import { signApproval } from "../../src/core/Approval.js"
-import { didHash, type MeshIdentity } from "../../src/core/Did.js"
+import type { MeshIdentity } from "../../src/core/Did.js"
 import { issueTaskMandate } from "../../src/core/Mandate.js"
-import { toBase64 } from "../../src/core/internal/bytes.js"
 import * as MeshMcpServer from "../../src/mesh/MeshMcpServer.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
 import { registeredAgent, startHub } from "../hub/support.js"
@@ -138,15 +137,7 @@ const run = <A, E>(effect: Effect.Effect<A, E, Scope.Scope | Keys | HttpClient.H
 /** An identity file as `mesh keygen` writes it. */
 const identityFile = (identity: MeshIdentity) => {
   const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "mesh-mcp-")), "bridge.identity.json")
-  const content = {
-    did: identity.did,
-    didHash: didHash(identity.did),
-    publicKeyB64: identity.publicKey,
-    privateKeyPkcs8B64: toBase64(identity.privateKey.toPkcs8()),
-    didKey: identity.didKey,
-    document: identity.document
-  }
-  fs.writeFileSync(file, JSON.stringify(content), { mode: 0o600 })
+  fs.writeFileSync(file, JSON.stringify(Cli.identityFileOf(identity)), { mode: 0o600 })
   return file
 }
 
