@@ -23,6 +23,7 @@ import type { Keys, MalformedKey } from "../core/Keys.js"
 import * as NonceStore from "../core/NonceStore.js"
 import * as TaskStore from "../core/TaskStore.js"
 import type * as Scope from "effect/Scope"
+import * as HostGuard from "../http/HostGuard.js"
 import * as WebHandler from "../http/WebHandler.js"
 
 /** How to serve an agent as a fetch handler: `AgentServerOptions` without what only a node:http server has. */
@@ -79,6 +80,8 @@ export const make = <E = never>(
         const a2a = yield* A2aTasks.A2aTasks
         const handler = yield* WebHandler.make(AgentApi, Layer.merge(AgentHttp.layer, A2aHttp.layer), {
           ...options.web,
+          // Callers reach the agent by its public URL's name, as on node:http (`Serve.withPublicUrl`).
+          allowedHosts: HostGuard.withHostOf(options.web?.allowedHosts, options.publicUrl),
           refusals: new Map([["/", A2aHttp.refusal]]),
           ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes })
         })

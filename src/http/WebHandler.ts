@@ -60,6 +60,13 @@ export interface Options {
   readonly shedExemptPaths?: ReadonlyArray<string>
   /** Paths whose routes speak a protocol of their own (A2A's JSON-RPC on `/`): their refusals are written by it. */
   readonly refusals?: ReadonlyMap<string, RefusalWriter>
+  /**
+   * The client's address as handlers see it (`remoteAddress`), from what the platform vouches for: on Workers
+   * `CF-Connecting-IP`. Default none: a header a client can set is never trusted by default.
+   */
+  readonly clientAddress?: (request: Request) => string | undefined
+  /** Which of the api's routes are served (say, reads only: `(method) => method === "GET"`); others get 404. Default all. */
+  readonly routes?: (method: string, path: string) => boolean
 }
 
 type ApiContext<Api extends HttpApi.HttpApi.Any> = Api extends HttpApi.HttpApi<infer _Id, infer Groups, infer _E, infer R>
@@ -176,6 +183,7 @@ export const make = <Api extends HttpApi.HttpApi.Any, E, R>(
     const nonJson = nonJsonRoutes(apiProps)
     for (const route of router.routes) {
       const path = typeof route.path === "string" ? route.path : String(route.path)
+      if (options.routes !== undefined && !options.routes(route.method, path)) continue
       table.add(route.method, path, { route: route as AnyRoute, path, json: !nonJson.has(`${route.method} ${path}`), stats: metrics.route(route.method, path) })
     }
     const errors = collectErrors(apiProps)
@@ -282,7 +290,7 @@ export const make = <Api extends HttpApi.HttpApi.Any, E, R>(
         return counted(served.stats, t0, errorResponse(503, OVERLOADED_FIELDS, "Overloaded", OVERLOADED_MESSAGE, "OVERLOADED", cid))
       }
       inFlight++
-      const address = headers["cf-connecting-ip"] ?? headers["x-real-ip"]
+      const address = options.clientAddress?.(request)
       const req = new WebRequest(request, method as HttpMethod, path + url.search, headers, body, parsed, address)
       const map = new Map(baseMap)
       map.set(HttpServerRequest.HttpServerRequest.key, req)
