@@ -2,7 +2,8 @@
  * The agent the example Worker (and the Vercel Edge function beside it) serves: it spells a message back one word at
  * a time, streamed over SSE when asked, behind mesh-sig. Its settings come from the runtime's environment:
  *
- * - `AGENT_DID`, `AGENT_SEED` (base64 of the 32-byte Ed25519 seed, a secret): who the agent is;
+ * - `AGENT_DID`, `AGENT_PRIVATE_KEY` (a secret: `privateKeyPkcs8B64` of a `mesh keygen` identity file, or the base64
+ *   of the 32-byte Ed25519 seed): who the agent is;
  * - `PUBLIC_URL`: the URL callers reach it at, which they sign;
  * - `HUB_URL` (the hub resolving caller keys over HTTP), or `CALLER_KEYS` (JSON `{ "<did>": "<publicKeyB64>" }`).
  *
@@ -18,7 +19,7 @@ import { Keys } from "../../src/core/Keys.js"
 /** The settings the agent reads from its environment. */
 export interface AgentEnv {
   readonly AGENT_DID: string
-  readonly AGENT_SEED: string
+  readonly AGENT_PRIVATE_KEY: string
   readonly PUBLIC_URL: string
   readonly HUB_URL?: string
   readonly CALLER_KEYS?: string
@@ -37,7 +38,7 @@ export const app = (env: AgentEnv) => {
       name: "spelling",
       handler: spelling,
       did: env.AGENT_DID,
-      privateKey: env.AGENT_SEED,
+      privateKey: env.AGENT_PRIVATE_KEY,
       publicUrl: env.PUBLIC_URL,
       auth: "mesh-sig",
       ...(env.HUB_URL === undefined ? { resolveCallerKey: (did: string) => callerKeys[did] ?? null } : { hubUrl: env.HUB_URL })

@@ -47,7 +47,7 @@ describe("the example agent in the Edge VM", () => {
       const url = `http://127.0.0.1:${port}`
       const env = {
         AGENT_DID: agent.did,
-        AGENT_SEED: toBase64(agent.privateKey.seed),
+        AGENT_PRIVATE_KEY: toBase64(agent.privateKey.seed),
         PUBLIC_URL: url,
         CALLER_KEYS: JSON.stringify({ [caller.did]: caller.publicKey })
       }

@@ -118,6 +118,10 @@ describe("the agent server as a fetch handler", () => {
       const health = yield* Effect.promise(() => handler(new Request(`${PUBLIC_URL}/health`)))
       assert.strictEqual(health.status, 200)
       assert.strictEqual(health.headers.get("x-content-type-options"), "nosniff")
+      // The A2A card is served by the same handlers.
+      const card = yield* Effect.promise(() => handler(new Request(`${PUBLIC_URL}/.well-known/agent-card.json`)))
+      assert.strictEqual(card.status, 200)
+      assert.strictEqual((yield* json(card)).name, "spelling")
     }).pipe(Effect.provide(KeysNative.layer)))
 
   it.scoped("refuses mesh-sig without a public URL, and persistent memory without a durable store", () =>

@@ -49,7 +49,7 @@ describe("the example Worker under workerd", () => {
         Effect.promise(() =>
           startWorkerd(port, [["worker.js", built.code]], {
             AGENT_DID: agent.did,
-            AGENT_SEED: toBase64(agent.privateKey.seed),
+            AGENT_PRIVATE_KEY: toBase64(agent.privateKey.toPkcs8()),
             PUBLIC_URL: url,
             CALLER_KEYS: JSON.stringify({ [caller.did]: caller.publicKey })
           })
