@@ -14,6 +14,7 @@ import { generateDid, verificationMethodId } from "../../src/core/Did.js"
 import { signRequest } from "../../src/core/HttpSignature.js"
 import { toBase64 } from "../../src/core/internal/bytes.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
+import { registeredAgent, startHub } from "../hub/support.js"
 import { bundle, freePort, startWorkerd, type Workerd, workerdAvailable } from "./support.js"
 
 const client = Layer.provideMerge(AgentClient.layer(), Layer.merge(FetchHttpClient.layer, KeysNative.layer))
@@ -93,5 +94,33 @@ describe("the example Worker under workerd", () => {
       const missing = yield* Effect.promise(() => fetch(`${url}/nowhere`))
       assert.strictEqual(missing.status, 404)
       assert.strictEqual(((yield* Effect.promise(() => missing.json())) as Record<string, unknown>).code, "ROUTE_NOT_FOUND")
+    }).pipe(Effect.provide(client), Effect.scoped), 60_000)
+
+  it.live("resolves caller keys over HTTP from a hub (MeshClient.layerKeyResolver inside workerd)", () =>
+    Effect.gen(function* () {
+      const { client: hubClient, hub } = yield* startHub()
+      const { identity: caller } = yield* Effect.provide(registeredAgent(hubClient, "registered-caller"), KeysNative.layer)
+      const { agent, caller: stranger } = yield* identities
+      const built = yield* Effect.promise(() => bundle("examples/worker/worker.ts"))
+      const port = yield* Effect.promise(freePort)
+      const url = `http://127.0.0.1:${port}`
+      yield* Effect.acquireRelease(
+        Effect.promise(() =>
+          startWorkerd(
+            port,
+            [["worker.js", built.code]],
+            { AGENT_DID: agent.did, AGENT_PRIVATE_KEY: toBase64(agent.privateKey.seed), PUBLIC_URL: url, HUB_URL: hub.url },
+            ["nodejs_compat"],
+            // The hub listens on loopback; a deployed Worker reaches its hub on the internet.
+            ["public", "local"]
+          )
+        ),
+        (w) => Effect.promise(w.stop)
+      )
+      const agents = yield* AgentClient.AgentClient
+      const reply = yield* agents.call(url, "resolved by the hub", { signAs: { did: caller.did, privateKey: caller.privateKey } })
+      assert.strictEqual("message" in reply ? reply.message : undefined, "RESOLVED BY THE HUB ")
+      const refused = yield* Effect.flip(agents.call(url, "unknown", { signAs: { did: stranger.did, privateKey: stranger.privateKey } }))
+      assert.strictEqual(refused.code, "KEY_NOT_FOUND")
     }).pipe(Effect.provide(client), Effect.scoped), 60_000)
 })

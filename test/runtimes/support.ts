@@ -92,14 +92,19 @@ export const startWorkerd = (
   port: number,
   modules: ReadonlyArray<readonly [string, string]>,
   bindings: Readonly<Record<string, string>> = {},
-  compatibilityFlags: ReadonlyArray<string> = ["nodejs_compat"]
+  compatibilityFlags: ReadonlyArray<string> = ["nodejs_compat"],
+  /** Addresses the Worker's `fetch` may reach (workerd's default is the public internet only); `local` is loopback. */
+  outbound: ReadonlyArray<"public" | "private" | "local"> = ["public"]
 ): Promise<Workerd> => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "mesh-workerd-"))
   for (const [name, code] of modules) fs.writeFileSync(path.join(dir, name), code)
   const config = `using Workerd = import "/workerd/workerd.capnp";
 
 const config :Workerd.Config = (
-  services = [ (name = "main", worker = .worker) ],
+  services = [
+    (name = "main", worker = .worker),
+    (name = "internet", network = (allow = [ ${outbound.map(capnpString).join(", ")} ]))
+  ],
   sockets = [ (name = "http", address = "127.0.0.1:${port}", http = (), service = "main") ]
 );
 
@@ -107,7 +112,8 @@ const worker :Workerd.Worker = (
   modules = [ ${modules.map(([name]) => `(name = ${capnpString(name)}, esModule = embed ${capnpString(name)})`).join(", ")} ],
   bindings = [ ${Object.entries(bindings).map(([k, v]) => `(name = ${capnpString(k)}, text = ${capnpString(v)})`).join(", ")} ],
   compatibilityDate = ${capnpString(COMPATIBILITY_DATE)},
-  compatibilityFlags = [ ${compatibilityFlags.map(capnpString).join(", ")} ]
+  compatibilityFlags = [ ${compatibilityFlags.map(capnpString).join(", ")} ],
+  globalOutbound = "internet"
 );
 `
   fs.writeFileSync(path.join(dir, "config.capnp"), config)
