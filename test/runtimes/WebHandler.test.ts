@@ -133,6 +133,22 @@ describe("the agent server as a fetch handler", () => {
     }).pipe(Effect.provide(Keys.noble)))
 })
 
+describe("a fetch handler built on its first request", () => {
+  it.live("answers 500 INTERNAL_ERROR while its options cannot start; a good one serves until disposed", () =>
+    Effect.gen(function* () {
+      const broken = AgentWeb.toWebHandler({ name: "broken", handler: spelling, auth: "mesh-sig", resolveCallerKey: () => null }, { keys: Keys.noble })
+      const refused = yield* Effect.promise(() => broken.handler(new Request(`${PUBLIC_URL}/health`)))
+      assert.strictEqual(refused.status, 500)
+      assertErrorShape(yield* json(refused), refused, "INTERNAL_ERROR")
+      yield* Effect.promise(broken.dispose)
+      const app = AgentWeb.toWebHandler({ name: "lazy", handler: spelling, publicUrl: PUBLIC_URL }, { keys: Keys.noble })
+      const health = yield* Effect.promise(() => app.handler(new Request(`${PUBLIC_URL}/health`)))
+      assert.strictEqual(health.status, 200)
+      assert.strictEqual((yield* json(health)).name, "lazy")
+      yield* Effect.promise(app.dispose)
+    }))
+})
+
 describe("a MeshServer as a fetch handler", () => {
   it.scoped("answers a signed envelope with a signed reply, streams replies as a ReadableStream, refuses a replay", () =>
     Effect.gen(function* () {
