@@ -15,7 +15,8 @@ const suites: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
   router: () => import("./router.js"),
   a2a: () => import("./a2a.js"),
   postgres: () => import("./postgres.js"),
-  tracing: () => import("./tracing.js")
+  tracing: () => import("./tracing.js"),
+  runtimes: () => import("./runtimes.js")
 }
 
 const wanted = process.argv.slice(2)

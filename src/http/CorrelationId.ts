@@ -5,7 +5,6 @@
  * Floor: http (docs/architecture.md §3).
  */
 import * as Context from "effect/Context"
-import * as crypto from "node:crypto"
 
 /** The header, lower case as node:http exposes request headers. */
 export const HEADER = "x-correlation-id"
@@ -19,4 +18,4 @@ export class CorrelationId extends Context.Tag("agent-mesh/http/CorrelationId")<
 
 /** The request's id if it is acceptable, else a new random UUID. */
 export const fromHeader = (value: string | ReadonlyArray<string> | undefined): string =>
-  typeof value === "string" && SAFE.test(value) ? value : crypto.randomUUID()
+  typeof value === "string" && SAFE.test(value) ? value : globalThis.crypto.randomUUID()

@@ -88,3 +88,9 @@ export const hostOfUrl = (url: string | undefined): string | undefined => {
     return undefined
   }
 }
+
+/** `hosts` with the host of `publicUrl` (when it parses) added: callers reach a server by its public name. */
+export const withHostOf = (hosts: ReadonlyArray<string> | undefined, publicUrl: string | undefined): ReadonlyArray<string> => {
+  const host = hostOfUrl(publicUrl)
+  return host === undefined ? (hosts ?? []) : [...(hosts ?? []), host]
+}

@@ -36,46 +36,9 @@ import { formatUsd, type Micros, parseUsd } from "../core/Money.js"
 import { sha256 } from "@noble/hashes/sha2.js"
 import { base32 } from "multiformats/bases/base32"
 import { randomBytes, toBase64Url, utf8 } from "../core/internal/bytes.js"
+import { Allocation, Pool, PoolAllocations } from "./LedgerWire.js"
 
-/** A pool as the ledger reports it (amounts in USD). */
-export const Pool = Schema.Struct({
-  poolId: Schema.String,
-  grantor: Schema.String,
-  grantee: Schema.String,
-  limitUsd: Schema.Number,
-  allocatedUsd: Schema.Number,
-  remainingUsd: Schema.Number,
-  expiresAt: Schema.String
-})
-/** A pool as the ledger reports it. */
-export type Pool = typeof Pool.Type
-
-/** An allocation as the ledger reports it. */
-export const Allocation = Schema.Struct({
-  allocationId: Schema.String,
-  poolId: Schema.String,
-  idempotencyKey: Schema.String,
-  childJti: Schema.String,
-  grantee: Schema.String,
-  amountUsd: Schema.Number,
-  usedUsd: Schema.NullOr(Schema.Number),
-  releasedUsd: Schema.NullOr(Schema.Number),
-  status: Schema.Literal("active", "released"),
-  /** The agent's signed receipt the allocation was released with (docs/protocol.md §13), when one was given. */
-  commitToken: Schema.optional(Schema.String)
-})
-/** An allocation as the ledger reports it. */
-export type Allocation = typeof Allocation.Type
-
-/** A pool with every allocation made from it, in the order they were made: the billing trail to reconcile. */
-export const PoolAllocations = Schema.Struct({
-  pool: Pool,
-  /** What released allocations used, in total. */
-  usedUsd: Schema.Number,
-  allocations: Schema.Array(Allocation)
-})
-/** A pool with every allocation made from it. */
-export type PoolAllocations = typeof PoolAllocations.Type
+export { Allocation, Pool, PoolAllocations } from "./LedgerWire.js"
 
 /** No pool under that id (`NOT_FOUND`). */
 export class PoolNotFound extends Data.TaggedError("PoolNotFound")<{ readonly code: "NOT_FOUND"; readonly message: string }> {}

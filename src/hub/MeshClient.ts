@@ -30,7 +30,7 @@ import { KeyNotFound, KeyResolver, type KeyResolverApi, KeyResolverUnavailable, 
 import { Keys } from "../core/Keys.js"
 import { signRequest } from "../core/HttpSignature.js"
 import { signMessage } from "../core/Proof.js"
-import { deletionDocument, hubOrigin, registrationDocument, rotationDocument, updateDocument, WRITE_PROOF_PURPOSE } from "./Registry.js"
+import { deletionDocument, hubOrigin, registrationDocument, rotationDocument, updateDocument, WRITE_PROOF_PURPOSE } from "./RegistryWire.js"
 import { randomBytes, toBase64, toHex, utf8 } from "../core/internal/bytes.js"
 
 /** Client settings. */

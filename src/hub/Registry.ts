@@ -35,85 +35,39 @@ import { PersistenceError, summarize } from "../sql/SqlFailure.js"
 import { MESH_PROTOCOL_VERSION } from "../core/Version.js"
 import { equalBytes, randomBytes, toBase64, toBase64Url, toHex, utf8 } from "../core/internal/bytes.js"
 import { acceptablePublicKeyB64, canonicalPublicKeyB64, decodePublicKeyB64 } from "../core/internal/ed25519.js"
+import {
+  A2aRecord,
+  AgentRecord,
+  deletionDocument,
+  Heartbeat,
+  hubOrigin,
+  McpRecord,
+  McpTool,
+  registrationDocument,
+  rotationDocument,
+  SearchHit,
+  SkillRecord,
+  SkillType,
+  updateDocument,
+  WRITE_PROOF_PURPOSE
+} from "./RegistryWire.js"
 
-/** An agent as the registry returns it. */
-export const AgentRecord = Schema.Struct({
-  did: Schema.String,
-  didHash: Schema.String,
-  manifestCID: Schema.String,
-  publicKeyB64: Schema.String,
-  keyVersion: Schema.Number,
-  endpointUrl: Schema.String,
-  document: Schema.Unknown,
-  createdAt: Schema.String,
-  updatedAt: Schema.String,
-  /** When the agent was last heard from (registration, update or heartbeat); null if never since migration 0017. */
-  lastSeenAt: Schema.NullOr(Schema.String),
-  /** Heard from within the hub's stale interval (`staleAfterMs`, default 90 s; docs/hub.md, "Liveness"). */
-  live: Schema.Boolean
-})
-/** An agent as the registry returns it. */
-export type AgentRecord = typeof AgentRecord.Type
-
-/** A tool an MCP server offers: a name, optionally with its input JSON Schema. */
-export const McpTool = Schema.Union(Schema.String, Schema.Struct({ name: Schema.String, inputSchema: Schema.optional(Schema.Unknown) }))
-
-/** An MCP server as the registry returns it. */
-export const McpRecord = Schema.Struct({
-  did: Schema.String,
-  didHash: Schema.String,
-  name: Schema.String,
-  endpointUrl: Schema.String,
-  tools: Schema.Array(Schema.Struct({ name: Schema.String, inputSchema: Schema.optional(Schema.Unknown) })),
-  createdAt: Schema.String
-})
-/** An MCP server as the registry returns it. */
-export type McpRecord = typeof McpRecord.Type
-
-/** The kinds of skill. */
-export const SkillType = Schema.Literal("rag", "web-search", "memory", "code", "data", "custom")
-
-/** A skill as the registry returns it. */
-export const SkillRecord = Schema.Struct({
-  did: Schema.String,
-  didHash: Schema.String,
-  name: Schema.String,
-  skillType: SkillType,
-  createdAt: Schema.String
-})
-/** A skill as the registry returns it. */
-export type SkillRecord = typeof SkillRecord.Type
-
-/**
- * An A2A agent as the registry returns it: its DID here, the URL of its agent card and the card as the hub last
- * fetched it (docs/bridges.md, "A2A").
- */
-export const A2aRecord = Schema.Struct({
-  did: Schema.String,
-  didHash: Schema.String,
-  name: Schema.String,
-  cardUrl: Schema.String,
-  card: Schema.Unknown,
-  fetchedAt: Schema.String,
-  createdAt: Schema.String
-})
-/** An A2A agent as the registry returns it. */
-export type A2aRecord = typeof A2aRecord.Type
-
-/** A search hit across agents, MCP servers, skills and A2A agents. */
-export const SearchHit = Schema.Struct({
-  kind: Schema.Literal("agent", "mcp", "skill", "a2a"),
-  did: Schema.String,
-  didHash: Schema.String,
-  name: Schema.String,
-  /** Agents only: heard from within the stale interval. */
-  live: Schema.optional(Schema.Boolean)
-})
-
-/** What a heartbeat answers. */
-export const Heartbeat = Schema.Struct({ didHash: Schema.String, lastSeenAt: Schema.String, live: Schema.Boolean, staleAfterSeconds: Schema.Number })
-/** What a heartbeat answers. */
-export type Heartbeat = typeof Heartbeat.Type
+export {
+  A2aRecord,
+  AgentRecord,
+  deletionDocument,
+  Heartbeat,
+  hubOrigin,
+  McpRecord,
+  McpTool,
+  registrationDocument,
+  rotationDocument,
+  SearchHit,
+  SkillRecord,
+  SkillType,
+  updateDocument,
+  WRITE_PROOF_PURPOSE
+} from "./RegistryWire.js"
 
 /** After this long without a registration, update or heartbeat an agent counts as stale (docs/hub.md, "Liveness"). */
 export const DEFAULT_STALE_AFTER_MS = 90_000
@@ -445,72 +399,6 @@ export const manifestCid = (keys: KeysApi, canonical: Uint8Array): string => CID
 export const RevocationRequest = Schema.Struct({ type: Schema.Literal("MandateRevocation"), jti: Schema.String.pipe(Schema.minLength(1)), grantor: Schema.String, proof: Schema.Unknown })
 
 /**
- * The hub a write proof is meant for: the origin (scheme, host, port as the WHATWG URL `origin`) of the hub's URL,
- * e.g. `https://hub.example`. Naming it in every signed write keeps a proof captured on one hub from being replayed
- * on another. Undefined for anything that is not an absolute http(s) URL.
- */
-export const hubOrigin = (url: string): string | undefined => {
-  try {
-    const u = new URL(url)
-    return u.protocol === "http:" || u.protocol === "https:" ? u.origin : undefined
-  } catch {
-    return undefined
-  }
-}
-
-/** What a registration proof signs: the request's fields as sent and the hub's origin, under a type no other signed message has. */
-export const registrationDocument = (input: {
-  readonly hub: string
-  readonly did: string
-  readonly manifestCID: string
-  readonly publicKeyB64: string
-  readonly endpointUrl: string
-}) => ({
-  type: "AgentRegistration",
-  hub: input.hub,
-  did: input.did,
-  manifestCID: input.manifestCID,
-  publicKeyB64: input.publicKeyB64,
-  endpointUrl: input.endpointUrl
-})
-
-/** What both rotation proofs sign; `keyVersion` is the version being replaced, so a rotation proof works once. */
-export const rotationDocument = (input: { readonly hub: string; readonly did: string; readonly keyVersion: number; readonly publicKeyB64: string }) => ({
-  type: "AgentKeyRotation",
-  hub: input.hub,
-  did: input.did,
-  keyVersion: input.keyVersion,
-  publicKeyB64: input.publicKeyB64
-})
-
-/**
- * What an update proof signs: the patch's members as sent (absent ones left out) for the current key version, so the
- * proof cannot be replayed after a rotation or with another patch.
- */
-export const updateDocument = (input: {
-  readonly hub: string
-  readonly did: string
-  readonly keyVersion: number
-  readonly endpointUrl?: string | undefined
-  readonly manifestCID?: string | undefined
-}) => ({
-  type: "AgentUpdate",
-  hub: input.hub,
-  did: input.did,
-  keyVersion: input.keyVersion,
-  ...(input.endpointUrl === undefined ? {} : { endpointUrl: input.endpointUrl }),
-  ...(input.manifestCID === undefined ? {} : { manifestCID: input.manifestCID })
-})
-
-/** What a deletion proof signs, for the current key version. */
-export const deletionDocument = (input: { readonly hub: string; readonly did: string; readonly keyVersion: number }) => ({
-  type: "AgentDeletion",
-  hub: input.hub,
-  did: input.did,
-  keyVersion: input.keyVersion
-})
-
-/**
  * What the HTTP layer knows of a write: the origin of this hub (`publicUrl`, else the address the request arrived
  * on; undefined when neither can be rebuilt, which refuses every proof) and the client's address (a write quota key).
  */
@@ -518,9 +406,6 @@ export interface WriteContext {
   readonly hub: string | undefined
   readonly client: string
 }
-
-/** The proof purpose of registration and rotation proofs (revocations use `assertionMethod`). */
-export const WRITE_PROOF_PURPOSE = "authentication"
 
 /**
  * Writes per window. One budget is charged per API key, one per DID for all keys issued to it (the challenge exchange
