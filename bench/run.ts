@@ -14,6 +14,7 @@ const suites: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
   saga: () => import("./saga.js"),
   router: () => import("./router.js"),
   a2a: () => import("./a2a.js"),
+  httpsig: () => import("./httpsig.js"),
   postgres: () => import("./postgres.js"),
   tracing: () => import("./tracing.js")
 }
