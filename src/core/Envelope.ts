@@ -4,7 +4,6 @@
  *
  * Floor: core (docs/architecture.md §3).
  */
-import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import { replaysRefusedEnvelope } from "./MeshMetrics.js"
@@ -13,7 +12,7 @@ import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { Did, type InvalidDid, invalidDid, isNormalizedDid, normalizeDid, verificationMethodId } from "./Did.js"
 import { canonicalJson, type NotCanonicalizable } from "./Canonical.js"
-import { Keys, type KeysApi, type MalformedKey, type PrivateKeyInput } from "./Keys.js"
+import { Keys, type KeysApi, type MalformedKey, type PrivateKeyInput, signWith } from "./Keys.js"
 import type { NonceStoreApi } from "./NonceStore.js"
 import { CRYPTOSUITE, DataIntegrityProof, hashData, type ProofOptions } from "./Proof.js"
 import { concat, fromBase64, fromMultibase58, randomNonceBytes, toBase64Url, toMultibase58, utf8 } from "./internal/bytes.js"
@@ -147,7 +146,10 @@ export interface BuildEnvelopeInput {
   readonly ttlSeconds?: number
 }
 
-/** Builds and signs an envelope (`id`, `nonce` and times are filled in; time from Effect's Clock). */
+/**
+ * Builds and signs an envelope (`id`, `nonce` and times are filled in; time from Effect's Clock). Everything after
+ * the key import is one synchronous step when the `Keys` layer signs synchronously (`signSync`).
+ */
 export const buildEnvelope = (
   input: BuildEnvelopeInput
 ): Effect.Effect<Envelope, EnvelopeError | InvalidDid | MalformedKey, Keys> =>
@@ -164,7 +166,8 @@ export const buildEnvelope = (
       if (typeof input.type !== "string" || input.type.length === 0 || input.type.length > 128) {
         return fail("MALFORMED", "type must be a string of 1 to 128 characters")
       }
-      return Effect.flatMap(Clock.currentTimeMillis, (now) => {
+      return Effect.clockWith((clock) => {
+        const now = clock.unsafeCurrentTimeMillis()
         const createdAt = new Date(now).toISOString()
         const unsecured = {
           type: input.type,
@@ -186,7 +189,8 @@ export const buildEnvelope = (
         }
         const data = envelopeHashData(keys, unsecured, options)
         if (Either.isLeft(data)) return fail("MALFORMED", `body is not JSON: ${data.left.message}`)
-        return Effect.map(keys.sign(key, data.right), (sig): Envelope => ({ ...unsecured, proof: { ...options, proofValue: toMultibase58(sig) } }))
+        const signed = (sig: Uint8Array): Envelope => ({ ...unsecured, proof: { ...options, proofValue: toMultibase58(sig) } })
+        return Effect.map(signWith(keys, key, data.right), signed)
       })
     })
   )
@@ -249,61 +253,100 @@ export const validateEnvelope = (
   nonceStore: NonceStoreApi,
   options: ValidateOptions = {}
 ): Effect.Effect<Envelope, EnvelopeError, Keys> =>
-  Effect.gen(function* () {
-    // 1. shape
-    if (!isEnvelope(envelope)) {
-      const decoded = decodeEnvelope(envelope)
-      return yield* fail("MALFORMED", Either.isLeft(decoded) ? ParseResult.TreeFormatter.formatErrorSync(decoded.left) : "not an envelope")
-    }
-    const env = envelope
-    if (env.proof.created !== env.createdAt) return yield* fail("MALFORMED", "proof.created must equal createdAt")
-    if (env.proof.verificationMethod !== verificationMethodId(env.from)) {
-      return yield* fail("MALFORMED", `proof must be by ${verificationMethodId(env.from)}`)
-    }
-    const createdMs = parseUtcTimestamp(env.createdAt)!
-    const expiresMs = parseUtcTimestamp(env.expiresAt)!
-    if (!(expiresMs > createdMs)) return yield* fail("MALFORMED", "expiresAt must be after createdAt")
-    const maxTtlMs = (options.maxTtlSeconds ?? DEFAULT_MAX_TTL_SECONDS) * 1000
-    if (expiresMs - createdMs > maxTtlMs) return yield* fail("TTL_TOO_LONG", `lifetime exceeds ${maxTtlMs / 1000} s`)
-
-    // 2. addressee
-    if (env.to !== myDid.toLowerCase()) return yield* fail("WRONG_RECIPIENT", `addressed to ${env.to}`)
-
-    // 3. time window
-    const tolerance = options.clockToleranceMs ?? DEFAULT_CLOCK_TOLERANCE_MS
-    const now = yield* Clock.currentTimeMillis
-    if (createdMs > now + tolerance) return yield* fail("NOT_YET_VALID", `created ${createdMs - now} ms in the future`)
-    if (expiresMs <= now - tolerance) return yield* fail("EXPIRED", `expired ${now - expiresMs} ms ago`)
-
-    // 4. signature
-    if (options.skipSignature === true) {
-      yield* Effect.logWarning(`envelope ${env.id} from ${env.from}: signature NOT checked (skipSignature; trusted mesh only)`)
-    } else {
-      const keys = yield* Keys
-      let publicKey: Uint8Array
-      let signature: Uint8Array
-      try {
-        publicKey = typeof senderPublicKey === "string" ? fromBase64(senderPublicKey) : senderPublicKey
-        signature = fromMultibase58(env.proof.proofValue)
-      } catch {
-        return yield* fail("SIGNATURE_INVALID", "public key or proofValue is not decodable")
+  // Steps 1 to 4 are one synchronous function when the layer verifies synchronously; only the nonce is an effect.
+  Effect.flatMap(Keys, (keys) =>
+    Effect.clockWith((clock) => {
+      const checked = checkEnvelope(envelope, senderPublicKey, myDid, options, clock.unsafeCurrentTimeMillis(), keys)
+      if (Either.isLeft(checked)) return Effect.fail(checked.left)
+      const { env, retainUntilMs, verify } = checked.right
+      const record = Effect.as(recordEnvelopeNonce(env, retainUntilMs, nonceStore), env)
+      if (verify === "skipped") {
+        return Effect.zipRight(Effect.logWarning(`envelope ${env.id} from ${env.from}: signature NOT checked (skipSignature; trusted mesh only)`), record)
       }
-      const { proof, ...unsecured } = env
-      const { proofValue: _proofValue, ...proofOptions } = proof
-      const data = envelopeHashData(keys, unsecured, proofOptions)
-      if (Either.isLeft(data)) return yield* fail("MALFORMED", data.left.message)
-      const ok = yield* Effect.catchTag(keys.verify(publicKey, data.right, signature), "MalformedKey", () => Effect.succeed(false))
-      if (!ok) return yield* fail("SIGNATURE_INVALID", "signature does not verify")
-    }
+      if (verify === "verified") return record
+      return Effect.flatMap(Effect.catchTag(keys.verify(verify.publicKey, verify.data, verify.signature), "MalformedKey", () => Effect.succeed(false)), (ok) =>
+        ok ? record : fail("SIGNATURE_INVALID", "signature does not verify")
+      )
+    })
+  )
 
-    // 5. nonce, only now that the envelope is authentic
-    yield* nonceStore.record(env.from, env.nonce, expiresMs + tolerance).pipe(
-      Effect.catchTags({
-        NonceReplayed: () => Effect.zipRight(Metric.increment(replaysRefusedEnvelope), fail("REPLAYED", `nonce ${env.nonce} from ${env.from} was already used`)),
-        NonceStoreFull: (e) => fail("NONCE_STORE_FULL", `nonce store holds ${e.capacity} live nonces`),
-        NonceQuotaExceeded: (e) => fail("NONCE_QUOTA_EXCEEDED", `${env.from} holds its quota of ${e.quota} live nonces`),
-        NonceStoreUnavailable: (e) => fail("NONCE_STORE_UNAVAILABLE", e.message)
-      })
-    )
-    return env
-  })
+/** What the synchronous steps of validation leave to do: nothing but the nonce, or the verification too. */
+interface CheckedEnvelope {
+  readonly env: Envelope
+  readonly retainUntilMs: number
+  readonly verify: "verified" | "skipped" | { readonly publicKey: Uint8Array; readonly data: Uint8Array; readonly signature: Uint8Array }
+}
+
+const refuse = (code: EnvelopeErrorCode, message: string) => Either.left(new EnvelopeError({ code, message }))
+
+/** Steps 1 (shape), 2 (addressee), 3 (time window) and 4 (signature, when the layer verifies synchronously). */
+const checkEnvelope = (
+  envelope: unknown,
+  senderPublicKey: Uint8Array | string,
+  myDid: string,
+  options: ValidateOptions,
+  now: number,
+  keys: KeysApi
+): Either.Either<CheckedEnvelope, EnvelopeError> => {
+  // 1. shape
+  if (!isEnvelope(envelope)) {
+    const decoded = decodeEnvelope(envelope)
+    return refuse("MALFORMED", Either.isLeft(decoded) ? ParseResult.TreeFormatter.formatErrorSync(decoded.left) : "not an envelope")
+  }
+  const env = envelope
+  if (env.proof.created !== env.createdAt) return refuse("MALFORMED", "proof.created must equal createdAt")
+  if (env.proof.verificationMethod !== verificationMethodId(env.from)) {
+    return refuse("MALFORMED", `proof must be by ${verificationMethodId(env.from)}`)
+  }
+  const createdMs = parseUtcTimestamp(env.createdAt)!
+  const expiresMs = parseUtcTimestamp(env.expiresAt)!
+  if (!(expiresMs > createdMs)) return refuse("MALFORMED", "expiresAt must be after createdAt")
+  const maxTtlMs = (options.maxTtlSeconds ?? DEFAULT_MAX_TTL_SECONDS) * 1000
+  if (expiresMs - createdMs > maxTtlMs) return refuse("TTL_TOO_LONG", `lifetime exceeds ${maxTtlMs / 1000} s`)
+
+  // 2. addressee
+  if (env.to !== myDid.toLowerCase()) return refuse("WRONG_RECIPIENT", `addressed to ${env.to}`)
+
+  // 3. time window
+  const tolerance = options.clockToleranceMs ?? DEFAULT_CLOCK_TOLERANCE_MS
+  if (createdMs > now + tolerance) return refuse("NOT_YET_VALID", `created ${createdMs - now} ms in the future`)
+  if (expiresMs <= now - tolerance) return refuse("EXPIRED", `expired ${now - expiresMs} ms ago`)
+  const retainUntilMs = expiresMs + tolerance
+
+  // 4. signature
+  if (options.skipSignature === true) return Either.right({ env, retainUntilMs, verify: "skipped" })
+  let publicKey: Uint8Array
+  let signature: Uint8Array
+  try {
+    publicKey = typeof senderPublicKey === "string" ? fromBase64(senderPublicKey) : senderPublicKey
+    signature = fromMultibase58(env.proof.proofValue)
+  } catch {
+    return refuse("SIGNATURE_INVALID", "public key or proofValue is not decodable")
+  }
+  const data = envelopeHashDataOf(keys, env)
+  if (Either.isLeft(data)) return refuse("MALFORMED", data.left.message)
+  if (keys.verifySync === undefined) return Either.right({ env, retainUntilMs, verify: { publicKey, data: data.right, signature } })
+  return keys.verifySync(publicKey, data.right, signature)
+    ? Either.right({ env, retainUntilMs, verify: "verified" })
+    : refuse("SIGNATURE_INVALID", "signature does not verify")
+}
+
+/** The bytes a received envelope's proof signs; the frame is read in place, copied only for the generic path. */
+const envelopeHashDataOf = (keys: KeysApi, env: Envelope): Either.Either<Uint8Array, NotCanonicalizable> => {
+  const fast = canonicalEnvelope(env, env.proof)
+  if (fast !== undefined) return Either.right(concat(keys.sha256(utf8(fast.options)), keys.sha256(utf8(fast.unsecured))))
+  const { proof, ...unsecured } = env
+  const { proofValue: _proofValue, ...proofOptions } = proof
+  return hashData(keys, proofOptions, unsecured)
+}
+
+/** 5. The nonce, only once the envelope is authentic. */
+const recordEnvelopeNonce = (env: Envelope, retainUntilMs: number, nonceStore: NonceStoreApi): Effect.Effect<void, EnvelopeError> =>
+  nonceStore.record(env.from, env.nonce, retainUntilMs).pipe(
+    Effect.catchTags({
+      NonceReplayed: () => Effect.zipRight(Metric.increment(replaysRefusedEnvelope), fail("REPLAYED", `nonce ${env.nonce} from ${env.from} was already used`)),
+      NonceStoreFull: (e) => fail("NONCE_STORE_FULL", `nonce store holds ${e.capacity} live nonces`),
+      NonceQuotaExceeded: (e) => fail("NONCE_QUOTA_EXCEEDED", `${env.from} holds its quota of ${e.quota} live nonces`),
+      NonceStoreUnavailable: (e) => fail("NONCE_STORE_UNAVAILABLE", e.message)
+    })
+  )
