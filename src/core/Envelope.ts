@@ -102,7 +102,9 @@ export const newNonce = (): string => toBase64Url(randomNonceBytes(16))
 
 // Any UTF-16 surrogate: strings holding one take the library path, which refuses lone ones as JCS requires.
 const SURROGATE = /[\uD800-\uDFFF]/
-const str = (s: string): string | undefined => (SURROGATE.test(s) ? undefined : JSON.stringify(s))
+// Printable ASCII but `"` and `\`: JSON writes such a string as it is, between quotes (DIDs, nonces, timestamps).
+const PLAIN = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/
+const str = (s: string): string | undefined => (PLAIN.test(s) ? `"${s}"` : SURROGATE.test(s) ? undefined : JSON.stringify(s))
 
 /**
  * JCS of an envelope's unsecured members and of its proof options, written directly in sorted key order: the frame
@@ -189,7 +191,26 @@ export const buildEnvelope = (
         }
         const data = envelopeHashData(keys, unsecured, options)
         if (Either.isLeft(data)) return fail("MALFORMED", `body is not JSON: ${data.left.message}`)
-        const signed = (sig: Uint8Array): Envelope => ({ ...unsecured, proof: { ...options, proofValue: toMultibase58(sig) } })
+        // Written out rather than spread: this runs once per message sent.
+        const signed = (sig: Uint8Array): Envelope => ({
+          type: unsecured.type,
+          id: unsecured.id,
+          from,
+          to,
+          correlationId: unsecured.correlationId,
+          nonce: unsecured.nonce,
+          createdAt,
+          expiresAt: unsecured.expiresAt,
+          body: unsecured.body,
+          proof: {
+            type: "DataIntegrityProof",
+            cryptosuite: CRYPTOSUITE,
+            created: createdAt,
+            verificationMethod: options.verificationMethod,
+            proofPurpose: "assertionMethod",
+            proofValue: toMultibase58(sig)
+          }
+        })
         return Effect.map(signWith(keys, key, data.right), signed)
       })
     })
