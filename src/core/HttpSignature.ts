@@ -441,28 +441,33 @@ const resolverRefusal = (e: KeyNotFound | KeyRevoked | KeyResolverUnavailable): 
 export const checkRequest = <O extends CheckRequestOptions>(
   req: SignableRequest,
   options: O
-): Effect.Effect<CheckedSignature, CheckRequestError<O>, Keys> =>
-  Effect.flatMap(Keys, (keys) =>
-    Effect.clockWith((clock) => {
-      const parsed = parseRequest(req, options, clock.unsafeCurrentTimeMillis(), keys)
-      if (Either.isLeft(parsed)) return Effect.fail(parsed.left)
-      const { label, names, serialized, signature, checked } = parsed.right
-      // 6. the signer's key
-      return Effect.flatMap(Effect.mapError(options.resolveKey(checked.did), resolverRefusal), (key) => {
-        // 7. signature
-        const base = baseOf(req, names, serialized)
-        if (Either.isLeft(base)) return Effect.fail(base.left)
-        const invalid = () => new HttpSignatureError({ code: "SIGNATURE_INVALID", message: `${label} does not verify under the key of ${checked.did}` })
-        if (keys.verifySync !== undefined) {
-          return keys.verifySync(key.publicKey, utf8(base.right), signature) ? Effect.succeed(checked) : Effect.fail(invalid())
-        }
-        return Effect.flatMap(Effect.catchTag(keys.verify(key.publicKey, utf8(base.right), signature), "MalformedKey", () => Effect.succeed(false)), (ok) =>
-          ok ? Effect.succeed(checked) : Effect.fail(invalid())
-        )
-      })
+): Effect.Effect<CheckedSignature, CheckRequestError<O>, Keys> => Effect.flatMap(Keys, (keys) => checkRequestWith(keys, req, options))
+
+/** `checkRequest` with the `Keys` a server took once at start, so a request need not provide them again. */
+export const checkRequestWith = <O extends CheckRequestOptions>(
+  keys: KeysApi,
+  req: SignableRequest,
+  options: O
+): Effect.Effect<CheckedSignature, CheckRequestError<O>> =>
+  Effect.clockWith((clock) => {
+    const parsed = parseRequest(req, options, clock.unsafeCurrentTimeMillis(), keys)
+    if (Either.isLeft(parsed)) return Effect.fail(parsed.left)
+    const { label, names, serialized, signature, checked } = parsed.right
+    // 6. the signer's key
+    return Effect.flatMap(Effect.mapError(options.resolveKey(checked.did), resolverRefusal), (key) => {
+      // 7. signature
+      const base = baseOf(req, names, serialized)
+      if (Either.isLeft(base)) return Effect.fail(base.left)
+      const invalid = () => new HttpSignatureError({ code: "SIGNATURE_INVALID", message: `${label} does not verify under the key of ${checked.did}` })
+      if (keys.verifySync !== undefined) {
+        return keys.verifySync(key.publicKey, utf8(base.right), signature) ? Effect.succeed(checked) : Effect.fail(invalid())
+      }
+      return Effect.flatMap(Effect.catchTag(keys.verify(key.publicKey, utf8(base.right), signature), "MalformedKey", () => Effect.succeed(false)), (ok) =>
+        ok ? Effect.succeed(checked) : Effect.fail(invalid())
+      )
     })
     // CallerNotAllowed is only ever raised when `isAllowed` is present, which is what CheckRequestError<O> says.
-  ) as Effect.Effect<CheckedSignature, CheckRequestError<O>, Keys>
+  }) as Effect.Effect<CheckedSignature, CheckRequestError<O>>
 
 /** Records the nonce of a checked signature: REPLAYED if it was used, NONCE_QUOTA_EXCEEDED past the signer's quota. */
 export const recordNonce = (checked: CheckedSignature, nonceStore: NonceStoreApi): Effect.Effect<void, HttpSignatureError> =>
