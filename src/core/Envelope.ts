@@ -12,12 +12,12 @@ import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { Did, type InvalidDid, invalidDid, isNormalizedDid, normalizeDid, verificationMethodId } from "./Did.js"
 import { canonicalJson, type NotCanonicalizable } from "./Canonical.js"
-import { Keys, type KeysApi, type MalformedKey, type PrivateKeyInput, signWith } from "./Keys.js"
+import { isPrivateKey, Keys, type KeysApi, type MalformedKey, type PrivateKeyInput, signWith } from "./Keys.js"
 import type { NonceStoreApi } from "./NonceStore.js"
 import { CRYPTOSUITE, DataIntegrityProof, hashData, type ProofOptions } from "./Proof.js"
 import { concat, fromBase64, fromMultibase58, randomNonceBytes, toBase64Url, toMultibase58, utf8 } from "./internal/bytes.js"
 import { isRecord } from "./internal/record.js"
-import { isUtcTimestamp, parseUtcTimestamp, UTC_TIMESTAMP } from "./internal/timestamp.js"
+import { parseUtcTimestamp, UTC_TIMESTAMP } from "./internal/timestamp.js"
 
 /** The closed set of reasons an envelope is refused (docs/protocol.md §5). */
 export const EnvelopeErrorCode = Schema.Literal(
@@ -156,7 +156,7 @@ export const buildEnvelope = (
   input: BuildEnvelopeInput
 ): Effect.Effect<Envelope, EnvelopeError | InvalidDid | MalformedKey, Keys> =>
   Effect.flatMap(Keys, (keys) =>
-    Effect.flatMap(keys.importPrivateKey(input.privateKey), (key): Effect.Effect<Envelope, EnvelopeError | InvalidDid> => {
+    Effect.flatMap(isPrivateKey(input.privateKey) ? Effect.succeed(input.privateKey) : keys.importPrivateKey(input.privateKey), (key): Effect.Effect<Envelope, EnvelopeError | InvalidDid> => {
       const from = normalizeDid(input.from)
       const to = normalizeDid(input.to)
       if (from === undefined) return Effect.fail(invalidDid(input.from))
@@ -239,28 +239,35 @@ const onlyKeys = (o: object, allowed: ReadonlySet<string>) => {
   for (const k in o) if (!allowed.has(k)) return false
   return true
 }
-const isTimestamp = (u: unknown): boolean => typeof u === "string" && u.length <= 64 && isUtcTimestamp(u)
+const timestampMs = (u: unknown): number | undefined => (typeof u === "string" && u.length <= 64 ? parseUtcTimestamp(u) : undefined)
 
 /**
  * The same judgement as decoding with the `Envelope` schema (excess properties refused), written out by hand because
  * it runs on every message: Schema decoding cost more than the rest of validation but the signature (a property
  * test keeps the two equal). Schema still decodes a refused envelope, to say what is wrong.
  */
-export const isEnvelope = (u: unknown): u is Envelope => {
-  if (!isRecord(u) || !onlyKeys(u, ENVELOPE_KEYS)) return false
+export const isEnvelope = (u: unknown): u is Envelope => envelopeTimes(u) !== undefined
+
+/** `isEnvelope`, answering the envelope's two times (epoch ms) when it holds, so validation reads them once. */
+const envelopeTimes = (u: unknown): { readonly createdMs: number; readonly expiresMs: number } | undefined => {
+  if (!isRecord(u) || !onlyKeys(u, ENVELOPE_KEYS)) return undefined
   const p = u.proof
-  if (!isRecord(p) || !onlyKeys(p, PROOF_KEYS)) return false
+  if (!isRecord(p) || !onlyKeys(p, PROOF_KEYS)) return undefined
   const ctx = p["@context"]
+  const createdMs = timestampMs(u.createdAt)
+  const expiresMs = timestampMs(u.expiresAt)
   return (
-    bounded(u.type, 128) && bounded(u.id, 256) && isNormalizedDid(u.from) && isNormalizedDid(u.to) &&
-    bounded(u.correlationId, 256) && typeof u.nonce === "string" && NONCE.test(u.nonce) &&
-    isTimestamp(u.createdAt) && isTimestamp(u.expiresAt) && isRecord(u.body) &&
-    p.type === "DataIntegrityProof" && p.cryptosuite === CRYPTOSUITE &&
-    (p.created === undefined || typeof p.created === "string") &&
-    typeof p.verificationMethod === "string" && typeof p.proofPurpose === "string" &&
-    (ctx === undefined || (Array.isArray(ctx) && ctx.every((c) => typeof c === "string"))) &&
-    typeof p.proofValue === "string" && p.proofValue.startsWith("z")
-  )
+      bounded(u.type, 128) && bounded(u.id, 256) && isNormalizedDid(u.from) && isNormalizedDid(u.to) &&
+      bounded(u.correlationId, 256) && typeof u.nonce === "string" && NONCE.test(u.nonce) &&
+      createdMs !== undefined && expiresMs !== undefined && isRecord(u.body) &&
+      p.type === "DataIntegrityProof" && p.cryptosuite === CRYPTOSUITE &&
+      (p.created === undefined || typeof p.created === "string") &&
+      typeof p.verificationMethod === "string" && typeof p.proofPurpose === "string" &&
+      (ctx === undefined || (Array.isArray(ctx) && ctx.every((c) => typeof c === "string"))) &&
+      typeof p.proofValue === "string" && p.proofValue.startsWith("z")
+    )
+    ? { createdMs, expiresMs }
+    : undefined
 }
 
 /**
@@ -310,17 +317,17 @@ const checkEnvelope = (
   keys: KeysApi
 ): Either.Either<CheckedEnvelope, EnvelopeError> => {
   // 1. shape
-  if (!isEnvelope(envelope)) {
+  const times = envelopeTimes(envelope)
+  if (times === undefined) {
     const decoded = decodeEnvelope(envelope)
     return refuse("MALFORMED", Either.isLeft(decoded) ? ParseResult.TreeFormatter.formatErrorSync(decoded.left) : "not an envelope")
   }
-  const env = envelope
+  const env = envelope as Envelope
+  const { createdMs, expiresMs } = times
   if (env.proof.created !== env.createdAt) return refuse("MALFORMED", "proof.created must equal createdAt")
   if (env.proof.verificationMethod !== verificationMethodId(env.from)) {
     return refuse("MALFORMED", `proof must be by ${verificationMethodId(env.from)}`)
   }
-  const createdMs = parseUtcTimestamp(env.createdAt)!
-  const expiresMs = parseUtcTimestamp(env.expiresAt)!
   if (!(expiresMs > createdMs)) return refuse("MALFORMED", "expiresAt must be after createdAt")
   const maxTtlMs = (options.maxTtlSeconds ?? DEFAULT_MAX_TTL_SECONDS) * 1000
   if (expiresMs - createdMs > maxTtlMs) return refuse("TTL_TOO_LONG", `lifetime exceeds ${maxTtlMs / 1000} s`)
