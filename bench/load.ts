@@ -14,12 +14,64 @@
  *   stretch of a shared machine hits all figures alike. Per server: the median over rounds of requests/s (wall
  *   clock), of requests per second of the server's own CPU time, and of each round's p50 and p99 latency. Any
  *   non-200 fails the run with the first error response printed.
+ * - Pinning: where `taskset` exists and there are at least 2 CPUs, this process (the load generator) runs on CPU 0
+ *   and every server on CPU 1, so neither steals the other's core; `BENCH_PIN=0` turns it off. What was used is
+ *   printed and written with the results.
+ * - Truth checks: per server, the CPU time the server spent per request (µs) and how busy it was, and the same for
+ *   the generator. A round in which the generator was busier than the server (at ≥ 90% of its core) measured the
+ *   generator, not the server: the table says `generator-bound` and the figure is a floor. `bench/wrk.ts` (`npm run
+ *   bench -- wrk`) cross-checks the generator against wrk where wrk is installed.
  */
-import { fork, type ChildProcess } from "node:child_process"
-import * as fs from "node:fs"
+import { fork, spawnSync, type ChildProcess } from "node:child_process"
 import * as net from "node:net"
+import * as os from "node:os"
 import * as path from "node:path"
-import { median, type Measurement } from "./harness.js"
+import { median, note, saveResult, type Measurement } from "./harness.js"
+
+// ---------------------------------------------------------------------------------------------------------------
+// Pinning.
+
+/** How the generator and the servers were placed on CPUs. */
+export interface Pinning {
+  readonly mode: "taskset" | "none"
+  readonly generatorCpu?: number
+  readonly serverCpu?: number
+  /** Why there is no pinning, when there is none. */
+  readonly reason?: string
+}
+
+const hasTaskset = (): boolean => {
+  const r = spawnSync("taskset", ["-V"], { stdio: "ignore" })
+  return r.error === undefined && r.status === 0
+}
+
+/** Pins every thread of `pid` to `cpu`; false when taskset refused. */
+const pin = (pid: number, cpu: number): boolean =>
+  spawnSync("taskset", ["-a", "-p", "-c", String(cpu), String(pid)], { stdio: "ignore" }).status === 0
+
+let decided: Pinning | undefined
+
+/** Decides the pinning once per process (and pins this process, the generator, to CPU 0), and prints it. */
+export const pinning = (): Pinning => {
+  if (decided !== undefined) return decided
+  const cpus = os.availableParallelism()
+  decided = process.env["BENCH_PIN"] === "0"
+    ? { mode: "none", reason: "BENCH_PIN=0" }
+    : cpus < 2
+      ? { mode: "none", reason: `${cpus} CPU` }
+      : !hasTaskset()
+        ? { mode: "none", reason: "taskset not found" }
+        : pin(process.pid, 0)
+          ? { mode: "taskset", generatorCpu: 0, serverCpu: 1 }
+          : { mode: "none", reason: "taskset -p failed" }
+  console.log(
+    decided.mode === "taskset"
+      ? `(pinning: load generator on CPU ${decided.generatorCpu}, each server on CPU ${decided.serverCpu}, by taskset; nproc ${cpus})`
+      : `(pinning: none, ${decided.reason}; nproc ${cpus})`
+  )
+  note("pinning", decided)
+  return decided
+}
 
 /** Pre-built requests: cycled through when an array; a function is called once per request sent (its index). */
 export type RequestSource = ReadonlyArray<Buffer> | ((i: number) => Buffer)
@@ -180,8 +232,15 @@ export const spawnServer = (options: SpawnOptions): Promise<Spawned> =>
     const prof = options.profile === true
       ? ["--cpu-prof", `--cpu-prof-dir=${path.resolve("scratchpad/prof", options.profileName ?? "")}`]
       : []
+    const placed = pinning()
     const child = fork(options.module, [], { execArgv: ["--import", "tsx", ...prof], env: { ...process.env, ...options.env } })
-    child.once("message", (m: { port: number }) => resolve({ child, port: m.port }))
+    // Pinned at once and again once it listens: threads it started in between are caught by the second pass.
+    const pinChild = () => placed.mode === "taskset" && child.pid !== undefined && pin(child.pid, placed.serverCpu!)
+    pinChild()
+    child.once("message", (m: { port: number }) => {
+      pinChild()
+      resolve({ child, port: m.port })
+    })
     child.once("error", reject)
     child.once("exit", (code) => reject(new Error(`server ${JSON.stringify(options.env)} exited with ${code}`)))
   })
@@ -252,6 +311,35 @@ export interface Latency {
   readonly p99Ms: number
 }
 
+/** What one server cost and who was the bottleneck, medians over rounds. */
+export interface LoadDetail extends Latency {
+  readonly requestsPerSecond: number
+  /** The server's CPU time per request, µs. */
+  readonly serverCpuUsPerRequest: number
+  /** The server's CPU time over the round's wall time (1 = one core busy). */
+  readonly serverBusy: number
+  /** This process's (the generator's) CPU time per request, µs. */
+  readonly generatorCpuUsPerRequest: number
+  readonly generatorBusy: number
+  /** "generator" when the generator, not the server, was the busier at ≥ 90% of a core. */
+  readonly boundBy: "server" | "generator" | "neither"
+}
+
+/** Prints the load table: req/s, p50/p99, CPU per request of server and generator, and who was the bottleneck. */
+export const printLoad = (details: ReadonlyArray<LoadDetail>): void => {
+  console.log("\n## load (medians over rounds; CPU µs per request and busy share of one core, server and generator)")
+  for (const d of details) {
+    console.log(
+      `${d.name.padEnd(48)} ${Math.round(d.requestsPerSecond).toLocaleString("en-US").padStart(8)} req/s  p50 ${d.p50Ms.toFixed(2).padStart(6)} ms  p99 ${d.p99Ms.toFixed(2).padStart(6)} ms  ` +
+        `server ${d.serverCpuUsPerRequest.toFixed(1).padStart(6)} µs/req (${(100 * d.serverBusy).toFixed(0)}%)  generator ${d.generatorCpuUsPerRequest.toFixed(1).padStart(5)} µs/req (${(100 * d.generatorBusy).toFixed(0)}%)` +
+        (d.boundBy === "generator" ? "  GENERATOR-BOUND: a floor, not the server's rate" : "")
+    )
+  }
+}
+
+const boundBy = (serverBusy: number, generatorBusy: number): LoadDetail["boundBy"] =>
+  generatorBusy >= 0.9 && generatorBusy > serverBusy ? "generator" : serverBusy >= 0.9 ? "server" : "neither"
+
 const check = (name: string, phase: string, result: LoadResult): void => {
   if (result.failed > 0) {
     throw new Error(`${name}: ${result.failed} of ${result.ok + result.failed} requests failed in ${phase}; the first answer:\n${result.firstError}`)
@@ -266,7 +354,7 @@ const check = (name: string, phase: string, result: LoadResult): void => {
 export const measureAll = async (
   servers: ReadonlyArray<BenchServer>,
   options: MeasureOptions
-): Promise<{ wall: Array<Measurement>; cpu: Array<Measurement>; latency: Array<Latency> }> => {
+): Promise<{ wall: Array<Measurement>; cpu: Array<Measurement>; latency: Array<Latency>; details: Array<LoadDetail> }> => {
   const running: Array<Spawned> = []
   try {
     for (const server of servers) running.push(await server.spawn())
@@ -279,25 +367,53 @@ export const measureAll = async (
     const cpu: Array<Array<number>> = servers.map(() => [])
     const p50: Array<Array<number>> = servers.map(() => [])
     const p99: Array<Array<number>> = servers.map(() => [])
+    const serverUs: Array<Array<number>> = servers.map(() => [])
+    const serverBusy: Array<Array<number>> = servers.map(() => [])
+    const generatorUs: Array<Array<number>> = servers.map(() => [])
+    const generatorBusy: Array<Array<number>> = servers.map(() => [])
     for (let r = 0; r < options.rounds; r++) {
       for (const [i, { child }] of running.entries()) {
         const c0 = await serverCpu(child)
+        const g0 = process.cpuUsage()
         const t0 = performance.now()
         const result = await load(i, options.roundMs)
         const elapsed = performance.now() - t0
+        const g = process.cpuUsage(g0)
         const used = (await serverCpu(child)) - c0
         check(servers[i]!.name, `round ${r + 1}`, result)
         wall[i]!.push((result.ok * 1000) / elapsed)
         cpu[i]!.push((result.ok * 1e6) / used)
+        serverUs[i]!.push(used / result.ok)
+        serverBusy[i]!.push(used / (elapsed * 1000))
+        generatorUs[i]!.push((g.user + g.system) / result.ok)
+        generatorBusy[i]!.push((g.user + g.system) / (elapsed * 1000))
         const sorted = result.latenciesMs.sort((a, b) => a - b)
         p50[i]!.push(quantile(sorted, 0.5))
         p99[i]!.push(quantile(sorted, 0.99))
       }
     }
+    const details = servers.map(({ name }, i): LoadDetail => {
+      const busy = median(serverBusy[i]!)
+      const genBusy = median(generatorBusy[i]!)
+      return {
+        name,
+        requestsPerSecond: median(wall[i]!),
+        p50Ms: median(p50[i]!),
+        p99Ms: median(p99[i]!),
+        serverCpuUsPerRequest: median(serverUs[i]!),
+        serverBusy: busy,
+        generatorCpuUsPerRequest: median(generatorUs[i]!),
+        generatorBusy: genBusy,
+        boundBy: boundBy(busy, genBusy)
+      }
+    })
+    printLoad(details)
+    note("load", details)
     return {
       wall: servers.map(({ name }, i) => ({ name, opsPerSecond: median(wall[i]!) })),
       cpu: servers.map(({ name }, i) => ({ name: `${name} (per CPU-s)`, opsPerSecond: median(cpu[i]!) })),
-      latency: servers.map(({ name }, i) => ({ name, p50Ms: median(p50[i]!), p99Ms: median(p99[i]!) }))
+      latency: servers.map(({ name }, i) => ({ name, p50Ms: median(p50[i]!), p99Ms: median(p99[i]!) })),
+      details
     }
   } finally {
     for (const { child } of running) await stopServer(child)
@@ -305,17 +421,13 @@ export const measureAll = async (
 }
 
 /**
- * Prints p50/p99 latency per server and adds them, as `latency`, to bench/results/<suite>.json (call after
- * harness's `report` for the same suite, which writes that file).
+ * Prints p50/p99 latency per server and adds them, as `latency`, to the suite's results (call after harness's
+ * `report` for the same suite).
  */
 export const reportLatency = (suite: string, latency: ReadonlyArray<Latency>): void => {
   console.log(`\n## ${suite} latency (median over rounds of each round's quantile)`)
   for (const { name, p50Ms, p99Ms } of latency) {
     console.log(`${name.padEnd(44)} p50 ${p50Ms.toFixed(2).padStart(8)} ms  p99 ${p99Ms.toFixed(2).padStart(8)} ms`)
   }
-  const file = path.join(process.cwd(), "bench", "results", `${suite}.json`)
-  const json: Record<string, unknown> = fs.existsSync(file) ? (JSON.parse(fs.readFileSync(file, "utf8")) as Record<string, unknown>) : { suite }
-  json["latency"] = latency.map(({ name, p50Ms, p99Ms }) => ({ server: name, p50Ms, p99Ms }))
-  fs.mkdirSync(path.dirname(file), { recursive: true })
-  fs.writeFileSync(file, JSON.stringify(json, null, 2))
+  saveResult(suite, { latency: latency.map(({ name, p50Ms, p99Ms }) => ({ server: name, p50Ms, p99Ms })) })
 }

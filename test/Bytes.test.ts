@@ -17,8 +17,33 @@ describe("bytes", () => {
       { numRuns: 2000 }
     )
     assert.strictEqual(encodeBase58(new Uint8Array(0)), "")
+    assert.strictEqual(encodeBase58(new Uint8Array([0, 0])), "11")
+    assert.deepStrictEqual(decodeBase58(""), new Uint8Array(0))
+    assert.deepStrictEqual(decodeBase58("11"), new Uint8Array([0, 0]))
     assert.throws(() => decodeBase58("0OIl"))
     assert.throws(() => fromMultibase58("m123"))
+  })
+
+  it("base58btc decodes arbitrary strings of its alphabet as multiformats does, signature-sized ones included", () => {
+    const alphabet = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+    const digits = fc.string({ unit: fc.constantFrom(...alphabet), maxLength: 120 })
+    fc.assert(
+      fc.property(fc.nat(3), digits, (ones, s) => {
+        const text = "1".repeat(ones) + s
+        assert.deepStrictEqual(decodeBase58(text), base58btc.decode(`z${text}`))
+      }),
+      { numRuns: 2000 }
+    )
+    fc.assert(
+      fc.property(fc.uint8Array({ minLength: 64, maxLength: 64 }), (b) => {
+        assert.strictEqual(encodeBase58(b), base58btc.encode(b).slice(1))
+        assert.deepStrictEqual(decodeBase58(encodeBase58(b)), b)
+      }),
+      { numRuns: 1000 }
+    )
+    for (const b of [new Uint8Array(64).fill(255), new Uint8Array([0, 255]), new Uint8Array([1]), new Uint8Array([255, 0, 0])]) {
+      assert.strictEqual(encodeBase58(b), base58btc.encode(b).slice(1))
+    }
   })
 
   it("base64 round-trips and tolerates missing padding", () => {

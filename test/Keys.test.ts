@@ -187,6 +187,39 @@ describe("Keys: both layers agree", () => {
     )
   })
 
+  it("sync variants: signSync makes sign's signature and verifySync gives verify's verdict, on both layers", () => {
+    const cases = speccheck.map((c) => [fromHex(c.pub_key), fromHex(c.message), fromHex(c.signature)] as const)
+    for (const k of [native, noble]) {
+      assert.isDefined(k.signSync)
+      assert.isDefined(k.verifySync)
+      for (const v of rfc8032.vectors) {
+        const key = Effect.runSync(k.importPrivateKey(fromHex(v.secretKey)))
+        assert.strictEqual(toHex(k.signSync!(key, fromHex(v.message))), v.signature, `${k.implementation} ${v.name}`)
+        assert.isTrue(k.verifySync!(key.publicKey, fromHex(v.message), fromHex(v.signature)))
+      }
+      for (const [pub, msg, sig] of cases) assert.strictEqual(k.verifySync!(pub, msg, sig), Effect.runSync(k.verify(pub, msg, sig)))
+      // A public key of the wrong length: verify fails with MALFORMED_KEY, verifySync answers false.
+      const [pub, msg, sig] = cases[2]!
+      assert.isFalse(k.verifySync!(pub.slice(0, 31), msg, sig))
+      assert.isFalse(k.verifySync!(new Uint8Array([...pub, 0]), msg, sig))
+    }
+  })
+
+  it("the public-key cache never confuses two keys that share a prefix or differ in one byte", () => {
+    const a = Effect.runSync(native.importPrivateKey(new Uint8Array(32).fill(1)))
+    const b = Effect.runSync(native.importPrivateKey(new Uint8Array(32).fill(2)))
+    const msg = utf8("which key")
+    const sig = native.signSync!(a, msg)
+    assert.isTrue(native.verifySync!(a.publicKey, msg, sig))
+    assert.isFalse(native.verifySync!(b.publicKey, msg, sig))
+    // A view into a larger buffer is read as its own 32 bytes.
+    const padded = new Uint8Array(40)
+    padded.set(b.publicKey, 8)
+    assert.isFalse(native.verifySync!(padded.subarray(8), msg, sig))
+    padded.set(a.publicKey, 8)
+    assert.isTrue(native.verifySync!(padded.subarray(8), msg, sig))
+  })
+
   it("hash SHA-256 identically", () => {
     const data = utf8("abc")
     assert.strictEqual(toHex(native.sha256(data)), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")

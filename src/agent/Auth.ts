@@ -17,7 +17,7 @@ import { AgentAuth, type AuthMode, type Caller } from "./AgentApi.js"
 import { AgentForbidden, AgentRateLimited, AgentUnauthorized, AgentUnavailable } from "./AgentError.js"
 import { Identity } from "./Identity.js"
 import { normalizeDid } from "../core/Did.js"
-import { checkRequest, type HttpSignatureError, HttpSignatureRefusalCode, HttpSignatureThrottledCode, recordNonce } from "../core/HttpSignature.js"
+import { type CallerNotAllowed, checkRequestWith, type HttpSignatureError, HttpSignatureRefusalCode, HttpSignatureThrottledCode, recordNonce } from "../core/HttpSignature.js"
 import { KeyResolver } from "../core/KeyResolver.js"
 import { Keys } from "../core/Keys.js"
 import { NonceStore } from "../core/NonceStore.js"
@@ -89,21 +89,35 @@ const meshSig = (options: Options) =>
     const resolver = yield* KeyResolver
     const nonceStore = yield* NonceStore
     const identity = yield* Identity
-    const tolerance = options.clockToleranceMs ?? 30_000
     const allowed = options.allowedCallers === undefined ? undefined : new Set(options.allowedCallers.map((d) => normalizeDid(d) ?? d))
+    // Built once: the options of every check, and the agent's URL once it is known (it is published once).
+    const checkOptions = {
+      resolveKey: resolver.resolve,
+      clockToleranceMs: options.clockToleranceMs ?? 30_000,
+      // The allow-list is asked before the key is resolved: a request naming a stranger costs no lookup.
+      isAllowed: (did: string) => allowed === undefined || allowed.has(did)
+    }
+    let base: string | undefined
+    const baseUrl = Effect.suspend(() =>
+      base !== undefined ? Effect.succeed(base) : Effect.map(identity.url, (u) => (base = u.replace(/\/+$/, "")))
+    )
+    // The target URI of the last request: every request to one endpoint rebuilds the same one, parsed once.
+    let lastTarget: string | undefined
+    let lastHref: string | undefined
+    const hrefOf = (target: string): string | undefined => {
+      if (target !== lastTarget) {
+        lastTarget = target
+        lastHref = URL.canParse(target) ? new URL(target).href : undefined
+      }
+      return lastHref
+    }
+    const refusal = (e: HttpSignatureError | CallerNotAllowed) =>
+      e._tag === "CallerNotAllowed" ? new AgentForbidden({ code: "CALLER_NOT_ALLOWED", message: e.message }) : signatureError(e)
     const authenticate: Authenticate = Effect.gen(function* () {
       const req = yield* HttpServerRequest.HttpServerRequest
-      const target = `${(yield* identity.url).replace(/\/+$/, "")}${req.url}`
-      const url = URL.canParse(target) ? new URL(target).href : undefined
+      const url = hrefOf(`${yield* baseUrl}${req.url}`)
       if (url === undefined) return yield* Effect.fail(new AgentUnauthorized({ code: "SIGNATURE_MALFORMED", message: "the request's target URI cannot be rebuilt (Host header)" }))
-      const checked = yield* checkRequest(
-        { method: req.method, url, headers: req.headers, body: yield* bodyOf(req) },
-        // The allow-list is asked before the key is resolved: a request naming a stranger costs no lookup.
-        { resolveKey: resolver.resolve, clockToleranceMs: tolerance, isAllowed: (did) => allowed === undefined || allowed.has(did) }
-      ).pipe(
-        Effect.provideService(Keys, keys),
-        Effect.mapError((e) => (e._tag === "CallerNotAllowed" ? new AgentForbidden({ code: "CALLER_NOT_ALLOWED", message: e.message }) : signatureError(e)))
-      )
+      const checked = yield* Effect.mapError(checkRequestWith(keys, { method: req.method, url, headers: req.headers, body: yield* bodyOf(req) }, checkOptions), refusal)
       yield* Effect.mapError(recordNonce(checked, nonceStore), signatureError)
       noteCaller(req, checked.did)
       return { auth: "mesh-sig", did: checked.did, principal: checked.did }

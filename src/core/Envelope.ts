@@ -4,7 +4,6 @@
  *
  * Floor: core (docs/architecture.md §3).
  */
-import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import { replaysRefusedEnvelope } from "./MeshMetrics.js"
@@ -13,12 +12,12 @@ import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { Did, type InvalidDid, invalidDid, isNormalizedDid, normalizeDid, verificationMethodId } from "./Did.js"
 import { canonicalJson, type NotCanonicalizable } from "./Canonical.js"
-import { Keys, type KeysApi, type MalformedKey, type PrivateKeyInput } from "./Keys.js"
+import { isPrivateKey, Keys, type KeysApi, type MalformedKey, type PrivateKeyInput, signWith } from "./Keys.js"
 import type { NonceStoreApi } from "./NonceStore.js"
 import { CRYPTOSUITE, DataIntegrityProof, hashData, type ProofOptions } from "./Proof.js"
 import { concat, fromBase64, fromMultibase58, randomNonceBytes, toBase64Url, toMultibase58, utf8 } from "./internal/bytes.js"
 import { isRecord } from "./internal/record.js"
-import { isUtcTimestamp, parseUtcTimestamp, UTC_TIMESTAMP } from "./internal/timestamp.js"
+import { parseUtcTimestamp, UTC_TIMESTAMP } from "./internal/timestamp.js"
 
 /** The closed set of reasons an envelope is refused (docs/protocol.md §5). */
 export const EnvelopeErrorCode = Schema.Literal(
@@ -103,7 +102,9 @@ export const newNonce = (): string => toBase64Url(randomNonceBytes(16))
 
 // Any UTF-16 surrogate: strings holding one take the library path, which refuses lone ones as JCS requires.
 const SURROGATE = /[\uD800-\uDFFF]/
-const str = (s: string): string | undefined => (SURROGATE.test(s) ? undefined : JSON.stringify(s))
+// Printable ASCII but `"` and `\`: JSON writes such a string as it is, between quotes (DIDs, nonces, timestamps).
+const PLAIN = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/
+const str = (s: string): string | undefined => (PLAIN.test(s) ? `"${s}"` : SURROGATE.test(s) ? undefined : JSON.stringify(s))
 
 /**
  * JCS of an envelope's unsecured members and of its proof options, written directly in sorted key order: the frame
@@ -147,12 +148,15 @@ export interface BuildEnvelopeInput {
   readonly ttlSeconds?: number
 }
 
-/** Builds and signs an envelope (`id`, `nonce` and times are filled in; time from Effect's Clock). */
+/**
+ * Builds and signs an envelope (`id`, `nonce` and times are filled in; time from Effect's Clock). Everything after
+ * the key import is one synchronous step when the `Keys` layer signs synchronously (`signSync`).
+ */
 export const buildEnvelope = (
   input: BuildEnvelopeInput
 ): Effect.Effect<Envelope, EnvelopeError | InvalidDid | MalformedKey, Keys> =>
   Effect.flatMap(Keys, (keys) =>
-    Effect.flatMap(keys.importPrivateKey(input.privateKey), (key): Effect.Effect<Envelope, EnvelopeError | InvalidDid> => {
+    Effect.flatMap(isPrivateKey(input.privateKey) ? Effect.succeed(input.privateKey) : keys.importPrivateKey(input.privateKey), (key): Effect.Effect<Envelope, EnvelopeError | InvalidDid> => {
       const from = normalizeDid(input.from)
       const to = normalizeDid(input.to)
       if (from === undefined) return Effect.fail(invalidDid(input.from))
@@ -164,7 +168,8 @@ export const buildEnvelope = (
       if (typeof input.type !== "string" || input.type.length === 0 || input.type.length > 128) {
         return fail("MALFORMED", "type must be a string of 1 to 128 characters")
       }
-      return Effect.flatMap(Clock.currentTimeMillis, (now) => {
+      return Effect.clockWith((clock) => {
+        const now = clock.unsafeCurrentTimeMillis()
         const createdAt = new Date(now).toISOString()
         const unsecured = {
           type: input.type,
@@ -186,7 +191,27 @@ export const buildEnvelope = (
         }
         const data = envelopeHashData(keys, unsecured, options)
         if (Either.isLeft(data)) return fail("MALFORMED", `body is not JSON: ${data.left.message}`)
-        return Effect.map(keys.sign(key, data.right), (sig): Envelope => ({ ...unsecured, proof: { ...options, proofValue: toMultibase58(sig) } }))
+        // Written out rather than spread: this runs once per message sent.
+        const signed = (sig: Uint8Array): Envelope => ({
+          type: unsecured.type,
+          id: unsecured.id,
+          from,
+          to,
+          correlationId: unsecured.correlationId,
+          nonce: unsecured.nonce,
+          createdAt,
+          expiresAt: unsecured.expiresAt,
+          body: unsecured.body,
+          proof: {
+            type: "DataIntegrityProof",
+            cryptosuite: CRYPTOSUITE,
+            created: createdAt,
+            verificationMethod: options.verificationMethod,
+            proofPurpose: "assertionMethod",
+            proofValue: toMultibase58(sig)
+          }
+        })
+        return Effect.map(signWith(keys, key, data.right), signed)
       })
     })
   )
@@ -214,28 +239,35 @@ const onlyKeys = (o: object, allowed: ReadonlySet<string>) => {
   for (const k in o) if (!allowed.has(k)) return false
   return true
 }
-const isTimestamp = (u: unknown): boolean => typeof u === "string" && u.length <= 64 && isUtcTimestamp(u)
+const timestampMs = (u: unknown): number | undefined => (typeof u === "string" && u.length <= 64 ? parseUtcTimestamp(u) : undefined)
 
 /**
  * The same judgement as decoding with the `Envelope` schema (excess properties refused), written out by hand because
  * it runs on every message: Schema decoding cost more than the rest of validation but the signature (a property
  * test keeps the two equal). Schema still decodes a refused envelope, to say what is wrong.
  */
-export const isEnvelope = (u: unknown): u is Envelope => {
-  if (!isRecord(u) || !onlyKeys(u, ENVELOPE_KEYS)) return false
+export const isEnvelope = (u: unknown): u is Envelope => envelopeTimes(u) !== undefined
+
+/** `isEnvelope`, answering the envelope's two times (epoch ms) when it holds, so validation reads them once. */
+const envelopeTimes = (u: unknown): { readonly createdMs: number; readonly expiresMs: number } | undefined => {
+  if (!isRecord(u) || !onlyKeys(u, ENVELOPE_KEYS)) return undefined
   const p = u.proof
-  if (!isRecord(p) || !onlyKeys(p, PROOF_KEYS)) return false
+  if (!isRecord(p) || !onlyKeys(p, PROOF_KEYS)) return undefined
   const ctx = p["@context"]
+  const createdMs = timestampMs(u.createdAt)
+  const expiresMs = timestampMs(u.expiresAt)
   return (
-    bounded(u.type, 128) && bounded(u.id, 256) && isNormalizedDid(u.from) && isNormalizedDid(u.to) &&
-    bounded(u.correlationId, 256) && typeof u.nonce === "string" && NONCE.test(u.nonce) &&
-    isTimestamp(u.createdAt) && isTimestamp(u.expiresAt) && isRecord(u.body) &&
-    p.type === "DataIntegrityProof" && p.cryptosuite === CRYPTOSUITE &&
-    (p.created === undefined || typeof p.created === "string") &&
-    typeof p.verificationMethod === "string" && typeof p.proofPurpose === "string" &&
-    (ctx === undefined || (Array.isArray(ctx) && ctx.every((c) => typeof c === "string"))) &&
-    typeof p.proofValue === "string" && p.proofValue.startsWith("z")
-  )
+      bounded(u.type, 128) && bounded(u.id, 256) && isNormalizedDid(u.from) && isNormalizedDid(u.to) &&
+      bounded(u.correlationId, 256) && typeof u.nonce === "string" && NONCE.test(u.nonce) &&
+      createdMs !== undefined && expiresMs !== undefined && isRecord(u.body) &&
+      p.type === "DataIntegrityProof" && p.cryptosuite === CRYPTOSUITE &&
+      (p.created === undefined || typeof p.created === "string") &&
+      typeof p.verificationMethod === "string" && typeof p.proofPurpose === "string" &&
+      (ctx === undefined || (Array.isArray(ctx) && ctx.every((c) => typeof c === "string"))) &&
+      typeof p.proofValue === "string" && p.proofValue.startsWith("z")
+    )
+    ? { createdMs, expiresMs }
+    : undefined
 }
 
 /**
@@ -249,61 +281,100 @@ export const validateEnvelope = (
   nonceStore: NonceStoreApi,
   options: ValidateOptions = {}
 ): Effect.Effect<Envelope, EnvelopeError, Keys> =>
-  Effect.gen(function* () {
-    // 1. shape
-    if (!isEnvelope(envelope)) {
-      const decoded = decodeEnvelope(envelope)
-      return yield* fail("MALFORMED", Either.isLeft(decoded) ? ParseResult.TreeFormatter.formatErrorSync(decoded.left) : "not an envelope")
-    }
-    const env = envelope
-    if (env.proof.created !== env.createdAt) return yield* fail("MALFORMED", "proof.created must equal createdAt")
-    if (env.proof.verificationMethod !== verificationMethodId(env.from)) {
-      return yield* fail("MALFORMED", `proof must be by ${verificationMethodId(env.from)}`)
-    }
-    const createdMs = parseUtcTimestamp(env.createdAt)!
-    const expiresMs = parseUtcTimestamp(env.expiresAt)!
-    if (!(expiresMs > createdMs)) return yield* fail("MALFORMED", "expiresAt must be after createdAt")
-    const maxTtlMs = (options.maxTtlSeconds ?? DEFAULT_MAX_TTL_SECONDS) * 1000
-    if (expiresMs - createdMs > maxTtlMs) return yield* fail("TTL_TOO_LONG", `lifetime exceeds ${maxTtlMs / 1000} s`)
-
-    // 2. addressee
-    if (env.to !== myDid.toLowerCase()) return yield* fail("WRONG_RECIPIENT", `addressed to ${env.to}`)
-
-    // 3. time window
-    const tolerance = options.clockToleranceMs ?? DEFAULT_CLOCK_TOLERANCE_MS
-    const now = yield* Clock.currentTimeMillis
-    if (createdMs > now + tolerance) return yield* fail("NOT_YET_VALID", `created ${createdMs - now} ms in the future`)
-    if (expiresMs <= now - tolerance) return yield* fail("EXPIRED", `expired ${now - expiresMs} ms ago`)
-
-    // 4. signature
-    if (options.skipSignature === true) {
-      yield* Effect.logWarning(`envelope ${env.id} from ${env.from}: signature NOT checked (skipSignature; trusted mesh only)`)
-    } else {
-      const keys = yield* Keys
-      let publicKey: Uint8Array
-      let signature: Uint8Array
-      try {
-        publicKey = typeof senderPublicKey === "string" ? fromBase64(senderPublicKey) : senderPublicKey
-        signature = fromMultibase58(env.proof.proofValue)
-      } catch {
-        return yield* fail("SIGNATURE_INVALID", "public key or proofValue is not decodable")
+  // Steps 1 to 4 are one synchronous function when the layer verifies synchronously; only the nonce is an effect.
+  Effect.flatMap(Keys, (keys) =>
+    Effect.clockWith((clock) => {
+      const checked = checkEnvelope(envelope, senderPublicKey, myDid, options, clock.unsafeCurrentTimeMillis(), keys)
+      if (Either.isLeft(checked)) return Effect.fail(checked.left)
+      const { env, retainUntilMs, verify } = checked.right
+      const record = Effect.as(recordEnvelopeNonce(env, retainUntilMs, nonceStore), env)
+      if (verify === "skipped") {
+        return Effect.zipRight(Effect.logWarning(`envelope ${env.id} from ${env.from}: signature NOT checked (skipSignature; trusted mesh only)`), record)
       }
-      const { proof, ...unsecured } = env
-      const { proofValue: _proofValue, ...proofOptions } = proof
-      const data = envelopeHashData(keys, unsecured, proofOptions)
-      if (Either.isLeft(data)) return yield* fail("MALFORMED", data.left.message)
-      const ok = yield* Effect.catchTag(keys.verify(publicKey, data.right, signature), "MalformedKey", () => Effect.succeed(false))
-      if (!ok) return yield* fail("SIGNATURE_INVALID", "signature does not verify")
-    }
+      if (verify === "verified") return record
+      return Effect.flatMap(Effect.catchTag(keys.verify(verify.publicKey, verify.data, verify.signature), "MalformedKey", () => Effect.succeed(false)), (ok) =>
+        ok ? record : fail("SIGNATURE_INVALID", "signature does not verify")
+      )
+    })
+  )
 
-    // 5. nonce, only now that the envelope is authentic
-    yield* nonceStore.record(env.from, env.nonce, expiresMs + tolerance).pipe(
-      Effect.catchTags({
-        NonceReplayed: () => Effect.zipRight(Metric.increment(replaysRefusedEnvelope), fail("REPLAYED", `nonce ${env.nonce} from ${env.from} was already used`)),
-        NonceStoreFull: (e) => fail("NONCE_STORE_FULL", `nonce store holds ${e.capacity} live nonces`),
-        NonceQuotaExceeded: (e) => fail("NONCE_QUOTA_EXCEEDED", `${env.from} holds its quota of ${e.quota} live nonces`),
-        NonceStoreUnavailable: (e) => fail("NONCE_STORE_UNAVAILABLE", e.message)
-      })
-    )
-    return env
-  })
+/** What the synchronous steps of validation leave to do: nothing but the nonce, or the verification too. */
+interface CheckedEnvelope {
+  readonly env: Envelope
+  readonly retainUntilMs: number
+  readonly verify: "verified" | "skipped" | { readonly publicKey: Uint8Array; readonly data: Uint8Array; readonly signature: Uint8Array }
+}
+
+const refuse = (code: EnvelopeErrorCode, message: string) => Either.left(new EnvelopeError({ code, message }))
+
+/** Steps 1 (shape), 2 (addressee), 3 (time window) and 4 (signature, when the layer verifies synchronously). */
+const checkEnvelope = (
+  envelope: unknown,
+  senderPublicKey: Uint8Array | string,
+  myDid: string,
+  options: ValidateOptions,
+  now: number,
+  keys: KeysApi
+): Either.Either<CheckedEnvelope, EnvelopeError> => {
+  // 1. shape
+  const times = envelopeTimes(envelope)
+  if (times === undefined) {
+    const decoded = decodeEnvelope(envelope)
+    return refuse("MALFORMED", Either.isLeft(decoded) ? ParseResult.TreeFormatter.formatErrorSync(decoded.left) : "not an envelope")
+  }
+  const env = envelope as Envelope
+  const { createdMs, expiresMs } = times
+  if (env.proof.created !== env.createdAt) return refuse("MALFORMED", "proof.created must equal createdAt")
+  if (env.proof.verificationMethod !== verificationMethodId(env.from)) {
+    return refuse("MALFORMED", `proof must be by ${verificationMethodId(env.from)}`)
+  }
+  if (!(expiresMs > createdMs)) return refuse("MALFORMED", "expiresAt must be after createdAt")
+  const maxTtlMs = (options.maxTtlSeconds ?? DEFAULT_MAX_TTL_SECONDS) * 1000
+  if (expiresMs - createdMs > maxTtlMs) return refuse("TTL_TOO_LONG", `lifetime exceeds ${maxTtlMs / 1000} s`)
+
+  // 2. addressee
+  if (env.to !== myDid.toLowerCase()) return refuse("WRONG_RECIPIENT", `addressed to ${env.to}`)
+
+  // 3. time window
+  const tolerance = options.clockToleranceMs ?? DEFAULT_CLOCK_TOLERANCE_MS
+  if (createdMs > now + tolerance) return refuse("NOT_YET_VALID", `created ${createdMs - now} ms in the future`)
+  if (expiresMs <= now - tolerance) return refuse("EXPIRED", `expired ${now - expiresMs} ms ago`)
+  const retainUntilMs = expiresMs + tolerance
+
+  // 4. signature
+  if (options.skipSignature === true) return Either.right({ env, retainUntilMs, verify: "skipped" })
+  let publicKey: Uint8Array
+  let signature: Uint8Array
+  try {
+    publicKey = typeof senderPublicKey === "string" ? fromBase64(senderPublicKey) : senderPublicKey
+    signature = fromMultibase58(env.proof.proofValue)
+  } catch {
+    return refuse("SIGNATURE_INVALID", "public key or proofValue is not decodable")
+  }
+  const data = envelopeHashDataOf(keys, env)
+  if (Either.isLeft(data)) return refuse("MALFORMED", data.left.message)
+  if (keys.verifySync === undefined) return Either.right({ env, retainUntilMs, verify: { publicKey, data: data.right, signature } })
+  return keys.verifySync(publicKey, data.right, signature)
+    ? Either.right({ env, retainUntilMs, verify: "verified" })
+    : refuse("SIGNATURE_INVALID", "signature does not verify")
+}
+
+/** The bytes a received envelope's proof signs; the frame is read in place, copied only for the generic path. */
+const envelopeHashDataOf = (keys: KeysApi, env: Envelope): Either.Either<Uint8Array, NotCanonicalizable> => {
+  const fast = canonicalEnvelope(env, env.proof)
+  if (fast !== undefined) return Either.right(concat(keys.sha256(utf8(fast.options)), keys.sha256(utf8(fast.unsecured))))
+  const { proof, ...unsecured } = env
+  const { proofValue: _proofValue, ...proofOptions } = proof
+  return hashData(keys, proofOptions, unsecured)
+}
+
+/** 5. The nonce, only once the envelope is authentic. */
+const recordEnvelopeNonce = (env: Envelope, retainUntilMs: number, nonceStore: NonceStoreApi): Effect.Effect<void, EnvelopeError> =>
+  nonceStore.record(env.from, env.nonce, retainUntilMs).pipe(
+    Effect.catchTags({
+      NonceReplayed: () => Effect.zipRight(Metric.increment(replaysRefusedEnvelope), fail("REPLAYED", `nonce ${env.nonce} from ${env.from} was already used`)),
+      NonceStoreFull: (e) => fail("NONCE_STORE_FULL", `nonce store holds ${e.capacity} live nonces`),
+      NonceQuotaExceeded: (e) => fail("NONCE_QUOTA_EXCEEDED", `${env.from} holds its quota of ${e.quota} live nonces`),
+      NonceStoreUnavailable: (e) => fail("NONCE_STORE_UNAVAILABLE", e.message)
+    })
+  )

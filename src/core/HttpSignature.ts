@@ -32,6 +32,7 @@ import type { KeyNotFound, KeyResolverUnavailable, ResolvedKey } from "./KeyReso
 import { Keys, type KeysApi, type MalformedKey, type PrivateKeyInput } from "./Keys.js"
 import type { NonceStoreApi } from "./NonceStore.js"
 import { equalBytes, toBase64, utf8 } from "./internal/bytes.js"
+import { parseSimpleSignature, parseSimpleSignatureInput, simpleDigestField } from "./internal/signatureFields.js"
 
 /** The `tag` parameter that marks a mesh-sig signature among any others on a request. */
 export const MESH_SIG_TAG = "mesh-sig"
@@ -108,7 +109,8 @@ export const contentDigest = (keys: KeysApi, body: Uint8Array): string => `sha-2
 const fieldValue = (headers: SignableRequest["headers"], name: string): string | undefined => {
   const value = headers[name]
   if (value === undefined) return undefined
-  const lines = typeof value === "string" ? [value] : value
+  if (typeof value === "string") return value.trim()
+  const lines = value
   return lines.length === 0 ? undefined : lines.map((line) => line.trim()).join(", ")
 }
 
@@ -154,22 +156,30 @@ export const signatureBase = (
 ): Either.Either<string, HttpSignatureError> => {
   const names = coveredNames(input)
   if (Either.isLeft(names)) return Either.left(names.left)
+  return baseOf(req, names.right, serializeInnerList(input))
+}
+
+/** The signature base for covered names already checked and the Signature-Input member's serialization. */
+const baseOf = (
+  req: Omit<SignableRequest, "body">,
+  names: ReadonlyArray<string>,
+  serialized: string
+): Either.Either<string, HttpSignatureError> => {
   let url: URL
   try {
     url = new URL(req.url)
   } catch {
     return fail("SIGNATURE_MALFORMED", `${JSON.stringify(req.url)} is not an absolute URI`)
   }
-  const lines: Array<string> = []
-  for (const name of names.right) {
+  let base = ""
+  for (const name of names) {
     const value = DERIVED.get(name)?.(req, url) ?? fieldValue(req.headers, name)
     if (value === undefined) return fail("SIGNATURE_INVALID", `covered field ${name} is absent from the request`)
     // A line break inside a value could forge extra lines of the base.
     if (/[\r\n]/.test(value)) return fail("SIGNATURE_MALFORMED", `covered component ${name} holds a line break`)
-    lines.push(`"${name}": ${value}`)
+    base += `"${name}": ${value}\n`
   }
-  lines.push(`"@signature-params": ${serializeInnerList(input)}`)
-  return Either.right(lines.join("\n"))
+  return Either.right(`${base}"@signature-params": ${serialized}`)
 }
 
 /** What `signRequest` takes besides the request. */
@@ -310,89 +320,154 @@ const signerOf = (keyId: BareItem | undefined): { readonly did: Did; readonly ke
 
 const isInteger = (u: BareItem | undefined): u is number => typeof u === "number" && Number.isSafeInteger(u)
 
+/** What the synchronous steps of `checkRequest` read from the request, for the steps after the key is resolved. */
+interface ParsedRequest {
+  readonly label: string
+  readonly names: ReadonlyArray<string>
+  readonly serialized: string
+  readonly signature: Uint8Array
+  readonly checked: CheckedSignature
+}
+
+/**
+ * Steps 1 to 5 of `checkRequest`, synchronously: the fields (read by the fast path when they are in the form
+ * signers write, else by the structured-field parser), the covered components and parameters, the allow-list, the
+ * time window and the digest, with the same refusals in the same order.
+ */
+const parseRequest = (
+  req: SignableRequest,
+  options: CheckRequestOptions,
+  now: number,
+  keys: KeysApi
+): Either.Either<ParsedRequest, HttpSignatureError | CallerNotAllowed> => {
+  // 1. parse
+  const inputField = fieldValue(req.headers, "signature-input")
+  const signatureField = fieldValue(req.headers, "signature")
+  if (inputField === undefined || signatureField === undefined) {
+    return fail("SIGNATURE_MISSING", "the request has no Signature and Signature-Input fields")
+  }
+  const simpleInput = parseSimpleSignatureInput(inputField)
+  let inputs: Dictionary | undefined
+  if (simpleInput === undefined) {
+    const parsed = parseField(inputField, "Signature-Input")
+    if (Either.isLeft(parsed)) return Either.left(parsed.left)
+    inputs = parsed.right
+  }
+  const simpleSignature = parseSimpleSignature(signatureField)
+  let signatures: Dictionary | undefined
+  if (simpleSignature === undefined) {
+    const parsed = parseField(signatureField, "Signature")
+    if (Either.isLeft(parsed)) return Either.left(parsed.left)
+    signatures = parsed.right
+  }
+
+  // 2. the mesh-sig signature
+  const picked = simpleInput === undefined
+    ? pickMeshSig(inputs!)
+    : simpleInput.input[1].get("tag") === MESH_SIG_TAG ? ([simpleInput.label, simpleInput.input] as const) : undefined
+  if (picked === undefined) return fail("SIGNATURE_MISSING", `no signature with tag="${MESH_SIG_TAG}"`)
+  const [label, input] = picked
+  const signature = simpleSignature === undefined
+    ? bytesOf(signatures!, label)
+    : simpleSignature.label === label ? simpleSignature.bytes : undefined
+  if (signature === undefined) return fail("SIGNATURE_MALFORMED", `Signature has no byte sequence for ${label}`)
+
+  // 3. components and parameters
+  const covered = coveredNames(input)
+  if (Either.isLeft(covered)) return Either.left(covered.left)
+  const names = covered.right
+  const uncovered = REQUIRED_COMPONENTS.filter((name) => !names.includes(name))
+  if (uncovered.length > 0) return fail("SIGNATURE_MALFORMED", `${label} does not cover ${uncovered.join(", ")}`)
+  const params = input[1]
+  const created = params.get("created")
+  const expires = params.get("expires")
+  const nonce = params.get("nonce")
+  const alg = params.get("alg")
+  if (!isInteger(created) || !isInteger(expires)) return fail("SIGNATURE_MALFORMED", "created and expires must be integers")
+  if (expires <= created) return fail("SIGNATURE_MALFORMED", "expires must be after created")
+  if (typeof nonce !== "string" || nonce.length === 0 || nonce.length > 256) {
+    return fail("SIGNATURE_MALFORMED", "nonce must be a string of 1 to 256 characters")
+  }
+  if (alg !== undefined && alg !== MESH_SIG_ALG) return fail("SIGNATURE_MALFORMED", `alg must be "${MESH_SIG_ALG}"`)
+  const signer = signerOf(params.get("keyid"))
+  if (signer === undefined) return fail("SIGNATURE_MALFORMED", "keyid must be a did:mesh verification method, <did>#key-1")
+  const { did, keyId } = signer
+  // Before anything costs more than parsing: a DID the server would refuse anyway must not reach the resolver.
+  if (options.isAllowed !== undefined && !options.isAllowed(did)) {
+    return Either.left(new CallerNotAllowed({ code: "CALLER_NOT_ALLOWED", message: `${did} is not an allowed caller`, did }))
+  }
+
+  // 4. time window; maxAge caps the lifetime whatever expires says, which also bounds how long the nonce is kept
+  const tolerance = options.clockToleranceMs ?? DEFAULT_CLOCK_TOLERANCE_MS
+  const maxAge = options.maxAgeSeconds ?? DEFAULT_MAX_AGE_SECONDS
+  if (created * 1000 > now + tolerance) return fail("SIGNATURE_NOT_YET_VALID", `created ${created * 1000 - now} ms in the future`)
+  const validUntil = Math.min(expires, created + maxAge) * 1000
+  if (validUntil <= now - tolerance) {
+    return fail("SIGNATURE_EXPIRED", expires * 1000 === validUntil ? `expired ${now - validUntil} ms ago` : `created more than ${maxAge} s ago`)
+  }
+
+  // 5. the body is the one the digest names; the field as signers write it is compared as text, anything else parsed
+  const digestField = fieldValue(req.headers, "content-digest")
+  if (digestField === undefined) return fail("DIGEST_MISMATCH", "the request has no Content-Digest")
+  const bodyDigest = keys.sha256(req.body)
+  if (digestField !== simpleDigestField(bodyDigest)) {
+    const parsed = parseField(digestField, "Content-Digest")
+    if (Either.isLeft(parsed)) return Either.left(parsed.left)
+    const digest = bytesOf(parsed.right, "sha-256")
+    if (digest === undefined) return fail("DIGEST_MISMATCH", "Content-Digest has no sha-256 byte sequence")
+    if (!equalBytes(digest, bodyDigest)) return fail("DIGEST_MISMATCH", "Content-Digest sha-256 is not the digest of the body")
+  }
+
+  const serialized = simpleInput !== undefined && picked[1] === simpleInput.input ? simpleInput.serialized : serializeInnerList(input)
+  return Either.right({ label, names, serialized, signature, checked: { did, keyId, created, nonce, retainUntilMs: validUntil + tolerance } })
+}
+
+const resolverRefusal = (e: KeyNotFound | KeyRevoked | KeyResolverUnavailable): HttpSignatureError => {
+  switch (e._tag) {
+    case "KeyNotFound":
+    case "KeyRevoked":
+      return new HttpSignatureError({ code: "KEY_NOT_FOUND", message: e.message })
+    case "KeyResolverUnavailable":
+      return new HttpSignatureError({ code: "RESOLVER_UNAVAILABLE", message: e.message })
+  }
+}
+
 /**
  * Verifies the mesh-sig signature of a request, everything but the nonce, which the caller records with
- * `recordNonce` once it has authorized the signer. Other signatures on the request are ignored.
+ * `recordNonce` once it has authorized the signer. Other signatures on the request are ignored. Everything but
+ * resolving the key is synchronous; with a `Keys` layer that has `verifySync` the signature is checked in the same
+ * step as the key arrives.
  */
 export const checkRequest = <O extends CheckRequestOptions>(
   req: SignableRequest,
   options: O
-): Effect.Effect<CheckedSignature, CheckRequestError<O>, Keys> =>
-  Effect.gen(function* () {
-    // 1. parse
-    const inputField = fieldValue(req.headers, "signature-input")
-    const signatureField = fieldValue(req.headers, "signature")
-    if (inputField === undefined || signatureField === undefined) {
-      return yield* fail("SIGNATURE_MISSING", "the request has no Signature and Signature-Input fields")
-    }
-    const inputs = yield* parseField(inputField, "Signature-Input")
-    const signatures = yield* parseField(signatureField, "Signature")
+): Effect.Effect<CheckedSignature, CheckRequestError<O>, Keys> => Effect.flatMap(Keys, (keys) => checkRequestWith(keys, req, options))
 
-    // 2. the mesh-sig signature
-    const picked = pickMeshSig(inputs)
-    if (picked === undefined) return yield* fail("SIGNATURE_MISSING", `no signature with tag="${MESH_SIG_TAG}"`)
-    const [label, input] = picked
-    const signature = bytesOf(signatures, label)
-    if (signature === undefined) return yield* fail("SIGNATURE_MALFORMED", `Signature has no byte sequence for ${label}`)
-
-    // 3. components and parameters
-    const names = yield* coveredNames(input)
-    const uncovered = REQUIRED_COMPONENTS.filter((name) => !names.includes(name))
-    if (uncovered.length > 0) return yield* fail("SIGNATURE_MALFORMED", `${label} does not cover ${uncovered.join(", ")}`)
-    const params = input[1]
-    const created = params.get("created")
-    const expires = params.get("expires")
-    const nonce = params.get("nonce")
-    const alg = params.get("alg")
-    if (!isInteger(created) || !isInteger(expires)) return yield* fail("SIGNATURE_MALFORMED", "created and expires must be integers")
-    if (expires <= created) return yield* fail("SIGNATURE_MALFORMED", "expires must be after created")
-    if (typeof nonce !== "string" || nonce.length === 0 || nonce.length > 256) {
-      return yield* fail("SIGNATURE_MALFORMED", "nonce must be a string of 1 to 256 characters")
-    }
-    if (alg !== undefined && alg !== MESH_SIG_ALG) return yield* fail("SIGNATURE_MALFORMED", `alg must be "${MESH_SIG_ALG}"`)
-    const signer = signerOf(params.get("keyid"))
-    if (signer === undefined) return yield* fail("SIGNATURE_MALFORMED", "keyid must be a did:mesh verification method, <did>#key-1")
-    const { did, keyId } = signer
-    // Before anything costs more than parsing: a DID the server would refuse anyway must not reach the resolver.
-    if (options.isAllowed !== undefined && !options.isAllowed(did)) {
-      return yield* Effect.fail(new CallerNotAllowed({ code: "CALLER_NOT_ALLOWED", message: `${did} is not an allowed caller`, did }))
-    }
-
-    // 4. time window; maxAge caps the lifetime whatever expires says, which also bounds how long the nonce is kept
-    const tolerance = options.clockToleranceMs ?? DEFAULT_CLOCK_TOLERANCE_MS
-    const maxAge = options.maxAgeSeconds ?? DEFAULT_MAX_AGE_SECONDS
-    const now = yield* Clock.currentTimeMillis
-    if (created * 1000 > now + tolerance) return yield* fail("SIGNATURE_NOT_YET_VALID", `created ${created * 1000 - now} ms in the future`)
-    const validUntil = Math.min(expires, created + maxAge) * 1000
-    if (validUntil <= now - tolerance) {
-      return yield* fail("SIGNATURE_EXPIRED", expires * 1000 === validUntil ? `expired ${now - validUntil} ms ago` : `created more than ${maxAge} s ago`)
-    }
-
-    // 5. the body is the one the digest names
-    const keys = yield* Keys
-    const digestField = fieldValue(req.headers, "content-digest")
-    if (digestField === undefined) return yield* fail("DIGEST_MISMATCH", "the request has no Content-Digest")
-    const digest = bytesOf(yield* parseField(digestField, "Content-Digest"), "sha-256")
-    if (digest === undefined) return yield* fail("DIGEST_MISMATCH", "Content-Digest has no sha-256 byte sequence")
-    if (!equalBytes(digest, keys.sha256(req.body))) return yield* fail("DIGEST_MISMATCH", "Content-Digest sha-256 is not the digest of the body")
-
+/** `checkRequest` with the `Keys` a server took once at start, so a request need not provide them again. */
+export const checkRequestWith = <O extends CheckRequestOptions>(
+  keys: KeysApi,
+  req: SignableRequest,
+  options: O
+): Effect.Effect<CheckedSignature, CheckRequestError<O>> =>
+  Effect.clockWith((clock) => {
+    const parsed = parseRequest(req, options, clock.unsafeCurrentTimeMillis(), keys)
+    if (Either.isLeft(parsed)) return Effect.fail(parsed.left)
+    const { label, names, serialized, signature, checked } = parsed.right
     // 6. the signer's key
-    const key = yield* options.resolveKey(did).pipe(
-      Effect.catchTags({
-        KeyNotFound: (e) => fail("KEY_NOT_FOUND", e.message),
-        KeyRevoked: (e) => fail("KEY_NOT_FOUND", e.message),
-        KeyResolverUnavailable: (e) => fail("RESOLVER_UNAVAILABLE", e.message)
-      })
-    )
-
-    // 7. signature
-    const base = yield* signatureBase(req, input)
-    const ok = yield* Effect.catchTag(keys.verify(key.publicKey, utf8(base), signature), "MalformedKey", () => Effect.succeed(false))
-    if (!ok) return yield* fail("SIGNATURE_INVALID", `${label} does not verify under the key of ${did}`)
-
-    return { did, keyId, created, nonce, retainUntilMs: validUntil + tolerance }
+    return Effect.flatMap(Effect.mapError(options.resolveKey(checked.did), resolverRefusal), (key) => {
+      // 7. signature
+      const base = baseOf(req, names, serialized)
+      if (Either.isLeft(base)) return Effect.fail(base.left)
+      const invalid = () => new HttpSignatureError({ code: "SIGNATURE_INVALID", message: `${label} does not verify under the key of ${checked.did}` })
+      if (keys.verifySync !== undefined) {
+        return keys.verifySync(key.publicKey, utf8(base.right), signature) ? Effect.succeed(checked) : Effect.fail(invalid())
+      }
+      return Effect.flatMap(Effect.catchTag(keys.verify(key.publicKey, utf8(base.right), signature), "MalformedKey", () => Effect.succeed(false)), (ok) =>
+        ok ? Effect.succeed(checked) : Effect.fail(invalid())
+      )
+    })
     // CallerNotAllowed is only ever raised when `isAllowed` is present, which is what CheckRequestError<O> says.
-  }) as Effect.Effect<CheckedSignature, CheckRequestError<O>, Keys>
+  }) as Effect.Effect<CheckedSignature, CheckRequestError<O>>
 
 /** Records the nonce of a checked signature: REPLAYED if it was used, NONCE_QUOTA_EXCEEDED past the signer's quota. */
 export const recordNonce = (checked: CheckedSignature, nonceStore: NonceStoreApi): Effect.Effect<void, HttpSignatureError> =>

@@ -145,7 +145,21 @@ export interface KeysApi {
   readonly verify: (publicKey: Uint8Array, message: Uint8Array, signature: Uint8Array) => Effect.Effect<boolean, MalformedKey>
   /** SHA-256, synchronous because it is pure and on every hot path. */
   readonly sha256: (data: Uint8Array) => Uint8Array
+  /**
+   * `sign` without the Effect, for the hot paths that sign inside one synchronous step (envelopes). Both layers
+   * have it; a layer of one's own may leave it out, and callers then use `sign`.
+   */
+  readonly signSync?: (key: PrivateKey, message: Uint8Array) => Uint8Array
+  /**
+   * `verify` without the Effect, under the same rule: false for any bad signature, and also for a public key that
+   * is not 32 bytes (which `verify` reports as `MalformedKey`). Optional as `signSync` is.
+   */
+  readonly verifySync?: (publicKey: Uint8Array, message: Uint8Array, signature: Uint8Array) => boolean
 }
+
+/** Signs through `signSync` when the layer has it, else through `sign`. */
+export const signWith = (keys: KeysApi, key: PrivateKey, message: Uint8Array): Effect.Effect<Uint8Array> =>
+  keys.signSync === undefined ? keys.sign(key, message) : Effect.succeed(keys.signSync(key, message))
 
 /** Turns any `PrivateKeyInput` other than a `PrivateKey` into seed bytes (and an embedded public key, if any). */
 export const privateKeyInputToBytes = (
@@ -214,6 +228,9 @@ export const makeNoble: KeysApi = (() => {
     isPrivateKey(input)
       ? Effect.succeed(input)
       : Effect.flatMap(privateKeyInputToBytes(input), (parts) => privateKeyFromParts(parts, derivePublic))
+  const signSync = (key: PrivateKey, message: Uint8Array): Uint8Array => ed25519.sign(message, key.seed)
+  const verifySync = (publicKey: Uint8Array, message: Uint8Array, signature: Uint8Array): boolean =>
+    publicKey.length === 32 && nobleVerifyStrict(publicKey, message, signature)
   return {
     implementation: "noble",
     generate: Effect.sync(() => {
@@ -221,10 +238,12 @@ export const makeNoble: KeysApi = (() => {
       return new PrivateKey(seed, derivePublic(seed))
     }),
     importPrivateKey,
-    sign: (key, message) => Effect.sync(() => ed25519.sign(message, key.seed)),
+    sign: (key, message) => Effect.sync(() => signSync(key, message)),
     verify: (publicKey, message, signature) =>
       Effect.map(checkPublicKey(publicKey), (pub) => nobleVerifyStrict(pub, message, signature)),
-    sha256: (data) => nobleSha256(data)
+    sha256: (data) => nobleSha256(data),
+    signSync,
+    verifySync
   }
 })()
 

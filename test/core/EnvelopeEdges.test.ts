@@ -1,11 +1,13 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as TestClock from "effect/TestClock"
 import fc from "fast-check"
 import { generateDid } from "../../src/core/Did.js"
 import { buildEnvelope, Envelope, isEnvelope, MESH_REQUEST, validateEnvelope } from "../../src/core/Envelope.js"
 import { makeMemory, NonceQuotaExceeded, type NonceStoreApi, NonceStoreUnavailable } from "../../src/core/NonceStore.js"
+import { Keys, type KeysApi } from "../../src/core/Keys.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
 
 const T0 = 1_800_000_000_000
@@ -137,4 +139,28 @@ describe("isEnvelope against the Schema", () => {
         { numRuns: 2_000 }
       )
     }).pipe(Effect.provide(KeysNative.layer)))
+})
+
+describe("envelopes over a Keys layer without the sync variants", () => {
+  // A layer of one's own may offer only the Effect operations; build and validate then go through them.
+  const effectOnly = Layer.effect(
+    Keys,
+    Effect.map(Keys, ({ signSync: _s, verifySync: _v, ...rest }): KeysApi => rest)
+  ).pipe(Layer.provide(Keys.noble))
+
+  it.effect("builds, validates, and refuses a forged signature and a replay with the same codes", () =>
+    Effect.gen(function* () {
+      const { alice, bob, build } = yield* setup
+      const keys = yield* Keys
+      assert.isUndefined(keys.signSync)
+      const store = makeMemory()
+      const env = yield* build()
+      assert.strictEqual((yield* validateEnvelope(env, alice.publicKeyBytes, bob.did, store)).id, env.id)
+      assert.strictEqual(yield* codeOf(validateEnvelope(env, alice.publicKeyBytes, bob.did, store)), "REPLAYED")
+      const other = yield* build()
+      assert.strictEqual(yield* codeOf(validateEnvelope(other, bob.publicKeyBytes, bob.did, store)), "SIGNATURE_INVALID")
+      assert.strictEqual(yield* codeOf(validateEnvelope(other, alice.publicKeyBytes.slice(0, 31), bob.did, store)), "SIGNATURE_INVALID")
+      // Refused envelopes burnt no nonce: the authentic one still validates once.
+      assert.strictEqual((yield* validateEnvelope(other, alice.publicKeyBytes, bob.did, store)).id, other.id)
+    }).pipe(Effect.provide(effectOnly)))
 })
