@@ -1,0 +1,33 @@
+#!/usr/bin/env node
+// `npm run mutate [-- stryker options]`: runs Stryker (docs/mutation.md), keeps each mutated file's part of the report
+// with when, on which commit and under which load it ran (reports/mutation/files/), then prints the summary of every
+// file kept so far. One module: `npm run mutate -- --mutate src/core/Money.ts --force`.
+import { spawnSync, execSync } from "node:child_process"
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs"
+import { cpus, loadavg } from "node:os"
+import { performance } from "node:perf_hooks"
+
+const load = () => loadavg().map((l) => l.toFixed(2)).join(" ")
+const loadBefore = load()
+const started = performance.now()
+const stryker = spawnSync("npx", ["stryker", "run", ...process.argv.slice(2)], { stdio: "inherit" })
+if (stryker.status !== 0) process.exit(stryker.status ?? 1)
+
+const report = JSON.parse(readFileSync("reports/mutation/mutation.json", "utf8"))
+const meta = {
+  finishedAt: new Date().toISOString(),
+  commit: execSync("git rev-parse --short HEAD").toString().trim(),
+  dirty: execSync("git status --porcelain -- src test").toString().trim() !== "",
+  args: process.argv.slice(2).join(" "),
+  minutes: Math.round((performance.now() - started) / 6000) / 10,
+  cores: cpus().length,
+  loadBefore,
+  loadAfter: load()
+}
+mkdirSync("reports/mutation/files", { recursive: true })
+for (const [file, data] of Object.entries(report.files)) {
+  const name = file.replaceAll("/", "_").replace(/\.ts$/, ".json")
+  writeFileSync(`reports/mutation/files/${name}`, JSON.stringify({ meta, file, ...data }))
+}
+const summary = spawnSync("node", ["scripts/mutation-summary.mjs"], { stdio: "inherit" })
+process.exit(summary.status ?? 1)
