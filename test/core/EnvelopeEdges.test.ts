@@ -1,12 +1,15 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as Runtime from "effect/Runtime"
 import * as Schema from "effect/Schema"
 import * as TestClock from "effect/TestClock"
 import fc from "fast-check"
 import { generateDid } from "../../src/core/Did.js"
 import { buildEnvelope, Envelope, isEnvelope, MESH_REQUEST, validateEnvelope } from "../../src/core/Envelope.js"
 import { makeMemory, NonceQuotaExceeded, type NonceStoreApi, NonceStoreUnavailable } from "../../src/core/NonceStore.js"
+import type { Keys } from "../../src/core/Keys.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
+import { wrongValue } from "../support/arbitraries.js"
 
 const T0 = 1_800_000_000_000
 
@@ -89,26 +92,6 @@ describe("validateEnvelope at its bounds", () => {
 // Wrong types, boundary lengths and over-long values for each member: isEnvelope must judge exactly as the Schema.
 const isBySchema = Schema.is(Envelope, { onExcessProperty: "error" })
 
-const wrongValue = fc.oneof(
-  fc.integer(),
-  fc.double(),
-  fc.boolean(),
-  fc.constant(null),
-  fc.constant(undefined),
-  fc.array(fc.string(), { maxLength: 3 }),
-  fc.dictionary(fc.string({ maxLength: 3 }), fc.string(), { maxKeys: 2 }),
-  fc.string({ maxLength: 3 }),
-  fc.constant(""),
-  fc.string({ minLength: 127, maxLength: 130 }),
-  fc.string({ minLength: 255, maxLength: 258 }),
-  fc.stringMatching(/^[A-Za-z0-9_-]{14,18}$/),
-  fc.stringMatching(/^[A-Za-z0-9_-]{127,130}$/),
-  fc.constant("2026-06-01T00:00:00.000Z"),
-  fc.constant("2026-02-30T00:00:00Z"),
-  fc.constant("did:mesh:ABC"),
-  fc.constant("zABC")
-)
-
 const MEMBERS = ["type", "id", "from", "to", "correlationId", "nonce", "createdAt", "expiresAt", "body", "proof", "extra"] as const
 const PROOF_MEMBERS = ["type", "cryptosuite", "created", "verificationMethod", "proofPurpose", "@context", "proofValue", "extra"] as const
 
@@ -135,6 +118,35 @@ describe("isEnvelope against the Schema", () => {
           assert.strictEqual(isEnvelope(outer), isBySchema(outer), JSON.stringify({ member: inProof ? `proof.${proofMember}` : member, value }))
         }),
         { numRuns: 2_000 }
+      )
+    }).pipe(Effect.provide(KeysNative.layer)))
+})
+
+describe("validateEnvelope on generated envelopes", () => {
+  it.effect("an envelope with any one member replaced never validates; when the shape is wrong, the code is MALFORMED", () =>
+    Effect.gen(function* () {
+      const { alice, bob, build } = yield* setup
+      const env = yield* build()
+      const run = Runtime.runPromise(yield* Effect.runtime<Keys>())
+      yield* Effect.promise(() =>
+        fc.assert(
+          fc.asyncProperty(fc.constantFrom(...MEMBERS), fc.constantFrom(...PROOF_MEMBERS), fc.boolean(), wrongValue, (member, proofMember, inProof, value) => {
+            const proof: Record<string, unknown> = { ...env.proof }
+            const outer: Record<string, unknown> = { ...env }
+            if (inProof) {
+              if (value === undefined) delete proof[proofMember]
+              else proof[proofMember] = value
+              outer.proof = proof
+            } else if (value === undefined) delete outer[member]
+            else outer[member] = value
+            fc.pre(JSON.stringify(outer) !== JSON.stringify(env))
+            return run(Effect.gen(function* () {
+              const code = yield* codeOf(validateEnvelope(outer, alice.publicKey, bob.did, makeMemory()))
+              if (!isBySchema(outer)) assert.strictEqual(code, "MALFORMED", JSON.stringify({ member: inProof ? `proof.${proofMember}` : member, value }))
+            }))
+          }),
+          { numRuns: 300 }
+        )
       )
     }).pipe(Effect.provide(KeysNative.layer)))
 })
