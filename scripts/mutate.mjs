@@ -9,6 +9,9 @@ import { performance } from "node:perf_hooks"
 
 const load = () => loadavg().map((l) => l.toFixed(2)).join(" ")
 const loadBefore = load()
+// What the run measures is the tree as it was when Stryker copied it, so the commit is taken before it starts.
+const commit = execSync("git rev-parse --short HEAD").toString().trim()
+const dirty = execSync("git status --porcelain -- src test").toString().trim() !== ""
 const started = performance.now()
 const stryker = spawnSync("npx", ["stryker", "run", ...process.argv.slice(2)], { stdio: "inherit" })
 if (stryker.status !== 0) process.exit(stryker.status ?? 1)
@@ -16,8 +19,8 @@ if (stryker.status !== 0) process.exit(stryker.status ?? 1)
 const report = JSON.parse(readFileSync("reports/mutation/mutation.json", "utf8"))
 const meta = {
   finishedAt: new Date().toISOString(),
-  commit: execSync("git rev-parse --short HEAD").toString().trim(),
-  dirty: execSync("git status --porcelain -- src test").toString().trim() !== "",
+  commit,
+  dirty,
   args: process.argv.slice(2).join(" "),
   minutes: Math.round((performance.now() - started) / 6000) / 10,
   cores: cpus().length,

@@ -1,0 +1,25 @@
+// Mutants no test can tell from the original, each with why (read by scripts/mutation-summary.mjs). A mutant matches
+// on its file, its mutator, the start of the code it replaces and, if given, its replacement.
+const placeholderList = "a default empty list becomes one placeholder name: it differs only for a name that is exactly \"Stryker was here\""
+const tagKey = "the service's Context key: no other service in the runtime is keyed \"\", so every lookup finds the same service"
+
+export const equivalent = [
+  { file: "src/core/TaskGuard.ts", mutator: "ArrayDeclaration", original: "[]", replacement: "[\"Stryker was here\"]", reason: placeholderList },
+  { file: "src/core/TaskGuard.ts", mutator: "StringLiteral", original: "\"agent-mesh/TaskGuard\"", reason: tagKey },
+  { file: "src/core/SpendingGuard.ts", mutator: "StringLiteral", original: "\"agent-mesh/SpendingGuard\"", reason: tagKey },
+  { file: "src/core/Constraints.ts", mutator: "ArrayDeclaration", original: "[]", replacement: "[\"Stryker was here\"]", reason: placeholderList },
+  {
+    file: "src/core/Constraints.ts",
+    mutator: "ConditionalExpression",
+    original: "typeof u === \"number\"",
+    replacement: "true",
+    reason: "Number.isSafeInteger is false for every non-number; the typeof test is there for the compiler's narrowing"
+  },
+  {
+    file: "src/core/Constraints.ts",
+    mutator: "ConditionalExpression",
+    original: "typeof cns.task_type === \"string\"",
+    replacement: "true",
+    reason: "a list of strings includes no non-string; the typeof test is there for the compiler's narrowing"
+  }
+]
