@@ -34,12 +34,13 @@ for (const { meta, file, mutants, source } of reports) {
   const timeout = count("Timeout")
   const survived = count("Survived")
   const noCov = count("NoCoverage")
+  const ignored = count("Ignored")
   const valid = killed + timeout + survived + noCov
   const notKilled = mutants.filter((m) => m.status === "Survived" || m.status === "NoCoverage" || m.status === "Timeout")
   const equivalents = notKilled.filter((m) => m.status !== "Timeout" && reasonOf(file, lines, m) !== undefined).length
   const pct = (n, of = valid) => (of === 0 ? "n/a" : ((100 * n) / of).toFixed(1))
   runs.push(`- \`${file}\`: ${meta.finishedAt} on ${meta.commit}${meta.dirty ? " (with uncommitted changes)" : ""}, \`stryker run ${meta.args}\`, ${meta.minutes} min, ${meta.cores} cores, load ${meta.loadBefore} before and ${meta.loadAfter} after`)
-  rows.push(`| ${file} | ${valid} | ${killed} | ${timeout} | ${survived} | ${noCov} | ${pct(killed + timeout)} | **${pct(killed)}** | ${equivalents} | ${pct(killed, valid - equivalents)} |`)
+  rows.push(`| ${file} | ${valid} | ${killed} | ${timeout} | ${survived} | ${noCov} | ${pct(killed + timeout)} | **${pct(killed)}** | ${equivalents} | ${pct(killed, valid - equivalents)} | ${ignored} |`)
   for (const m of notKilled) {
     const at = m.location.start
     const reason = m.status === "Timeout" ? undefined : reasonOf(file, lines, m)
@@ -51,8 +52,8 @@ const out = [
   "",
   ...runs,
   "",
-  "| file | mutants | killed | timeout | survived | no coverage | score (timeouts detected) | score (timeouts not counted) | listed equivalent | score (timeouts not counted, equivalents excluded) |",
-  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+  "| file | mutants | killed | timeout | survived | no coverage | score (timeouts detected) | score (timeouts not counted) | listed equivalent | score (timeouts not counted, equivalents excluded) | not run (static, ignored) |",
+  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
   ...rows,
   "",
   "Not killed:",
