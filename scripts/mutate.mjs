@@ -27,8 +27,13 @@ const meta = {
   loadBefore,
   loadAfter: load()
 }
+// The report also carries the other files' results kept from earlier runs (incremental mode): only the files this
+// run mutated are stored with this run's details.
+const args = process.argv.slice(2)
+const at = args.findIndex((a) => a === "--mutate" || a === "-m")
+const mutated = at >= 0 ? args[at + 1].split(",") : (await import("../stryker.config.mjs")).default.mutate
 mkdirSync("reports/mutation/files", { recursive: true })
-for (const [file, data] of Object.entries(report.files)) {
+for (const [file, data] of Object.entries(report.files).filter(([f]) => mutated.includes(f))) {
   const name = file.replaceAll("/", "_").replace(/\.ts$/, ".json")
   writeFileSync(`reports/mutation/files/${name}`, JSON.stringify({ meta, file, ...data }))
 }

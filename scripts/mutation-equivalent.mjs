@@ -1,5 +1,5 @@
 // Mutants no test can tell from the original, each with why (read by scripts/mutation-summary.mjs). A mutant matches
-// on its file, its mutator, the start of the code it replaces and, if given, its replacement.
+// on its file, its mutator, the start of the code it replaces and, if given, its replacement and a part of its line.
 const placeholderList = "a default empty list becomes one placeholder name: it differs only for a name that is exactly \"Stryker was here\""
 const tagKey = "the service's Context key: no other service in the runtime is keyed \"\", so every lookup finds the same service"
 
@@ -7,7 +7,14 @@ export const equivalent = [
   { file: "src/core/TaskGuard.ts", mutator: "ArrayDeclaration", original: "[]", replacement: "[\"Stryker was here\"]", reason: placeholderList },
   { file: "src/core/TaskGuard.ts", mutator: "StringLiteral", original: "\"agent-mesh/TaskGuard\"", reason: tagKey },
   { file: "src/core/SpendingGuard.ts", mutator: "StringLiteral", original: "\"agent-mesh/SpendingGuard\"", reason: tagKey },
-  { file: "src/core/Constraints.ts", mutator: "ArrayDeclaration", original: "[]", replacement: "[\"Stryker was here\"]", reason: placeholderList },
+  {
+    file: "src/core/Constraints.ts",
+    mutator: "ArrayDeclaration",
+    original: "[]",
+    line: "payment: [],",
+    reason: "CHILD_KINDS.payment: a child kind is a MandateKind, and no kind is named \"Stryker was here\""
+  },
+  { file: "src/core/Constraints.ts", mutator: "ArrayDeclaration", original: "[]", replacement: "[\"Stryker was here\"]", line: "?? []", reason: placeholderList },
   {
     file: "src/core/Constraints.ts",
     mutator: "ConditionalExpression",

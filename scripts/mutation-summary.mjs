@@ -22,7 +22,11 @@ const snippet = (lines, m) => {
   return (lines[start.line - 1] ?? "").slice(start.column - 1)
 }
 const reasonOf = (file, lines, m) =>
-  equivalent.find((e) => file.endsWith(e.file) && e.mutator === m.mutatorName && snippet(lines, m).startsWith(e.original) && (e.replacement === undefined || e.replacement === m.replacement))?.reason
+  equivalent.find((e) =>
+    file.endsWith(e.file) && e.mutator === m.mutatorName && snippet(lines, m).startsWith(e.original) &&
+    (e.replacement === undefined || e.replacement === m.replacement) &&
+    (e.line === undefined || (lines[m.location.start.line - 1] ?? "").includes(e.line))
+  )?.reason
 
 const runs = []
 const rows = []
