@@ -28,5 +28,13 @@ export const equivalent = [
     original: "typeof cns.task_type === \"string\"",
     replacement: "true",
     reason: "a list of strings includes no non-string; the typeof test is there for the compiler's narrowing"
-  }
+  },
+  {
+    file: "src/core/Money.ts",
+    mutator: "ArithmeticOperator",
+    original: "pointAt - digits.length",
+    reason: "pads more zeros than needed; they land after the point, where the trailing-zero trim removes them"
+  },
+  { file: "src/core/Money.ts", mutator: "EqualityOperator", original: "pointAt < 0", reason: "at 0 the branch prepends no zeros and sets pointAt to the 0 it already is" },
+  { file: "src/core/Money.ts", mutator: "EqualityOperator", original: "pointAt > digits.length", reason: "when equal, the branch appends no zeros" }
 ]
