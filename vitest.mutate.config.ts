@@ -6,7 +6,8 @@ import { defineConfig } from "vitest/config"
  */
 export default defineConfig({
   test: {
-    include: [
+    // A run of one module (scripts/mutate.mjs) names the test files that exercise it in MUTATE_TEST_FILES.
+    include: process.env["MUTATE_TEST_FILES"]?.split(",") ?? [
       "test/Money.test.ts",
       "test/Constraints*.test.ts",
       "test/Mandate*.test.ts",

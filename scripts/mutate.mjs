@@ -33,10 +33,10 @@ const args = given.filter((a) => a !== "--all-tests")
 const at = args.findIndex((a) => a === "--mutate" || a === "-m")
 const mutated = at >= 0 ? args[at + 1].split(",") : (await import("../stryker.config.mjs")).default.mutate
 const own = mutated.length === 1 ? TEST_FILES[mutated[0]] : undefined
-if (own !== undefined && !given.includes("--all-tests") && !args.includes("--testFiles") && !args.includes("-t")) {
-  args.push("--testFiles", own.join(","))
-  console.log(`testing ${mutated[0]} against ${own.join(", ")} (--all-tests for the whole mutation suite)`)
-}
+// Passed to vitest.mutate.config.ts rather than as Stryker's --testFiles: with --testFiles, every static mutant of a
+// Did run survived, even those that replace a tested function by one returning undefined.
+const testFiles = own !== undefined && !given.includes("--all-tests") ? own.join(",") : undefined
+if (testFiles !== undefined) console.log(`testing ${mutated[0]} against ${testFiles} (--all-tests for the whole mutation suite)`)
 
 const load = () => loadavg().map((l) => l.toFixed(2)).join(" ")
 const loadBefore = load()
@@ -44,7 +44,8 @@ const loadBefore = load()
 const commit = execSync("git rev-parse --short HEAD").toString().trim()
 const dirty = execSync("git status --porcelain -- src test").toString().trim() !== ""
 const started = performance.now()
-const stryker = spawnSync("npx", ["stryker", "run", ...args], { stdio: "inherit" })
+const env = testFiles === undefined ? process.env : { ...process.env, MUTATE_TEST_FILES: testFiles }
+const stryker = spawnSync("npx", ["stryker", "run", ...args], { stdio: "inherit", env })
 if (stryker.status !== 0) process.exit(stryker.status ?? 1)
 
 const report = JSON.parse(readFileSync("reports/mutation/mutation.json", "utf8"))
@@ -53,6 +54,7 @@ const meta = {
   commit,
   dirty,
   args: args.join(" "),
+  testFiles: testFiles ?? "the whole mutation suite",
   minutes: Math.round((performance.now() - started) / 6000) / 10,
   cores: cpus().length,
   loadBefore,

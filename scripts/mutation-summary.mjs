@@ -43,7 +43,7 @@ for (const { meta, file, mutants, source } of reports) {
   const notKilled = mutants.filter((m) => m.status === "Survived" || m.status === "NoCoverage" || m.status === "Timeout")
   const equivalents = notKilled.filter((m) => m.status !== "Timeout" && reasonOf(file, lines, m) !== undefined).length
   const pct = (n, of = valid) => (of === 0 ? "n/a" : ((100 * n) / of).toFixed(1))
-  runs.push(`- \`${file}\`: ${meta.finishedAt} on ${meta.commit}${meta.dirty ? " (with uncommitted changes)" : ""}, \`stryker run ${meta.args}\`, ${meta.minutes} min, ${meta.cores} cores, load ${meta.loadBefore} before and ${meta.loadAfter} after`)
+  runs.push(`- \`${file}\`: ${meta.finishedAt} on ${meta.commit}${meta.dirty ? " (with uncommitted changes)" : ""}, \`stryker run ${meta.args}\`${meta.testFiles === undefined ? "" : ` against ${meta.testFiles}`}, ${meta.minutes} min, ${meta.cores} cores, load ${meta.loadBefore} before and ${meta.loadAfter} after`)
   rows.push(`| ${file} | ${valid} | ${killed} | ${timeout} | ${survived} | ${noCov} | ${pct(killed + timeout)} | **${pct(killed)}** | ${equivalents} | ${pct(killed, valid - equivalents)} | ${ignored} |`)
   for (const m of notKilled) {
     const at = m.location.start
