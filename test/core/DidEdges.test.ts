@@ -34,7 +34,18 @@ describe("Did at its bounds", () => {
     assert.isFalse(isDid("did:mesh:"))
     assert.isFalse(isDid(7))
     assert.strictEqual(normalizeDid("Did:Mesh:Acme.Alice"), "did:mesh:acme.alice")
+    // Anchored at both ends: nothing before did:mesh:, nothing after the name.
+    for (const bad of ["xdid:mesh:alice", " did:mesh:alice", "did:mesh:alice ", "did:mesh:alice/x"]) assert.isUndefined(normalizeDid(bad), bad)
   })
+
+  it.effect("refusals are tagged as callers catch them: InvalidDid, MalformedDidDocument", () =>
+    Effect.gen(function* () {
+      const e = yield* Effect.flip(generateDid("bad name"))
+      assert.strictEqual(e._tag, "InvalidDid")
+      const m = yield* Effect.flip(extractPublicKey(null))
+      assert.strictEqual(m._tag, "MalformedDidDocument")
+      assert.strictEqual(invalidDid(1)._tag, "InvalidDid")
+    }).pipe(Effect.provide(KeysNative.layer)))
 
   it("the schema's refusals say which rule failed; encoding gives the DID back", () => {
     const problem = (u: unknown) => {
@@ -112,5 +123,16 @@ describe("extractPublicKey", () => {
       const notMultikey = yield* Effect.flip(extractPublicKey({ ...id.document, verificationMethod: [{ ...vm, publicKeyMultibase: "z6Mkxyz" }] }))
       assert.include(notMultikey.message, "publicKeyMultibase")
       assert.include((yield* Effect.flip(extractPublicKey({ id: id.did }))).message, "verificationMethod")
+      // Every member of a method and of a service entry is checked, not only those the key is read from.
+      const { controller: _controller, ...noController } = vm
+      const incomplete: ReadonlyArray<unknown> = [
+        { ...id.document, verificationMethod: [noController] },
+        { ...id.document, verificationMethod: [{ ...vm, revoked: 5 }] },
+        { ...id.document, service: [{ id: `${id.did}#mesh`, type: "MeshAgent" }] },
+        { ...id.document, service: [{ id: `${id.did}#mesh`, type: "MeshAgent", serviceEndpoint: 443 }] }
+      ]
+      for (const doc of incomplete) {
+        assert.strictEqual((yield* Effect.flip(extractPublicKey(doc))).code, "MALFORMED_DID_DOCUMENT", JSON.stringify(doc).slice(0, 200))
+      }
     }).pipe(Effect.provide(KeysNative.layer)))
 })
