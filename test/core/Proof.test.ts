@@ -5,7 +5,8 @@ import * as TestClock from "effect/TestClock"
 import { canonicalBytes } from "../../src/core/Canonical.js"
 import { generateDid } from "../../src/core/Did.js"
 import { Keys } from "../../src/core/Keys.js"
-import { CRYPTOSUITE, hashData, signMessage, toDateTimeSeconds, verifyMessage } from "../../src/core/Proof.js"
+import * as Schema from "effect/Schema"
+import { CRYPTOSUITE, DataIntegrityProof, hashData, signMessage, toDateTimeSeconds, verifyMessage } from "../../src/core/Proof.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
 
 const T0 = 1_800_000_000_123
@@ -107,4 +108,31 @@ describe("verifyMessage refusals", () => {
       const back = yield* verifyMessage(signed, id.publicKeyBytes)
       assert.strictEqual(back, signed)
     }).pipe(Effect.provide(KeysNative.layer)))
+})
+
+describe("what a refusal says", () => {
+  it.effect("a ProofInvalid names the part at fault: the proof, its @context, its proofValue, the signature", () =>
+    Effect.gen(function* () {
+      const { id, vm } = yield* signer
+      const signed = yield* signMessage({ "@context": ["https://example.org/v1"], a: 1 }, id.privateKey, vm)
+      const cases: ReadonlyArray<readonly [Record<string, unknown>, string, string]> = [
+        [{ a: 1 }, "MALFORMED_PROOF", "proof"],
+        [{ ...signed, "@context": ["https://example.org/v2"] }, "MALFORMED_PROOF", "@context"],
+        [{ ...signed, proof: { ...signed.proof, proofValue: "z0OIl" } }, "MALFORMED_PROOF", "proofValue"],
+        [{ ...signed, a: 2 }, "SIGNATURE_INVALID", "signature"]
+      ]
+      for (const [message, code, names] of cases) {
+        const e = yield* Effect.flip(verifyMessage(message, id.publicKeyBytes))
+        assert.strictEqual(e._tag, "ProofInvalid")
+        assert.strictEqual(e.code, code, names)
+        assert.include(e.message, names, code)
+      }
+    }).pipe(Effect.provide(KeysNative.layer)))
+
+  it("the wire schema takes a multibase base58btc proofValue only (z…)", () => {
+    const proof = { type: "DataIntegrityProof", cryptosuite: CRYPTOSUITE, verificationMethod: "did:mesh:a#key-1", proofPurpose: "assertionMethod" }
+    assert.isTrue(Schema.is(DataIntegrityProof)({ ...proof, proofValue: "z3" }))
+    assert.isFalse(Schema.is(DataIntegrityProof)({ ...proof, proofValue: "u3" }))
+    assert.isFalse(Schema.is(DataIntegrityProof)({ ...proof, proofValue: "" }))
+  })
 })
