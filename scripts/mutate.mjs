@@ -18,7 +18,7 @@ const TEST_FILES = {
   "src/core/TaskGuard.ts": ["test/TaskGuard.test.ts", "test/core/TaskGuardEdges.test.ts", "test/ComputeReservations.test.ts"],
   "src/core/Did.ts": ["test/Did.test.ts", "test/core/DidEdges.test.ts", "test/PublicKeyAcceptance.test.ts", "test/Vectors.test.ts"],
   "src/core/Proof.ts": ["test/core/Proof.test.ts", "test/Vectors.test.ts", "test/ReviewRegressions.test.ts", "test/Timestamps.test.ts", "test/Approval.test.ts"],
-  "src/core/Approval.ts": ["test/Approval.test.ts", "test/Timestamps.test.ts"],
+  "src/core/Approval.ts": ["test/Approval.test.ts", "test/core/ApprovalEdges.test.ts", "test/Timestamps.test.ts"],
   "src/core/Envelope.ts": [
     "test/Envelope.test.ts", "test/core/EnvelopeEdges.test.ts", "test/Timestamps.test.ts", "test/Vectors.test.ts", "test/ReviewRegressions.test.ts", "test/NonceStore.test.ts"
   ],
