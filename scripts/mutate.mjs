@@ -22,7 +22,7 @@ const TEST_FILES = {
   "src/core/Envelope.ts": [
     "test/Envelope.test.ts", "test/core/EnvelopeEdges.test.ts", "test/Timestamps.test.ts", "test/Vectors.test.ts", "test/ReviewRegressions.test.ts", "test/NonceStore.test.ts"
   ],
-  "src/core/HttpSignature.ts": ["test/HttpSignature*.test.ts"],
+  "src/core/HttpSignature.ts": ["test/HttpSignature*.test.ts", "test/core/HttpSignatureEdges.test.ts"],
   "src/core/Mandate.ts": [
     "test/Mandate*.test.ts", "test/ReviewRegressions.test.ts", "test/core/ConstraintsProperties.test.ts", "test/TaskGuard.test.ts", "test/SpendingGuard.test.ts"
   ]
