@@ -5,7 +5,7 @@ import * as Schema from "effect/Schema"
 import * as TestClock from "effect/TestClock"
 import fc from "fast-check"
 import { generateDid } from "../../src/core/Did.js"
-import { buildEnvelope, Envelope, isEnvelope, MESH_REQUEST, validateEnvelope } from "../../src/core/Envelope.js"
+import { buildEnvelope, Envelope, type EnvelopeError, isEnvelope, MESH_REQUEST, validateEnvelope } from "../../src/core/Envelope.js"
 import { makeMemory, NonceQuotaExceeded, type NonceStoreApi, NonceStoreUnavailable } from "../../src/core/NonceStore.js"
 import type { Keys } from "../../src/core/Keys.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
@@ -148,5 +148,60 @@ describe("validateEnvelope on generated envelopes", () => {
           { numRuns: 300 }
         )
       )
+    }).pipe(Effect.provide(KeysNative.layer)))
+})
+
+describe("Envelope refusals say what they refuse", () => {
+  it.effect("each EnvelopeError names the member, the recipient, how far off the time is, the limit or the store", () =>
+    Effect.gen(function* () {
+      const { alice, bob, build } = yield* setup
+      const env = yield* build({ ttlSeconds: 60 })
+      const refusal = (e: unknown, options: Parameters<typeof validateEnvelope>[4] = {}, store: NonceStoreApi = makeMemory(), key: Uint8Array | string = alice.publicKeyBytes) =>
+        Effect.flip(validateEnvelope(e, key, bob.did, store, options))
+      const cases: ReadonlyArray<readonly [Effect.Effect<EnvelopeError, unknown, Keys>, string, ReadonlyArray<string>]> = [
+        [refusal({ ...env, nonce: "short" }), "MALFORMED", ["nonce"]],
+        [refusal({ ...env, proof: { ...env.proof, created: "2020-01-01T00:00:00.000Z" } }), "MALFORMED", ["proof.created must equal createdAt"]],
+        [refusal({ ...env, proof: { ...env.proof, verificationMethod: "did:mesh:bob#key-1" } }), "MALFORMED", [`proof must be by ${alice.did}#key-1`]],
+        [refusal({ ...env, expiresAt: env.createdAt }), "MALFORMED", ["expiresAt must be after createdAt"]],
+        [refusal(env, { maxTtlSeconds: 30 }), "TTL_TOO_LONG", ["lifetime exceeds 30 s"]],
+        [Effect.flip(validateEnvelope(env, alice.publicKeyBytes, "did:mesh:carol", makeMemory())), "WRONG_RECIPIENT", [`addressed to ${bob.did}`]],
+        [refusal({ ...env, body: { capability: "other" } }), "SIGNATURE_INVALID", ["signature does not verify"]],
+        [refusal(env, {}, makeMemory(), "%%%"), "SIGNATURE_INVALID", ["not decodable"]],
+        [refusal(env, {}, { record: () => Effect.fail(new NonceStoreUnavailable({ message: "database is locked" })) }), "NONCE_STORE_UNAVAILABLE", ["database is locked"]],
+        [refusal(env, {}, { record: () => Effect.fail(new NonceQuotaExceeded({ sender: env.from, quota: 3, retryAfterMs: 10 })) }), "NONCE_QUOTA_EXCEEDED", [`${env.from} holds its quota of 3`]]
+      ]
+      for (const [effect, code, names] of cases) {
+        const e = yield* effect
+        assert.strictEqual(e._tag, "EnvelopeError")
+        assert.strictEqual(e.code, code, names[0])
+        for (const n of names) assert.include(e.message, n, code)
+      }
+      const store = makeMemory()
+      yield* validateEnvelope(env, alice.publicKeyBytes, bob.did, store)
+      const replay = yield* refusal(env, {}, store)
+      assert.strictEqual(replay.code, "REPLAYED")
+      for (const n of [env.nonce, env.from]) assert.include(replay.message, n)
+      const taken = makeMemory({ capacity: 1 })
+      yield* taken.record("did:mesh:someone-else", "n", Number.MAX_SAFE_INTEGER)
+      const full = yield* refusal(env, {}, taken)
+      assert.strictEqual(full.code, "NONCE_STORE_FULL")
+      assert.include(full.message, "1 live nonces")
+      yield* TestClock.setTime(T0 - 40_000)
+      assert.include((yield* refusal(env)).message, "40000 ms in the future")
+      yield* TestClock.setTime(T0 + 100_000)
+      assert.include((yield* refusal(env)).message, "expired 40000 ms ago")
+    }).pipe(Effect.provide(KeysNative.layer)))
+
+  it.effect("buildEnvelope's refusals name the bound, the type rule, the DID", () =>
+    Effect.gen(function* () {
+      const { build, alice } = yield* setup
+      const ttl = yield* Effect.flip(build({ ttlSeconds: 0 }))
+      assert.include(ttl.message, "ttlSeconds must be in (0, 86400], got 0")
+      assert.include((yield* Effect.flip(build({ type: "" }))).message, "type must be a string of 1 to 128 characters")
+      const bad = yield* Effect.flip(buildEnvelope({ type: MESH_REQUEST, from: alice.did, to: "bob", body: {}, privateKey: alice.privateKey }))
+      assert.strictEqual(bad._tag, "InvalidDid")
+      assert.include(bad.message, "\"bob\"")
+      const badFrom = yield* Effect.flip(buildEnvelope({ type: MESH_REQUEST, from: "alice", to: alice.did, body: {}, privateKey: alice.privateKey }))
+      assert.include(badFrom.message, "\"alice\"")
     }).pipe(Effect.provide(KeysNative.layer)))
 })
