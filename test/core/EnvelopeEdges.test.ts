@@ -5,9 +5,20 @@ import * as Schema from "effect/Schema"
 import * as TestClock from "effect/TestClock"
 import fc from "fast-check"
 import { generateDid } from "../../src/core/Did.js"
-import { buildEnvelope, Envelope, type EnvelopeError, isEnvelope, MESH_REQUEST, validateEnvelope } from "../../src/core/Envelope.js"
+import {
+  buildEnvelope,
+  Envelope,
+  type EnvelopeError,
+  isEnvelope,
+  MESH_REQUEST,
+  MESH_RESPONSE,
+  RequestBody,
+  ResponseBody,
+  validateEnvelope
+} from "../../src/core/Envelope.js"
+import { createProof } from "../../src/core/Proof.js"
 import { makeMemory, NonceQuotaExceeded, type NonceStoreApi, NonceStoreUnavailable } from "../../src/core/NonceStore.js"
-import type { Keys } from "../../src/core/Keys.js"
+import { Keys } from "../../src/core/Keys.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
 import { wrongValue } from "../support/arbitraries.js"
 
@@ -204,4 +215,52 @@ describe("Envelope refusals say what they refuse", () => {
       const badFrom = yield* Effect.flip(buildEnvelope({ type: MESH_REQUEST, from: "alice", to: alice.did, body: {}, privateKey: alice.privateKey }))
       assert.include(badFrom.message, "\"alice\"")
     }).pipe(Effect.provide(KeysNative.layer)))
+})
+
+describe("Envelope shape details", () => {
+  it.effect("a shape refusal says what is wrong: the extra member, the date, the body; a body that is not JSON is MALFORMED", () =>
+    Effect.gen(function* () {
+      const { alice, bob, build } = yield* setup
+      const env = yield* build()
+      assert.strictEqual(env.proof.proofPurpose, "assertionMethod")
+      const message = (e: unknown) => Effect.map(Effect.flip(validateEnvelope(e, alice.publicKeyBytes, bob.did, makeMemory())), (x) => `${x.code} ${x.message}`)
+      assert.include(yield* message({ ...env, extra: 1 }), "extra")
+      assert.include(yield* message({ ...env, createdAt: "2026-02-30T00:00:00Z" }), "not a date (RFC 3339, UTC)")
+      assert.include(yield* message({ ...env, body: [] }), "JsonObject")
+      const nan = yield* message({ ...env, body: { n: Number.NaN } })
+      assert.match(nan, /^MALFORMED .*NaN/)
+      const notJson = yield* Effect.flip(buildEnvelope({ type: MESH_REQUEST, from: alice.did, to: bob.did, body: { n: Number.NaN }, privateKey: alice.privateKey }))
+      assert.strictEqual(notJson.code, "MALFORMED")
+      assert.include(notJson.message, "body is not JSON")
+    }).pipe(Effect.provide(KeysNative.layer)))
+
+  it.effect("a nonce is base64url from end to end", () =>
+    Effect.gen(function* () {
+      const { build } = yield* setup
+      const env = yield* build()
+      for (const [e, ok] of [[{ ...env, nonce: "A".repeat(16) }, true], [{ ...env, nonce: `!${"A".repeat(16)}` }, false], [{ ...env, nonce: `${"A".repeat(16)}!` }, false]] as const) {
+        assert.strictEqual(isEnvelope(e), ok, e.nonce)
+        assert.strictEqual(isBySchema(e), ok, e.nonce)
+      }
+    }).pipe(Effect.provide(KeysNative.layer)))
+
+  it.effect("a proof carrying @context is hashed by the generic path, which covers it", () =>
+    Effect.gen(function* () {
+      const { alice, bob, build } = yield* setup
+      const keys = yield* Keys
+      const { proof, ...unsecured } = yield* build()
+      const options = { type: proof.type, cryptosuite: proof.cryptosuite, created: proof.created, verificationMethod: proof.verificationMethod, proofPurpose: proof.proofPurpose, "@context": ["https://w3id.org/security/data-integrity/v2"] }
+      const withContext = { ...unsecured, proof: yield* createProof(keys, alice.privateKey, options, unsecured) }
+      yield* validateEnvelope(withContext, alice.publicKeyBytes, bob.did, makeMemory())
+      const { "@context": _ctx, ...dropped } = withContext.proof
+      assert.strictEqual(yield* codeOf(validateEnvelope({ ...withContext, proof: dropped }, alice.publicKeyBytes, bob.did, makeMemory())), "SIGNATURE_INVALID")
+    }).pipe(Effect.provide(KeysNative.layer)))
+
+  it("request and response bodies, and the type names the mesh sends", () => {
+    assert.isTrue(Schema.is(RequestBody)({ capability: "echo", params: { a: 1 } }))
+    assert.isFalse(Schema.is(RequestBody)({ params: {} }))
+    assert.isTrue(Schema.is(ResponseBody)({ capability: "echo", result: null }))
+    assert.isFalse(Schema.is(ResponseBody)({ capability: 1, result: null }))
+    assert.deepStrictEqual([MESH_REQUEST, MESH_RESPONSE], ["MeshRequest", "MeshResponse"])
+  })
 })
