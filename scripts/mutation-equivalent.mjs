@@ -84,5 +84,11 @@ export const equivalent = [
     mutator: "StringLiteral",
     original: "\"not an envelope\"",
     reason: "unreachable: isEnvelope judges as the Schema does (a property test), so the Schema never decodes what isEnvelope refused"
+  },
+  {
+    file: "src/core/Approval.ts",
+    mutator: "ObjectLiteral",
+    original: "{ created: toDateTimeSeconds(createdMs) }",
+    reason: "signMessage's default is the same clock second; the two differ only if a second boundary passes between two clock reads (never under TestClock)"
   }
 ]
