@@ -90,5 +90,12 @@ export const equivalent = [
     mutator: "ObjectLiteral",
     original: "{ created: toDateTimeSeconds(createdMs) }",
     reason: "signMessage's default is the same clock second; the two differ only if a second boundary passes between two clock reads (never under TestClock)"
+  },
+  {
+    file: "src/core/HttpSignature.ts",
+    mutator: "ConditionalExpression",
+    original: "typeof u === \"number\"",
+    replacement: "true",
+    reason: "Number.isSafeInteger is false for every non-number; the typeof test is there for the compiler's narrowing"
   }
 ]

@@ -127,3 +127,30 @@ describe("HttpSignature refusals say what they refuse", () => {
       }
     }).pipe(Effect.provide(KeysNative.layer)))
 })
+
+describe("HttpSignature components and parameters at their edges", () => {
+  it("derived @query is ? without a query; field names are checked whole; an empty field is absent; items must be names", () => {
+    const base = (names: ReadonlyArray<unknown>, r: Parameters<typeof signatureBase>[0]) => {
+      const b = signatureBase(r, [names.map((n) => [n, new Map()]), new Map()] as never)
+      return Either.isLeft(b) ? `${b.left.code} ${b.left.message}` : b.right
+    }
+    assert.strictEqual(base(["@query"], { method: "GET", url: "https://agent.example/v1/run", headers: {} }), "\"@query\": ?\n\"@signature-params\": (\"@query\")")
+    assert.strictEqual(base(["@query"], { method: "GET", url: TARGET, headers: {} }), "\"@query\": ?stream=0\n\"@signature-params\": (\"@query\")")
+    assert.include(base(["x-trace("], { method: "GET", url: TARGET, headers: { "x-trace(": "1" } }), "SIGNATURE_MALFORMED unsupported covered component")
+    assert.include(base(["x-trace"], { method: "GET", url: TARGET, headers: { "x-trace": [] } }), "SIGNATURE_INVALID covered field x-trace is absent")
+    assert.include(base([1], { method: "GET", url: TARGET, headers: { "1": "one" } }), "SIGNATURE_MALFORMED unsupported covered component 1")
+    const withParam = signatureBase({ method: "GET", url: TARGET, headers: {} }, [[["@method", new Map([["req", true]])]], new Map()] as never)
+    assert.isTrue(Either.isLeft(withParam) && withParam.left.code === "SIGNATURE_MALFORMED")
+  })
+
+  it.effect("a keyid whose DID part is not a DID, and a created that is not an integer, are malformed", () =>
+    Effect.gen(function* () {
+      const { resolveKey, req } = yield* setup
+      const input = req.headers["signature-input"] as string
+      const edit = (from: RegExp | string, to: string): SignableRequest => ({ ...req, headers: { ...req.headers, "signature-input": input.replace(from, to) } })
+      for (const r of [edit(/keyid="[^"]*"/, "keyid=\"bad#key-1\""), edit("created=1800000000", "created=1800000000.5")]) {
+        const e = yield* Effect.flip(verifyRequest(r, { resolveKey, nonceStore: makeMemory() }))
+        assert.strictEqual(e.code, "SIGNATURE_MALFORMED", r.headers["signature-input"] as string)
+      }
+    }).pipe(Effect.provide(KeysNative.layer)))
+})
