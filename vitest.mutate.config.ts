@@ -6,7 +6,8 @@ import { defineConfig } from "vitest/config"
  */
 export default defineConfig({
   test: {
-    include: [
+    // A run of one module (scripts/mutate.mjs) names the test files that exercise it in MUTATE_TEST_FILES.
+    include: process.env["MUTATE_TEST_FILES"]?.split(",") ?? [
       "test/Money.test.ts",
       "test/Constraints*.test.ts",
       "test/Mandate*.test.ts",
@@ -26,6 +27,11 @@ export default defineConfig({
       "test/core/**/*.test.ts"
     ],
     setupFiles: ["test/support/mutateSetup.ts"],
+    // Under Stryker (which sets STRYKER_MUTATOR_WORKER in its test processes) nothing is printed: Stryker reads the
+    // results from vitest's task state. The default reporter would parse each failure's stack, and vitest 3.2's parser
+    // backtracks super-linearly on a long one-line failure without frames (an Effect failing with a mandate's JSON
+    // takes minutes), which turned killed mutants into timeouts.
+    reporters: process.env["STRYKER_MUTATOR_WORKER"] === undefined ? ["default"] : [{}],
     testTimeout: 30_000
   }
 })

@@ -98,11 +98,20 @@ describe("Money", () => {
       return Either.isLeft(r) ? r.left.message : "accepted"
     }
     assert.match(reason(Number.NaN), /NaN.*finite/)
-    assert.match(reason(-2), /-2.*negative/)
+    assert.match(reason(-2), /-2 is negative/)
     assert.match(reason("abc"), /"abc".*decimal/)
     assert.match(reason("1e31"), /1e31.*range/)
     assert.match(reason("0.0000001"), /0\.0000001.*six decimals/)
     assert.match(reason("1234567890"), /1234567890.*largest/)
   })
-})
 
+  it("leading zeros do not count against the nine whole digits; a refusal is an InvalidAmount", () => {
+    assert.strictEqual(micros("00000000001"), 1_000_000)
+    assert.strictEqual(micros("0000000000999999999.5"), 999_999_999_500_000)
+    assert.strictEqual(micros("0.5e1"), 5_000_000)
+    assert.strictEqual(micros("5e-1"), 500_000)
+    assert.strictEqual(micros("000"), 0)
+    const r = parseUsd(-1)
+    assert.isTrue(Either.isLeft(r) && r.left._tag === "InvalidAmount" && r.left.code === "INVALID_AMOUNT")
+  })
+})

@@ -179,11 +179,9 @@ export const verifyApproval = (
     const proof = decodeProof(a.proof)
     if (Either.isLeft(proof)) return yield* Effect.fail(refuse("APPROVAL_MALFORMED", `proof: ${ParseResult.TreeFormatter.formatErrorSync(proof.left)}`))
     const { created, verificationMethod } = proof.right
-    const createdMs = parseUtcTimestamp(created)
-    const expiresMs = parseUtcTimestamp(a.expiresAt)
-    if (expiresMs === undefined || createdMs === undefined) {
-      return yield* Effect.fail(refuse("APPROVAL_MALFORMED", "expiresAt or proof.created is not a valid date"))
-    }
+    // Both decoded as a Timestamp, which holds only strings parseUtcTimestamp reads.
+    const createdMs = parseUtcTimestamp(created)!
+    const expiresMs = parseUtcTimestamp(a.expiresAt)!
 
     // 3. the signer: the grantor's own method, whatever key it claims
     const grantor = normalizeDid(expected.grantor) ?? expected.grantor
@@ -216,8 +214,8 @@ export const verifyApproval = (
       )
     )
 
-    // 7. the signature, over every member as received
-    yield* verifyMessage(approval as Record<string, unknown>, resolved.publicKey, { verificationMethod: method, proofPurpose: "assertionMethod" }).pipe(
+    // 7. the signature, over every member as received (the method and the purpose were checked above)
+    yield* verifyMessage(approval as Record<string, unknown>, resolved.publicKey).pipe(
       Effect.mapError((e) => refuse("APPROVAL_INVALID", e._tag === "ProofInvalid" ? `${e.code}: ${e.message}` : e.message))
     )
     return { decision: a.decision, expiresAt: expiresMs }

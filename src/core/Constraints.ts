@@ -264,9 +264,9 @@ export const narrowingViolation = (
       return taskNarrowing(parent as TaskConstraints, child as TaskConstraints)
     case "model-budget":
       return modelBudgetNarrowing(parent as ModelBudgetConstraints, child as ModelBudgetConstraints)
-    case "intent":
-      return { reason: "CHAIN_BROKEN", message: "an intent mandate is always a root" }
   }
+  // An intent child never gets here: no kind lists it in CHILD_KINDS, so it was refused as CHAIN_BROKEN above.
+  return undefined
 }
 
 const taskNarrowing = (p: TaskConstraints, c: TaskConstraints): NarrowingViolation | undefined => {

@@ -41,8 +41,9 @@ export const parseUsd = (input: number | string): Either.Either<Micros, InvalidA
   if (typeof input === "number") {
     if (!Number.isFinite(input)) return Either.left(invalid(`amount ${String(input)} is not a finite number`))
     if (input < 0) return Either.left(invalid(`amount ${String(input)} is negative`))
-    // Number#toString gives the shortest decimal that round-trips, i.e. the decimal the JSON text carried.
-    text = Object.is(input, -0) ? "0" : String(input)
+    // Number#toString gives the shortest decimal that round-trips, i.e. the decimal the JSON text carried (and "0"
+    // for -0).
+    text = String(input)
   } else {
     text = input.trim()
   }
@@ -59,7 +60,8 @@ export const parseUsd = (input: number | string): Either.Either<Micros, InvalidA
     pointAt = 0
   }
   if (pointAt > digits.length) digits = digits + "0".repeat(pointAt - digits.length)
-  const whole = digits.slice(0, pointAt).replace(/^0+(?=\d)/, "") || "0"
+  // Empty when the point is first: Number("") is 0.
+  const whole = digits.slice(0, pointAt).replace(/^0+(?=\d)/, "")
   const fraction = digits.slice(pointAt).replace(/0+$/, "")
   if (fraction.length > 6) return Either.left(invalid(`amount ${text} has more than six decimals`))
   if (whole.length > 9) return Either.left(invalid(`amount ${text} is above the largest amount, 999999999.999999`))

@@ -222,3 +222,83 @@ describe("narrowingViolation at the boundaries", () => {
     assert.strictEqual(narrow("task", { ...parent, actionLimits: { constructor: 1 } }, { ...child, actionLimits: {} })?.reason, "ATTENUATION_WIDENED")
   })
 })
+
+describe("constraintsProblem and narrowingViolation: what a refusal names", () => {
+  it("an unknown member is named with where it is: cns or computeLimit", () => {
+    const bases: ReadonlyArray<readonly [MandateKind, Record<string, unknown>]> = [["intent", spending], ["cart", spending], ["payment", payment], ["task", task], ["model-budget", model]]
+    for (const [kind, base] of bases) {
+      assert.strictEqual(constraintsProblem(kind, { ...base, extra: 1 }), "cns: unknown member \"extra\"", kind)
+    }
+    assert.strictEqual(constraintsProblem("task", { ...task, computeLimit: { cpuSeconds: 1 } }), "computeLimit: unknown member \"cpuSeconds\"")
+  })
+
+  it("a task_type outside the list is refused with the list", () => {
+    for (const bad of ["code", 3, null]) {
+      const problem = constraintsProblem("model-budget", { ...model, task_type: bad })
+      assert.include(problem, "task_type")
+      assert.include(problem, "REASONING, CODE, EXTRACTION, CREATIVE, CLASSIFICATION, SUMMARIZATION")
+    }
+  })
+
+  it("widenings name the member, both values, and \"unlimited\" for a limit the child drops", () => {
+    const parent = normalizeTask(task as never) as unknown as Record<string, unknown>
+    const child = { ...parent, maxDelegationDepth: 0 }
+    const dropped = narrow("task", parent, { ...child, actionLimits: {} })
+    assert.include(dropped?.message, "actionLimits.read: unlimited")
+    const droppedCompute = narrow("task", parent, { ...child, computeLimit: { llmTokens: 100 } })
+    assert.include(droppedCompute?.message, "computeLimit.webRequests: unlimited")
+    const raised = narrow("task", parent, { ...child, computeLimit: { llmTokens: 150, webRequests: 2 } })
+    assert.include(raised?.message, "computeLimit.llmTokens: 150")
+    assert.include(narrow("task", { ...parent, maxDelegationDepth: 0 }, child)?.message, "maxDelegationDepth 0")
+    const cart = narrow("intent", spending, { ...spending, spendLimitUsd: 10.5 }, "cart")
+    for (const n of ["spendLimitUsd", "10.5", "10"]) assert.include(cart?.message, n)
+    const pay = narrow("intent", spending, { amountUsd: 11, merchant: "shop" }, "payment")
+    for (const n of ["amountUsd", "11", "spendLimitUsd"]) assert.include(pay?.message, n)
+    assert.include(narrow("intent", spending, { spendLimitUsd: 1 }, "cart")?.message, "allowedMerchants")
+    const kinds = narrow("cart", spending, spending, "intent")
+    assert.include(kinds?.message, "cart")
+    assert.include(kinds?.message, "intent")
+  })
+
+  it("task constraints signed without their optional members narrow by the documented defaults", () => {
+    const bare = { allowed: ["read"], maxDelegationDepth: 1 }
+    // Missing lists are empty: nothing blocked, gated or granted on either side, so nothing widens.
+    assert.isUndefined(narrow("task", bare, { allowed: ["read"], maxDelegationDepth: 0 }))
+    assert.isUndefined(narrow("task", bare, { allowed: [], maxDelegationDepth: 0, blocked: ["read"], humanGates: ["read"] }))
+    assert.strictEqual(narrow("task", bare, { allowed: ["read"], maxDelegationDepth: 0, dataAccess: ["inbox"] })?.reason, "ATTENUATION_WIDENED")
+    // A parent's list against a child that omits it.
+    assert.include(narrow("task", { ...bare, blocked: ["wipe"] }, { allowed: ["read"], maxDelegationDepth: 0 })?.message, "blocked")
+    assert.include(narrow("task", { ...bare, humanGates: ["read"] }, { allowed: ["read"], maxDelegationDepth: 0 })?.message, "humanGates")
+    assert.include(narrow("task", { ...bare, computeLimit: { llmTokens: 5 } }, { allowed: ["read"], maxDelegationDepth: 0 })?.message, "computeLimit.llmTokens: unlimited")
+    assert.include(narrow("task", { ...bare, actionLimits: { read: 5 } }, { allowed: ["read"], maxDelegationDepth: 0 })?.message, "actionLimits.read: unlimited")
+  })
+
+  it("normalizeTask writes every default in, and copies what is given", () => {
+    assert.deepStrictEqual(normalizeTask({ allowed: ["read"], maxDelegationDepth: 2 }), {
+      allowed: ["read"],
+      blocked: [],
+      reversibleOnly: false,
+      humanGates: [],
+      actionLimits: {},
+      computeLimit: {},
+      dataAccess: [],
+      sandbox: false,
+      maxDelegationDepth: 2
+    })
+    const full = {
+      allowed: ["read"],
+      blocked: ["wipe"],
+      reversibleOnly: true,
+      humanGates: ["pay"],
+      actionLimits: { read: 3 },
+      computeLimit: { llmTokens: 10, webRequests: 0 },
+      dataAccess: ["inbox"],
+      sandbox: true,
+      maxDelegationDepth: 0
+    }
+    const n = normalizeTask(full)
+    assert.deepStrictEqual(n, full)
+    assert.notStrictEqual(n.actionLimits, full.actionLimits)
+    assert.deepStrictEqual(normalizeTask({ allowed: [], maxDelegationDepth: 0, computeLimit: { webRequests: 1 } }).computeLimit, { webRequests: 1 })
+  })
+})

@@ -1,14 +1,27 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Runtime from "effect/Runtime"
 import * as Schema from "effect/Schema"
 import * as TestClock from "effect/TestClock"
 import fc from "fast-check"
 import { generateDid } from "../../src/core/Did.js"
-import { buildEnvelope, Envelope, isEnvelope, MESH_REQUEST, validateEnvelope } from "../../src/core/Envelope.js"
+import {
+  buildEnvelope,
+  Envelope,
+  type EnvelopeError,
+  isEnvelope,
+  MESH_REQUEST,
+  MESH_RESPONSE,
+  RequestBody,
+  ResponseBody,
+  validateEnvelope
+} from "../../src/core/Envelope.js"
+import { createProof } from "../../src/core/Proof.js"
 import { makeMemory, NonceQuotaExceeded, type NonceStoreApi, NonceStoreUnavailable } from "../../src/core/NonceStore.js"
 import { Keys, type KeysApi } from "../../src/core/Keys.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
+import { wrongValue } from "../support/arbitraries.js"
 
 const T0 = 1_800_000_000_000
 
@@ -91,26 +104,6 @@ describe("validateEnvelope at its bounds", () => {
 // Wrong types, boundary lengths and over-long values for each member: isEnvelope must judge exactly as the Schema.
 const isBySchema = Schema.is(Envelope, { onExcessProperty: "error" })
 
-const wrongValue = fc.oneof(
-  fc.integer(),
-  fc.double(),
-  fc.boolean(),
-  fc.constant(null),
-  fc.constant(undefined),
-  fc.array(fc.string(), { maxLength: 3 }),
-  fc.dictionary(fc.string({ maxLength: 3 }), fc.string(), { maxKeys: 2 }),
-  fc.string({ maxLength: 3 }),
-  fc.constant(""),
-  fc.string({ minLength: 127, maxLength: 130 }),
-  fc.string({ minLength: 255, maxLength: 258 }),
-  fc.stringMatching(/^[A-Za-z0-9_-]{14,18}$/),
-  fc.stringMatching(/^[A-Za-z0-9_-]{127,130}$/),
-  fc.constant("2026-06-01T00:00:00.000Z"),
-  fc.constant("2026-02-30T00:00:00Z"),
-  fc.constant("did:mesh:ABC"),
-  fc.constant("zABC")
-)
-
 const MEMBERS = ["type", "id", "from", "to", "correlationId", "nonce", "createdAt", "expiresAt", "body", "proof", "extra"] as const
 const PROOF_MEMBERS = ["type", "cryptosuite", "created", "verificationMethod", "proofPurpose", "@context", "proofValue", "extra"] as const
 
@@ -163,4 +156,136 @@ describe("envelopes over a Keys layer without the sync variants", () => {
       // Refused envelopes burnt no nonce: the authentic one still validates once.
       assert.strictEqual((yield* validateEnvelope(other, alice.publicKeyBytes, bob.did, store)).id, other.id)
     }).pipe(Effect.provide(effectOnly)))
+})
+
+describe("validateEnvelope on generated envelopes", () => {
+  it.effect("an envelope with any one member replaced never validates; when the shape is wrong, the code is MALFORMED", () =>
+    Effect.gen(function* () {
+      const { alice, bob, build } = yield* setup
+      const env = yield* build()
+      const run = Runtime.runPromise(yield* Effect.runtime<Keys>())
+      yield* Effect.promise(() =>
+        fc.assert(
+          fc.asyncProperty(fc.constantFrom(...MEMBERS), fc.constantFrom(...PROOF_MEMBERS), fc.boolean(), wrongValue, (member, proofMember, inProof, value) => {
+            const proof: Record<string, unknown> = { ...env.proof }
+            const outer: Record<string, unknown> = { ...env }
+            if (inProof) {
+              if (value === undefined) delete proof[proofMember]
+              else proof[proofMember] = value
+              outer.proof = proof
+            } else if (value === undefined) delete outer[member]
+            else outer[member] = value
+            fc.pre(JSON.stringify(outer) !== JSON.stringify(env))
+            return run(Effect.gen(function* () {
+              const code = yield* codeOf(validateEnvelope(outer, alice.publicKey, bob.did, makeMemory()))
+              if (!isBySchema(outer)) assert.strictEqual(code, "MALFORMED", JSON.stringify({ member: inProof ? `proof.${proofMember}` : member, value }))
+            }))
+          }),
+          { numRuns: 300 }
+        )
+      )
+    }).pipe(Effect.provide(KeysNative.layer)))
+})
+
+describe("Envelope refusals say what they refuse", () => {
+  it.effect("each EnvelopeError names the member, the recipient, how far off the time is, the limit or the store", () =>
+    Effect.gen(function* () {
+      const { alice, bob, build } = yield* setup
+      const env = yield* build({ ttlSeconds: 60 })
+      const refusal = (e: unknown, options: Parameters<typeof validateEnvelope>[4] = {}, store: NonceStoreApi = makeMemory(), key: Uint8Array | string = alice.publicKeyBytes) =>
+        Effect.flip(validateEnvelope(e, key, bob.did, store, options))
+      const cases: ReadonlyArray<readonly [Effect.Effect<EnvelopeError, unknown, Keys>, string, ReadonlyArray<string>]> = [
+        [refusal({ ...env, nonce: "short" }), "MALFORMED", ["nonce"]],
+        [refusal({ ...env, proof: { ...env.proof, created: "2020-01-01T00:00:00.000Z" } }), "MALFORMED", ["proof.created must equal createdAt"]],
+        [refusal({ ...env, proof: { ...env.proof, verificationMethod: "did:mesh:bob#key-1" } }), "MALFORMED", [`proof must be by ${alice.did}#key-1`]],
+        [refusal({ ...env, expiresAt: env.createdAt }), "MALFORMED", ["expiresAt must be after createdAt"]],
+        [refusal(env, { maxTtlSeconds: 30 }), "TTL_TOO_LONG", ["lifetime exceeds 30 s"]],
+        [Effect.flip(validateEnvelope(env, alice.publicKeyBytes, "did:mesh:carol", makeMemory())), "WRONG_RECIPIENT", [`addressed to ${bob.did}`]],
+        [refusal({ ...env, body: { capability: "other" } }), "SIGNATURE_INVALID", ["signature does not verify"]],
+        [refusal(env, {}, makeMemory(), "%%%"), "SIGNATURE_INVALID", ["not decodable"]],
+        [refusal(env, {}, { record: () => Effect.fail(new NonceStoreUnavailable({ message: "database is locked" })) }), "NONCE_STORE_UNAVAILABLE", ["database is locked"]],
+        [refusal(env, {}, { record: () => Effect.fail(new NonceQuotaExceeded({ sender: env.from, quota: 3, retryAfterMs: 10 })) }), "NONCE_QUOTA_EXCEEDED", [`${env.from} holds its quota of 3`]]
+      ]
+      for (const [effect, code, names] of cases) {
+        const e = yield* effect
+        assert.strictEqual(e._tag, "EnvelopeError")
+        assert.strictEqual(e.code, code, names[0])
+        for (const n of names) assert.include(e.message, n, code)
+      }
+      const store = makeMemory()
+      yield* validateEnvelope(env, alice.publicKeyBytes, bob.did, store)
+      const replay = yield* refusal(env, {}, store)
+      assert.strictEqual(replay.code, "REPLAYED")
+      for (const n of [env.nonce, env.from]) assert.include(replay.message, n)
+      const taken = makeMemory({ capacity: 1 })
+      yield* taken.record("did:mesh:someone-else", "n", Number.MAX_SAFE_INTEGER)
+      const full = yield* refusal(env, {}, taken)
+      assert.strictEqual(full.code, "NONCE_STORE_FULL")
+      assert.include(full.message, "1 live nonces")
+      yield* TestClock.setTime(T0 - 40_000)
+      assert.include((yield* refusal(env)).message, "40000 ms in the future")
+      yield* TestClock.setTime(T0 + 100_000)
+      assert.include((yield* refusal(env)).message, "expired 40000 ms ago")
+    }).pipe(Effect.provide(KeysNative.layer)))
+
+  it.effect("buildEnvelope's refusals name the bound, the type rule, the DID", () =>
+    Effect.gen(function* () {
+      const { build, alice } = yield* setup
+      const ttl = yield* Effect.flip(build({ ttlSeconds: 0 }))
+      assert.include(ttl.message, "ttlSeconds must be in (0, 86400], got 0")
+      assert.include((yield* Effect.flip(build({ type: "" }))).message, "type must be a string of 1 to 128 characters")
+      const bad = yield* Effect.flip(buildEnvelope({ type: MESH_REQUEST, from: alice.did, to: "bob", body: {}, privateKey: alice.privateKey }))
+      assert.strictEqual(bad._tag, "InvalidDid")
+      assert.include(bad.message, "\"bob\"")
+      const badFrom = yield* Effect.flip(buildEnvelope({ type: MESH_REQUEST, from: "alice", to: alice.did, body: {}, privateKey: alice.privateKey }))
+      assert.include(badFrom.message, "\"alice\"")
+    }).pipe(Effect.provide(KeysNative.layer)))
+})
+
+describe("Envelope shape details", () => {
+  it.effect("a shape refusal says what is wrong: the extra member, the date, the body; a body that is not JSON is MALFORMED", () =>
+    Effect.gen(function* () {
+      const { alice, bob, build } = yield* setup
+      const env = yield* build()
+      assert.strictEqual(env.proof.proofPurpose, "assertionMethod")
+      const message = (e: unknown) => Effect.map(Effect.flip(validateEnvelope(e, alice.publicKeyBytes, bob.did, makeMemory())), (x) => `${x.code} ${x.message}`)
+      assert.include(yield* message({ ...env, extra: 1 }), "extra")
+      assert.include(yield* message({ ...env, createdAt: "2026-02-30T00:00:00Z" }), "not a date (RFC 3339, UTC)")
+      assert.include(yield* message({ ...env, body: [] }), "JsonObject")
+      const nan = yield* message({ ...env, body: { n: Number.NaN } })
+      assert.match(nan, /^MALFORMED .*NaN/)
+      const notJson = yield* Effect.flip(buildEnvelope({ type: MESH_REQUEST, from: alice.did, to: bob.did, body: { n: Number.NaN }, privateKey: alice.privateKey }))
+      assert.strictEqual(notJson.code, "MALFORMED")
+      assert.include(notJson.message, "body is not JSON")
+    }).pipe(Effect.provide(KeysNative.layer)))
+
+  it.effect("a nonce is base64url from end to end", () =>
+    Effect.gen(function* () {
+      const { build } = yield* setup
+      const env = yield* build()
+      for (const [e, ok] of [[{ ...env, nonce: "A".repeat(16) }, true], [{ ...env, nonce: `!${"A".repeat(16)}` }, false], [{ ...env, nonce: `${"A".repeat(16)}!` }, false]] as const) {
+        assert.strictEqual(isEnvelope(e), ok, e.nonce)
+        assert.strictEqual(isBySchema(e), ok, e.nonce)
+      }
+    }).pipe(Effect.provide(KeysNative.layer)))
+
+  it.effect("a proof carrying @context is hashed by the generic path, which covers it", () =>
+    Effect.gen(function* () {
+      const { alice, bob, build } = yield* setup
+      const keys = yield* Keys
+      const { proof, ...unsecured } = yield* build()
+      const options = { type: proof.type, cryptosuite: proof.cryptosuite, created: proof.created, verificationMethod: proof.verificationMethod, proofPurpose: proof.proofPurpose, "@context": ["https://w3id.org/security/data-integrity/v2"] }
+      const withContext = { ...unsecured, proof: yield* createProof(keys, alice.privateKey, options, unsecured) }
+      yield* validateEnvelope(withContext, alice.publicKeyBytes, bob.did, makeMemory())
+      const { "@context": _ctx, ...dropped } = withContext.proof
+      assert.strictEqual(yield* codeOf(validateEnvelope({ ...withContext, proof: dropped }, alice.publicKeyBytes, bob.did, makeMemory())), "SIGNATURE_INVALID")
+    }).pipe(Effect.provide(KeysNative.layer)))
+
+  it("request and response bodies, and the type names the mesh sends", () => {
+    assert.isTrue(Schema.is(RequestBody)({ capability: "echo", params: { a: 1 } }))
+    assert.isFalse(Schema.is(RequestBody)({ params: {} }))
+    assert.isTrue(Schema.is(ResponseBody)({ capability: "echo", result: null }))
+    assert.isFalse(Schema.is(ResponseBody)({ capability: 1, result: null }))
+    assert.deepStrictEqual([MESH_REQUEST, MESH_RESPONSE], ["MeshRequest", "MeshResponse"])
+  })
 })
