@@ -43,7 +43,7 @@ import type * as net from "node:net"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import * as HttpApi from "@effect/platform/HttpApi"
-import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as ApiGroup from "../src/http/ApiGroup.js"
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import { RunReply, RunRequest } from "../src/agent/AgentApi.js"
@@ -71,7 +71,7 @@ class EchoApi extends HttpApi.make("echo").add(
 ) {}
 
 const startServeEcho = (): Promise<number> => {
-  const handlers = HttpApiBuilder.group(EchoApi, "run", (h) =>
+  const handlers = ApiGroup.group(EchoApi, "run", (h) =>
     h.handle("run", ({ payload }) => Effect.succeed({ message: payload.message, sessionId: payload.sessionId ?? crypto.randomUUID() }))
   )
   const scope = Effect.runSync(Scope.make())

@@ -5,7 +5,7 @@
  *
  * Floor: agent (docs/architecture.md §3).
  */
-import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as ApiGroup from "../http/ApiGroup.js"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as OpenApi from "@effect/platform/OpenApi"
@@ -203,12 +203,12 @@ const info = Effect.gen(function* () {
 
 /** The handlers of every group of `AgentApi`, over the parts in context. */
 export const layer = Layer.mergeAll(
-  HttpApiBuilder.group(AgentApi, "run", (h) =>
+  ApiGroup.group(AgentApi, "run", (h) =>
     Effect.map(runs, ({ resume, run }) => h.handle("run", ({ payload }) => run(payload)).handle("resume", ({ payload }) => resume(payload)))
   ),
-  HttpApiBuilder.group(AgentApi, "info", (h) =>
+  ApiGroup.group(AgentApi, "info", (h) =>
     Effect.map(info, ({ discovery, health }) =>
       h.handle("health", () => health).handle("discovery", () => discovery).handle("metrics", () => Metrics.served))
   ),
-  HttpApiBuilder.group(AgentApi, "docs", (h) => h.handle("openapi", () => Effect.succeed(OpenApi.fromApi(AgentApi))))
+  ApiGroup.group(AgentApi, "docs", (h) => h.handle("openapi", () => Effect.succeed(OpenApi.fromApi(AgentApi))))
 )
