@@ -26,6 +26,7 @@ import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import type { HandlerItem } from "./ApiGroup.js"
@@ -49,6 +50,8 @@ export interface CompiledEndpoint {
   readonly program: (request: LeanRequest, params: Params, search: SearchParams) => AnyEffect
   /** Whether `program`'s failures still need `ParseError` turned into `HttpApiDecodeError` (no middleware ran). */
   readonly refailParseErrors: boolean
+  /** Services the endpoint's constant middleware provides, added to its context once. */
+  readonly provided: ReadonlyMap<string, unknown>
   /** The handler's success for the wire: written, or a failure (an encoding `ParseError`, as `HttpApiDecodeError`). */
   readonly encode: (value: unknown) => Either.Either<Written, Cause.Cause<unknown>> | Effect.Effect<Written, unknown>
 }
@@ -278,8 +281,25 @@ export const compile = (item: HandlerItem, context: Context.Context<never>, grou
     seen.add(tag.key)
     middleware.push({ tag, effect: Context.unsafeGet(context, tag as unknown as Context.Tag<unknown, unknown>) })
   }
+  // Middleware whose effect is a success known at start (an agent's `auth: "none"` is `Effect.succeed(anonymous)`)
+  // can neither fail nor observe the request: what it provides goes into the context once, and it is not run. Not
+  // when another middleware provides the same service, whose nesting would then decide which value wins.
+  const provided = new Map<string, unknown>()
+  const providers = new Map<string, number>()
+  for (const entry of middleware) {
+    const tag = entry.tag.provides as Context.Tag<unknown, unknown> | undefined
+    if (tag !== undefined) providers.set(tag.key, (providers.get(tag.key) ?? 0) + 1)
+  }
+  const dynamic = middleware.filter((entry) => {
+    if (HttpApiMiddleware.SecurityTypeId in entry.tag || !Exit.isExit(entry.effect) || !Exit.isSuccess(entry.effect)) return true
+    const tag = entry.tag.provides as Context.Tag<unknown, unknown> | undefined
+    if (tag === undefined) return false
+    if (providers.get(tag.key) !== 1) return true
+    provided.set(tag.key, entry.effect.value)
+    return false
+  })
   let program: CompiledEndpoint["program"] = run
-  if (middleware.length > 0) {
+  if (dynamic.length > 0) {
     // With middleware the whole route is one effect, built once: the request is read from the fiber's context, as
     // HttpApiBuilder's route reads it.
     const inner = Effect.withFiberRuntime<unknown, unknown, unknown>((fiber) => {
@@ -289,7 +309,7 @@ export const compile = (item: HandlerItem, context: Context.Context<never>, grou
       const search = Context.unsafeGet(ctx, HttpServerRequest.ParsedSearchParams)
       return run(request, params, search)
     }).pipe(Effect.catchIf(ParseResult.isParseError, HttpApiDecodeError.refailParseError))
-    const whole = applyMiddleware(middleware, inner)
+    const whole = applyMiddleware(dynamic, inner)
     program = () => whole
   }
 
@@ -315,5 +335,5 @@ export const compile = (item: HandlerItem, context: Context.Context<never>, grou
     })
   }
 
-  return { program, refailParseErrors: middleware.length === 0, encode }
+  return { program, refailParseErrors: dynamic.length === 0, encode, provided }
 }

@@ -198,7 +198,23 @@ interface Served {
   readonly path: string
   readonly json: boolean
   readonly stats: RouteStats
-  readonly compiled: { readonly endpoint: CompiledEndpoint; readonly base: ReadonlyMap<string, unknown> } | undefined
+  readonly compiled: { readonly endpoint: CompiledEndpoint; readonly base: BaseContext } | undefined
+}
+
+// The services every request of a route starts from, as parallel arrays: copying them into a fresh Map with `set`
+// costs about half of `new Map(map)`, which allocates an entry per service.
+interface BaseContext {
+  readonly keys: ReadonlyArray<string>
+  readonly values: ReadonlyArray<unknown>
+}
+
+const baseContext = (map: ReadonlyMap<string, unknown>): BaseContext => ({ keys: Array.from(map.keys()), values: Array.from(map.values()) })
+
+const contextMap = (base: BaseContext): Map<string, unknown> => {
+  const map = new Map<string, unknown>()
+  const { keys, values } = base
+  for (let i = 0; i < keys.length; i++) map.set(keys[i]!, values[i])
+  return map
 }
 
 // The status a request is counted and logged with when no response was sent (its client went away first).
@@ -418,16 +434,21 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
     const runtime = yield* Effect.runtime<never>()
     const runFork = Runtime.runFork(runtime)
     const baseMap: ReadonlyMap<string, unknown> = runtime.context.unsafeMap
+    const runtimeBase = baseContext(baseMap)
     const accessLog = (yield* AccessLog.AccessLog) ? AccessLog.writer(runtime, () => clock.unsafeCurrentTimeMillis()) : undefined
 
     // Each compiled endpoint runs in its group's context with the server's over it, as HttpApiBuilder's route merges
     // them per request (the request's services win); the merged map is made once per group.
     const compiled = new Map<string, Served["compiled"]>()
     for (const g of groups) {
-      const base = new Map(g.context.unsafeMap)
-      for (const [key, value] of baseMap) base.set(key, value)
+      const merged = new Map(g.context.unsafeMap)
+      for (const [key, value] of baseMap) merged.set(key, value)
       for (const item of g.items) {
-        if (compilable(item)) compiled.set(`${item.endpoint.method} ${item.endpoint.path}`, { endpoint: compile(item, g.context, g.group.middlewares), base })
+        if (!compilable(item)) continue
+        const endpoint = compile(item, g.context, g.group.middlewares)
+        const base = new Map(merged)
+        for (const [key, value] of endpoint.provided) base.set(key, value)
+        compiled.set(`${item.endpoint.method} ${item.endpoint.path}`, { endpoint, base: baseContext(base) })
       }
     }
     const table = new RouteTable<Served>()
@@ -599,9 +620,6 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
       const route = served.route
       const compiled = served.compiled
       const request = new LeanRequest(req, url, body, parsed, headers)
-      const map = new Map(compiled === undefined ? baseMap : compiled.base)
-      map.set(HttpServerRequest.HttpServerRequest.key, request)
-      map.set(HttpRouter.RouteContext.key, { [HttpRouter.RouteContextTypeId]: HttpRouter.RouteContextTypeId, params, route })
       let span: Tracer.Span | undefined = undefined
       if (tracing) {
         // The caller's traceparent, when valid, makes this request's span a child of the caller's.
@@ -610,11 +628,8 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
         span.attribute("http.route", served.path)
         span.attribute("url.path", path)
         span.attribute("mesh.correlation_id", cid)
-        map.set(Tracer.ParentSpan.key, span)
       }
       const search = query < 0 ? NO_SEARCH_PARAMS : HttpServerRequest.searchParamsFromURL(new URL(url, "http://l"))
-      map.set(HttpServerRequest.ParsedSearchParams.key, search)
-      map.set(CorrelationId.key, cid)
       const effect = (compiled === undefined ? route.handler : compiled.endpoint.program(request, params, search)) as Effect.Effect<unknown, unknown>
       const ended = (exit: Exit.Exit<unknown, unknown>): void => finish(method, path, res, served.stats, t0, cid, request.caller, span, exit)
       // In flight means the handler runs: a streamed response (SSE) that outlives it does not hold a slot.
@@ -625,8 +640,14 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
         else respondFailure(res, cid, exit.cause)
         ended(exit)
       }
-      // An answer known without running anything (a decoding failure, `Effect.succeed`) needs no fiber.
+      // An answer known without running anything (a decoding failure, `Effect.succeed`) needs no fiber, nor context.
       if (Exit.isExit(effect)) return done(effect)
+      const map = contextMap(compiled === undefined ? runtimeBase : compiled.base)
+      map.set(HttpServerRequest.HttpServerRequest.key, request)
+      map.set(HttpRouter.RouteContext.key, { [HttpRouter.RouteContextTypeId]: HttpRouter.RouteContextTypeId, params, route })
+      if (span !== undefined) map.set(Tracer.ParentSpan.key, span)
+      map.set(HttpServerRequest.ParsedSearchParams.key, search)
+      map.set(CorrelationId.key, cid)
       // A runtime per request (a plain object) seeds the fiber's context directly; `Effect.provide` would add a
       // FiberRef `locally` around the whole handler for the same result.
       const fiber = Runtime.runFork(
