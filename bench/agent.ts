@@ -16,7 +16,8 @@
  *   request is checked in full (fields, time window, content digest, key, signature, nonce; an agent on a `:memory:`
  *   database keeps nonces in memory, one on a file in SQLite).
  * - `serve-echo` (a reference, no target): the lean `Serve` layer alone with a one-endpoint HttpApi taking the same
- *   `RunRequest` schema and answering the echo: what serving costs before the agent server adds anything.
+ *   `RunRequest` schema and answering the echo (its group made with `ApiGroup.group`, so compiled): what serving
+ *   costs before the agent server adds anything.
  *
  * Requests: `{"message":"hello <i>","sessionId":"bench-<i>"}` with `Host: 127.0.0.1:<port>`. raw and agent-none
  * cycle through 1,000 unsigned ones. raw-verify and agent-sig get requests signed by `signRequest` (HttpSignature.ts)
