@@ -1,8 +1,9 @@
 /**
  * Serves an `HttpApi` on node:http through a lean path (docs/architecture.md §6): the handler layer is built once, its
- * routes are taken from HttpApiBuilder's router (so decoding, handlers, group/endpoint middleware and success
- * encoding are HttpApi's own), and each request runs as one fiber on a prebuilt runtime with the body already read
- * natively. No per-request layer, scope or web `Request`; a span only while tracing is on (`Tracing`). Every answer is
+ * routes are taken from HttpApiBuilder's router, and the endpoints of groups made with `ApiGroup.group` are compiled
+ * at start (`Endpoint.ts`: HttpApiBuilder's decoding, middleware and success encoding with every schema compiled
+ * once). A request runs synchronously where its handler does, as one fiber on a prebuilt runtime where it does not,
+ * with the body already read natively; other groups run HttpApiBuilder's route effect. No per-request layer, scope or web `Request`; a span only while tracing is on (`Tracing`). Every answer is
  * counted for `/metrics` (`Metrics`), written to the access log when it is on (`AccessLog`), and a 5xx is logged once
  * with its correlation id (`FailureLog`). Errors go out as `{ _tag, error, code, correlationId }` with the status
  * annotated on the error schema.
