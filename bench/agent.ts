@@ -16,7 +16,8 @@
  *   request is checked in full (fields, time window, content digest, key, signature, nonce; an agent on a `:memory:`
  *   database keeps nonces in memory, one on a file in SQLite).
  * - `serve-echo` (a reference, no target): the lean `Serve` layer alone with a one-endpoint HttpApi taking the same
- *   `RunRequest` schema and answering the echo: what serving costs before the agent server adds anything.
+ *   `RunRequest` schema and answering the echo (its group made with `ApiGroup.group`, so compiled): what serving
+ *   costs before the agent server adds anything.
  *
  * Requests: `{"message":"hello <i>","sessionId":"bench-<i>"}` with `Host: 127.0.0.1:<port>`. raw and agent-none
  * cycle through 1,000 unsigned ones. raw-verify and agent-sig get requests signed by `signRequest` (HttpSignature.ts)
@@ -43,7 +44,7 @@ import type * as net from "node:net"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import * as HttpApi from "@effect/platform/HttpApi"
-import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as ApiGroup from "../src/http/ApiGroup.js"
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import { RunReply, RunRequest } from "../src/agent/AgentApi.js"
@@ -71,7 +72,7 @@ class EchoApi extends HttpApi.make("echo").add(
 ) {}
 
 const startServeEcho = (): Promise<number> => {
-  const handlers = HttpApiBuilder.group(EchoApi, "run", (h) =>
+  const handlers = ApiGroup.group(EchoApi, "run", (h) =>
     h.handle("run", ({ payload }) => Effect.succeed({ message: payload.message, sessionId: payload.sessionId ?? crypto.randomUUID() }))
   )
   const scope = Effect.runSync(Scope.make())

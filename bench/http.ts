@@ -3,6 +3,8 @@
  * lookup over 10k rows, JSON out) served four ways, each beside raw node:http doing the same lookup:
  * stock HttpApi (`HttpApiBuilder.serve` + `NodeHttpServer.layer`) with the lookup on a prepared statement and
  * through `@effect/sql`'s SqlClient, and the lean `src/http/Serve` with the same two lookups. Target: lean ≥ 0.4×.
+ * The handler groups are made with `ApiGroup.group`, whose layer is HttpApiBuilder's own (the stock servers run its
+ * routes) and whose endpoints the lean server compiles (docs/architecture.md §6).
  *
  * Setup: each server runs in its own child process (`child_process.fork` of this file with `HTTP_BENCH_SERVER=<mode>`),
  * so on this 2-core machine the server has one core and the load generator (this process) the other. The load
@@ -39,6 +41,7 @@ import { didHash, type Did } from "../src/core/Did.js"
 import * as Hub from "../src/hub/Hub.js"
 import * as KeysNative from "../src/node/KeysNative.js"
 import * as Serve from "../src/http/Serve.js"
+import * as ApiGroup from "../src/http/ApiGroup.js"
 import { toBase64 } from "../src/core/internal/bytes.js"
 import { report, type Measurement } from "./harness.js"
 import { DEFAULT_ROUNDS, measureAll, serveChild, spawnServer, type BenchServer } from "./load.js"
@@ -74,7 +77,7 @@ const notFound = (h: string) => new AgentNotFound({ code: "AGENT_NOT_FOUND", mes
 
 const preparedHandlers = (db: Database.Database) => {
   const stmt = db.prepare<[string], AgentRecord>(SELECT)
-  return HttpApiBuilder.group(BenchApi, "registry", (handlers) =>
+  return ApiGroup.group(BenchApi, "registry", (handlers) =>
     handlers.handle("resolve", ({ path }) =>
       Effect.suspend(() => {
         const row = stmt.get(path.didHash)
@@ -84,7 +87,7 @@ const preparedHandlers = (db: Database.Database) => {
   )
 }
 
-const sqlHandlers = HttpApiBuilder.group(BenchApi, "registry", (handlers) =>
+const sqlHandlers = ApiGroup.group(BenchApi, "registry", (handlers) =>
   Effect.map(SqlClient.SqlClient, (sql) =>
     handlers.handle("resolve", ({ path }) =>
       sql<AgentRecord>`SELECT did_hash AS didHash, did, name, endpoint FROM agents WHERE did_hash = ${path.didHash}`.pipe(

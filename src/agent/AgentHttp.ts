@@ -5,7 +5,7 @@
  *
  * Floor: agent (docs/architecture.md §3).
  */
-import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as ApiGroup from "../http/ApiGroup.js"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as OpenApi from "@effect/platform/OpenApi"
@@ -121,12 +121,11 @@ const runs = Effect.gen(function* () {
           : { status: 202, body: JSON.stringify(paused(state, outcome)) }
     )
 
+  // Per request, so built of plain combinators rather than generators.
   const answer = (state: TaskState, approval: Approval | undefined, req: HttpServerRequest.HttpServerRequest, caller: Caller) =>
-    Effect.gen(function* () {
-      const cid = yield* CorrelationId
-      if (acceptsStream(req)) return yield* streamed(state, approval, caller, cid)
-      return textResponse(yield* plain(state, approval))
-    })
+    acceptsStream(req)
+      ? Effect.flatMap(CorrelationId, (cid) => streamed(state, approval, caller, cid))
+      : Effect.map(plain(state, approval), (reply) => textResponse(reply))
 
   /** A reconnect: the run named by `Last-Event-ID`, from the event after it. */
   const reconnect = (req: HttpServerRequest.HttpServerRequest, lastEventId: string, caller: Caller) =>
@@ -136,52 +135,44 @@ const runs = Effect.gen(function* () {
         Effect.fail(new AgentBadRequest({ code: "INVALID_REQUEST", message: "Last-Event-ID continues a stream: send Accept: text/event-stream" }))
 
   /** The task a run request starts: its mandate checked against the caller, its session's history loaded. */
-  const taskOf = (payload: RunRequest, caller: Caller) =>
-    Effect.gen(function* () {
-      if (payload.mandate !== undefined && caller.did !== undefined) yield* presentedByGrantor(payload.mandate, caller.did, mandateCache)
-      const sessionId = payload.sessionId ?? crypto.randomUUID()
-      const history =
-        memory.mode === "none" ? (payload.history ?? []) : yield* Effect.mapError(memory.load(did, caller.principal, sessionId), storeUnavailable)
-      const state: TaskState = {
-        message: payload.message,
-        sessionId,
-        history,
-        context: payload.context ?? {},
-        caller,
-        ...(payload.mandate === undefined ? {} : { mandate: payload.mandate }),
-        ...(payload.capability === undefined ? {} : { capability: payload.capability }),
-        ...(payload.commit === undefined ? {} : { commit: payload.commit }),
-        journal: [],
-        emitted: 0
-      }
-      return state
+  const taskOf = (payload: RunRequest, caller: Caller) => {
+    const sessionId = payload.sessionId ?? crypto.randomUUID()
+    const stateWith = (history: NonNullable<RunRequest["history"]>): TaskState => ({
+      message: payload.message,
+      sessionId,
+      history,
+      context: payload.context ?? {},
+      caller,
+      ...(payload.mandate === undefined ? {} : { mandate: payload.mandate }),
+      ...(payload.capability === undefined ? {} : { capability: payload.capability }),
+      ...(payload.commit === undefined ? {} : { commit: payload.commit }),
+      journal: [],
+      emitted: 0
     })
+    const state =
+      memory.mode === "none"
+        ? Effect.succeed(stateWith(payload.history ?? []))
+        : Effect.map(Effect.mapError(memory.load(did, caller.principal, sessionId), storeUnavailable), stateWith)
+    return payload.mandate !== undefined && caller.did !== undefined ? Effect.zipRight(presentedByGrantor(payload.mandate, caller.did, mandateCache), state) : state
+  }
 
-  const run = (payload: RunRequest) =>
-    Effect.gen(function* () {
-      const req = yield* HttpServerRequest.HttpServerRequest
-      const caller = yield* CurrentCaller
+  const run = (payload: RunRequest, req: HttpServerRequest.HttpServerRequest) =>
+    Effect.flatMap(CurrentCaller, (caller) => {
       const lastEventId = req.headers["last-event-id"]
-      if (lastEventId !== undefined) return yield* reconnect(req, lastEventId, caller)
+      if (lastEventId !== undefined) return reconnect(req, lastEventId, caller)
       const key = req.headers["idempotency-key"]
-      if (key === undefined) return yield* answer(yield* taskOf(payload, caller), undefined, req, caller)
-      const answered = yield* idempotency.once(
-        caller,
-        key,
-        { body: payload, streaming: acceptsStream(req) },
-        Effect.flatMap(taskOf(payload, caller), (state) => plain(state, undefined))
+      if (key === undefined) return Effect.flatMap(taskOf(payload, caller), (state) => answer(state, undefined, req, caller))
+      return Effect.map(
+        idempotency.once(caller, key, { body: payload, streaming: acceptsStream(req) }, Effect.flatMap(taskOf(payload, caller), (state) => plain(state, undefined))),
+        (answered) => textResponse(answered.reply, answered.replayed)
       )
-      return textResponse(answered.reply, answered.replayed)
     })
 
-  const resume = (payload: { readonly taskId: string; readonly approval: unknown }) =>
-    Effect.gen(function* () {
-      const req = yield* HttpServerRequest.HttpServerRequest
-      const caller = yield* CurrentCaller
+  const resume = (payload: { readonly taskId: string; readonly approval: unknown }, req: HttpServerRequest.HttpServerRequest) =>
+    Effect.flatMap(CurrentCaller, (caller) => {
       const lastEventId = req.headers["last-event-id"]
-      if (lastEventId !== undefined) return yield* reconnect(req, lastEventId, caller)
-      const claimed = yield* gates.resume(payload.taskId, payload.approval, caller)
-      return yield* answer(claimed.state, claimed.approval, req, caller)
+      if (lastEventId !== undefined) return reconnect(req, lastEventId, caller)
+      return Effect.flatMap(gates.resume(payload.taskId, payload.approval, caller), (claimed) => answer(claimed.state, claimed.approval, req, caller))
     })
 
   return { run, resume }
@@ -203,12 +194,12 @@ const info = Effect.gen(function* () {
 
 /** The handlers of every group of `AgentApi`, over the parts in context. */
 export const layer = Layer.mergeAll(
-  HttpApiBuilder.group(AgentApi, "run", (h) =>
-    Effect.map(runs, ({ resume, run }) => h.handle("run", ({ payload }) => run(payload)).handle("resume", ({ payload }) => resume(payload)))
+  ApiGroup.group(AgentApi, "run", (h) =>
+    Effect.map(runs, ({ resume, run }) => h.handle("run", ({ payload, request }) => run(payload, request)).handle("resume", ({ payload, request }) => resume(payload, request)))
   ),
-  HttpApiBuilder.group(AgentApi, "info", (h) =>
+  ApiGroup.group(AgentApi, "info", (h) =>
     Effect.map(info, ({ discovery, health }) =>
       h.handle("health", () => health).handle("discovery", () => discovery).handle("metrics", () => Metrics.served))
   ),
-  HttpApiBuilder.group(AgentApi, "docs", (h) => h.handle("openapi", () => Effect.succeed(OpenApi.fromApi(AgentApi))))
+  ApiGroup.group(AgentApi, "docs", (h) => h.handle("openapi", () => Effect.succeed(OpenApi.fromApi(AgentApi))))
 )

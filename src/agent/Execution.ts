@@ -30,6 +30,7 @@ import {
   GatePaused,
   type GuardError,
   type GuardOptions,
+  type HandlerOutput,
   type McpAccess,
   mcpCapability,
   type McpToolArgs,
@@ -303,13 +304,13 @@ const inputFor = (
  * The capability a run names, checked against the declared ones; for a commit, the one the token will record: the
  * run's, or the agent's only declared capability. Refused before the handler runs, so nothing is done unsigned.
  */
-const capabilityOf = (state: TaskState, declared: ReadonlyArray<string>): Effect.Effect<string | undefined, AgentBadRequest> => {
-  const refuse = (message: string) => Effect.fail(new AgentBadRequest({ code: "INVALID_REQUEST", message }))
+const capabilityOf = (state: TaskState, declared: ReadonlyArray<string>): Either.Either<string | undefined, AgentBadRequest> => {
+  const refuse = (message: string) => Either.left(new AgentBadRequest({ code: "INVALID_REQUEST", message }))
   const asked = state.capability
   if (asked !== undefined && declared.length > 0 && !declared.includes(asked)) return refuse(`this agent does not offer the capability ${asked}`)
   const capability = asked ?? (declared.length === 1 ? declared[0] : undefined)
   if (state.commit !== undefined && capability === undefined) return refuse("a commit names its capability: send capability")
-  return Effect.succeed(capability)
+  return Either.right(capability)
 }
 
 /** The execution over the handler, guard, gates and memory in context. */
@@ -351,44 +352,83 @@ export const make = (options: Options): Effect.Effect<ExecutionApi, never, Agent
     // Read once: the span below costs nothing per run while tracing is off.
     const tracing = yield* Tracing
 
-    const run = (state: TaskState, approval: Approval | undefined, streaming: boolean, emit: (chunk: string) => void) =>
-      Effect.gen(function* () {
-        const capability = yield* capabilityOf(state, declared)
+    /** The reply remembered in the session, and the commit token signed when one was asked for. */
+    const completed = (state: TaskState, capability: string | undefined, text: string, cost: Micros | undefined): Effect.Effect<Outcome, RunError> => {
+      const outcome: Effect.Effect<Outcome, RunError> =
+        state.commit === undefined || capability === undefined
+          ? Effect.succeed({ _tag: "Completed", message: text })
+          : Effect.map(commitToken(state, state.commit, capability, text, cost), (token): Outcome => ({ _tag: "Completed", message: text, commitToken: token }))
+      // Memory none remembers nothing: no store call at all.
+      if (memory.mode === "none") return outcome
+      return Effect.zipRight(
+        memory
+          .append(did, state.caller.principal, state.sessionId, [{ role: "user", content: state.message }, { role: "assistant", content: text }])
+          .pipe(Effect.mapError(storeUnavailable)),
+        outcome
+      )
+    }
+
+    // Plain functions and one `withFiberRuntime` rather than a generator: this runs once per request, and a handler
+    // that answers a string synchronously (the common case) completes without another effect step.
+    const run = (state: TaskState, approval: Approval | undefined, streaming: boolean, emit: (chunk: string) => void): Effect.Effect<Outcome, RunError> =>
+      Effect.withFiberRuntime<Outcome, RunError>((fiber) => {
+        const asked = capabilityOf(state, declared)
+        if (Either.isLeft(asked)) return Effect.fail(asked.left)
+        const capability = asked.right
         const x: Run = { state, approval, passed: state.journal.slice(), calls: 0, produced: 0, paused: undefined, pausing: false, ended: false, cost: undefined }
-        const { input, cancel } = inputFor(x, guardFor(deps, x), meterFor(deps, x), options.systemPrompt, runPromise, mcpClient, yield* Effect.context<never>(), tracing)
+        const { input, cancel } = inputFor(x, guardFor(deps, x), meterFor(deps, x), options.systemPrompt, runPromise, mcpClient, fiber.currentContext, tracing)
         let text = ""
-        const output = yield* Effect.either(Effect.try({ try: () => handler(input, streaming), catch: (e) => e }))
-        const work = Either.isLeft(output)
-          ? Effect.fail(output.left)
-          : consume(output.right, (chunk) => {
-              if (typeof chunk !== "string") return
-              text += chunk
-              if (++x.produced > state.emitted) emit(chunk)
-            }, cancel)
+        const onChunk = (chunk: unknown) => {
+          if (typeof chunk !== "string") return
+          text += chunk
+          if (++x.produced > state.emitted) emit(chunk)
+        }
+        let output: Either.Either<HandlerOutput, unknown>
+        try {
+          output = Either.right(handler(input, streaming))
+        } catch (e) {
+          output = Either.left(e)
+        }
+        if (Either.isRight(output) && typeof output.right === "string") {
+          // What the general path below does for a string, without its effects: nothing here can be interrupted.
+          runStarted()
+          try {
+            onChunk(output.right)
+          } catch (e) {
+            return failedWith(Cause.die(e))
+          } finally {
+            x.ended = true
+            runEnded()
+          }
+          // A guard call the handler started without awaiting may have paused the task already.
+          if (x.paused !== undefined) return Effect.succeed({ _tag: "Paused", request: x.paused })
+          return completed(state, capability, text, x.cost)
+        }
+        const work = Either.isLeft(output) ? Effect.fail(output.left) : consume(output.right, onChunk, cancel)
         // Counted in flight from the moment its output is consumed; the flag keeps an interruption before that even.
         let counted = false
-        const exit = yield* Effect.exit(
-          Effect.suspend(() => {
-            counted = true
-            runStarted()
-            return work
-          }).pipe(
-            Effect.onInterrupt(() => Effect.sync(cancel)),
-            Effect.ensuring(
-              Effect.sync(() => {
-                x.ended = true
-                if (counted) runEnded()
-              })
+        return Effect.flatMap(
+          Effect.exit(
+            Effect.suspend(() => {
+              counted = true
+              runStarted()
+              return work
+            }).pipe(
+              Effect.onInterrupt(() => Effect.sync(cancel)),
+              Effect.ensuring(
+                Effect.sync(() => {
+                  x.ended = true
+                  if (counted) runEnded()
+                })
+              )
             )
-          )
+          ),
+          (exit): Effect.Effect<Outcome, RunError> => {
+            if (x.paused !== undefined) return Effect.succeed({ _tag: "Paused", request: x.paused })
+            if (Exit.isFailure(exit)) return failedWith(exit.cause)
+            return completed(state, capability, text, x.cost)
+          }
         )
-        if (x.paused !== undefined) return { _tag: "Paused", request: x.paused } as const
-        if (Exit.isFailure(exit)) return yield* failedWith(exit.cause)
-        yield* memory
-          .append(did, state.caller.principal, state.sessionId, [{ role: "user", content: state.message }, { role: "assistant", content: text }])
-          .pipe(Effect.mapError(storeUnavailable))
-        if (state.commit === undefined || capability === undefined) return { _tag: "Completed", message: text } as const
-        return { _tag: "Completed", message: text, commitToken: yield* commitToken(state, state.commit, capability, text, x.cost) } as const
       })
 
     const execute: ExecutionApi["execute"] = tracing

@@ -1,8 +1,9 @@
 /**
  * Serves an `HttpApi` on node:http through a lean path (docs/architecture.md §6): the handler layer is built once, its
- * routes are taken from HttpApiBuilder's router (so decoding, handlers, group/endpoint middleware and success
- * encoding are HttpApi's own), and each request runs as one fiber on a prebuilt runtime with the body already read
- * natively. No per-request layer, scope or web `Request`; a span only while tracing is on (`Tracing`). Every answer is
+ * routes are taken from HttpApiBuilder's router, and the endpoints of groups made with `ApiGroup.group` are compiled
+ * at start (`Endpoint.ts`: HttpApiBuilder's decoding, middleware and success encoding with every schema compiled
+ * once). A request runs synchronously where its handler does, as one fiber on a prebuilt runtime where it does not,
+ * with the body already read natively; other groups run HttpApiBuilder's route effect. No per-request layer, scope or web `Request`; a span only while tracing is on (`Tracing`). Every answer is
  * counted for `/metrics` (`Metrics`), written to the access log when it is on (`AccessLog`), and a 5xx is logged once
  * with its correlation id (`FailureLog`). Errors go out as `{ _tag, error, code, correlationId }` with the status
  * annotated on the error schema.
@@ -62,7 +63,9 @@ import { LeanRequest } from "./LeanRequest.js"
 import * as LoopLag from "./LoopLag.js"
 import { discardBody, hasBody, readBody } from "./ReadBody.js"
 import { RouteTable } from "./RouteTable.js"
-import { writeResponse } from "./WriteResponse.js"
+import { writeJson, writeResponse } from "./WriteResponse.js"
+import { CompiledGroups, type GroupHandlers } from "./ApiGroup.js"
+import { compilable, compile, type CompiledEndpoint, refailCause, type Written } from "./Endpoint.js"
 import { clientKey } from "../core/internal/clientKey.js"
 
 /** Serving options. */
@@ -189,12 +192,30 @@ type Provided = HttpApiBuilder.Router | HttpApiBuilder.Middleware | CorrelationI
 
 type AnyRoute = HttpRouter.Route<unknown, unknown>
 
-// What the route table holds per route: the route, its declared path, whether its payload is JSON, its counters.
+// What the route table holds per route: the route, its declared path, whether its payload is JSON, its counters,
+// and, for an endpoint of a group made with `ApiGroup.group`, the endpoint compiled with its group's context.
 interface Served {
   readonly route: AnyRoute
   readonly path: string
   readonly json: boolean
   readonly stats: RouteStats
+  readonly compiled: { readonly endpoint: CompiledEndpoint; readonly base: BaseContext } | undefined
+}
+
+// The services every request of a route starts from, as parallel arrays: copying them into a fresh Map with `set`
+// costs about half of `new Map(map)`, which allocates an entry per service.
+interface BaseContext {
+  readonly keys: ReadonlyArray<string>
+  readonly values: ReadonlyArray<unknown>
+}
+
+const baseContext = (map: ReadonlyMap<string, unknown>): BaseContext => ({ keys: Array.from(map.keys()), values: Array.from(map.values()) })
+
+const contextMap = (base: BaseContext): Map<string, unknown> => {
+  const map = new Map<string, unknown>()
+  const { keys, values } = base
+  for (let i = 0; i < keys.length; i++) map.set(keys[i]!, values[i])
+  return map
 }
 
 // The status a request is counted and logged with when no response was sent (its client went away first).
@@ -400,10 +421,13 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
     const unmatched = metrics.route("*", UNMATCHED)
     // HttpApiBuilder.group registers each handler as a route on HttpApiBuilder.Router; building the layers here
     // gives exactly the routes the stock server would run, with the handlers' context already captured.
+    // Groups made with `ApiGroup.group` also record their handlers here, to be compiled below.
+    const groups: Array<GroupHandlers> = []
+    const recorded = Layer.succeed(CompiledGroups, { add: (g: GroupHandlers) => void groups.push(g) })
     const built: Layer.Layer<HttpApi.Api | HttpApiBuilder.Router, E, Exclude<R | ApiContext<Api>, Provided>> = HttpApiBuilder.api(
       apiProps
     ).pipe(
-      Layer.provide((handlers as Layer.Layer<never, E, R>).pipe(Layer.provide(Layer.succeed(ServedMetrics, metrics)))),
+      Layer.provide((handlers as Layer.Layer<never, E, R>).pipe(Layer.provide(Layer.merge(Layer.succeed(ServedMetrics, metrics), recorded)))),
       Layer.provideMerge(Layer.merge(HttpApiBuilder.Router.Live, HttpApiBuilder.Middleware.layer))
     ) as never
     const context = yield* Layer.build(built)
@@ -411,13 +435,29 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
     const runtime = yield* Effect.runtime<never>()
     const runFork = Runtime.runFork(runtime)
     const baseMap: ReadonlyMap<string, unknown> = runtime.context.unsafeMap
+    const runtimeBase = baseContext(baseMap)
     const accessLog = (yield* AccessLog.AccessLog) ? AccessLog.writer(runtime, () => clock.unsafeCurrentTimeMillis()) : undefined
 
+    // Each compiled endpoint runs in its group's context with the server's over it, as HttpApiBuilder's route merges
+    // them per request (the request's services win); the merged map is made once per group.
+    const compiled = new Map<string, Served["compiled"]>()
+    for (const g of groups) {
+      const merged = new Map(g.context.unsafeMap)
+      for (const [key, value] of baseMap) merged.set(key, value)
+      for (const item of g.items) {
+        if (!compilable(item)) continue
+        const endpoint = compile(item, g.context, g.group.middlewares)
+        const base = new Map(merged)
+        for (const [key, value] of endpoint.provided) base.set(key, value)
+        compiled.set(`${item.endpoint.method} ${item.endpoint.path}`, { endpoint, base: baseContext(base) })
+      }
+    }
     const table = new RouteTable<Served>()
     const nonJson = nonJsonRoutes(apiProps)
     for (const route of router.routes) {
       const path = typeof route.path === "string" ? route.path : String(route.path)
-      table.add(route.method, path, { route: route as AnyRoute, path, json: !nonJson.has(`${route.method} ${path}`), stats: metrics.route(route.method, path) })
+      const key = `${route.method} ${path}`
+      table.add(route.method, path, { route: route as AnyRoute, path, json: !nonJson.has(key), stats: metrics.route(route.method, path), compiled: compiled.get(key) })
     }
 
     /**
@@ -509,6 +549,36 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
       sendError(res, 500, undefined, "InternalError", "internal server error", "INTERNAL_ERROR", cid)
     }
 
+    const writeCompiled = (res: Http.ServerResponse, cid: string, written: Written): void => {
+      if (written._tag === "Json") writeJson(res, cid, written.status, written.contentType, written.body)
+      else writeResponse(res, cid, written.response, runFork, (cause) => respondFailure(res, cid, cause))
+    }
+
+    /** A compiled endpoint's exit on the wire: its success encoded (synchronously unless a schema is async). */
+    const respondCompiled = (
+      res: Http.ServerResponse,
+      cid: string,
+      endpoint: CompiledEndpoint,
+      exit: Exit.Exit<unknown, unknown>,
+      ended: (exit: Exit.Exit<unknown, unknown>) => void
+    ): void => {
+      if (Exit.isFailure(exit)) {
+        respondFailure(res, cid, endpoint.refailParseErrors ? refailCause(exit.cause) : exit.cause)
+        return ended(exit)
+      }
+      const encoded = endpoint.encode(exit.value)
+      if (Either.isEither(encoded)) {
+        if (Either.isRight(encoded)) writeCompiled(res, cid, encoded.right)
+        else respondFailure(res, cid, encoded.left)
+        return ended(exit)
+      }
+      runFork(encoded).addObserver((e) => {
+        if (Exit.isSuccess(e)) writeCompiled(res, cid, e.value)
+        else respondFailure(res, cid, e.cause)
+        ended(e)
+      })
+    }
+
     const dispatch = (
       req: Http.IncomingMessage,
       res: Http.ServerResponse,
@@ -549,10 +619,8 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
       if (inFlight >= maxInFlight && !shedExempt.has(path)) return refuseRouted(res, served, method, path, t0, cid, 503, "Overloaded", OVERLOADED_MESSAGE, "OVERLOADED", OVERLOADED_FIELDS)
       inFlight++
       const route = served.route
+      const compiled = served.compiled
       const request = new LeanRequest(req, url, body, parsed, headers)
-      const map = new Map(baseMap)
-      map.set(HttpServerRequest.HttpServerRequest.key, request)
-      map.set(HttpRouter.RouteContext.key, { [HttpRouter.RouteContextTypeId]: HttpRouter.RouteContextTypeId, params, route })
       let span: Tracer.Span | undefined = undefined
       if (tracing) {
         // The caller's traceparent, when valid, makes this request's span a child of the caller's.
@@ -561,23 +629,32 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
         span.attribute("http.route", served.path)
         span.attribute("url.path", path)
         span.attribute("mesh.correlation_id", cid)
-        map.set(Tracer.ParentSpan.key, span)
       }
-      map.set(HttpServerRequest.ParsedSearchParams.key, query < 0 ? NO_SEARCH_PARAMS : HttpServerRequest.searchParamsFromURL(new URL(url, "http://l")))
+      const search = query < 0 ? NO_SEARCH_PARAMS : HttpServerRequest.searchParamsFromURL(new URL(url, "http://l"))
+      const effect = (compiled === undefined ? route.handler : compiled.endpoint.program(request, params, search)) as Effect.Effect<unknown, unknown>
+      const ended = (exit: Exit.Exit<unknown, unknown>): void => finish(method, path, res, served.stats, t0, cid, request.caller, span, exit)
+      // In flight means the handler runs: a streamed response (SSE) that outlives it does not hold a slot.
+      const done = (exit: Exit.Exit<unknown, unknown>): void => {
+        inFlight--
+        if (compiled !== undefined) return respondCompiled(res, cid, compiled.endpoint, exit, ended)
+        if (Exit.isSuccess(exit)) writeResponse(res, cid, exit.value, runFork, (cause) => respondFailure(res, cid, cause))
+        else respondFailure(res, cid, exit.cause)
+        ended(exit)
+      }
+      // An answer known without running anything (a decoding failure, `Effect.succeed`) needs no fiber, nor context.
+      if (Exit.isExit(effect)) return done(effect)
+      const map = contextMap(compiled === undefined ? runtimeBase : compiled.base)
+      map.set(HttpServerRequest.HttpServerRequest.key, request)
+      map.set(HttpRouter.RouteContext.key, { [HttpRouter.RouteContextTypeId]: HttpRouter.RouteContextTypeId, params, route })
+      if (span !== undefined) map.set(Tracer.ParentSpan.key, span)
+      map.set(HttpServerRequest.ParsedSearchParams.key, search)
       map.set(CorrelationId.key, cid)
       // A runtime per request (a plain object) seeds the fiber's context directly; `Effect.provide` would add a
       // FiberRef `locally` around the whole handler for the same result.
       const fiber = Runtime.runFork(
         Runtime.make({ context: Context.unsafeMake<never>(map), runtimeFlags: runtime.runtimeFlags, fiberRefs: runtime.fiberRefs }),
-        route.handler as Effect.Effect<unknown, unknown>
+        effect
       )
-      // In flight means the handler runs: a streamed response (SSE) that outlives it does not hold a slot.
-      const done = (exit: Exit.Exit<unknown, unknown>): void => {
-        inFlight--
-        if (Exit.isSuccess(exit)) writeResponse(res, cid, exit.value, runFork, (cause) => respondFailure(res, cid, cause))
-        else respondFailure(res, cid, exit.cause)
-        finish(method, path, res, served.stats, t0, cid, request.caller, span, exit)
-      }
       const exit = fiber.unsafePoll()
       if (exit !== null) return done(exit)
       // Only a handler that went async can outlive its client; only then is the close listener worth its cost.

@@ -77,3 +77,16 @@ export const writeResponse = (
   res.writeHead(value.status, headers)
   res.end()
 }
+
+/** Writes a JSON text answer with the headers `writeResponse` gives an HttpApi JSON response, in the same order. */
+export const writeJson = (res: Http.ServerResponse, cid: string, status: number, contentType: string, body: string): void => {
+  if (res.destroyed) return
+  res.writeHead(status, {
+    [HEADER]: cid,
+    "x-content-type-options": "nosniff",
+    "cache-control": "no-store",
+    "content-type": contentType,
+    "content-length": String(Buffer.byteLength(body))
+  })
+  res.end(body)
+}

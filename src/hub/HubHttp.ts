@@ -3,7 +3,7 @@
  *
  * Floor: hub (docs/architecture.md §3).
  */
-import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as ApiGroup from "../http/ApiGroup.js"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as OpenApi from "@effect/platform/OpenApi"
 import * as Context from "effect/Context"
@@ -102,7 +102,7 @@ const proofOf = (payload: unknown): unknown =>
   typeof payload === "object" && payload !== null && !Array.isArray(payload) ? (payload as { readonly proof?: unknown }).proof : undefined
 
 /** The registry endpoints; writes learn this hub's origin (proofs name it) and the client's address (a quota key). */
-export const RegistryLive = HttpApiBuilder.group(HubApi, "registry", (handlers) =>
+export const RegistryLive = ApiGroup.group(HubApi, "registry", (handlers) =>
   Effect.gen(function* () {
     const registry = yield* Registry
     const publicUrl = Option.getOrUndefined(yield* Effect.serviceOption(HubPublicUrl))
@@ -167,7 +167,7 @@ export const RegistryLive = HttpApiBuilder.group(HubApi, "registry", (handlers) 
 )
 
 /** The API-key endpoints: the admin creates keys for anyone; a key's owner (or the admin) revokes it. */
-export const KeysLive = HttpApiBuilder.group(HubApi, "keys", (handlers) =>
+export const KeysLive = ApiGroup.group(HubApi, "keys", (handlers) =>
   Effect.map(Registry, (registry) =>
     handlers
       .handle("createKey", ({ payload }) => Effect.flatMap(Caller, (caller) => Effect.mapError(registry.issueApiKey(caller, payload.owner, payload.label), hubHttp)))
@@ -218,7 +218,7 @@ const actorOf = (
   })
 
 /** The spending-ledger endpoints: each acts for the DID the request proved (see `actorOf`). */
-export const SpendingLive = HttpApiBuilder.group(HubApi, "spending", (handlers) =>
+export const SpendingLive = ApiGroup.group(HubApi, "spending", (handlers) =>
   Effect.gen(function* () {
     const ledger = yield* Ledger
     const resolver = yield* KeyResolver
@@ -265,7 +265,7 @@ export const SpendingLive = HttpApiBuilder.group(HubApi, "spending", (handlers) 
 
 
 /** The platform endpoints. */
-export const PlatformLive = HttpApiBuilder.group(HubApi, "platform", (handlers) =>
+export const PlatformLive = ApiGroup.group(HubApi, "platform", (handlers) =>
   Effect.map(Platform, (platform) =>
     handlers
       .handle("status", () => platform.status)
@@ -302,7 +302,7 @@ const memo = <A>(make: () => A): (() => A) => {
 }
 
 /** `/openapi.json` and `/docs`, both computed once from `HubApi`, when first asked for. */
-export const DocsLive = HttpApiBuilder.group(HubApi, "docs", (handlers) =>
+export const DocsLive = ApiGroup.group(HubApi, "docs", (handlers) =>
   Effect.sync(() => {
     const doc = memo(() => OpenApi.fromApi(HubApi))
     const page = memo(() => docsPage(doc()))
@@ -311,7 +311,7 @@ export const DocsLive = HttpApiBuilder.group(HubApi, "docs", (handlers) =>
 )
 
 /** The same two for a platform-only process, computed from `PlatformApi`. */
-const PlatformDocsLive = HttpApiBuilder.group(PlatformApi, "docs", (handlers) =>
+const PlatformDocsLive = ApiGroup.group(PlatformApi, "docs", (handlers) =>
   Effect.sync(() => {
     const doc = memo(() => OpenApi.fromApi(PlatformApi))
     const page = memo(() => docsPage(doc()))
@@ -321,7 +321,7 @@ const PlatformDocsLive = HttpApiBuilder.group(PlatformApi, "docs", (handlers) =>
 
 /** The platform endpoints of a platform-only process, with its OpenAPI document. */
 export const PlatformOnlyLive = Layer.merge(
-  HttpApiBuilder.group(PlatformApi, "platform", (handlers) =>
+  ApiGroup.group(PlatformApi, "platform", (handlers) =>
     Effect.map(Platform, (platform) =>
       handlers
         .handle("status", () => platform.status)
@@ -337,7 +337,7 @@ const HEALTHY = { status: "ok" } as const
 const READY = { status: "ready" } as const
 
 /** `/health`: a constant answer, so it costs the least any request can; `/ready`: the database answers; `/metrics`. */
-export const HealthLive = HttpApiBuilder.group(HubApi, "health", (handlers) =>
+export const HealthLive = ApiGroup.group(HubApi, "health", (handlers) =>
   Effect.map(Registry, (registry) =>
     handlers
       .handle("health", () => Effect.succeed(HEALTHY))
@@ -348,7 +348,7 @@ export const HealthLive = HttpApiBuilder.group(HubApi, "health", (handlers) =>
   ))
 
 /** The learner statistics: read by anyone, published under the caller's key (its owner is the publisher). */
-export const LearnerLive = HttpApiBuilder.group(HubApi, "learner", (handlers) =>
+export const LearnerLive = ApiGroup.group(HubApi, "learner", (handlers) =>
   Effect.map(LearnerStatsStore, (store) => {
     const unavailable = (e: PersistenceError) => new Unavailable({ code: "STORE_UNAVAILABLE", message: `learner statistics: ${e.message}` })
     return handlers
