@@ -6,10 +6,10 @@
 import * as crypto from "node:crypto"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { Keys, type KeysApi, checkPublicKey, isPrivateKey, type PrivateKeyInput, privateKeyFromParts, privateKeyInputToBytes, type MalformedKey, PrivateKey } from "../core/Keys.js"
+import { Keys, type KeysApi, checkPublicKey, isPrivateKey, makeNoble, type PrivateKeyInput, privateKeyFromParts, privateKeyInputToBytes, type MalformedKey, PrivateKey } from "../core/Keys.js"
 import { toBase64 } from "../core/internal/bytes.js"
 import { MandateCache } from "../core/MandateCache.js"
-import { passesStrictPrechecks, publicToSpki, seedToPkcs8 } from "../core/internal/ed25519.js"
+import { isSmallOrderEncoding, passesStrictPrechecks, publicToSpki, seedToPkcs8 } from "../core/internal/ed25519.js"
 import { Lru } from "../core/internal/lru.js"
 
 /** A Uint8Array view of a Buffer, without copying (a Buffer from node's pool may share its ArrayBuffer). */
@@ -71,17 +71,22 @@ export const makeNative = (options: { readonly cacheSize?: number } = {}): KeysA
     importPrivateKey,
     sign: (key, message) => Effect.sync(() => view(crypto.sign(null, message, privateKeyObject(key)))),
     verify: (publicKey, message, signature) =>
-      Effect.flatMap(checkPublicKey(publicKey), (pub) =>
-        Effect.sync(() => {
-          if (!passesStrictPrechecks(pub, signature)) return false
-          try {
-            return crypto.verify(null, message, publicKeyObject(pub), signature)
-          } catch {
-            // OpenSSL refuses some non-points as keys at import; under our rule that is just a bad signature.
-            return false
-          }
-        })
-      ),
+      // Node 24's crypto.verify refuses every signature whose R is a small-order point, even when the cofactorless
+      // equation holds, which our rule accepts (docs/protocol.md §2; ed25519-speccheck case 2); Node 20 and 22 do
+      // not. Honest signers never produce such an R, so the slower noble equation decides those few.
+      signature.length === 64 && isSmallOrderEncoding(signature.subarray(0, 32))
+        ? makeNoble.verify(publicKey, message, signature)
+        : Effect.flatMap(checkPublicKey(publicKey), (pub) =>
+          Effect.sync(() => {
+            if (!passesStrictPrechecks(pub, signature)) return false
+            try {
+              return crypto.verify(null, message, publicKeyObject(pub), signature)
+            } catch {
+              // OpenSSL refuses some non-points as keys at import; under our rule that is just a bad signature.
+              return false
+            }
+          })
+        ),
     sha256: oneShotHash === undefined
       ? (data) => view(crypto.createHash("sha256").update(data).digest())
       : (data) => view(oneShotHash("sha256", data, "buffer"))
