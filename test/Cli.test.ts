@@ -78,7 +78,7 @@ describe("mesh CLI", () => {
     fs.symlinkSync(target, path.join(dir, "c.json"))
     let status: number | null = null
     try {
-      execFileSync("node", [bin, "keygen", "carol", "--out", path.join(dir, "c.json")], { stdio: "pipe" })
+      execFileSync(process.execPath, [bin, "keygen", "carol", "--out", path.join(dir, "c.json")], { stdio: "pipe" })
     } catch (e) {
       status = (e as { status: number | null }).status
       assert.include(String((e as { stderr: Buffer }).stderr), "FILE_EXISTS")
@@ -91,13 +91,13 @@ describe("mesh CLI", () => {
     const bin = path.resolve("dist/bin/mesh.js")
     // `npm ci` runs the build (prepare); on a tree without it, build first.
     if (!fs.existsSync(bin)) execFileSync("npm", ["run", "build"], { stdio: "ignore" })
-    assert.strictEqual(execFileSync("node", [bin, "--version"]).toString().trim(), VERSION)
+    assert.strictEqual(execFileSync(process.execPath, [bin, "--version"]).toString().trim(), VERSION)
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "mesh-bin-"))
-    const out = execFileSync("node", [bin, "keygen", "carol", "--out", path.join(dir, "c.json")]).toString()
+    const out = execFileSync(process.execPath, [bin, "keygen", "carol", "--out", path.join(dir, "c.json")]).toString()
     assert.include(out, "did:mesh:carol")
     let failed = false
     try {
-      execFileSync("node", [bin, "keygen", "carol", "--out", path.join(dir, "c.json")], { stdio: "pipe" })
+      execFileSync(process.execPath, [bin, "keygen", "carol", "--out", path.join(dir, "c.json")], { stdio: "pipe" })
     } catch (e) {
       failed = true
       assert.include(String((e as { stderr: Buffer }).stderr), "FILE_EXISTS")

@@ -138,7 +138,10 @@ describe("mesh commands", () => {
       assert.isString(second.url, second.out())
       assert.include(second.out(), "registry   updated")
       assert.strictEqual((yield* client.resolveAgent(h)).endpointUrl, second.url)
-    }).pipe(Effect.scoped, Effect.provide(KeysNative.layer)))
+    }).pipe(Effect.scoped, Effect.provide(KeysNative.layer)),
+    // Ten processes one after another, two of them agents loading TypeScript: on a loaded two-core machine this
+    // passes 30 s on any Node version (a limit on a hang, not a figure).
+    90_000)
 
   it.live("mandate issue, attenuate and verify against the hub; a wrong grantee is MANDATE_INVALID", () =>
     Effect.gen(function* () {

@@ -1,4 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
+import { ed25519 } from "@noble/curves/ed25519.js"
+import { sha512 } from "@noble/hashes/sha2.js"
 import * as Effect from "effect/Effect"
 import * as fc from "fast-check"
 import { execFileSync } from "node:child_process"
@@ -9,6 +11,7 @@ import * as path from "node:path"
 import { Keys, type KeysApi } from "../src/core/Keys.js"
 import * as KeysNative from "../src/node/KeysNative.js"
 import { fromHex, toBase64, toHex, utf8 } from "../src/core/internal/bytes.js"
+import { bytesToBigIntLE, L } from "../src/core/internal/ed25519.js"
 import rfc8032 from "./vectors/rfc8032-ed25519.json" with { type: "json" }
 import speccheck from "./vectors/ed25519-speccheck.json" with { type: "json" }
 import opensslKey from "./vectors/openssl-pkcs8.json" with { type: "json" }
@@ -152,6 +155,22 @@ describe("Keys: both layers agree", () => {
     })
     // Our rule: small-order keys (0, 1), cofactored-only equations (4, 5), S ≥ L (6, 7) and non-canonical R (8, 9) fail.
     assert.deepStrictEqual(verdicts, [false, false, true, true, false, false, false, false, false, false])
+  })
+
+  it("accept a signature whose R is the identity (a small-order point) when the cofactorless equation holds", () => {
+    // A = [a]B and S = k·a mod L give [S]B = [k]A = R + [k]A with R = identity; Node 24's OpenSSL call refuses it.
+    const a = 0x1234_5678_9abc_def0n
+    const publicKey = ed25519.Point.BASE.multiply(a).toBytes()
+    const message = utf8("R is the identity")
+    const R = fromHex(`01${"00".repeat(31)}`)
+    const k = bytesToBigIntLE(sha512(new Uint8Array([...R, ...publicKey, ...message]))) % L
+    const S = fromHex(((k * a) % L).toString(16).padStart(64, "0")).reverse()
+    const signature = new Uint8Array([...R, ...S])
+    const tampered = utf8("R is the identity, tampered")
+    for (const keys of [native, noble]) {
+      assert.isTrue(Effect.runSync(keys.verify(publicKey, message, signature)), keys.implementation)
+      assert.isFalse(Effect.runSync(keys.verify(publicKey, tampered, signature)), keys.implementation)
+    }
   })
 
   it("reject a non-canonical S (S + L) and a non-canonical public key encoding", () => {

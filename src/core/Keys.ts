@@ -206,7 +206,7 @@ export const privateKeyFromParts = (
 const Point = ed25519.Point
 
 /** The cofactorless RFC 8032 equation [S]B = R + [k]A, comparing R as bytes, on @noble/curves primitives. */
-const nobleVerifyStrict = (pub: Uint8Array, message: Uint8Array, sig: Uint8Array): boolean => {
+export const nobleVerifyStrict = (pub: Uint8Array, message: Uint8Array, sig: Uint8Array): boolean => {
   if (!passesStrictPrechecks(pub, sig)) return false
   let A
   try {

@@ -6,10 +6,10 @@
 import * as crypto from "node:crypto"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { Keys, type KeysApi, checkPublicKey, isPrivateKey, type PrivateKeyInput, privateKeyFromParts, privateKeyInputToBytes, type MalformedKey, PrivateKey } from "../core/Keys.js"
+import { Keys, type KeysApi, checkPublicKey, isPrivateKey, nobleVerifyStrict, type PrivateKeyInput, privateKeyFromParts, privateKeyInputToBytes, type MalformedKey, PrivateKey } from "../core/Keys.js"
 import { toBase64 } from "../core/internal/bytes.js"
 import { MandateCache } from "../core/MandateCache.js"
-import { passesStrictPrechecks, publicToSpki, seedToPkcs8 } from "../core/internal/ed25519.js"
+import { isSmallOrderEncoding, passesStrictPrechecks, publicToSpki, seedToPkcs8 } from "../core/internal/ed25519.js"
 import { Lru } from "../core/internal/lru.js"
 
 /** A Uint8Array view of a Buffer, without copying (a Buffer from node's pool may share its ArrayBuffer). */
@@ -54,6 +54,10 @@ export const makeNative = (options: { readonly cacheSize?: number } = {}): KeysA
   const signSync = (key: PrivateKey, message: Uint8Array): Uint8Array => view(crypto.sign(null, message, privateKeyObject(key)))
   const verifySync = (pub: Uint8Array, message: Uint8Array, signature: Uint8Array): boolean => {
     if (pub.length !== 32 || !passesStrictPrechecks(pub, signature)) return false
+    // Node 24's crypto.verify refuses every signature whose R is a small-order point, even when the cofactorless
+    // equation holds, which our rule accepts (docs/protocol.md §2; ed25519-speccheck case 2); Node 20 and 22 do
+    // not. Honest signers never produce such an R, so the slower noble equation decides those few.
+    if (signature.length === 64 && isSmallOrderEncoding(signature.subarray(0, 32))) return nobleVerifyStrict(pub, message, signature)
     try {
       return crypto.verify(null, message, publicKeyObject(pub), signature)
     } catch {
