@@ -32,7 +32,6 @@ import type * as Headers from "@effect/platform/Headers"
 import * as HttpApi from "@effect/platform/HttpApi"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import type * as HttpApiGroup from "@effect/platform/HttpApiGroup"
-import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as Cause from "effect/Cause"
@@ -44,9 +43,7 @@ import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
 import * as Runtime from "effect/Runtime"
-import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Tracer from "effect/Tracer"
 import * as Http from "node:http"
@@ -57,7 +54,11 @@ import { wasLogged } from "./FailureLog.js"
 import { RequestMetrics, type RouteStats, ServedMetrics, UNMATCHED } from "./Metrics.js"
 import { fromTraceparent, HEADER as TRACEPARENT, Tracing } from "./Tracing.js"
 import { parseJsonStrict, StrictJsonError } from "../core/internal/json.js"
-import { errorBody, INVALID_REQUEST } from "./ErrorBody.js"
+import { errorBody } from "./ErrorBody.js"
+import { codeOfTag, collectErrors, field, isJsonMediaType, loggable, MAX_JSON_DEPTH, nestsDeeperThan, nonJsonRoutes } from "./ServeRules.js"
+
+/** The JSON depth bound and its check, from `ServeRules`, kept here for callers that import them from `Serve`. */
+export { MAX_JSON_DEPTH, nestsDeeperThan }
 import * as HostGuard from "./HostGuard.js"
 import { LeanRequest } from "./LeanRequest.js"
 import * as LoopLag from "./LoopLag.js"
@@ -221,12 +222,6 @@ const contextMap = (base: BaseContext): Map<string, unknown> => {
 // The status a request is counted and logged with when no response was sent (its client went away first).
 const CLIENT_CLOSED = 499
 
-interface ErrorEncoder {
-  readonly is: (u: unknown) => boolean
-  readonly encode: (u: unknown) => Either.Either<unknown, unknown>
-  readonly status: number
-}
-
 const DEFAULT_MAX_BODY = 1024 * 1024
 const DRAIN_FACTOR = 4
 const DEFAULT_HEADERS_TIMEOUT = 10_000
@@ -259,30 +254,6 @@ const EMPTY_BODY = Buffer.alloc(0)
 const NO_SEARCH_PARAMS: Readonly<Record<string, string | Array<string>>> = Object.freeze({})
 const BODY_METHODS = new Set(["POST", "PUT", "PATCH", "DELETE"])
 
-const collectErrors = (api: HttpApi.HttpApi.AnyWithProps): Array<ErrorEncoder> => {
-  const schemas = new Set<Schema.Schema.Any>()
-  HttpApiSchema.deunionize(schemas, api.errorSchema)
-  for (const group of Object.values(api.groups)) {
-    for (const endpoint of Object.values(group.endpoints)) HttpApiSchema.deunionize(schemas, endpoint.errorSchema)
-    HttpApiSchema.deunionize(schemas, group.errorSchema)
-  }
-  return Array.from(schemas, (schema) => ({
-    is: Schema.is(schema),
-    encode: Schema.encodeUnknownEither(schema as Schema.Schema<unknown, unknown>),
-    status: HttpApiSchema.getStatusErrorAST(schema.ast)
-  }))
-}
-
-const field = (u: unknown, key: string): string | undefined => {
-  if (typeof u !== "object" || u === null || !(key in u)) return undefined
-  const v: unknown = (u as Record<string, unknown>)[key]
-  return typeof v === "string" ? v : undefined
-}
-
-// An error class without a `code` field still needs one on the wire: derive it from the tag (NotFound → NOT_FOUND).
-const codeOfTag = (tag: string): string =>
-  tag === "HttpApiDecodeError" ? INVALID_REQUEST : tag.replace(/([a-z0-9])([A-Z])/g, "$1_$2").toUpperCase()
-
 const sendError = (
   res: Http.ServerResponse,
   status: number,
@@ -306,87 +277,6 @@ const sendError = (
   if (typeof retryAfter === "number" && Number.isFinite(retryAfter)) headers["retry-after"] = String(Math.max(0, Math.ceil(retryAfter)))
   res.writeHead(status, headers)
   res.end(body)
-}
-
-// A schema error's message quotes the offending value ("actual \"sk-…\""), which came from the request body and may
-// be a secret; logs get the error's kind and the paths of its issues only.
-const summarize = (u: unknown): string | undefined => {
-  if (ParseResult.isParseError(u)) {
-    const paths = ParseResult.ArrayFormatter.formatErrorSync(u).map((issue) => `${issue._tag} at [${issue.path.join(".")}]`)
-    return `ParseError: ${paths.join(", ")}`
-  }
-  const tag = field(u, "_tag")
-  if (tag === "HttpApiDecodeError" && typeof u === "object" && u !== null && "issues" in u && Array.isArray(u.issues)) {
-    const issues = u.issues as ReadonlyArray<{ readonly _tag?: unknown; readonly path?: ReadonlyArray<unknown> }>
-    return `HttpApiDecodeError: ${issues.map((i) => `${String(i._tag)} at [${(i.path ?? []).join(".")}]`).join(", ")}`
-  }
-  return undefined
-}
-
-/**
- * What to log of a failed request's cause without logging request data: typed failures by tag and code only (their
- * fields may echo the request), schema errors by issue paths, other defects in full (their stacks are the point).
- */
-const loggable = (cause: Cause.Cause<unknown>): Array<unknown> => {
-  const out: Array<unknown> = []
-  for (const e of Cause.failures(cause)) {
-    const tag = field(e, "_tag")
-    out.push(summarize(e) ?? `failure ${tag ?? typeof e}${field(e, "code") === undefined ? "" : ` (${field(e, "code")})`}`)
-  }
-  let defects: Cause.Cause<never> = Cause.empty
-  for (const d of Cause.defects(cause)) {
-    const summary = summarize(d)
-    if (summary === undefined) defects = Cause.parallel(defects, Cause.die(d))
-    else out.push(`defect ${summary}`)
-  }
-  if (!Cause.isEmpty(defects)) out.push(defects)
-  return out
-}
-
-/** Deepest nesting of arrays and objects a JSON body may have; deeper bodies would exhaust the stack downstream. */
-export const MAX_JSON_DEPTH = 256
-
-/** True when the JSON text nests deeper than `max` (a linear scan that skips strings). */
-export const nestsDeeperThan = (text: string, max: number): boolean => {
-  let depth = 0
-  let inString = false
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i)
-    if (inString) {
-      if (c === 92 /* \\ */) i++
-      else if (c === 34 /* " */) inString = false
-    } else if (c === 34) inString = true
-    else if (c === 91 /* [ */ || c === 123 /* { */) {
-      if (++depth > max) return true
-    } else if (c === 93 /* ] */ || c === 125 /* } */) depth--
-  }
-  return false
-}
-
-/** True for `application/json` and `application/*+json`, any case, with or without parameters (RFC 9110 §8.3.1). */
-const isJsonMediaType = (type: string): boolean => {
-  if (type === "application/json") return true
-  const semi = type.indexOf(";")
-  const t = (semi < 0 ? type : type.slice(0, semi)).trim().toLowerCase()
-  return t === "application/json" || (t.startsWith("application/") && t.endsWith("+json"))
-}
-
-// Routes (`METHOD path`) whose payload is not JSON (text, bytes, url params, multipart): they skip the JSON checks.
-const nonJsonRoutes = (api: HttpApi.HttpApi.AnyWithProps): Set<string> => {
-  const out = new Set<string>()
-  for (const group of Object.values(api.groups)) {
-    for (const endpoint of Object.values(group.endpoints)) {
-      if (endpoint.payloadSchema._tag === "None") continue
-      const members = new Set<Schema.Schema.Any>()
-      HttpApiSchema.deunionize(members, endpoint.payloadSchema.value as Schema.Schema.Any)
-      for (const m of members) {
-        if (HttpApiSchema.getMultipart(m.ast) !== undefined || HttpApiSchema.getMultipartStream(m.ast) !== undefined || HttpApiSchema.getEncoding(m.ast).kind !== "Json") {
-          out.add(`${endpoint.method} ${endpoint.path}`)
-        }
-      }
-    }
-  }
-  return out
 }
 
 /**
