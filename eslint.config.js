@@ -33,7 +33,7 @@ const floorZones = floors.map((floor, i) => ({
 }))
 
 export default tseslint.config(
-  { ignores: ["dist/**", "node_modules/**", "scratchpad/**", "coverage/**", "bench/results/**"] },
+  { ignores: ["dist/**", "node_modules/**", "scratchpad/**", "coverage/**", "bench/results/**", ".ci/cache/**", ".stryker-tmp/**", "reports/**"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
