@@ -9,7 +9,7 @@ import { buildEnvelope, type Envelope, MESH_REQUEST, validateEnvelope } from "..
 import { toBase64 } from "../../src/core/internal/bytes.js"
 import * as NonceStore from "../../src/core/NonceStore.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
-import { bundle, freePort, startWorkerd, workerdAvailable } from "./support.js"
+import { bundle, freePort, startWorkerd } from "./support.js"
 
 describe("a MeshServer as a Worker under workerd", () => {
   it.live("bundles with no import left", () =>
@@ -18,11 +18,6 @@ describe("a MeshServer as a Worker under workerd", () => {
       assert.deepStrictEqual(built.imports, [])
     }))
 
-  // CI sets MESH_REQUIRE_WORKERD=1: there a missing workerd fails these tests, never skips them.
-  if (!workerdAvailable()) {
-    it.skip("under workerd: SKIPPED, node_modules/.bin/workerd is missing (npm ci installs it)", () => {})
-    return
-  }
 
   it.live("answers a signed envelope with signed replies streamed as SSE; a replay is refused", () =>
     Effect.gen(function* () {

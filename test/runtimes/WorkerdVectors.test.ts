@@ -8,7 +8,7 @@ import * as Effect from "effect/Effect"
 import envelopes from "../vectors/envelopes.json" with { type: "json" }
 import identities from "../vectors/identities.json" with { type: "json" }
 import rfc8032 from "../vectors/rfc8032-ed25519.json" with { type: "json" }
-import { bundle, freePort, startWorkerd, workerdAvailable } from "./support.js"
+import { bundle, freePort, startWorkerd } from "./support.js"
 
 interface Verdict {
   readonly name: string
@@ -25,11 +25,6 @@ describe("the core's vectors inside workerd", () => {
       assert.deepStrictEqual(runner.imports, [])
     }))
 
-  // CI sets MESH_REQUIRE_WORKERD=1: there a missing workerd fails these tests, never skips them.
-  if (!workerdAvailable()) {
-    it.skip("under workerd: SKIPPED, node_modules/.bin/workerd is missing (npm ci installs it)", () => {})
-    return
-  }
 
   it.live("every vector passes with Keys.noble, without nodejs_compat; Web Crypto's Ed25519 reproduces RFC 8032", () =>
     Effect.gen(function* () {

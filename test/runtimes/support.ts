@@ -15,8 +15,6 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 /** The workerd binary the npm package installs. */
 export const WORKERD = path.join(ROOT, "node_modules", ".bin", "workerd")
 
-/** True when workerd can be run here; CI sets MESH_REQUIRE_WORKERD=1, and then a missing binary fails, never skips. */
-export const workerdAvailable = (): boolean => fs.existsSync(WORKERD) || process.env.MESH_REQUIRE_WORKERD === "1"
 
 /** The Workers compatibility date the tests (and examples/worker/wrangler.toml) run under. */
 export const COMPATIBILITY_DATE = "2025-09-01"
@@ -117,6 +115,8 @@ const worker :Workerd.Worker = (
 );
 `
   fs.writeFileSync(path.join(dir, "config.capnp"), config)
+  // workerd is a devDependency: without its binary the runtime tests fail, never skip.
+  if (!fs.existsSync(WORKERD)) return Promise.reject(new Error(`${WORKERD} is missing: npm ci installs workerd (a devDependency)`))
   const child: ChildProcess = spawn(WORKERD, ["serve", "config.capnp", "--control-fd=3"], { cwd: dir, stdio: ["ignore", "pipe", "pipe", "pipe"] })
   let output = ""
   child.stdout!.on("data", (d) => void (output += String(d)))
