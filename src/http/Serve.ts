@@ -55,7 +55,7 @@ import { RequestMetrics, type RouteStats, ServedMetrics, UNMATCHED } from "./Met
 import { fromTraceparent, HEADER as TRACEPARENT, Tracing } from "./Tracing.js"
 import { parseJsonStrict, StrictJsonError } from "../core/internal/json.js"
 import { errorBody } from "./ErrorBody.js"
-import { codeOfTag, collectErrors, field, isJsonMediaType, loggable, MAX_JSON_DEPTH, nestsDeeperThan, nonJsonRoutes } from "./ServeRules.js"
+import { type AnyRoute, type ApiContext, BODY_METHODS, codeOfTag, collectErrors, DEFAULT_MAX_BODY, DEFAULT_MAX_IN_FLIGHT, DEFAULT_SHED_EXEMPT, field, isJsonMediaType, loggable, MAX_JSON_DEPTH, nestsDeeperThan, nonJsonRoutes, type Provided } from "./ServeRules.js"
 
 /** The JSON depth bound and its check, from `ServeRules`, kept here for callers that import them from `Serve`. */
 export { MAX_JSON_DEPTH, nestsDeeperThan }
@@ -184,15 +184,6 @@ export type HandlersLayer<Api extends HttpApi.HttpApi.Any, E, R> = Api extends H
   ? Layer.Layer<HttpApiGroup.HttpApiGroup.ToService<Id, Groups>, E, R>
   : never
 
-type ApiContext<Api extends HttpApi.HttpApi.Any> = Api extends HttpApi.HttpApi<infer _Id, infer Groups, infer _E, infer R>
-  ? R | HttpApiGroup.HttpApiGroup.ErrorContext<Groups>
-  : never
-
-// What the server itself provides to the handler layer and to each request.
-type Provided = HttpApiBuilder.Router | HttpApiBuilder.Middleware | CorrelationId | ServedMetrics
-
-type AnyRoute = HttpRouter.Route<unknown, unknown>
-
 // What the route table holds per route: the route, its declared path, whether its payload is JSON, its counters,
 // and, for an endpoint of a group made with `ApiGroup.group`, the endpoint compiled with its group's context.
 interface Served {
@@ -222,18 +213,15 @@ const contextMap = (base: BaseContext): Map<string, unknown> => {
 // The status a request is counted and logged with when no response was sent (its client went away first).
 const CLIENT_CLOSED = 499
 
-const DEFAULT_MAX_BODY = 1024 * 1024
 const DRAIN_FACTOR = 4
 const DEFAULT_HEADERS_TIMEOUT = 10_000
 const DEFAULT_REQUEST_TIMEOUT = 30_000
 const DEFAULT_KEEP_ALIVE_TIMEOUT = 5_000
 const DEFAULT_MAX_CONNECTIONS = 1024
 const DEFAULT_MAX_PER_ADDRESS = 256
-const DEFAULT_MAX_IN_FLIGHT = 256
 // A healthy loop turns in well under 10 ms; 100 ms of lag is already a tenth of a second added to every request and
 // to every new connection's first answer, yet stays above a GC pause or one slow query, which must not shed.
 const DEFAULT_MAX_LAG_MS = 100
-const DEFAULT_SHED_EXEMPT: ReadonlyArray<string> = ["/health"]
 
 /**
  * A body the server will not read (refused early, a method without one, a preflight) is drained up to `maxDrain`,
@@ -252,7 +240,6 @@ const CORS_METHODS = "GET, POST, PUT, PATCH, DELETE"
 const CORS_MAX_AGE = "600"
 const EMPTY_BODY = Buffer.alloc(0)
 const NO_SEARCH_PARAMS: Readonly<Record<string, string | Array<string>>> = Object.freeze({})
-const BODY_METHODS = new Set(["POST", "PUT", "PATCH", "DELETE"])
 
 const sendError = (
   res: Http.ServerResponse,

@@ -7,12 +7,37 @@
  * Floor: http (docs/architecture.md §3).
  */
 import type * as HttpApi from "@effect/platform/HttpApi"
+import type * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import type * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import type * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as Cause from "effect/Cause"
 import type * as Either from "effect/Either"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import type { CorrelationId } from "./CorrelationId.js"
 import { INVALID_REQUEST } from "./ErrorBody.js"
+import type { ServedMetrics } from "./Metrics.js"
+
+/** What a handler layer of `Api` needs besides what the server provides. */
+export type ApiContext<Api extends HttpApi.HttpApi.Any> = Api extends HttpApi.HttpApi<infer _Id, infer Groups, infer _E, infer R>
+  ? R | HttpApiGroup.HttpApiGroup.ErrorContext<Groups>
+  : never
+
+/** What the server itself provides to the handler layer and to each request. */
+export type Provided = HttpApiBuilder.Router | HttpApiBuilder.Middleware | CorrelationId | ServedMetrics
+
+/** A route of HttpApiBuilder's router, whatever it needs. */
+export type AnyRoute = HttpRouter.Route<unknown, unknown>
+
+/** Largest request body accepted unless configured: 1 MiB. */
+export const DEFAULT_MAX_BODY = 1024 * 1024
+/** Handlers running at once before requests are shed with 503. */
+export const DEFAULT_MAX_IN_FLIGHT = 256
+/** Paths served even while shedding. */
+export const DEFAULT_SHED_EXEMPT: ReadonlyArray<string> = ["/health"]
+/** Methods whose request may carry a body. */
+export const BODY_METHODS: ReadonlySet<string> = new Set(["POST", "PUT", "PATCH", "DELETE"])
 
 /** How one error class of an api is recognised, encoded and answered. */
 export interface ErrorEncoder {

@@ -18,7 +18,6 @@ import * as Cookies from "@effect/platform/Cookies"
 import * as Headers from "@effect/platform/Headers"
 import type * as HttpApi from "@effect/platform/HttpApi"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
-import type * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import type { HttpMethod } from "@effect/platform/HttpMethod"
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
@@ -39,7 +38,7 @@ import * as HostGuard from "./HostGuard.js"
 import { RequestMetrics, type RouteStats, ServedMetrics, UNMATCHED } from "./Metrics.js"
 import { RouteTable } from "./RouteTable.js"
 import type { HandlersLayer, RefusalWriter } from "./Serve.js"
-import { codeOfTag, collectErrors, field, isJsonMediaType, loggable, MAX_JSON_DEPTH, nestsDeeperThan, nonJsonRoutes } from "./ServeRules.js"
+import { type AnyRoute, type ApiContext, BODY_METHODS, codeOfTag, collectErrors, DEFAULT_MAX_BODY, DEFAULT_MAX_IN_FLIGHT, DEFAULT_SHED_EXEMPT, field, isJsonMediaType, loggable, MAX_JSON_DEPTH, nestsDeeperThan, nonJsonRoutes, type Provided } from "./ServeRules.js"
 import { WebRequest } from "./WebRequest.js"
 import { parseJsonStrict, StrictJsonError } from "../core/internal/json.js"
 
@@ -69,14 +68,6 @@ export interface Options {
   readonly routes?: (method: string, path: string) => boolean
 }
 
-type ApiContext<Api extends HttpApi.HttpApi.Any> = Api extends HttpApi.HttpApi<infer _Id, infer Groups, infer _E, infer R>
-  ? R | HttpApiGroup.HttpApiGroup.ErrorContext<Groups>
-  : never
-
-type Provided = HttpApiBuilder.Router | HttpApiBuilder.Middleware | CorrelationId | ServedMetrics
-
-type AnyRoute = HttpRouter.Route<unknown, unknown>
-
 interface Served {
   readonly route: AnyRoute
   readonly path: string
@@ -84,10 +75,6 @@ interface Served {
   readonly stats: RouteStats
 }
 
-const DEFAULT_MAX_BODY = 1024 * 1024
-const DEFAULT_MAX_IN_FLIGHT = 256
-const DEFAULT_SHED_EXEMPT: ReadonlyArray<string> = ["/health"]
-const BODY_METHODS = new Set(["POST", "PUT", "PATCH", "DELETE"])
 const OVERLOADED_MESSAGE = "the server is overloaded; retry later"
 const OVERLOADED_FIELDS = { message: OVERLOADED_MESSAGE, retryAfterSeconds: 1 }
 const CORS_METHODS = "GET, POST, PUT, PATCH, DELETE"
