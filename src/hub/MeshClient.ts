@@ -12,7 +12,6 @@
  *
  * Floor: hub (docs/architecture.md §3).
  */
-import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import * as HttpApiClient from "@effect/platform/HttpApiClient"
 import * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
@@ -33,6 +32,7 @@ import { signMessage } from "../core/Proof.js"
 import { deletionDocument, hubOrigin, registrationDocument, rotationDocument, updateDocument, WRITE_PROOF_PURPOSE } from "./RegistryWire.js"
 import { toBase64, toHex, utf8 } from "../core/internal/bytes.js"
 import { csprng, Entropy, type EntropyApi } from "../core/Entropy.js"
+import * as HttpClientDefault from "../http/HttpClientDefault.js"
 
 /** Client settings. */
 export interface MeshClientOptions {
@@ -350,10 +350,10 @@ export type MeshClientApi = Effect.Effect.Success<ReturnType<typeof make>>
 /** The `MeshClient` service. */
 export class MeshClient extends Context.Tag("agent-mesh/MeshClient")<MeshClient, MeshClientApi>() {}
 
-/** The client on the platform's fetch; needs `Keys`. */
+/** The client on the `HttpClient` in context, else the platform's fetch (`HttpClientDefault`); needs `Keys`. */
 export const layer = (options: MeshClientOptions): Layer.Layer<MeshClient, never, Keys> =>
-  Layer.effect(MeshClient, make(options)).pipe(Layer.provide(FetchHttpClient.layer))
+  Layer.effect(MeshClient, make(options)).pipe(Layer.provide(HttpClientDefault.layer))
 
 /** A `KeyResolver` backed by the hub (cached), so mandates and envelopes verify against the registry. */
 export const layerKeyResolver = (options: MeshClientOptions): Layer.Layer<KeyResolver, never, Keys> =>
-  Layer.effect(KeyResolver, Effect.map(make(options), (c) => c.keyResolver)).pipe(Layer.provide(FetchHttpClient.layer))
+  Layer.effect(KeyResolver, Effect.map(make(options), (c) => c.keyResolver)).pipe(Layer.provide(HttpClientDefault.layer))

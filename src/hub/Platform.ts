@@ -14,7 +14,6 @@
  *
  * Floor: hub (docs/architecture.md §3).
  */
-import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -32,6 +31,7 @@ import { VERSION } from "../core/Version.js"
 import { equalBytes, fromBase64, toBase64, toBase64Url, utf8 } from "../core/internal/bytes.js"
 import { Entropy } from "../core/Entropy.js"
 import { acceptablePublicKeyB64, decodePublicKeyB64 } from "../core/internal/ed25519.js"
+import * as HttpClientDefault from "../http/HttpClientDefault.js"
 
 /** The request body is empty (`INVALID_JSON`): the platform reads its payloads itself, and an empty one is no JSON. */
 export class EmptyBody extends Schema.TaggedError<EmptyBody>()("EmptyBody", { code: Schema.Literal("INVALID_JSON"), message: Schema.String }) {}
@@ -311,4 +311,4 @@ export const layerRemoteGateway = (options: RemoteRegistryOptions): Layer.Layer<
         takeChallenge: (id: string, now: number) => Effect.sync(() => challenges.take(id, now))
       }
     })
-  ).pipe(Layer.provide(FetchHttpClient.layer))
+  ).pipe(Layer.provide(HttpClientDefault.layer))
