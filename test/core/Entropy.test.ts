@@ -10,10 +10,13 @@ import { generateDid } from "../../src/core/Did.js"
 import { csprng, Entropy, layerSeeded, requireCsprng, seeded, SeededEntropyRefused, xoshiro128ss } from "../../src/core/Entropy.js"
 import { buildEnvelope } from "../../src/core/Envelope.js"
 import { Keys } from "../../src/core/Keys.js"
-import { issueIntentMandate } from "../../src/core/Mandate.js"
+import { KeyResolver, makeStatic } from "../../src/core/KeyResolver.js"
+import { attenuateToCart, issueIntentMandate } from "../../src/core/Mandate.js"
 import * as Hub from "../../src/hub/Hub.js"
+import * as Ledger from "../../src/hub/Ledger.js"
 import { Registry } from "../../src/hub/Registry.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
+import * as Database from "../../src/sql/Database.js"
 
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
 
@@ -105,6 +108,26 @@ describe("Entropy through the call paths", () => {
       assert.deepStrictEqual([a.id, a.apiKey], [b.id, b.apiKey])
       assert.notStrictEqual(a.apiKey, c.apiKey)
     }))
+
+  it.effect("the ledger makes the same allocation id for the same seed", () =>
+    Effect.gen(function* () {
+      const allocationId = (seed: number) =>
+        Effect.gen(function* () {
+          const buyer = yield* generateDid("buyer")
+          const shopper = yield* generateDid("shopper")
+          const merchant = yield* generateDid("merchant")
+          const intent = yield* issueIntentMandate({ grantorDid: buyer.did, granteeDid: shopper.did, constraints: { spendLimitUsd: 100 }, privateKey: buyer.privateKey })
+          const cart = yield* attenuateToCart({ parent: intent, granteeDid: merchant.did, narrowed: { spendLimitUsd: 40 }, grantorPrivateKey: shopper.privateKey })
+          const resolver = makeStatic({ [buyer.did]: { publicKey: buyer.publicKeyBytes, keyVersion: 1 }, [shopper.did]: { publicKey: shopper.publicKeyBytes, keyVersion: 1 } })
+          const ledger = Ledger.layer.pipe(Layer.provide(Layer.merge(Database.layer(":memory:"), Layer.succeed(KeyResolver, resolver))))
+          return yield* Effect.flatMap(Ledger.Ledger, (l) =>
+            Effect.flatMap(l.openPool(shopper.did, intent.token), (pool) => l.allocate(shopper.did, pool.poolId, { childToken: cart.token, idempotencyKey: "cart-1" }))
+          ).pipe(Effect.provide(ledger))
+        }).pipe(Effect.provide(layerSeeded(seed)), Effect.map((a) => a.allocationId))
+      const a = yield* allocationId(11)
+      assert.strictEqual(yield* allocationId(11), a)
+      assert.notStrictEqual(yield* allocationId(12), a)
+    }).pipe(Effect.provide(KeysNative.layer)))
 })
 
 describe("Entropy: production refuses a seeded generator", () => {
