@@ -12,6 +12,7 @@
  *
  * Floor: agent (docs/architecture.md §3).
  */
+import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
@@ -86,14 +87,34 @@ export const layerStores = (
   Keys
 > => {
   const database = options.database ?? defaultDatabase(options.name)
-  const db = Database.layer(database)
-  const tasks = TaskStoreSql.layer.pipe(Layer.provide(db))
   // An in-memory database dies with the process anyway: its nonces may as well live in (bounded) memory, which
   // costs a fraction of a SQL round trip per request.
+  return storesOn(options, Database.layer(database), database, database === ":memory:")
+}
+
+/**
+ * `layerStores` over a database the caller holds (migrated, e.g. `Database.layer`): paused tasks, nonces, stored
+ * replies and persistent memory outlive a stop and start of the agent over it, as a simulation's crash and restart
+ * needs. `database` only says the dialect (`postgres://`: streamed runs shared with replicas); `nonceStore` is
+ * still honoured.
+ */
+export const layerStoresOn = <E>(
+  options: Omit<AgentServerOptions, "database"> & { readonly database?: string },
+  db: Layer.Layer<SqlClient.SqlClient, E>
+): Layer.Layer<TaskStore | NonceStore.NonceStore | AgentMemory.AgentMemory | IdempotencyStore | KeyResolver, E, Keys> =>
+  storesOn(options, db, options.database, false)
+
+const storesOn = <E>(
+  options: Omit<AgentServerOptions, "database">,
+  db: Layer.Layer<SqlClient.SqlClient, E>,
+  database: string | undefined,
+  memoryNonces: boolean
+): Layer.Layer<TaskStore | NonceStore.NonceStore | AgentMemory.AgentMemory | IdempotencyStore | KeyResolver, E, Keys> => {
+  const tasks = TaskStoreSql.layer.pipe(Layer.provide(db))
   const nonces =
     options.nonceStore !== undefined
       ? Layer.succeed(NonceStore.NonceStore, options.nonceStore)
-      : database === ":memory:"
+      : memoryNonces
         ? NonceStore.layerMemory()
         : NonceStoreSql.layer.pipe(Layer.provide(db))
   const mode = options.memory ?? "none"
@@ -103,7 +124,7 @@ export const layerStores = (
   const replies = IdempotencyStoreSql.layer.pipe(Layer.provide(db))
   // Replicas on one Postgres database share their streamed runs, so a reconnect may reach any of them. `RunLog` is
   // an optional service of `RunStreams` (found with serviceOption), hence typed away here.
-  const runLog = (Database.isPostgresUrl(database) ? RunLogSql.layer.pipe(Layer.provide(db)) : Layer.empty) as Layer.Layer<never>
+  const runLog = (database !== undefined && Database.isPostgresUrl(database) ? RunLogSql.layer.pipe(Layer.provide(db)) : Layer.empty) as Layer.Layer<never>
   return Layer.mergeAll(tasks, nonces, memory, replies, runLog, layerResolver(options))
 }
 

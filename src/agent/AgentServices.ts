@@ -6,7 +6,6 @@
  *
  * Floor: agent (docs/architecture.md §3).
  */
-import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -44,6 +43,7 @@ import * as ModelProviderAnthropic from "../model/ModelProviderAnthropic.js"
 import * as ModelProviderOpenAi from "../model/ModelProviderOpenAi.js"
 import * as ModelRouter from "../model/ModelRouter.js"
 import * as QualityEstimator from "../model/QualityEstimator.js"
+import * as HttpClientDefault from "../http/HttpClientDefault.js"
 
 /** A caller key resolver given as a function: DID → raw public key (bytes or publicKeyB64), or null if unknown. */
 export type ResolveCallerKey = (did: string) => Uint8Array | string | null | Promise<Uint8Array | string | null>
@@ -245,7 +245,7 @@ const layerProvider = (provider: ProviderChoice): Layer.Layer<ModelProvider, Age
           ? ModelProviderAnthropic.layerConfig(provider)
           : ModelProviderOpenAi.layer(provider as ModelProviderOpenAi.OpenAiCompatibleOptions)
   return http.pipe(
-    Layer.provide(FetchHttpClient.layer),
+    Layer.provide(HttpClientDefault.layer),
     Layer.mapError((e) => new AgentConfigError({ code: "INVALID_CONFIG", message: `provider: ${String(e)}` }))
   )
 }
@@ -295,7 +295,7 @@ export const layerParts = <E>(
   const mcp = McpClient.layer({
     ...(options.hubUrl === undefined ? {} : { hubUrl: options.hubUrl }),
     ...(options.mcpServers === undefined ? {} : { servers: options.mcpServers })
-  }).pipe(Layer.provide(FetchHttpClient.layer))
+  }).pipe(Layer.provide(HttpClientDefault.layer))
   const execution = Execution.layer(options).pipe(Layer.provide(Layer.mergeAll(stores, guard, gates, mcp, layerAgentHandler(options).pipe(Layer.provide(stores)))))
   const parts = Layer.mergeAll(
     stores,

@@ -31,9 +31,15 @@ export interface CardFetchOptions {
   readonly allowPrivateAddresses?: boolean
 }
 
-/** Which card URLs a hub fetches: `public` (the default) refuses addresses on the hub's own networks. */
+/**
+ * Which card URLs a hub fetches: `public` (the default) refuses addresses on the hub's own networks. `fetch`
+ * replaces the node:http fetch (`fetchCard`), e.g. with a simulation's in-memory network.
+ */
 export class CardFetchPolicy extends Context.Reference<CardFetchPolicy>()("agent-mesh/hub/CardFetchPolicy", {
-  defaultValue: (): { readonly allowPrivateAddresses: boolean } => ({ allowPrivateAddresses: false })
+  defaultValue: (): {
+    readonly allowPrivateAddresses: boolean
+    readonly fetch?: (url: string, options: CardFetchOptions) => Effect.Effect<unknown, InvalidCard>
+  } => ({ allowPrivateAddresses: false })
 }) {}
 
 const unreachable = (message: string) => new InvalidCard({ code: "CARD_UNREACHABLE", message })

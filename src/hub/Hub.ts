@@ -108,7 +108,7 @@ export const layerServices = (
   Registry.Registry | Ledger.Ledger | Platform.Platform | RegistryStore.RegistryStore | KeyResolver | NonceStore | LearnerStatsStore.LearnerStatsStore,
   Database.DatabaseError,
   Keys
-> => servicesOn(options, Database.layer(options.database))
+> => layerServicesOn(options, Database.layer(options.database))
 
 /**
  * `layerServices` with the database kept in its output, for an assembly that adds stores of its own on the same
@@ -116,21 +116,26 @@ export const layerServices = (
  */
 export const layerServicesWithDatabase = (options: Pick<HubOptions, "database" | "rateLimit" | "writeQuota" | "challengePurge" | "limits" | "nonces" | "staleAfterMs">) => {
   const db = Database.layer(options.database)
-  return Layer.merge(servicesOn(options, db), db)
+  return Layer.merge(layerServicesOn(options, db), db)
 }
 
-const servicesOn = (
-  options: Pick<HubOptions, "database" | "rateLimit" | "writeQuota" | "challengePurge" | "limits" | "nonces" | "staleAfterMs">,
-  db: Layer.Layer<SqlClient.SqlClient, Database.DatabaseError>
+/**
+ * `layerServices` over a database the caller holds (migrated, e.g. `Database.layer`): a hub that stops and starts
+ * again over the same one keeps its registry, ledger and nonces, as a simulation's crash and restart needs.
+ * `database` only says the dialect: a `postgres://` URL shares the per-address limits in the database.
+ */
+export const layerServicesOn = <E = never>(
+  options: Pick<HubOptions, "rateLimit" | "writeQuota" | "challengePurge" | "limits" | "nonces" | "staleAfterMs"> & { readonly database?: string },
+  db: Layer.Layer<SqlClient.SqlClient, E>
 ): Layer.Layer<
   Registry.Registry | Ledger.Ledger | Platform.Platform | RegistryStore.RegistryStore | KeyResolver | NonceStore | LearnerStatsStore.LearnerStatsStore,
-  Database.DatabaseError,
+  E,
   Keys
 > => {
   const store = RegistryStore.layer.pipe(Layer.provide(db))
   // Hubs on one Postgres database share their per-address limits there; a SQLite hub keeps them in memory.
   // (`SharedRateLimits` is optional to the registry and the platform, found with serviceOption, hence typed away.)
-  const limits = (Database.isPostgresUrl(options.database) ? RateLimiter.layerShared.pipe(Layer.provide(db)) : Layer.empty) as Layer.Layer<never>
+  const limits = (options.database !== undefined && Database.isPostgresUrl(options.database) ? RateLimiter.layerShared.pipe(Layer.provide(db)) : Layer.empty) as Layer.Layer<never>
   const registry = Registry.layerWith({
     ...(options.writeQuota === undefined ? {} : { writeQuota: options.writeQuota }),
     ...(options.limits === undefined ? {} : { limits: options.limits }),

@@ -107,7 +107,9 @@ export const RegistryLive = ApiGroup.group(HubApi, "registry", (handlers) =>
     const registry = yield* Registry
     const publicUrl = Option.getOrUndefined(yield* Effect.serviceOption(HubPublicUrl))
     const publicOrigin = publicUrl === undefined ? undefined : hubOrigin(publicUrl)
-    const cardFetch = { allowPrivateAddresses: (yield* CardFetchPolicy).allowPrivateAddresses }
+    const policy = yield* CardFetchPolicy
+    const cardFetch = { allowPrivateAddresses: policy.allowPrivateAddresses }
+    const fetchCardAt = policy.fetch ?? fetchCard
     const write = Effect.flatMap(HttpServerRequest.HttpServerRequest, (req) =>
       Effect.map(Caller, (caller) => {
         // Proofs name the hub's origin: fixed when publicUrl is set, else the address the request arrived on.
@@ -136,7 +138,7 @@ export const RegistryLive = ApiGroup.group(HubApi, "registry", (handlers) =>
       .handle("resolveMcp", ({ path }) => Effect.mapError(registry.resolveMcp(path.didHash), hubHttp))
       .handle("registerA2a", ({ payload }) =>
         Effect.flatMap(write, ({ caller, ctx }) =>
-          Effect.mapError(Effect.flatMap(fetchCard(payload.cardUrl, cardFetch), (card) => registry.registerA2a(caller, { ...payload, card }, ctx)), hubHttp)
+          Effect.mapError(Effect.flatMap(fetchCardAt(payload.cardUrl, cardFetch), (card) => registry.registerA2a(caller, { ...payload, card }, ctx)), hubHttp)
         )
       )
       .handle("resolveA2a", ({ path }) => Effect.mapError(registry.resolveA2a(path.didHash), hubHttp))
@@ -144,7 +146,7 @@ export const RegistryLive = ApiGroup.group(HubApi, "registry", (handlers) =>
         Effect.flatMap(write, ({ caller, ctx }) =>
           Effect.mapError(
             Effect.flatMap(registry.resolveA2a(path.didHash), (record) =>
-              Effect.flatMap(fetchCard(record.cardUrl, cardFetch), (card) => registry.refreshA2a(caller, path.didHash, card, ctx))
+              Effect.flatMap(fetchCardAt(record.cardUrl, cardFetch), (card) => registry.refreshA2a(caller, path.didHash, card, ctx))
             ),
             hubHttp
           )

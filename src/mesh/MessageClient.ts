@@ -22,6 +22,7 @@ import * as Sse from "../core/Sse.js"
 import { tryParseJsonStrict } from "../core/internal/json.js"
 import { runWithKeys } from "../node/internal/promiseRuntime.js"
 import { isRecord } from "../core/internal/record.js"
+import * as HttpClientDefault from "../http/HttpClientDefault.js"
 
 /**
  * A message that did not get through, or a reply that cannot be trusted. `code` is the server's code verbatim
@@ -234,9 +235,9 @@ export const make = (options: MessageClientOptions = {}): Effect.Effect<MessageC
     return { send, stream }
   })
 
-/** The client on `fetch` (FetchHttpClient). */
+/** The client on the `HttpClient` in context, else `fetch` (`HttpClientDefault`). */
 export const layer = (options: MessageClientOptions = {}): Layer.Layer<MessageClient, never, Keys> =>
-  Layer.effect(MessageClient, make(options)).pipe(Layer.provide(FetchHttpClient.layer))
+  Layer.effect(MessageClient, make(options)).pipe(Layer.provide(HttpClientDefault.layer))
 
 /** The client on the `HttpClient` in context. */
 export const layerHttpClient = (options: MessageClientOptions = {}): Layer.Layer<MessageClient, never, HttpClient.HttpClient | Keys> =>

@@ -9,7 +9,7 @@
  *
  * Floor: saga (docs/architecture.md §3).
  */
-import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
+import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -22,6 +22,7 @@ import * as Database from "../sql/Database.js"
 import { SagaHubApi } from "./SagaApi.js"
 import { SagaHubHandlers } from "./SagaHttp.js"
 import * as SagaScheduler from "./SagaScheduler.js"
+import * as HttpClientDefault from "../http/HttpClientDefault.js"
 
 /** How to run a hub with sagas. */
 export interface SagaHubOptions extends Hub.HubOptions, SagaScheduler.SchedulerOptions {
@@ -36,10 +37,19 @@ export interface RunningSagaHub extends Hub.RunningHub {
 }
 
 /** The hub's services with the scheduler over them; needs `Keys`. */
-export const layerServices = (options: SagaHubOptions) => {
-  const services = Hub.layerServicesWithDatabase(options)
+export const layerServices = (options: SagaHubOptions) => layerServicesOn(options, Database.layer(options.database))
+
+/**
+ * `layerServices` over a database the caller holds (migrated): sagas, journals, registry and ledger outlive a stop
+ * and start of the hub over it, as a simulation's crash and restart needs. `database` only says the dialect.
+ */
+export const layerServicesOn = <E = never>(
+  options: Omit<SagaHubOptions, "database"> & { readonly database?: string },
+  db: Layer.Layer<SqlClient.SqlClient, E>
+) => {
+  const services = Layer.merge(Hub.layerServicesOn(options, db), db)
   const scheduler = (options.memoryEngine === true ? SagaScheduler.layerTest : SagaScheduler.layer)(options).pipe(
-    Layer.provide(Layer.mergeAll(SagaScheduler.layerAgentsFromRegistry, AgentClient.layer().pipe(Layer.provide(FetchHttpClient.layer)))),
+    Layer.provide(Layer.mergeAll(SagaScheduler.layerAgentsFromRegistry, AgentClient.layer().pipe(Layer.provide(HttpClientDefault.layer)))),
     Layer.provideMerge(services)
   )
   return scheduler
