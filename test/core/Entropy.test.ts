@@ -5,6 +5,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as AgentWeb from "../../src/agent/AgentWeb.js"
 import { keygen } from "../../src/cli/Cli.js"
 import { generateDid } from "../../src/core/Did.js"
 import { csprng, Entropy, layerSeeded, requireCsprng, seeded, SeededEntropyRefused, xoshiro128ss } from "../../src/core/Entropy.js"
@@ -127,6 +128,29 @@ describe("Entropy through the call paths", () => {
       const a = yield* allocationId(11)
       assert.strictEqual(yield* allocationId(11), a)
       assert.notStrictEqual(yield* allocationId(12), a)
+    }).pipe(Effect.provide(KeysNative.layer)))
+
+  it.live("an agent served in memory answers with the same session id, correlation id and generated key for the same seed", () =>
+    Effect.gen(function* () {
+      const run = (seed: number) =>
+        Effect.gen(function* () {
+          const handler = yield* AgentWeb.make({ name: "echo", handler: ({ message }) => message, publicUrl: "http://echo.sim" })
+          const request = new Request("http://echo.sim/v1/run", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ message: "hi" }) })
+          const response = yield* Effect.promise(() => handler(request))
+          const body = yield* Effect.promise(() => response.json() as Promise<Record<string, unknown>>)
+          const health = yield* Effect.promise(() => handler(new Request("http://echo.sim/.well-known/mesh-agent.json")))
+          const card = yield* Effect.promise(() => health.json() as Promise<Record<string, unknown>>)
+          return { status: response.status, correlationId: response.headers.get("x-correlation-id"), sessionId: body.sessionId, publicKey: card.publicKeyB64 }
+        }).pipe(Effect.scoped, Effect.provide(layerSeeded(seed)))
+      const a = yield* run(21)
+      assert.strictEqual(a.status, 200)
+      assert.match(String(a.sessionId), UUID_V4)
+      assert.strictEqual(typeof a.publicKey, "string")
+      assert.deepStrictEqual(yield* run(21), a)
+      const b = yield* run(22)
+      assert.notStrictEqual(b.sessionId, a.sessionId)
+      assert.notStrictEqual(b.correlationId, a.correlationId)
+      assert.notStrictEqual(b.publicKey, a.publicKey)
     }).pipe(Effect.provide(KeysNative.layer)))
 })
 
