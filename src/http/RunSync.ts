@@ -19,7 +19,7 @@
  * Floor: http (docs/architecture.md §3).
  */
 import * as Cause from "effect/Cause"
-import type * as Context from "effect/Context"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 
@@ -28,6 +28,20 @@ export const MISSING: unique symbol = Symbol.for("agent-mesh/RunSync/MISSING")
 
 /** Services by tag key, or `MISSING`. */
 export type Lookup = (key: string) => unknown
+
+// A Context whose services map is made on first use: a handler that takes its context and reads it only sometimes
+// (an agent run, for a trace header it rarely sends on) costs no copy of the services when it does not.
+class LazyContext {
+  private map: Map<string, unknown> | undefined
+  constructor(private readonly make: () => Map<string, unknown>) {}
+  get unsafeMap(): Map<string, unknown> {
+    return (this.map ??= this.make())
+  }
+}
+Object.setPrototypeOf(LazyContext.prototype, Object.getPrototypeOf(Context.empty()))
+
+/** A `Context` over the services `make` returns, made when first read. */
+export const lazyContext = (make: () => Map<string, unknown>): Context.Context<never> => new LazyContext(make) as unknown as Context.Context<never>
 
 // `Effect.context()` is one constant effect: asked here, it is answered with the context a fiber would have had.
 const CONTEXT: unknown = Effect.context<never>()

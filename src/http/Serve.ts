@@ -549,7 +549,7 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
                   : services.has(key)
                     ? services.get(key)
                     : RunSync.MISSING
-        , () => Context.unsafeMake(requestContext(compiled.base, request, routeContext(), search, cid, undefined)))
+        , () => RunSync.lazyContext(() => requestContext(compiled.base, request, routeContext(), search, cid, undefined)))
         if (Exit.isExit(step)) return done(step)
         effect = step
       }

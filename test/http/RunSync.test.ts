@@ -116,6 +116,18 @@ describe("RunSync", () => {
     expect(log).toEqual(["first", "second"])
   })
 
+  it("answers Effect.context() with the given context, whose services are read when first asked for", () => {
+    let made = 0
+    const context = RunSync.lazyContext(() => (made++, new Map<string, unknown>([[Svc.key, 42]])))
+    const effect = Effect.map(Effect.context<never>(), (ctx) => ctx)
+    const step = RunSync.run(effect, () => RunSync.MISSING, () => context)
+    const ctx = Exit.isExit(step) && Exit.isSuccess(step) ? step.value : undefined
+    expect(made).toBe(0)
+    expect(ctx === undefined ? undefined : Context.getOption(ctx as Context.Context<Svc>, Svc)).toEqual(Option.some(42))
+    expect(Effect.runSync(Effect.provide(Svc, ctx as Context.Context<Svc>))).toBe(42)
+    expect(made).toBe(1)
+  })
+
   it("turns a thrown defect into a die caught by catchAllCause, as a fiber does", () => {
     const effect = Effect.catchAllCause(Effect.sync(() => { throw boom }), (cause) => Effect.succeed(cause))
     const step = RunSync.run(effect, () => RunSync.MISSING)
