@@ -14,6 +14,7 @@ const suites: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
   mandate: () => import("./mandate.js"),
   http: () => import("./http.js"),
   agent: () => import("./agent.js"),
+  inprocess: () => import("./inprocess.js"),
   ledger: () => import("./ledger.js"),
   start: () => import("./start.js"),
   saga: () => import("./saga.js"),

@@ -368,15 +368,16 @@ export const make = (options: Options): Effect.Effect<ExecutionApi, never, Agent
       )
     }
 
-    // Plain functions and one `withFiberRuntime` rather than a generator: this runs once per request, and a handler
-    // that answers a string synchronously (the common case) completes without another effect step.
+    // Plain functions and the context read once rather than a generator: this runs once per request, and a handler
+    // that answers a string synchronously (the common case) completes without another effect step, and without a
+    // fiber where the server runs it on the request's stack (http/RunSync.ts answers `Effect.context()`).
     const run = (state: TaskState, approval: Approval | undefined, streaming: boolean, emit: (chunk: string) => void): Effect.Effect<Outcome, RunError> =>
-      Effect.withFiberRuntime<Outcome, RunError>((fiber) => {
+      Effect.flatMap(Effect.context<never>(), (context): Effect.Effect<Outcome, RunError> => {
         const asked = capabilityOf(state, declared)
         if (Either.isLeft(asked)) return Effect.fail(asked.left)
         const capability = asked.right
         const x: Run = { state, approval, passed: state.journal.slice(), calls: 0, produced: 0, paused: undefined, pausing: false, ended: false, cost: undefined }
-        const { input, cancel } = inputFor(x, guardFor(deps, x), meterFor(deps, x), options.systemPrompt, runPromise, mcpClient, fiber.currentContext, tracing)
+        const { input, cancel } = inputFor(x, guardFor(deps, x), meterFor(deps, x), options.systemPrompt, runPromise, mcpClient, context, tracing)
         let text = ""
         const onChunk = (chunk: unknown) => {
           if (typeof chunk !== "string") return

@@ -52,21 +52,26 @@ export class RouteTable<A> {
     const list = this.dynamic.get(method)
     if (list === undefined) return undefined
     const parts = path.split("/")
+    // Literal segments are compared first, so parameters are decoded only for the route that matches.
     outer: for (const c of list) {
       if (c.rest === undefined ? parts.length !== c.segments.length : parts.length < c.segments.length) continue
+      for (let i = 0; i < c.segments.length; i++) {
+        const name = c.names[i]
+        if (name === undefined ? parts[i] !== c.segments[i] : parts[i] === "") continue outer
+      }
       const params: Record<string, string | undefined> = {}
       for (let i = 0; i < c.segments.length; i++) {
         const name = c.names[i]
+        if (name === undefined) continue
         const part = parts[i]!
-        if (name === undefined) {
-          if (part !== c.segments[i]) continue outer
-        } else {
-          if (part === "") continue outer
-          try {
-            params[name] = decodeURIComponent(part)
-          } catch {
-            continue outer
-          }
+        if (!part.includes("%")) {
+          params[name] = part
+          continue
+        }
+        try {
+          params[name] = decodeURIComponent(part)
+        } catch {
+          continue outer
         }
       }
       if (c.rest !== undefined) params["*"] = parts.slice(c.segments.length).join("/")

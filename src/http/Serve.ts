@@ -69,6 +69,7 @@ import { writeJson, writeResponse } from "./WriteResponse.js"
 import { CompiledGroups, type GroupHandlers } from "./ApiGroup.js"
 import { compilable, compile, type CompiledEndpoint, refailCause, type Written } from "./Endpoint.js"
 import { clientKey } from "../core/internal/clientKey.js"
+import * as RunSync from "./RunSync.js"
 
 /** Serving options. */
 export interface Options {
@@ -192,7 +193,7 @@ interface Served {
   readonly path: string
   readonly json: boolean
   readonly stats: RouteStats
-  readonly compiled: { readonly endpoint: CompiledEndpoint; readonly base: BaseContext } | undefined
+  readonly compiled: { readonly endpoint: CompiledEndpoint; readonly base: BaseContext; readonly services: ReadonlyMap<string, unknown> } | undefined
 }
 
 // The services every request of a route starts from, as parallel arrays: copying them into a fresh Map with `set`
@@ -208,6 +209,17 @@ const contextMap = (base: BaseContext): Map<string, unknown> => {
   const map = new Map<string, unknown>()
   const { keys, values } = base
   for (let i = 0; i < keys.length; i++) map.set(keys[i]!, values[i])
+  return map
+}
+
+/** A request's services: its route's, then the request, its route and parameters, span, search and correlation id. */
+const requestContext = (base: BaseContext, request: LeanRequest, routeContext: unknown, search: unknown, cid: string, span: Tracer.Span | undefined): Map<string, unknown> => {
+  const map = contextMap(base)
+  map.set(HttpServerRequest.HttpServerRequest.key, request)
+  map.set(HttpRouter.RouteContext.key, routeContext)
+  if (span !== undefined) map.set(Tracer.ParentSpan.key, span)
+  map.set(HttpServerRequest.ParsedSearchParams.key, search)
+  map.set(CorrelationId.key, cid)
   return map
 }
 
@@ -328,7 +340,7 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
         const endpoint = compile(item, g.context, g.group.middlewares)
         const base = new Map(merged)
         for (const [key, value] of endpoint.provided) base.set(key, value)
-        compiled.set(`${item.endpoint.method} ${item.endpoint.path}`, { endpoint, base: baseContext(base) })
+        compiled.set(`${item.endpoint.method} ${item.endpoint.path}`, { endpoint, base: baseContext(base), services: base })
       }
     }
     const table = new RouteTable<Served>()
@@ -510,7 +522,7 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
         span.attribute("mesh.correlation_id", cid)
       }
       const search = query < 0 ? NO_SEARCH_PARAMS : HttpServerRequest.searchParamsFromURL(new URL(url, "http://l"))
-      const effect = (compiled === undefined ? route.handler : compiled.endpoint.program(request, params, search)) as Effect.Effect<unknown, unknown>
+      let effect = (compiled === undefined ? route.handler : compiled.endpoint.program(request, params, search)) as Effect.Effect<unknown, unknown>
       const ended = (exit: Exit.Exit<unknown, unknown>): void => finish(method, path, res, served.stats, t0, cid, request.caller, span, exit)
       // In flight means the handler runs: a streamed response (SSE) that outlives it does not hold a slot.
       const done = (exit: Exit.Exit<unknown, unknown>): void => {
@@ -522,12 +534,28 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
       }
       // An answer known without running anything (a decoding failure, `Effect.succeed`) needs no fiber, nor context.
       if (Exit.isExit(effect)) return done(effect)
-      const map = contextMap(compiled === undefined ? runtimeBase : compiled.base)
-      map.set(HttpServerRequest.HttpServerRequest.key, request)
-      map.set(HttpRouter.RouteContext.key, { [HttpRouter.RouteContextTypeId]: HttpRouter.RouteContextTypeId, params, route })
-      if (span !== undefined) map.set(Tracer.ParentSpan.key, span)
-      map.set(HttpServerRequest.ParsedSearchParams.key, search)
-      map.set(CorrelationId.key, cid)
+      if (compiled !== undefined && span === undefined) {
+        // As far as the handler needs no fiber it runs here, its services read from the same values a fiber's
+        // context would hold; the rest, if any, runs on a fiber below (RunSync.ts).
+        const services = compiled.services
+        const routeContext = () => ({ [HttpRouter.RouteContextTypeId]: HttpRouter.RouteContextTypeId, params, route })
+        const step = RunSync.run(effect, (key) =>
+          key === HttpServerRequest.HttpServerRequest.key
+            ? request
+            : key === CorrelationId.key
+              ? cid
+              : key === HttpServerRequest.ParsedSearchParams.key
+                ? search
+                : key === HttpRouter.RouteContext.key
+                  ? routeContext()
+                  : services.has(key)
+                    ? services.get(key)
+                    : RunSync.MISSING
+        , () => RunSync.lazyContext(() => requestContext(compiled.base, request, routeContext(), search, cid, undefined)))
+        if (Exit.isExit(step)) return done(step)
+        effect = step
+      }
+      const map = requestContext(compiled === undefined ? runtimeBase : compiled.base, request, { [HttpRouter.RouteContextTypeId]: HttpRouter.RouteContextTypeId, params, route }, search, cid, span)
       // A runtime per request (a plain object) seeds the fiber's context directly; `Effect.provide` would add a
       // FiberRef `locally` around the whole handler for the same result.
       const fiber = Runtime.runFork(

@@ -474,6 +474,7 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
   const quota: WriteQuota = { ...DEFAULT_WRITE_QUOTA, ...options.writeQuota }
   const proofMaxAgeMs = options.proofMaxAgeMs ?? DEFAULT_PROOF_MAX_AGE_MS
   const staleAfterMs = options.staleAfterMs ?? DEFAULT_STALE_AFTER_MS
+  const clock = yield* Effect.clock
   const isLive = (r: EntryRow, now: number) => r.last_seen_at != null && r.last_seen_at >= now - staleAfterMs
   const seenFilter = (live: boolean | undefined, now: number) => (live === undefined ? undefined : { live, since: now - staleAfterMs })
   const hashSecret = (secret: string) => toHex(keys.sha256(utf8(secret)))
@@ -523,32 +524,59 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
       return callerOf(row.value)
     })
 
-  // A DID document depends only on (did, key, endpoint); building it (base58, varint) on every resolve is waste.
-  const documents = new Map<string, DidDocument>()
-  const documentOf = (r: EntryRow): DidDocument => {
-    const id = `${r.did} ${r.public_key_b64 ?? ""} ${r.endpoint_url ?? ""}`
-    let doc = documents.get(id)
-    if (doc === undefined) {
-      if (documents.size >= 10_000) documents.delete(documents.keys().next().value as string)
-      doc = makeDidDocument(r.did as never, currentKey(r), r.endpoint_url ?? undefined)
-      documents.set(id, doc)
-    }
-    return doc
+  // What a record derives from its row's (did, key, endpoint, times) alone: the DID document (base58, varint), the
+  // key in canonical base64 and the ISO times. Building them on every resolve is waste: kept per didHash, and used
+  // while the row still has the fields they were made from.
+  interface Derived {
+    readonly did: string
+    readonly key: string | null
+    readonly endpoint: string | null
+    readonly created: number
+    readonly updated: number
+    readonly document: DidDocument
+    readonly publicKeyB64: string
+    readonly createdAt: string
+    readonly updatedAt: string
   }
+  const derived = new Map<string, Derived>()
+  const derivedOf = (r: EntryRow): Derived => {
+    const d = derived.get(r.did_hash)
+    if (d !== undefined && d.did === r.did && d.key === r.public_key_b64 && d.endpoint === r.endpoint_url && d.created === r.created_at && d.updated === r.updated_at) {
+      return d
+    }
+    if (d === undefined && derived.size >= 10_000) derived.delete(derived.keys().next().value as string)
+    const made: Derived = {
+      did: r.did,
+      key: r.public_key_b64,
+      endpoint: r.endpoint_url,
+      created: r.created_at,
+      updated: r.updated_at,
+      document: makeDidDocument(r.did as never, currentKey(r), r.endpoint_url ?? undefined),
+      publicKeyB64: canonicalStored(r.public_key_b64),
+      createdAt: iso(r.created_at),
+      updatedAt: iso(r.updated_at)
+    }
+    derived.set(r.did_hash, made)
+    return made
+  }
+  const documentOf = (r: EntryRow): DidDocument => derivedOf(r).document
 
-  const toAgent = (r: EntryRow, now: number): AgentRecord => ({
-    did: r.did,
-    didHash: r.did_hash,
-    manifestCID: r.manifest_cid ?? "",
-    publicKeyB64: canonicalStored(r.public_key_b64),
-    keyVersion: r.key_version,
-    endpointUrl: r.endpoint_url ?? "",
-    document: documentOf(r),
-    createdAt: iso(r.created_at),
-    updatedAt: iso(r.updated_at),
-    lastSeenAt: r.last_seen_at == null ? null : iso(r.last_seen_at),
-    live: isLive(r, now)
-  })
+  const toAgent = (r: EntryRow, now: number): AgentRecord => {
+    const d = derivedOf(r)
+    return {
+      did: r.did,
+      didHash: r.did_hash,
+      manifestCID: r.manifest_cid ?? "",
+      publicKeyB64: d.publicKeyB64,
+      keyVersion: r.key_version,
+      endpointUrl: r.endpoint_url ?? "",
+      document: d.document,
+      createdAt: d.createdAt,
+      updatedAt: d.updatedAt,
+      lastSeenAt: r.last_seen_at == null ? null : r.last_seen_at === r.updated_at ? d.updatedAt : iso(r.last_seen_at),
+      live: isLive(r, now)
+    }
+  }
   const toMcp = (r: EntryRow): McpRecord => ({
     did: r.did,
     didHash: r.did_hash,
@@ -814,7 +842,8 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
         yield* spend(input.proof)
         return toAgent(row, now)
       }),
-    resolveAgent: (h) => Effect.zipWith(entry("agent", h), Clock.currentTimeMillis, toAgent),
+    // The clock read directly: a resolve then needs no fiber, and is answered on the request's own stack (Serve).
+    resolveAgent: (h) => Effect.map(entry("agent", h), (row) => toAgent(row, clock.unsafeCurrentTimeMillis())),
     listAgents: page("agent", toAgent),
     heartbeat: (caller, h) =>
       Effect.gen(function* () {

@@ -1,0 +1,187 @@
+/**
+ * Runs an effect on the calling stack, without a fiber, for as long as it is made only of steps that need none:
+ * values and failures, `sync`/`suspend`, `flatMap`/`map`/`mapError`/`catchAll*`/`match*`, services read from a
+ * given lookup, `Effect.context()` from a given thunk, `Either` and `Option` used as effects. Most requests a server answers at once (a registry lookup, a
+ * decoding failure) are such effects, and a fiber per request (its creation, its context and its run loop) costs
+ * several times what they do (docs/architecture.md §6).
+ *
+ * At the first step that needs a fiber (the clock, a FiberRef, logging, `withFiberRuntime`, async work,
+ * interruptibility changes, a generator) it stops and returns what is left: that step with the continuations it has
+ * not run yet, rebuilt with the same combinators that made them, so a fiber running the rest does exactly what a
+ * fiber running the whole would have done from there. Nothing is run twice: a step runs here or there, never both.
+ *
+ * It reads the primitives' documented shape in effect 3 (`_op` and `effect_instruction_i*`, as `FiberRuntime` does);
+ * `test/http/RunSync.test.ts` checks it against a fiber on generated effects, so a change of that shape fails a test
+ * instead of a request. A defect thrown by a step becomes `Cause.die`, as in a fiber. Failures made here (a thrown
+ * defect, a `Left`) are not given a span as a fiber's are: only a fiber has a current span, and a request runs here
+ * only while tracing is off (`Serve`). `Effect.fail` of an object reads the fiber for its span, so it is left to one.
+ *
+ * Floor: http (docs/architecture.md §3).
+ */
+import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+
+/** What a service lookup answers for a key it does not hold: the step is left to a fiber. */
+export const MISSING: unique symbol = Symbol.for("agent-mesh/RunSync/MISSING")
+
+/** Services by tag key, or `MISSING`. */
+export type Lookup = (key: string) => unknown
+
+// A Context whose services map is made on first use: a handler that takes its context and reads it only sometimes
+// (an agent run, for a trace header it rarely sends on) costs no copy of the services when it does not.
+class LazyContext {
+  private map: Map<string, unknown> | undefined
+  constructor(private readonly make: () => Map<string, unknown>) {}
+  get unsafeMap(): Map<string, unknown> {
+    return (this.map ??= this.make())
+  }
+}
+Object.setPrototypeOf(LazyContext.prototype, Object.getPrototypeOf(Context.empty()))
+
+/** A `Context` over the services `make` returns, made when first read. */
+export const lazyContext = (make: () => Map<string, unknown>): Context.Context<never> => new LazyContext(make) as unknown as Context.Context<never>
+
+// `Effect.context()` is one constant effect: asked here, it is answered with the context a fiber would have had.
+const CONTEXT: unknown = Effect.context<never>()
+
+// A primitive as FiberRuntime reads it.
+interface Primitive {
+  readonly _op: string
+  readonly effect_instruction_i0?: unknown
+  readonly effect_instruction_i1?: unknown
+  readonly effect_instruction_i2?: unknown
+  readonly commit?: () => unknown
+  readonly key?: string
+  readonly left?: unknown
+  readonly right?: unknown
+  readonly value?: unknown
+}
+
+type Frame = Primitive
+
+// Past this many steps the rest goes to a fiber, whose scheduler lets other work in (as a fiber yields after 2048).
+const MAX_STEPS = 1024
+
+/** The effect that runs `cur` and then the frames still on `stack` (top last), as the combinators that made them. */
+const rebuild = (cur: Effect.Effect<unknown, unknown, unknown>, stack: Array<Frame>): Effect.Effect<unknown, unknown, unknown> => {
+  let effect = cur
+  for (let i = stack.length - 1; i >= 0; i--) {
+    const frame = stack[i]!
+    switch (frame._op) {
+      case "OnSuccess":
+        effect = Effect.flatMap(effect, frame.effect_instruction_i1 as (a: unknown) => Effect.Effect<unknown, unknown, unknown>)
+        break
+      case "OnFailure":
+        effect = Effect.catchAllCause(effect, frame.effect_instruction_i1 as (c: Cause.Cause<unknown>) => Effect.Effect<unknown, unknown, unknown>)
+        break
+      default:
+        effect = Effect.matchCauseEffect(effect, {
+          onFailure: frame.effect_instruction_i1 as (c: Cause.Cause<unknown>) => Effect.Effect<unknown, unknown, unknown>,
+          onSuccess: frame.effect_instruction_i2 as (a: unknown) => Effect.Effect<unknown, unknown, unknown>
+        })
+    }
+  }
+  return effect
+}
+
+/**
+ * Runs `effect` here as far as it needs no fiber: its `Exit` when it got there, otherwise the effect that does the
+ * rest (to run on a fiber with the same services).
+ */
+export const run = <A, E, R>(
+  effect: Effect.Effect<A, E, R>,
+  lookup: Lookup,
+  context?: () => Context.Context<never>
+): Exit.Exit<A, E> | Effect.Effect<A, E, R> => {
+  const stack: Array<Frame> = []
+  let cur = effect as unknown as Primitive
+  // Set when `cur` is settled: a success value, or a failure cause.
+  let done: "success" | "failure" | undefined
+  let value: unknown
+  let cause: Cause.Cause<unknown> | undefined
+  for (let steps = 0; ; steps++) {
+    if (done === undefined) {
+      if (steps > MAX_STEPS) return rebuild(cur as never, stack) as never
+      try {
+        switch (cur._op) {
+          case "Success":
+            done = "success"
+            value = cur.effect_instruction_i0
+            break
+          case "Failure":
+            done = "failure"
+            cause = cur.effect_instruction_i0 as Cause.Cause<unknown>
+            break
+          case "Sync":
+            value = (cur.effect_instruction_i0 as () => unknown)()
+            done = "success"
+            break
+          case "Commit":
+            cur = cur.commit!() as Primitive
+            break
+          case "OnSuccess":
+          case "OnFailure":
+          case "OnSuccessAndFailure":
+            stack.push(cur)
+            cur = cur.effect_instruction_i0 as Primitive
+            break
+          case "Tag": {
+            const found = lookup(cur.key!)
+            if (found === MISSING) return rebuild(cur as never, stack) as never
+            done = "success"
+            value = found
+            break
+          }
+          case "Right":
+            done = "success"
+            value = cur.right
+            break
+          case "Some":
+            done = "success"
+            value = cur.value
+            break
+          case "Left":
+            cur = Exit.fail(cur.left) as unknown as Primitive
+            break
+          case "None":
+            cur = Exit.fail(new Cause.NoSuchElementException()) as unknown as Primitive
+            break
+          default:
+            if (cur === CONTEXT && context !== undefined) {
+              done = "success"
+              value = context()
+              break
+            }
+            return rebuild(cur as never, stack) as never
+        }
+      } catch (e) {
+        cur = Exit.die(e) as unknown as Primitive
+      }
+      continue
+    }
+    // A settled value or cause goes to the next frame that takes it.
+    let frame = stack.pop()
+    if (done === "success") {
+      while (frame !== undefined && frame._op === "OnFailure") frame = stack.pop()
+      if (frame === undefined) return Exit.succeed(value) as never
+      const next = frame._op === "OnSuccess" ? frame.effect_instruction_i1 : frame.effect_instruction_i2
+      done = undefined
+      try {
+        cur = (next as (a: unknown) => Primitive)(value)
+      } catch (e) {
+        cur = Exit.die(e) as unknown as Primitive
+      }
+    } else {
+      while (frame !== undefined && frame._op === "OnSuccess") frame = stack.pop()
+      if (frame === undefined) return Exit.failCause(cause!) as never
+      done = undefined
+      try {
+        cur = (frame.effect_instruction_i1 as (c: Cause.Cause<unknown>) => Primitive)(cause!)
+      } catch (e) {
+        cur = Exit.die(e) as unknown as Primitive
+      }
+    }
+  }
+}

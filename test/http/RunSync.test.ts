@@ -1,0 +1,136 @@
+/**
+ * `RunSync.run` against a fiber: on generated effects (values, failures, defects, side effects, every combinator it
+ * runs itself, and steps it must leave to a fiber), running it and then the rest it returns on a fiber gives the same
+ * exit and the same side effects in the same order as running the whole effect on a fiber.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Equal from "effect/Equal"
+import * as Exit from "effect/Exit"
+import * as fc from "effect/FastCheck"
+import * as FiberRef from "effect/FiberRef"
+import * as Option from "effect/Option"
+import * as RunSync from "../../src/http/RunSync.js"
+
+class Svc extends Context.Tag("test/RunSync/Svc")<Svc, number>() {}
+const ref = FiberRef.unsafeMake(5)
+const boom = new Error("boom")
+
+type Node =
+  | { readonly t: "succeed" | "fail" | "sync" | "syncThrow" | "svc" | "right" | "left" | "some" | "none" | "fiberRef" | "die"; readonly n: number }
+  | { readonly t: "suspend" | "mapThrow" | "uninterruptible" | "gen" | "yield" | "either" | "mapError"; readonly c: Node; readonly n: number }
+  | { readonly t: "flatMap" | "catchAll" | "catchAllCause" | "match" | "zipWith" | "orElse"; readonly c: Node; readonly d: Node; readonly n: number }
+
+const node: fc.Arbitrary<Node> = fc.letrec<{ node: Node }>((tie) => ({
+  node: fc.oneof(
+    { depthSize: "small", withCrossShrink: true },
+    fc.record({ t: fc.constantFrom("succeed", "fail", "sync", "syncThrow", "svc", "right", "left", "some", "none", "fiberRef", "die"), n: fc.integer({ min: 0, max: 9 }) }),
+    fc.record({ t: fc.constantFrom("suspend", "mapThrow", "uninterruptible", "gen", "yield", "either", "mapError"), c: tie("node"), n: fc.integer({ min: 0, max: 9 }) }),
+    fc.record({ t: fc.constantFrom("flatMap", "catchAll", "catchAllCause", "match", "zipWith", "orElse"), c: tie("node"), d: tie("node"), n: fc.integer({ min: 0, max: 9 }) })
+  ) as fc.Arbitrary<Node>
+})).node
+
+/** The effect a node describes; its side effects go to `log`. */
+const build = (x: Node, log: Array<string>): Effect.Effect<unknown, unknown, Svc> => {
+  switch (x.t) {
+    case "succeed": return Effect.succeed(x.n)
+    case "fail": return Effect.fail(`e${x.n}`)
+    case "die": return Effect.die(boom)
+    case "sync": return Effect.sync(() => (log.push(`sync${x.n}`), x.n))
+    case "syncThrow": return Effect.sync(() => { log.push(`throw${x.n}`); throw boom })
+    case "svc": return Effect.map(Svc, (s) => s + x.n)
+    case "right": return Either.right(x.n)
+    case "left": return Either.left(`l${x.n}`)
+    case "some": return Option.some(x.n)
+    case "none": return Effect.asVoid(Option.none())
+    case "fiberRef": return FiberRef.get(ref)
+    case "suspend": return Effect.suspend(() => (log.push(`suspend${x.n}`), build(x.c, log)))
+    case "mapThrow": return Effect.map(build(x.c, log), () => { throw boom })
+    case "uninterruptible": return Effect.uninterruptible(build(x.c, log))
+    case "gen": return Effect.gen(function* () { return (yield* build(x.c, log)) as number })
+    case "yield": return Effect.zipRight(Effect.yieldNow(), build(x.c, log))
+    case "either": return Effect.either(build(x.c, log))
+    case "mapError": return Effect.mapError(build(x.c, log), (e) => `m${String(e)}`)
+    case "flatMap": return Effect.flatMap(build(x.c, log), (a) => (log.push(`then${String(a)}`), build(x.d, log)))
+    case "catchAll": return Effect.catchAll(build(x.c, log), (e) => (log.push(`caught${String(e)}`), build(x.d, log)))
+    case "catchAllCause": return Effect.catchAllCause(build(x.c, log), () => build(x.d, log))
+    case "match": return Effect.matchEffect(build(x.c, log), { onFailure: () => build(x.d, log), onSuccess: (a) => Effect.succeed([a, x.n]) })
+    case "zipWith": return Effect.zipWith(build(x.c, log), build(x.d, log), (a, b) => [a, b])
+    case "orElse": return Effect.orElse(build(x.c, log), () => build(x.d, log))
+  }
+}
+
+const onFiber = (x: Node) => {
+  const log: Array<string> = []
+  const exit = Effect.runSyncExit(Effect.provideService(build(x, log), Svc, 100))
+  return { exit, log }
+}
+
+const here = (x: Node, knowsSvc: boolean) => {
+  const log: Array<string> = []
+  const step = RunSync.run(build(x, log), (key) => (knowsSvc && key === Svc.key ? 100 : RunSync.MISSING))
+  const exit = Exit.isExit(step) ? step : Effect.runSyncExit(Effect.provideService(step, Svc, 100))
+  return { exit, log, settled: Exit.isExit(step) }
+}
+
+describe("RunSync", () => {
+  it("gives the exit and the side effects a fiber gives, running the rest on a fiber where it stops", () => {
+    let settled = 0
+    fc.assert(
+      fc.property(node, fc.boolean(), (x, knowsSvc) => {
+        const a = onFiber(x)
+        const b = here(x, knowsSvc)
+        if (b.settled) settled++
+        expect(b.log).toEqual(a.log)
+        expect(Exit.isSuccess(b.exit)).toBe(Exit.isSuccess(a.exit))
+        if (Exit.isSuccess(a.exit) && Exit.isSuccess(b.exit)) expect(b.exit.value).toEqual(a.exit.value)
+        if (Exit.isFailure(a.exit) && Exit.isFailure(b.exit)) expect(Equal.equals(b.exit.cause, a.exit.cause)).toBe(true)
+      }),
+      { numRuns: 2000 }
+    )
+    // Both ways were taken: many effects settled here, many went on to a fiber.
+    expect(settled).toBeGreaterThan(200)
+    expect(settled).toBeLessThan(1800)
+  })
+
+  it("settles without a fiber an effect made only of steps it runs", () => {
+    const log: Array<string> = []
+    const effect = Effect.mapError(
+      Effect.flatMap(Effect.try(() => (log.push("read"), 7)), (n) => (n > 5 ? Effect.succeed(n * 2) : Effect.fail("small"))),
+      (e) => `wrapped ${e}`
+    )
+    const step = RunSync.run(effect, () => RunSync.MISSING)
+    expect(Exit.isExit(step) && Exit.isSuccess(step) ? step.value : undefined).toBe(14)
+    expect(log).toEqual(["read"])
+  })
+
+  it("leaves a step that needs a fiber, and runs nothing before it twice", () => {
+    const log: Array<string> = []
+    const effect = Effect.flatMap(Effect.sync(() => log.push("first")), () => Effect.map(FiberRef.get(ref), (n) => (log.push("second"), n)))
+    const step = RunSync.run(effect, () => RunSync.MISSING)
+    expect(Exit.isExit(step)).toBe(false)
+    expect(log).toEqual(["first"])
+    expect(Effect.runSync(step as Effect.Effect<number>)).toBe(5)
+    expect(log).toEqual(["first", "second"])
+  })
+
+  it("answers Effect.context() with the given context, whose services are read when first asked for", () => {
+    let made = 0
+    const context = RunSync.lazyContext(() => (made++, new Map<string, unknown>([[Svc.key, 42]])))
+    const effect = Effect.map(Effect.context<never>(), (ctx) => ctx)
+    const step = RunSync.run(effect, () => RunSync.MISSING, () => context)
+    const ctx = Exit.isExit(step) && Exit.isSuccess(step) ? step.value : undefined
+    expect(made).toBe(0)
+    expect(ctx === undefined ? undefined : Context.getOption(ctx as Context.Context<Svc>, Svc)).toEqual(Option.some(42))
+    expect(Effect.runSync(Effect.provide(Svc, ctx as Context.Context<Svc>))).toBe(42)
+    expect(made).toBe(1)
+  })
+
+  it("turns a thrown defect into a die caught by catchAllCause, as a fiber does", () => {
+    const effect = Effect.catchAllCause(Effect.sync(() => { throw boom }), (cause) => Effect.succeed(cause))
+    const step = RunSync.run(effect, () => RunSync.MISSING)
+    expect(Exit.isExit(step) && Exit.isSuccess(step) ? Equal.equals(step.value, Effect.runSync(effect)) : false).toBe(true)
+  })
+})
