@@ -390,3 +390,35 @@ describe("issuing refuses before it signs", () => {
       assert.deepStrictEqual(payloadOf((yield* issueModelBudgetMandate({ grantorDid: alice.did, granteeDid: bob.did, privateKey: alice.key, constraints: cns })).token).cns, cns)
     }).pipe(Effect.provide(KeysNative.layer)))
 })
+
+describe("the token's segments and the parties", () => {
+  it.effect("an empty segment is refused for that segment; a token that is not a string for that, cache or not", () =>
+    Effect.gen(function* () {
+      const { intent } = yield* setup
+      const [h, p, s] = intent.token.split(".") as [string, string, string]
+      const cases: ReadonlyArray<readonly [string, string]> = [[`.${p}.${s}`, "header"], [`${h}..${s}`, "payload"], [`${h}.${p}.`, "signature"]]
+      for (const [token, segment] of cases) {
+        const e = yield* refusal(verifyMandate(token, new Uint8Array(32)))
+        assert.strictEqual(e.reason, "MALFORMED", segment)
+        assert.include(e.message, segment)
+      }
+      for (const token of [null, undefined, {}, ["a.b.c"]]) {
+        for (const cache of [MandateCache.make(), undefined]) {
+          const e = yield* refusal(verifyMandate(token as unknown as string, new Uint8Array(32), cache === undefined ? {} : { cache }))
+          assert.deepStrictEqual(e, { reason: "MALFORMED", message: "token is not a string" }, JSON.stringify(token))
+        }
+      }
+    }).pipe(Effect.provide(KeysNative.layer)))
+
+  it.effect("KIND_MISMATCH lists the kinds expected; a parent object whose grantee is not the signing DID is CHAIN_BROKEN", () =>
+    Effect.gen(function* () {
+      const { alice, bob, carol, intent } = yield* setup
+      const kind = yield* refusal(verifyMandate(intent.token, alice.key.publicKey, { kinds: ["task", "payment"] }))
+      assert.include(kind.message, "task or payment")
+      // A Mandate given as an object is read as given; its grantee, spelled otherwise than the DID it normalizes to,
+      // is not the grantor the child would be signed by.
+      const e = yield* Effect.flip(attenuateToCart({ parent: { ...intent, grantee: "did:mesh:BOB" }, granteeDid: carol.did, grantorPrivateKey: bob.key, narrowed: { spendLimitUsd: 1 } }))
+      assert.strictEqual(e.code, "CHAIN_BROKEN")
+      assert.include(e.message, "did:mesh:BOB")
+    }).pipe(Effect.provide(KeysNative.layer)))
+})
