@@ -17,6 +17,7 @@ import {
   issueTaskMandate,
   MAX_CHAIN_LENGTH,
   MAX_TOKEN_LENGTH,
+  type Mandate,
   verifyMandate
 } from "../../src/core/Mandate.js"
 import type { TaskConstraints } from "../../src/core/Constraints.js"
@@ -24,7 +25,7 @@ import { toBase64Url, utf8 } from "../../src/core/internal/bytes.js"
 import type { Keys } from "../../src/core/Keys.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
 import { numericDate } from "../support/arbitraries.js"
-import { cast, headerFor, payloadOf, resolverFor, signRaw } from "../support/mandates.js"
+import { cast, headerFor, party, payloadOf, resolverFor, signRaw } from "../support/mandates.js"
 
 // The edges of mandate verification and issuing that the other suites reach only in passing: which link a refusal
 // is about (§9.7's recovery depends on it: "request a new mandate from the grantor of the expired link"), the
@@ -420,5 +421,28 @@ describe("the token's segments and the parties", () => {
       const e = yield* Effect.flip(attenuateToCart({ parent: { ...intent, grantee: "did:mesh:BOB" }, granteeDid: carol.did, grantorPrivateKey: bob.key, narrowed: { spendLimitUsd: 1 } }))
       assert.strictEqual(e.code, "CHAIN_BROKEN")
       assert.include(e.message, "did:mesh:BOB")
+    }).pipe(Effect.provide(KeysNative.layer)))
+})
+
+describe("issuing refusals that share a code name their cause", () => {
+  it.effect("INVALID_TTL names ttlSeconds; a bad keyVersion, INVALID_CONSTRAINTS like a bad cns, names keyVersion; the chain limit names its length", () =>
+    Effect.gen(function* () {
+      yield* TestClock.setTime(T0)
+      const { alice, bob } = yield* cast
+      const base = { grantorDid: alice.did, granteeDid: bob.did, privateKey: alice.key, constraints: { allowed: ["a"], maxDelegationDepth: 1000 } }
+      assert.include((yield* Effect.flip(issueTaskMandate({ ...base, ttlSeconds: 0 }))).message, "ttlSeconds")
+      assert.include((yield* Effect.flip(issueTaskMandate({ ...base, keyVersion: 0 }))).message, "keyVersion")
+      // A chain at the protocol's limit: its leaf's grantee may not attenuate, though maxDelegationDepth would allow it.
+      let leaf: Mandate<"task"> = yield* issueTaskMandate(base)
+      let holder = bob
+      for (let i = 1; i < MAX_CHAIN_LENGTH; i++) {
+        const next = yield* party(`agent-${i}`, 40 + i)
+        leaf = yield* attenuateTaskMandate({ parent: leaf, granteeDid: next.did, grantorPrivateKey: holder.key, constraints: { allowed: ["a"], maxDelegationDepth: 1000 - i } })
+        holder = next
+      }
+      assert.strictEqual(leaf.depth, MAX_CHAIN_LENGTH - 1)
+      const e = yield* Effect.flip(attenuateTaskMandate({ parent: leaf, granteeDid: alice.did, grantorPrivateKey: holder.key, constraints: { allowed: ["a"], maxDelegationDepth: 1 } }))
+      assert.strictEqual(e.code, "DELEGATION_DEPTH_EXCEEDED")
+      assert.include(e.message, String(MAX_CHAIN_LENGTH))
     }).pipe(Effect.provide(KeysNative.layer)))
 })
