@@ -446,3 +446,17 @@ describe("issuing refusals that share a code name their cause", () => {
       assert.include(e.message, String(MAX_CHAIN_LENGTH))
     }).pipe(Effect.provide(KeysNative.layer)))
 })
+
+describe("the error classes", () => {
+  it.effect("are tagged MandateInvalid and MandateIssueError, as callers match them", () =>
+    Effect.gen(function* () {
+      const { alice, bob, intent } = yield* setup
+      const refused = yield* Effect.flip(verifyMandate(intent.token, bob.key.publicKey))
+      assert.strictEqual(refused._tag, "MandateInvalid")
+      assert.strictEqual(refused.code, "MANDATE_INVALID")
+      const caught = yield* Effect.catchTag(verifyMandate(intent.token, bob.key.publicKey), "MandateInvalid", (e) => Effect.succeed(e.reason))
+      assert.strictEqual(caught, "SIGNATURE_INVALID")
+      const notIssued = yield* Effect.flip(issueIntentMandate({ grantorDid: alice.did, granteeDid: "bob", privateKey: alice.key, constraints: { spendLimitUsd: 1 } }))
+      assert.strictEqual(notIssued._tag, "MandateIssueError")
+    }).pipe(Effect.provide(KeysNative.layer)))
+})
