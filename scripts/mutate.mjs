@@ -24,7 +24,7 @@ const TEST_FILES = {
   ],
   "src/core/HttpSignature.ts": ["test/HttpSignature*.test.ts", "test/core/HttpSignatureEdges.test.ts"],
   "src/core/Mandate.ts": [
-    "test/Mandate*.test.ts", "test/core/MandateClaims.test.ts", "test/ReviewRegressions.test.ts", "test/core/ConstraintsProperties.test.ts", "test/TaskGuard.test.ts",
+    "test/Mandate*.test.ts", "test/core/Mandate*.test.ts", "test/ReviewRegressions.test.ts", "test/core/ConstraintsProperties.test.ts", "test/TaskGuard.test.ts",
     "test/SpendingGuard.test.ts"
   ]
 }

@@ -97,5 +97,116 @@ export const equivalent = [
     original: "typeof u === \"number\"",
     replacement: "true",
     reason: "Number.isSafeInteger is false for every non-number; the typeof test is there for the compiler's narrowing"
+  },
+  {
+    file: "src/core/Mandate.ts",
+    mutator: "ConditionalExpression",
+    original: "typeof u === \"number\"",
+    replacement: "true",
+    reason: "Number.isSafeInteger is false for every non-number; the typeof test is there for the compiler's narrowing"
+  },
+  {
+    file: "src/core/Mandate.ts",
+    mutator: "ConditionalExpression",
+    original: "typeof p.kv !== \"number\"",
+    replacement: "false",
+    reason: "Number.isSafeInteger is false for every non-number; the typeof test is there for the compiler's narrowing"
+  },
+  {
+    file: "src/core/Mandate.ts",
+    mutator: "ConditionalExpression",
+    original: "typeof p.kind !== \"string\"",
+    replacement: "false",
+    reason: "the list of kinds includes no non-string; the typeof test is there for the compiler's narrowing"
+  },
+  { file: "src/core/Mandate.ts", mutator: "UnaryOperator", original: "-1", line: "const d2 = d1 < 0", reason: "when the token has no dot, d1 < 0 refuses it whatever d2 is" },
+  {
+    file: "src/core/Mandate.ts",
+    mutator: "ConditionalExpression",
+    original: "d1 < 0",
+    replacement: "false",
+    line: "const d2 = d1 < 0",
+    reason: "with no dot in the token, searching from d1 + 1 = 0 finds none either: d2 is -1 both ways"
+  },
+  {
+    file: "src/core/Mandate.ts",
+    mutator: "ConditionalExpression",
+    original: "d1 < 0",
+    replacement: "false",
+    line: "if (d1 < 0 || d2 < 0",
+    reason: "d2 is -1 whenever d1 is, so d2 < 0 refuses the token without a dot"
+  },
+  {
+    file: "src/core/Mandate.ts",
+    mutator: "LogicalOperator",
+    original: "d1 < 0 || d2 < 0",
+    reason: "with one dot d2 is -1, and the test for a third dot, searching from d2 + 1 = 0, finds the first: refused both ways"
+  },
+  {
+    file: "src/core/Mandate.ts",
+    mutator: "ConditionalExpression",
+    original: "d2 < 0",
+    replacement: "false",
+    reason: "with one dot d2 is -1, and the test for a third dot, searching from d2 + 1 = 0, finds the first: refused both ways"
+  },
+  { file: "src/core/Mandate.ts", mutator: "EqualityOperator", original: "d2 < 0", reason: "d2 is never 0: a second dot, when found, comes after the first" },
+  { file: "src/core/Mandate.ts", mutator: "EqualityOperator", original: "token.indexOf(\".\", d2 + 1) >= 0", reason: "a dot found after the second one is at index 2 or more, never 0" },
+  {
+    file: "src/core/Mandate.ts",
+    mutator: "StringLiteral",
+    original: "\"prf\"",
+    line: "decodeBase64UrlJson(",
+    reason: "prf is a nested token, parsed again as strict base64url: a non-ASCII character in it is refused whether or not it was decoded as UTF-8 first; only the time spent scanning it differs"
+  },
+  {
+    file: "src/core/Mandate.ts",
+    mutator: "ConditionalExpression",
+    original: "typeof u === \"object\"",
+    replacement: "true",
+    line: "!Object.isFrozen(u)",
+    reason: "a primitive or null is frozen by definition (Object.isFrozen is true for it), so deepFreeze skips it either way"
+  },
+  {
+    file: "src/core/Mandate.ts",
+    mutator: "LogicalOperator",
+    original: "typeof u === \"object\"",
+    replacement: "typeof u === \"object\" || u !== null",
+    reason: "a primitive and null are frozen by definition (Object.isFrozen is true for both), so deepFreeze skips them either way"
+  },
+  {
+    file: "src/core/Mandate.ts",
+    mutator: "ConditionalExpression",
+    original: "u !== null",
+    replacement: "true",
+    line: "!Object.isFrozen(u)",
+    reason: "Object.isFrozen(null) is true, so deepFreeze skips null either way"
+  },
+  {
+    file: "src/core/Mandate.ts",
+    mutator: "LogicalOperator",
+    original: "typeof u === \"object\"",
+    replacement: "typeof u === \"object\" && u !== null || !Object.isFrozen(u)",
+    reason: "walks a value already frozen once more and freezes nothing new (parsed JSON has no cycles): only time differs"
+  },
+  {
+    file: "src/core/Mandate.ts",
+    mutator: "ConditionalExpression",
+    original: "parsed.structural === undefined",
+    replacement: "true",
+    reason: "recomputes chainProblem, a pure function of the parsed chain, on every call instead of once: only time differs"
+  },
+  {
+    file: "src/core/Mandate.ts",
+    mutator: "EqualityOperator",
+    original: "i >= last",
+    replacement: "i > last",
+    reason: "also verifies the leaf's signature a second time, after it verified first: only time differs"
+  },
+  {
+    file: "src/core/Mandate.ts",
+    mutator: "ConditionalExpression",
+    original: "Either.isLeft(parsed)",
+    replacement: "false",
+    reason: "unreachable: sign checks everything parsing does before signing, so its own token always decodes (a defect otherwise)"
   }
 ]

@@ -468,8 +468,6 @@ const sign = <K extends MandateKind>(req: SignRequest): Effect.Effect<Mandate<K>
         return yield* Effect.fail(issueError(v.reason === "DEPTH_EXCEEDED" ? "DELEGATION_DEPTH_EXCEEDED" : v.reason, v.message))
       }
       exp = Math.min(exp, parent.expiresAt)
-    } else if (req.kind === "cart" || req.kind === "payment") {
-      return yield* Effect.fail(issueError("CHAIN_BROKEN", `a ${req.kind} mandate must be attenuated from a parent`))
     }
     const keys = yield* Keys
     const key: PrivateKey = yield* keys.importPrivateKey(req.key)

@@ -168,3 +168,14 @@ export const extraMember = (kind: keyof typeof badMembers) => {
   return fc.tuple(valid, fc.string({ minLength: 1, maxLength: 300 }).filter((k) => !known.has(k) && k !== "__proto__"), wrongValue.filter((v) => v !== undefined))
     .map(([cns, key, value]) => ({ cns: { ...cns, [key]: value } as Record<string, unknown>, key }))
 }
+
+/**
+ * A mandate's `iat`, `nbf` or `exp` around `now`: at, one second before and after each moment a verifier compares it
+ * with (`now`, `now ± tolerance`, each other), the NumericDate bounds 0 and 2^53 - 1, or not a NumericDate at all.
+ */
+export const numericDate = (now: number, tolerance: number): fc.Arbitrary<unknown> =>
+  fc.oneof(
+    { weight: 6, arbitrary: fc.constantFrom(-tolerance - 1, -tolerance, -1, 0, 1, tolerance - 1, tolerance, tolerance + 1, 60).map((d) => now + d) },
+    { weight: 1, arbitrary: fc.constantFrom(0, Number.MAX_SAFE_INTEGER) },
+    { weight: 1, arbitrary: fc.oneof(fc.constantFrom(-1, now + 0.5, Number.MAX_SAFE_INTEGER + 1, Number.NaN, `${now}`, null), notA("number")) }
+  )
