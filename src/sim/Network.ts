@@ -16,6 +16,7 @@ import * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientError from "@effect/platform/HttpClientError"
 import type * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import * as HttpClientResponse from "@effect/platform/HttpClientResponse"
+import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -35,6 +36,8 @@ export type Fault =
 /** One request as the network saw it. */
 export interface TraceLine {
   readonly seq: number
+  /** When it was sent, by the simulation's clock (ms). */
+  readonly at: number
   readonly method: string
   readonly origin: string
   readonly path: string
@@ -55,6 +58,8 @@ export interface NetworkApi {
   readonly trace: Effect.Effect<ReadonlyArray<TraceLine>>
   /** Requests sent since the last `reset`. */
   readonly sent: Effect.Effect<number>
+  /** Requests whose handler has not answered yet: while there are some, the mesh is not idle. */
+  readonly inFlight: Effect.Effect<number>
   /** Sends one request through the network, faults and all: what the `HttpClient` of `client` does. */
   readonly send: (
     request: HttpClientRequest.HttpClientRequest,
@@ -116,6 +121,7 @@ export const make: Effect.Effect<NetworkApi> = Effect.sync(() => {
   let plan: ReadonlyMap<number, ReadonlyArray<Fault>> = new Map()
   let seq = 0
   let sinceReset = 0
+  let inFlight = 0
   const lines: Array<TraceLine> = []
   return {
     register: (origin, handler) => Effect.sync(() => void handlers.set(origin, handler)),
@@ -127,10 +133,11 @@ export const make: Effect.Effect<NetworkApi> = Effect.sync(() => {
       }),
     trace: Effect.sync(() => lines.slice()),
     sent: Effect.sync(() => sinceReset),
+    inFlight: Effect.sync(() => inFlight),
     send: (request, url) =>
       Effect.gen(function* () {
         const n = sinceReset++
-        const line = { seq: seq++, method: request.method, origin: url.origin, path: tracePath(url.pathname) }
+        const line = { seq: seq++, at: yield* Clock.currentTimeMillis, method: request.method, origin: url.origin, path: tracePath(url.pathname) }
         const faults = plan.get(n) ?? []
         const names = faults.map(faultName)
         const record = (outcome: TraceLine["outcome"]) => Effect.sync(() => void lines.push({ ...line, faults: names, outcome }))
@@ -147,7 +154,13 @@ export const make: Effect.Effect<NetworkApi> = Effect.sync(() => {
         }
         const webRequest = () =>
           new Request(url, { method: request.method, headers: request.headers as Record<string, string>, ...(body === undefined ? {} : { body: body as Uint8Array<ArrayBuffer> }) })
-        const call = Effect.tryPromise({ try: () => handler(webRequest()), catch: (cause) => transport(request, String(cause)) })
+        const call = Effect.tryPromise({
+          try: () => {
+            inFlight++
+            return handler(webRequest()).finally(() => inFlight--)
+          },
+          catch: (cause) => transport(request, String(cause))
+        })
         const first = yield* Effect.tapError(call, () => record("failed"))
         if (faults.some((f) => f._tag === "Duplicate")) {
           // The copy arrives after the original was answered; what it is answered goes nowhere.
