@@ -20,7 +20,6 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
-import * as crypto from "node:crypto"
 import { AgentApi, type Caller, CurrentCaller } from "./AgentApi.js"
 import { AgentForbidden, type RunError } from "./AgentError.js"
 import { presentedByGrantor } from "./AgentHttp.js"
@@ -56,6 +55,7 @@ import { AgentMemory } from "../core/AgentMemory.js"
 import { MandateCache } from "../core/MandateCache.js"
 import * as Sse from "../core/Sse.js"
 import { isRecord } from "../core/internal/record.js"
+import { Entropy } from "../core/Entropy.js"
 import { CorrelationId } from "../http/CorrelationId.js"
 import type { RefusalWriter } from "../http/Serve.js"
 
@@ -87,8 +87,8 @@ const checkVersion = (header: string | undefined): Effect.Effect<void, RpcFailur
 }
 
 /** The mesh-side failure of a run, as the status message of a failed (or rejected) task. */
-const failureMessage = (task: A2aTask, e: RunError): Message => ({
-  messageId: crypto.randomUUID(),
+const failureMessage = (task: A2aTask, e: RunError, messageId: string): Message => ({
+  messageId,
   role: "ROLE_AGENT",
   contextId: task.contextId,
   taskId: task.id,
@@ -97,8 +97,8 @@ const failureMessage = (task: A2aTask, e: RunError): Message => ({
 })
 
 /** The status message of a task paused at a human gate: what to approve, as text and as data. */
-const pauseMessage = (task: A2aTask, outcome: Extract<Outcome, { _tag: "Paused" }>): Message => ({
-  messageId: crypto.randomUUID(),
+const pauseMessage = (task: A2aTask, outcome: Extract<Outcome, { _tag: "Paused" }>, messageId: string): Message => ({
+  messageId,
   role: "ROLE_AGENT",
   contextId: task.contextId,
   taskId: task.id,
@@ -137,17 +137,18 @@ const handlers = Effect.gen(function* () {
   const memory = yield* AgentMemory
   const { did } = yield* Identity
   const mandateCache = Option.getOrUndefined(yield* Effect.serviceOption(MandateCache))
+  const entropy = yield* Entropy
 
   /** Applies how a run ended (at `now`) to its task. */
   const conclude = (task: A2aTask, result: Either.Either<Outcome, RunError>, now: number): void => {
     if (Either.isLeft(result)) {
       const e = result.left
-      return tasks.settle(task, now, e instanceof AgentForbidden ? "TASK_STATE_REJECTED" : "TASK_STATE_FAILED", failureMessage(task, e))
+      return tasks.settle(task, now, e instanceof AgentForbidden ? "TASK_STATE_REJECTED" : "TASK_STATE_FAILED", failureMessage(task, e, entropy.uuid()))
     }
     const outcome = result.right
     if (outcome._tag === "Paused") {
       task.gateTaskId = outcome.request.taskId
-      return tasks.settle(task, now, "TASK_STATE_INPUT_REQUIRED", pauseMessage(task, outcome))
+      return tasks.settle(task, now, "TASK_STATE_INPUT_REQUIRED", pauseMessage(task, outcome, entropy.uuid()))
     }
     // The reply is the task's artifact (A2A's place for a task's output); the session's memory keeps the turn.
     task.text = outcome.message
@@ -242,7 +243,7 @@ const handlers = Effect.gen(function* () {
         approval = claimed.approval
         kept = true
       } else {
-        const contextId = message.contextId ?? crypto.randomUUID()
+        const contextId = message.contextId ?? entropy.uuid()
         if (!isSessionId(contextId)) return yield* fail(Codes.INVALID_PARAMS, "message.contextId must be 1 to 128 of A-Z a-z 0-9 . _ : -")
         task = tasks.make(contextId, caller.principal, message, yield* Clock.currentTimeMillis)
         state = yield* Effect.mapError(stateOf(task, message, meta, caller), asRpc)

@@ -15,9 +15,9 @@ import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import * as crypto from "node:crypto"
 import { AgentUnavailable } from "./AgentError.js"
 import { isInterrupted, isTerminal, type Message, type StreamResult, type Task, type TaskState } from "./A2aProtocol.js"
+import { Entropy } from "../core/Entropy.js"
 
 /** One task, as the server holds it. */
 export interface A2aTask {
@@ -90,6 +90,7 @@ const ended = (s: TaskState) => isTerminal(s) || isInterrupted(s)
 export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.Scope> =>
   Effect.gen(function* () {
     const retention = options.runRetentionMs ?? DEFAULT_RETENTION_MS
+    const entropy = yield* Entropy
     const max = Math.max(1, options.maxA2aTasks ?? DEFAULT_MAX_TASKS)
     const tasks = new Map<string, A2aTask>()
     // When each ended task ended, and the order they ended in (oldest first). A queue of its own, not the Map's
@@ -123,7 +124,7 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
     const iso = (ms: number) => new Date(ms).toISOString()
 
     const make: A2aTasksApi["make"] = (contextId, principal, message, now) => ({
-        id: crypto.randomUUID(),
+        id: entropy.uuid(),
         contextId,
         principal,
         state: "TASK_STATE_WORKING",

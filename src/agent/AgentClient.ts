@@ -34,6 +34,7 @@ import { CorrelationId, HEADER as CORRELATION_HEADER } from "../http/Correlation
 import { HEADER as TRACEPARENT, outgoing, traced, tracedStream } from "../http/Tracing.js"
 import { tryParseJsonStrict } from "../core/internal/json.js"
 import { isRecord } from "../core/internal/record.js"
+import { Entropy } from "../core/Entropy.js"
 
 /**
  * A call failed; `code` is the agent's (or the hub's) error code, or one of AGENT_NOT_FOUND, AGENT_UNREACHABLE,
@@ -244,7 +245,7 @@ const fromRpcError = (error: unknown): AgentCallError => {
 }
 
 /** The JSON-RPC request of a call to an A2A agent, in its dialect. */
-const a2aRequest = (dialect: A2a.Dialect, message: string, o: CallOptions, streaming: boolean) => {
+const a2aRequest = (dialect: A2a.Dialect, message: string, o: CallOptions, streaming: boolean, messageId: string) => {
   const metadata = {
     ...(o.mandate === undefined ? {} : { mandate: o.mandate }),
     ...(o.capability === undefined ? {} : { capability: o.capability }),
@@ -252,7 +253,6 @@ const a2aRequest = (dialect: A2a.Dialect, message: string, o: CallOptions, strea
   }
   const meta = Object.keys(metadata).length === 0 ? {} : { metadata }
   const context = o.sessionId === undefined ? {} : { contextId: o.sessionId }
-  const messageId = crypto.randomUUID()
   return dialect === "1.0"
     ? { jsonrpc: "2.0", id: 1, method: streaming ? "SendStreamingMessage" : "SendMessage", params: { message: { messageId, role: "ROLE_USER", parts: [{ text: message }], ...context }, ...meta } }
     : { jsonrpc: "2.0", id: 1, method: streaming ? "message/stream" : "message/send", params: { message: { kind: "message", messageId, role: "user", parts: [{ kind: "text", text: message }], ...context }, ...meta } }
@@ -342,9 +342,9 @@ const a2aEvents = (dialect: A2a.Dialect, sessionId: string | undefined) => {
 }
 
 /** A streamed call to an A2A agent: its events until the task ends (or waits for input). */
-const a2aStream = (post: Post, sse: Sse.SseLimits | undefined, maxReply: number, target: Extract<Target, { kind: "a2a" }>, message: string, o: CallOptions): Stream.Stream<StreamEvent, AgentCallError> =>
+const a2aStream = (post: Post, sse: Sse.SseLimits | undefined, maxReply: number, target: Extract<Target, { kind: "a2a" }>, message: string, o: CallOptions, messageId: string): Stream.Stream<StreamEvent, AgentCallError> =>
   Stream.unwrap(
-    Effect.map(post(target.url, a2aRequest(target.dialect, message, o, true), o, a2aHeaders(target.dialect, "text/event-stream")), (response) => {
+    Effect.map(post(target.url, a2aRequest(target.dialect, message, o, true, messageId), o, a2aHeaders(target.dialect, "text/event-stream")), (response) => {
       if (response.status !== 200 || !Sse.isEventStream(response.headers["content-type"])) {
         // A JSON-RPC error before the stream started comes as a plain JSON answer.
         return Stream.fromEffect(Effect.flatMap(readA2aResult(maxReply, o.sessionId)(response), () => Effect.fail(badResponse("the A2A agent answered a stream request without a stream"))))
@@ -475,6 +475,7 @@ export const make = (options: AgentClientOptions = {}): Effect.Effect<AgentClien
   Effect.gen(function* () {
     const http = yield* HttpClient.HttpClient
     const post = poster(http, yield* Keys)
+    const entropy = yield* Entropy
     const reconnects = options.reconnects ?? 3
     const maxReply = options.maxReplyBytes ?? Sse.DEFAULT_MAX_REPLY_BYTES
     const hub = options.hubUrl === undefined ? undefined : yield* MeshClient.make({ hubUrl: options.hubUrl, retry: { times: 2 } })
@@ -484,7 +485,7 @@ export const make = (options: AgentClientOptions = {}): Effect.Effect<AgentClien
     const call = (target: string, message: string, o: CallOptions = {}) =>
       Effect.flatMap(targetOf(target), (t) =>
         t.kind === "a2a"
-          ? Effect.flatMap(post(t.url, a2aRequest(t.dialect, message, o, false), o, a2aHeaders(t.dialect, "application/json")), readA2aResult(maxReply, o.sessionId))
+          ? Effect.flatMap(post(t.url, a2aRequest(t.dialect, message, o, false, entropy.uuid()), o, a2aHeaders(t.dialect, "application/json")), readA2aResult(maxReply, o.sessionId))
           : Effect.flatMap(post(`${t.url}/v1/run`, runPayload(message, o), o, runHeaders(o, "application/json")), readResult(maxReply))
       ).pipe(traced("agent.call", { kind: "client", attributes: { "mesh.agent.target": target } }))
 
@@ -508,7 +509,7 @@ export const make = (options: AgentClientOptions = {}): Effect.Effect<AgentClien
       Stream.unwrap(
         Effect.map(targetOf(target), (t) =>
           t.kind === "a2a"
-            ? a2aStream(post, options.sse, maxReply, t, message, o)
+            ? a2aStream(post, options.sse, maxReply, t, message, o, entropy.uuid())
             : resumable(post, options.sse, maxReply, runPayload(message, o), o)(`${t.url}/v1/run`, undefined, reconnects)
         )
       ).pipe(

@@ -14,7 +14,6 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
-import * as crypto from "node:crypto"
 import { AgentApi, type ApprovalRequired, type Caller, CurrentCaller, type RunReply, type RunRequest } from "./AgentApi.js"
 import { AgentBadRequest, type AgentForbidden } from "./AgentError.js"
 import { Discovery } from "./Discovery.js"
@@ -33,6 +32,7 @@ import { errorObject } from "../http/ErrorBody.js"
 import { wasLogged } from "../http/FailureLog.js"
 import * as Metrics from "../http/Metrics.js"
 import * as Sse from "../core/Sse.js"
+import { Entropy } from "../core/Entropy.js"
 import { MandateCache, type MandateCacheApi } from "../core/MandateCache.js"
 
 /**
@@ -87,6 +87,7 @@ const runs = Effect.gen(function* () {
   const idempotency = yield* Idempotency
   // The guard parses the same token through this cache: the grantor check costs no second parse.
   const mandateCache = Option.getOrUndefined(yield* Effect.serviceOption(MandateCache))
+  const entropy = yield* Entropy
 
   /** Runs the handler in the background, its chunks and its end streamed as events. */
   const streamed = (state: TaskState, approval: Approval | undefined, caller: Caller, cid: string) =>
@@ -136,7 +137,7 @@ const runs = Effect.gen(function* () {
 
   /** The task a run request starts: its mandate checked against the caller, its session's history loaded. */
   const taskOf = (payload: RunRequest, caller: Caller) => {
-    const sessionId = payload.sessionId ?? crypto.randomUUID()
+    const sessionId = payload.sessionId ?? entropy.uuid()
     const stateWith = (history: NonNullable<RunRequest["history"]>): TaskState => ({
       message: payload.message,
       sessionId,

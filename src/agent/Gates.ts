@@ -13,7 +13,6 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import * as crypto from "node:crypto"
 import { type ApprovalRequest, Caller as CallerSchema, type Caller, ChatMessage, CommitRequest } from "./AgentApi.js"
 import { AgentConflict, AgentForbidden, type ForbiddenCode, AgentNotFound, AgentUnavailable } from "./AgentError.js"
 import type { GuardOptions } from "./Handler.js"
@@ -24,6 +23,7 @@ import { Keys } from "../core/Keys.js"
 import { decodeUnverified } from "../core/Mandate.js"
 import { type TaskNotPaused, TaskStore } from "../core/TaskStore.js"
 import { MandateCache } from "../core/MandateCache.js"
+import { Entropy } from "../core/Entropy.js"
 
 /** What a task carries across a pause (stored as JSON in the `TaskStore`). */
 export const TaskState = Schema.Struct({
@@ -106,6 +106,7 @@ export const make = (options: Options): Effect.Effect<GatesApi, never, Identity 
     const taskStore = yield* TaskStore
     const resolver = yield* KeyResolver
     const keys = yield* Keys
+    const entropy = yield* Entropy
     const tolerance = options.clockToleranceMs ?? 30_000
 
     const pause: GatesApi["pause"] = (state, capability, guardOptions, step) =>
@@ -114,7 +115,7 @@ export const make = (options: Options): Effect.Effect<GatesApi, never, Identity 
         const decoded = decodeUnverified(token, mandateCache)
         if (Either.isLeft(decoded)) return yield* Effect.fail(forbidden("MANDATE_INVALID", decoded.left.message, decoded.left.reason))
         const mandate = decoded.right
-        const taskId = `task_${crypto.randomUUID()}`
+        const taskId = `task_${entropy.uuid()}`
         yield* taskStore
           .pause({
             taskId,

@@ -24,6 +24,7 @@ import { AgentBadRequest, AgentConflict, AgentUnavailable } from "./AgentError.j
 import { Identity } from "./Identity.js"
 import { canonicalJson } from "../core/Canonical.js"
 import { IdempotencyStore, type StoredReply } from "../core/IdempotencyStore.js"
+import { Entropy } from "../core/Entropy.js"
 
 /** How long a stored reply is kept by default: 24 hours. */
 export const DEFAULT_TTL_MS = 24 * 60 * 60 * 1000
@@ -82,7 +83,7 @@ export const make = (options: Options) =>
     const scope = yield* Effect.scope
     const ttl = options.idempotencyTtlMs ?? DEFAULT_TTL_MS
     // One id per running server: a pending entry under another holder was left by a server that stopped.
-    const holder = crypto.randomUUID()
+    const holder = (yield* Entropy).uuid()
     // Keyed work running in this process, by (scope, key): later requests wait for it, then read the store.
     const running = new Map<string, Deferred.Deferred<void>>()
 

@@ -26,10 +26,10 @@ import * as Queue from "effect/Queue"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import * as crypto from "node:crypto"
 import { AgentBadRequest, AgentForbidden, AgentNotFound, AgentUnavailable } from "./AgentError.js"
 import { RunLog, type RunLogApi, type RunLogWrite } from "../core/RunLog.js"
 import * as Sse from "../core/Sse.js"
+import { Entropy } from "../core/Entropy.js"
 
 /** The event types of a streamed run. */
 export type RunEventType = "chunk" | "approval_required" | "done" | "error"
@@ -274,6 +274,7 @@ export const make = (options: Options): Effect.Effect<RunStreamsApi, never, Scop
     const retentionMs = options.runRetentionMs ?? DEFAULT_RETENTION_MS
     const maxLiveRuns = options.maxLiveRuns ?? DEFAULT_MAX_LIVE_RUNS
     const maxRetained = options.maxRetainedEventBytes ?? DEFAULT_MAX_RETAINED_EVENT_BYTES
+    const entropy = yield* Entropy
     const log = Option.getOrUndefined(yield* Effect.serviceOption(RunLog))
     // Writes to the shared log leave the request path: queued in order, written in batches by one fiber.
     const writes = yield* Queue.unbounded<RunLogWrite>()
@@ -324,7 +325,7 @@ export const make = (options: Options): Effect.Effect<RunStreamsApi, never, Scop
       Effect.gen(function* () {
         yield* admit
         const run: StreamedRun = {
-          id: crypto.randomUUID(),
+          id: entropy.uuid(),
           principal,
           events: [],
           first: 0,

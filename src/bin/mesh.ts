@@ -44,6 +44,7 @@ import {
 import * as KeysNative from "../node/KeysNative.js"
 import * as Observability from "../cli/Observability.js"
 import { VERSION } from "../core/Version.js"
+import { requireCsprng } from "../core/Entropy.js"
 import { MANDATE_KINDS } from "../core/Constraints.js"
 import { withOutput } from "./Output.js"
 
@@ -317,7 +318,8 @@ const hasCode = (e: unknown): e is { readonly code: string; readonly message: st
   typeof e === "object" && e !== null && typeof (e as { code?: unknown }).code === "string" && typeof (e as { message?: unknown }).message === "string"
 
 const argv = process.argv
-Effect.flatMap(loadSettings(settingNames), (settings) => Effect.withConfigProvider(cli(argv), settings)).pipe(
+requireCsprng("the mesh command").pipe(
+  Effect.zipRight(Effect.flatMap(loadSettings(settingNames), (settings) => Effect.withConfigProvider(cli(argv), settings))),
   // A usage error was printed by the parser already (once, one line: see Output.ts): only the exit code is left.
   Effect.catchIf(ValidationError.isValidationError, () => Effect.sync(() => void (process.exitCode = 2))),
   Effect.catchTag("ServeError", (e) => report({ code: "LISTEN_FAILED", message: e.message })),

@@ -39,6 +39,7 @@ import {
 } from "../core/Did.js"
 import { importPublicKey, Keys, type MalformedKey } from "../core/Keys.js"
 import { equalBytes, randomBytes, toBase64, toHex } from "../core/internal/bytes.js"
+import { requireCsprng } from "../core/Entropy.js"
 import { tryParseJsonStrict } from "../core/internal/json.js"
 import type * as AgentServer from "../agent/AgentServer.js"
 import * as Mandate from "../core/Mandate.js"
@@ -92,6 +93,7 @@ export const keygen = (args: {
   readonly force: boolean
 }): Effect.Effect<IdentityFile & { readonly path: string }, CliError | InvalidDid, Keys | FileSystem.FileSystem | Path.Path> =>
   Effect.gen(function* () {
+    yield* requireCsprng("mesh keygen")
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
     const identity = yield* generateDid(args.name, Option.getOrUndefined(args.endpoint), Option.getOrUndefined(args.namespace))

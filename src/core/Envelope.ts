@@ -4,6 +4,7 @@
  *
  * Floor: core (docs/architecture.md §3).
  */
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import { replaysRefusedEnvelope } from "./MeshMetrics.js"
@@ -16,6 +17,7 @@ import { isPrivateKey, Keys, type KeysApi, type MalformedKey, type PrivateKeyInp
 import type { NonceStoreApi } from "./NonceStore.js"
 import { CRYPTOSUITE, DataIntegrityProof, hashData, type ProofOptions } from "./Proof.js"
 import { concat, fromBase64, fromMultibase58, randomNonceBytes, toBase64Url, toMultibase58, utf8 } from "./internal/bytes.js"
+import { Entropy, type EntropyApi } from "./Entropy.js"
 import { isRecord } from "./internal/record.js"
 import { parseUtcTimestamp, UTC_TIMESTAMP } from "./internal/timestamp.js"
 
@@ -94,11 +96,11 @@ export const DEFAULT_MAX_TTL_SECONDS = 86_400
 /** Default allowance for clock skew between sender and receiver. */
 export const DEFAULT_CLOCK_TOLERANCE_MS = 30_000
 
-/** A fresh correlation id (a random UUID from the platform CSPRNG). */
-export const newCorrelationId = (): string => crypto.randomUUID()
+/** A fresh correlation id (a random UUID from `entropy`, the platform CSPRNG by default). */
+export const newCorrelationId = (entropy?: EntropyApi): string => (entropy === undefined ? crypto.randomUUID() : entropy.uuid())
 
-/** A fresh 128-bit nonce, base64url. */
-export const newNonce = (): string => toBase64Url(randomNonceBytes(16))
+/** A fresh 128-bit nonce, base64url, from `entropy` (the platform CSPRNG by default). */
+export const newNonce = (entropy?: EntropyApi): string => toBase64Url(entropy === undefined ? randomNonceBytes(16) : entropy.nonceBytes(16))
 
 // Any UTF-16 surrogate: strings holding one take the library path, which refuses lone ones as JCS requires.
 const SURROGATE = /[\uD800-\uDFFF]/
@@ -155,8 +157,10 @@ export interface BuildEnvelopeInput {
 export const buildEnvelope = (
   input: BuildEnvelopeInput
 ): Effect.Effect<Envelope, EnvelopeError | InvalidDid | MalformedKey, Keys> =>
-  Effect.flatMap(Keys, (keys) =>
-    Effect.flatMap(isPrivateKey(input.privateKey) ? Effect.succeed(input.privateKey) : keys.importPrivateKey(input.privateKey), (key): Effect.Effect<Envelope, EnvelopeError | InvalidDid> => {
+  Effect.contextWithEffect((context: Context.Context<Keys>) => {
+    const keys = Context.get(context, Keys)
+    const entropy = Context.get(context, Entropy)
+    return Effect.flatMap(isPrivateKey(input.privateKey) ? Effect.succeed(input.privateKey) : keys.importPrivateKey(input.privateKey), (key): Effect.Effect<Envelope, EnvelopeError | InvalidDid> => {
       const from = normalizeDid(input.from)
       const to = normalizeDid(input.to)
       if (from === undefined) return Effect.fail(invalidDid(input.from))
@@ -173,11 +177,11 @@ export const buildEnvelope = (
         const createdAt = new Date(now).toISOString()
         const unsecured = {
           type: input.type,
-          id: `urn:uuid:${crypto.randomUUID()}`,
+          id: `urn:uuid:${entropy.uuid()}`,
           from,
           to,
-          correlationId: input.correlationId ?? newCorrelationId(),
-          nonce: newNonce(),
+          correlationId: input.correlationId ?? entropy.uuid(),
+          nonce: newNonce(entropy),
           createdAt,
           expiresAt: new Date(now + Math.round(ttl * 1000)).toISOString(),
           body: input.body
@@ -214,7 +218,7 @@ export const buildEnvelope = (
         return Effect.map(signWith(keys, key, data.right), signed)
       })
     })
-  )
+  })
 
 /** Options of `validateEnvelope`. */
 export interface ValidateOptions {

@@ -28,6 +28,7 @@ import {
 } from "structured-headers"
 import { type Did, didOfVerificationMethod, type KeyRevoked, normalizeDid, verificationMethodId } from "./Did.js"
 import { DEFAULT_CLOCK_TOLERANCE_MS, newNonce } from "./Envelope.js"
+import { Entropy } from "./Entropy.js"
 import type { KeyNotFound, KeyResolverUnavailable, ResolvedKey } from "./KeyResolver.js"
 import { Keys, type KeysApi, type MalformedKey, type PrivateKeyInput } from "./Keys.js"
 import type { NonceStoreApi } from "./NonceStore.js"
@@ -227,7 +228,7 @@ export const signRequest = (
       new Map<string, BareItem>([
         ["created", created],
         ["expires", created + ttl],
-        ["nonce", options.nonce ?? newNonce()],
+        ["nonce", options.nonce ?? newNonce(yield* Entropy)],
         ["alg", MESH_SIG_ALG],
         ["keyid", options.keyId],
         ["tag", MESH_SIG_TAG]

@@ -13,7 +13,8 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
-import { concat, equalBytes, fromBase64, randomBytes, toBase64 } from "./internal/bytes.js"
+import { concat, equalBytes, fromBase64, toBase64 } from "./internal/bytes.js"
+import { Entropy } from "./Entropy.js"
 import { MandateCache } from "./MandateCache.js"
 import {
   bytesToBigIntLE,
@@ -233,8 +234,8 @@ export const makeNoble: KeysApi = (() => {
     publicKey.length === 32 && nobleVerifyStrict(publicKey, message, signature)
   return {
     implementation: "noble",
-    generate: Effect.sync(() => {
-      const seed = randomBytes(32)
+    generate: Effect.map(Entropy, (entropy) => {
+      const seed = entropy.bytes(32)
       return new PrivateKey(seed, derivePublic(seed))
     }),
     importPrivateKey,

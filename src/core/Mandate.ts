@@ -34,7 +34,8 @@ import { Keys, type MalformedKey, type PrivateKey, type PrivateKeyInput } from "
 import { KeyResolver, type KeyResolverApi } from "./KeyResolver.js"
 import { MandateCache, type MandateCacheApi, type MandateLink as Link, type ParsedChain } from "./MandateCache.js"
 import { decodeBase64UrlJson, decodeBase64UrlStrict } from "./internal/base64url.js"
-import { randomBytes, toBase64Url, utf8 } from "./internal/bytes.js"
+import { toBase64Url, utf8 } from "./internal/bytes.js"
+import { Entropy } from "./Entropy.js"
 import { isRecord } from "./internal/record.js"
 
 export type { MandateKind } from "./Constraints.js"
@@ -479,7 +480,7 @@ const sign = <K extends MandateKind>(req: SignRequest): Effect.Effect<Mandate<K>
       iat: now,
       nbf: now,
       exp,
-      jti: toBase64Url(randomBytes(16)),
+      jti: toBase64Url((yield* Entropy).bytes(16)),
       kv,
       kind: req.kind,
       cns: req.constraints,

@@ -50,6 +50,7 @@ import * as Http from "node:http"
 import type * as Net from "node:net"
 import * as AccessLog from "./AccessLog.js"
 import { CorrelationId, fromHeader, HEADER } from "./CorrelationId.js"
+import { Entropy, requireCsprng } from "../core/Entropy.js"
 import { wasLogged } from "./FailureLog.js"
 import { RequestMetrics, type RouteStats, ServedMetrics, UNMATCHED } from "./Metrics.js"
 import { fromTraceparent, HEADER as TRACEPARENT, Tracing } from "./Tracing.js"
@@ -292,6 +293,7 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
     let inFlight = 0
     // Read once: with tracing off the per-request cost is one boolean test.
     const tracing = yield* Tracing
+    const entropy = yield* Entropy
     const tracer = yield* Effect.tracer
     const clock = yield* Effect.clock
     const metrics = new RequestMetrics(() => inFlight)
@@ -578,7 +580,7 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
 
     return (req: Http.IncomingMessage, res: Http.ServerResponse): void => {
       const t0 = performance.now()
-      const cid = fromHeader(req.headers[HEADER])
+      const cid = fromHeader(req.headers[HEADER], entropy)
       const host = req.headers.host
       const method = req.method ?? "GET"
       const url = req.url ?? "/"
@@ -646,6 +648,8 @@ export const make = <Api extends HttpApi.HttpApi.Any, E, R>(
   options: Options = {}
 ): Effect.Effect<Server, E | ServeError, Scope.Scope | Exclude<R | ApiContext<Api>, Provided>> =>
   Effect.gen(function* () {
+    // A real socket serves real traffic: keys, API keys and nonces must not be predictable from a seed.
+    yield* requireCsprng("Serve.make")
     const handle = yield* listener(api, handlers, options)
     const requestTimeout = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT
     // node:http refuses a headers timeout longer than the request timeout.

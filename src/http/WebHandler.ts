@@ -41,6 +41,7 @@ import type { HandlersLayer, RefusalWriter } from "./Serve.js"
 import { type AnyRoute, type ApiContext, BODY_METHODS, codeOfTag, collectErrors, DEFAULT_MAX_BODY, DEFAULT_MAX_IN_FLIGHT, DEFAULT_SHED_EXEMPT, field, isJsonMediaType, loggable, MAX_JSON_DEPTH, nestsDeeperThan, nonJsonRoutes, type Provided } from "./ServeRules.js"
 import { WebRequest } from "./WebRequest.js"
 import { parseJsonStrict, StrictJsonError } from "../core/internal/json.js"
+import { Entropy } from "../core/Entropy.js"
 
 /** A fetch handler: what Workers' `fetch`, Vercel Edge functions and `Deno.serve` call. */
 export type Handler = (request: Request) => Promise<Response>
@@ -164,6 +165,7 @@ export const make = <Api extends HttpApi.HttpApi.Any, E, R>(
     const context = yield* Layer.build(built)
     const router = yield* Effect.provide(HttpApiBuilder.Router.router, context)
     const runtime = yield* Effect.runtime<never>()
+    const entropy = yield* Entropy
     const runFork = Runtime.runFork(runtime)
     const baseMap: ReadonlyMap<string, unknown> = runtime.context.unsafeMap
     const table = new RouteTable<Served>()
@@ -330,7 +332,7 @@ export const make = <Api extends HttpApi.HttpApi.Any, E, R>(
 
     const serve = async (request: Request): Promise<Response> => {
       const t0 = performance.now()
-      const cid = fromHeader(request.headers.get(HEADER) ?? undefined)
+      const cid = fromHeader(request.headers.get(HEADER) ?? undefined, entropy)
       const url = new URL(request.url)
       const method = request.method
       const path = url.pathname

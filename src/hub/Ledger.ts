@@ -35,7 +35,8 @@ import { decodeUnverified, type Mandate, verifyMandate } from "../core/Mandate.j
 import { formatUsd, type Micros, parseUsd } from "../core/Money.js"
 import { sha256 } from "@noble/hashes/sha2.js"
 import { base32 } from "multiformats/bases/base32"
-import { randomBytes, toBase64Url, utf8 } from "../core/internal/bytes.js"
+import { toBase64Url, utf8 } from "../core/internal/bytes.js"
+import { Entropy } from "../core/Entropy.js"
 import { Allocation, Pool, PoolAllocations } from "./LedgerWire.js"
 
 export { Allocation, Pool, PoolAllocations } from "./LedgerWire.js"
@@ -308,7 +309,7 @@ export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyReso
           new AlreadyAllocated({ code: "ALREADY_ALLOCATED", message: `child mandate ${child.jti} already has an allocation from this pool` })
         if ((yield* allocationByChild(poolId, child.jti)) !== undefined) return yield* Effect.fail(alreadyAllocated())
         const amount = yield* limitOf(child)
-        const id = `alloc_${toBase64Url(randomBytes(12))}`
+        const id = `alloc_${toBase64Url((yield* Entropy).bytes(12))}`
         const now = yield* Clock.currentTimeMillis
         const row = {
           id, pool_id: poolId, idempotency_key: input.idempotencyKey, child_jti: child.jti, grantee: child.grantee,

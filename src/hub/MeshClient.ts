@@ -31,7 +31,8 @@ import { Keys } from "../core/Keys.js"
 import { signRequest } from "../core/HttpSignature.js"
 import { signMessage } from "../core/Proof.js"
 import { deletionDocument, hubOrigin, registrationDocument, rotationDocument, updateDocument, WRITE_PROOF_PURPOSE } from "./RegistryWire.js"
-import { randomBytes, toBase64, toHex, utf8 } from "../core/internal/bytes.js"
+import { toBase64, toHex, utf8 } from "../core/internal/bytes.js"
+import { csprng, Entropy, type EntropyApi } from "../core/Entropy.js"
 
 /** Client settings. */
 export interface MeshClientOptions {
@@ -112,9 +113,9 @@ const isRetryable = (e: unknown): e is { readonly code: "REGISTRY_UNREACHABLE" |
   typeof e === "object" && e !== null && "code" in e && (e.code === "REGISTRY_UNREACHABLE" || e.code === "RATE_LIMITED" || e.code === "OVERLOADED")
 
 /** A fresh DID for an MCP server, skill or A2A agent: `did:mesh:<prefix>.<slug of the name>-<8 random hex>`, under `namespace.` when given. */
-export const generatedDid = (prefix: "mcp" | "skill" | "a2a", name: string, namespace?: string): string => {
+export const generatedDid = (prefix: "mcp" | "skill" | "a2a", name: string, namespace?: string, entropy: EntropyApi = csprng): string => {
   const slug = name.toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-+|-+$/g, "").slice(0, 40) || "x"
-  return `${namespace === undefined ? "did:mesh:" : `${namespace}.`}${prefix}.${slug}-${toHex(randomBytes(4))}`
+  return `${namespace === undefined ? "did:mesh:" : `${namespace}.`}${prefix}.${slug}-${toHex(entropy.bytes(4))}`
 }
 
 /** Builds the client API over an `HttpClient`. */
@@ -122,6 +123,7 @@ export const make = (options: MeshClientOptions) =>
   Effect.gen(function* () {
     const http = yield* HttpClient.HttpClient
     const keys = yield* Keys
+    const entropy = yield* Entropy
     const times = options.retry?.times ?? 4
     const base = options.retry?.baseDelayMs ?? 200
     const cap = options.retry?.maxDelayMs ?? 10_000
@@ -239,7 +241,7 @@ export const make = (options: MeshClientOptions) =>
       /** Registers an MCP server; without `did`, one is generated (`did:mesh:mcp.<name>-<8 hex>`). */
       registerMcp: (input: { readonly name: string; readonly endpointUrl: string; readonly tools: ReadonlyArray<string | { readonly name: string; readonly inputSchema?: unknown }>; readonly did?: string; readonly apiKey?: string }) =>
         call(key(input.apiKey), (c) =>
-          c.registry.registerMcp({ payload: { name: input.name, endpointUrl: input.endpointUrl, tools: input.tools, did: input.did ?? generatedDid("mcp", input.name) } })
+          c.registry.registerMcp({ payload: { name: input.name, endpointUrl: input.endpointUrl, tools: input.tools, did: input.did ?? generatedDid("mcp", input.name, undefined, entropy) } })
         ),
       resolveMcp: (didHash: string) => call(undefined, (c) => c.registry.resolveMcp({ path: { didHash } })),
       /**
@@ -248,7 +250,7 @@ export const make = (options: MeshClientOptions) =>
        */
       registerA2a: (input: { readonly cardUrl: string; readonly did?: string; readonly apiKey?: string }) =>
         call(key(input.apiKey), (c) =>
-          c.registry.registerA2a({ payload: { cardUrl: input.cardUrl, did: input.did ?? generatedDid("a2a", URL.canParse(input.cardUrl) ? new URL(input.cardUrl).hostname : "agent") } })
+          c.registry.registerA2a({ payload: { cardUrl: input.cardUrl, did: input.did ?? generatedDid("a2a", URL.canParse(input.cardUrl) ? new URL(input.cardUrl).hostname : "agent", undefined, entropy) } })
         ),
       /** An A2A agent's record, with the card the hub last fetched. */
       resolveA2a: (didHash: string) => call(undefined, (c) => c.registry.resolveA2a({ path: { didHash } })),
@@ -258,7 +260,7 @@ export const make = (options: MeshClientOptions) =>
       registerSkill: (input: { readonly name: string; readonly skillType?: "rag" | "web-search" | "memory" | "code" | "data" | "custom"; readonly did?: string; readonly apiKey?: string }) =>
         call(key(input.apiKey), (c) =>
           c.registry.registerSkill({
-            payload: { name: input.name, ...(input.skillType === undefined ? {} : { skillType: input.skillType }), did: input.did ?? generatedDid("skill", input.name) }
+            payload: { name: input.name, ...(input.skillType === undefined ? {} : { skillType: input.skillType }), did: input.did ?? generatedDid("skill", input.name, undefined, entropy) }
           })
         ),
       resolveSkill: (didHash: string) => call(undefined, (c) => c.registry.resolveSkill({ path: { didHash } })),

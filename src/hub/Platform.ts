@@ -29,7 +29,8 @@ import * as RateLimiter from "./RateLimiter.js"
 import { InvalidDid, InvalidPublicKey, InvalidSignature, LimitReached, Registry, RegistryUnavailable } from "./Registry.js"
 import { RegistryStore, type ChallengeRow } from "../sql/RegistryStore.js"
 import { VERSION } from "../core/Version.js"
-import { equalBytes, fromBase64, randomBytes, toBase64, toBase64Url, utf8 } from "../core/internal/bytes.js"
+import { equalBytes, fromBase64, toBase64, toBase64Url, utf8 } from "../core/internal/bytes.js"
+import { Entropy } from "../core/Entropy.js"
 import { acceptablePublicKeyB64, decodePublicKeyB64 } from "../core/internal/ed25519.js"
 
 /** The request body is empty (`INVALID_JSON`): the platform reads its payloads itself, and an empty one is no JSON. */
@@ -158,9 +159,10 @@ export const make = (options: PlatformOptions = {}): Effect.Effect<PlatformApi, 
           }
           const now = yield* Clock.currentTimeMillis
           const expiresAt = now + CHALLENGE_TTL_MS
-          const id = `ch_${toBase64Url(randomBytes(16))}`
+          const entropy = yield* Entropy
+          const id = `ch_${toBase64Url(entropy.bytes(16))}`
           const publicKeyB64 = toBase64(publicKey)
-          const challenge = challengeText(did, publicKeyB64, toBase64Url(randomBytes(32)), new Date(expiresAt).toISOString())
+          const challenge = challengeText(did, publicKeyB64, toBase64Url(entropy.bytes(32)), new Date(expiresAt).toISOString())
           yield* gateway.saveChallenge({ id, did, public_key_b64: publicKeyB64, challenge, expires_at: expiresAt, used_at: null })
           return { challengeId: id, challenge, expiresAt: new Date(expiresAt).toISOString() }
         }),

@@ -33,7 +33,8 @@ import * as RateLimiter from "./RateLimiter.js"
 import { type ApiKeyRow, type EntryKind, type EntryRow, RegistryStore, type RegistryStoreApi } from "../sql/RegistryStore.js"
 import { PersistenceError, summarize } from "../sql/SqlFailure.js"
 import { MESH_PROTOCOL_VERSION } from "../core/Version.js"
-import { equalBytes, randomBytes, toBase64, toBase64Url, toHex, utf8 } from "../core/internal/bytes.js"
+import { equalBytes, toBase64, toBase64Url, toHex, utf8 } from "../core/internal/bytes.js"
+import { Entropy } from "../core/Entropy.js"
 import { acceptablePublicKeyB64, canonicalPublicKeyB64, decodePublicKeyB64 } from "../core/internal/ed25519.js"
 import {
   A2aRecord,
@@ -497,8 +498,9 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
 
   const createApiKey = (owner: string, kind: ApiKeyRow["kind"], label?: string) =>
     Effect.gen(function* () {
-      const secret = `${API_KEY_PREFIX}${toBase64Url(randomBytes(32))}`
-      const id = `key_${toBase64Url(randomBytes(9))}`
+      const entropy = yield* Entropy
+      const secret = `${API_KEY_PREFIX}${toBase64Url(entropy.bytes(32))}`
+      const id = `key_${toBase64Url(entropy.bytes(9))}`
       const now = yield* Clock.currentTimeMillis
       yield* store.insertApiKey({ id, key_hash: hashSecret(secret), owner, kind, label: label ?? null, created_at: now, revoked_at: null })
       return { id, apiKey: secret, owner, kind, label: label ?? null }

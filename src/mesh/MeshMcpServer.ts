@@ -35,6 +35,7 @@ import * as AgentClient from "../agent/AgentClient.js"
 import type { ApprovalRequired } from "../agent/AgentApi.js"
 import type { Keys, PrivateKeyInput } from "../core/Keys.js"
 import { VERSION } from "../core/Version.js"
+import { requireCsprng } from "../core/Entropy.js"
 import * as MeshClient from "../hub/MeshClient.js"
 import { ServeError } from "../http/Serve.js"
 
@@ -251,6 +252,7 @@ const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost"])
 /** Serves the bridge over Streamable HTTP at `/mcp` until the scope closes. */
 export const serveHttp = (options: MeshMcpHttpOptions): Effect.Effect<RunningMcpHttp, ServeError, HttpClient.HttpClient | Keys | Scope.Scope> =>
   Effect.gen(function* () {
+    yield* requireCsprng("MeshMcpServer.serveHttp")
     const factory = yield* make(options)
     const host = options.host ?? "127.0.0.1"
     const limit = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES

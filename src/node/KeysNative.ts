@@ -7,6 +7,7 @@ import * as crypto from "node:crypto"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { Keys, type KeysApi, checkPublicKey, isPrivateKey, nobleVerifyStrict, type PrivateKeyInput, privateKeyFromParts, privateKeyInputToBytes, type MalformedKey, PrivateKey } from "../core/Keys.js"
+import { Entropy } from "../core/Entropy.js"
 import { toBase64 } from "../core/internal/bytes.js"
 import { MandateCache } from "../core/MandateCache.js"
 import { isSmallOrderEncoding, passesStrictPrechecks, publicToSpki, seedToPkcs8 } from "../core/internal/ed25519.js"
@@ -80,8 +81,8 @@ export const makeNative = (options: { readonly cacheSize?: number } = {}): KeysA
 
   return {
     implementation: "native",
-    generate: Effect.sync(() => {
-      const seed = new Uint8Array(crypto.randomBytes(32))
+    generate: Effect.map(Entropy, (entropy) => {
+      const seed = entropy.bytes(32)
       return new PrivateKey(seed, derivePublic(seed))
     }),
     importPrivateKey,

@@ -36,7 +36,8 @@ import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { AgentClient, type SignAs } from "../agent/AgentClient.js"
 import { verify as verifyCommitToken } from "../core/CommitToken.js"
-import { randomBytes, toBase64Url } from "../core/internal/bytes.js"
+import { toBase64Url } from "../core/internal/bytes.js"
+import { Entropy } from "../core/Entropy.js"
 import { KeyResolver } from "../core/KeyResolver.js"
 import { Keys } from "../core/Keys.js"
 import { attenuateToPayment, decodeUnverified } from "../core/Mandate.js"
@@ -341,7 +342,7 @@ export const make = (options: SchedulerOptions) =>
               : Effect.fail(new SagaMandateRefused({ code: "MANDATE_INVALID", reason: e.code, message: e.message }))
           )
         )
-        const sagaId = `saga_${toBase64Url(randomBytes(16))}`
+        const sagaId = `saga_${toBase64Url((yield* Entropy).bytes(16))}`
         yield* store.create({ id: sagaId, caller, runner, poolId: pool.poolId, plan: accepted })
         yield* store.append(sagaId, "saga_started", null, { poolId: pool.poolId, steps: accepted.steps.map((s) => s.name) })
         yield* SagaWorkflow.execute({ sagaId }, { discard: true }).pipe(Effect.provideService(WorkflowEngine.WorkflowEngine, engine))
