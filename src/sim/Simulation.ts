@@ -51,6 +51,7 @@ import type { RunInput } from "../agent/Handler.js"
 import type { Stores } from "../agent/AgentServices.js"
 import * as AgentWeb from "../agent/AgentWeb.js"
 import * as AgentMemory from "../core/AgentMemory.js"
+import * as Entropy from "../core/Entropy.js"
 import { importIdentity, type MeshIdentity } from "../core/Did.js"
 import * as IdempotencyStore from "../core/IdempotencyStore.js"
 import { KeyResolver } from "../core/KeyResolver.js"
@@ -254,7 +255,8 @@ const MAX_IDLE_TURNS = 200
 const MAX_JUMPS = 10_000
 
 /** Lets every microtask (and so every fiber: see `microtaskScheduler`) run until all are waiting. */
-const settle = Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
+const settle = (round: number) =>
+  Effect.promise(() => new Promise<void>((resolve) => (round < QUICK_ROUNDS ? setImmediate(resolve) : setTimeout(resolve, 2))))
 
 /**
  * Fibers scheduled on microtasks only, never on timers: so one turn of the event loop (`settle`) runs every fiber
@@ -263,7 +265,10 @@ const settle = Effect.promise(() => new Promise<void>((resolve) => setImmediate(
 const microtaskScheduler = new Scheduler.MixedScheduler(Number.MAX_SAFE_INTEGER)
 
 /** Rounds of the event loop with nothing new seen before the mesh counts as idle. */
-const STABLE_ROUNDS = 3
+const STABLE_ROUNDS = 8
+
+/** The first rounds of a settle are one turn of the event loop each; the rest wait on a timer (a few ms of real time). */
+const QUICK_ROUNDS = 3
 
 /**
  * Runs `effect` to its end, moving the test clock to the next wake-up only when the mesh is idle: no request in
@@ -278,7 +283,7 @@ export const drive = <A, E, R>(effect: Effect.Effect<A, E, R>, network: Network.
     for (let jumps = 0; jumps < MAX_JUMPS;) {
       let [sent, inFlight, sleeps] = yield* observe
       for (let stable = 0; stable < STABLE_ROUNDS && idle <= MAX_IDLE_TURNS;) {
-        yield* settle
+        yield* settle(stable)
         const exit = yield* Fiber.poll(fiber)
         if (Option.isSome(exit)) return exit.value
         const [s, f, z] = yield* observe
@@ -291,6 +296,12 @@ export const drive = <A, E, R>(effect: Effect.Effect<A, E, R>, network: Network.
       jumps++
       const now = yield* Clock.currentTimeMillis
       const next = Chunk.reduce(sleeps, Number.POSITIVE_INFINITY, (min, at) => Math.min(min, at))
+      if (process.env["SIM_DEBUG"] && next - now > 10_000) {
+        const st = yield* Fiber.status(fiber)
+        console.log("JUMP", now, next, JSON.stringify(st), sent)
+        const dump = yield* Fiber.pretty(fiber)
+        console.log(dump)
+      }
       yield* TestClock.adjust(Math.max(0, next - now))
     }
     yield* Fiber.interrupt(fiber)
@@ -615,6 +626,25 @@ const runIn = (spec: MeshSpec, schedule: Schedule, database: string) =>
 
 let runs = 0
 
+/**
+ * Effect hashes objects with no hash of their own by a number from `Math.random` (`Hash.random`), and some of its
+ * structures iterate in hash order: which waiting fiber a semaphore or a hub wakes first can differ from run to run.
+ * For the run, `Math.random` is a seeded generator, restored afterwards. Runs in one process do not overlap (the
+ * driver runs one at a time), so no other code sees it.
+ */
+const withSeededMathRandom = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.acquireUseRelease(
+    Effect.sync(() => {
+      // eslint-disable-next-line no-restricted-properties -- saved to be restored: the simulation seeds it, nothing reads it for secrets
+      const original = Math.random
+      const rng = new PCGRandom(RANDOM_SEED)
+      Math.random = () => rng.number()
+      return original
+    }),
+    () => effect,
+    (original) => Effect.sync(() => void (Math.random = original))
+  )
+
 /** The seed of Effect's `Random` in every run: what varies between runs is the schedule. */
 const RANDOM_SEED = 0x5eed
 
@@ -623,11 +653,14 @@ const RANDOM_SEED = 0x5eed
  * reports what happened; the same spec and schedule give the same report.
  */
 export const run = (spec: MeshSpec, schedule: Schedule): Effect.Effect<Report> => {
-  const database = join(tmpdir(), `agent-mesh-sim-${process.pid}-${runs++}.db`)
+  const database = process.env["SIM_MEM"] ? ":memory:" : join(tmpdir(), `agent-mesh-sim-${process.pid}-${runs++}.db`)
   return Effect.scoped(runIn(spec, schedule, database)).pipe(
+    withSeededMathRandom,
     Effect.provide(KeysNative.layer),
     // Effect's own randomness (retry jitter, the router's draws) seeded, so retries wait the same from run to run.
     Effect.withRandom(Random.make(RANDOM_SEED)),
+    // Every id, nonce and key outside Effect's Random from one seeded generator: the same requests in every run.
+    Effect.provideService(Entropy.Entropy, Entropy.seeded(RANDOM_SEED)),
     Effect.provide(TestContext.TestContext),
     Effect.withScheduler(microtaskScheduler),
     // An agent's failing handler logs at ERROR; thousands of runs would drown what the run reports.
