@@ -88,7 +88,7 @@ export type Flaw = "ignores-nonces" | "forgets-replies"
 export interface AgentSpec {
   readonly name: string
   readonly failing?: ReadonlyArray<string>
-  readonly flaw?: Flaw
+  readonly flaws?: ReadonlyArray<Flaw>
 }
 
 /** A step of a saga in a workload: the agent, the capability (`undo-<capability>` compensates it), budget and cost. */
@@ -271,9 +271,10 @@ const STABLE_ROUNDS = 8
 const QUICK_ROUNDS = 3
 
 /**
- * Runs `effect` to its end, moving the test clock to the next wake-up only when the mesh is idle: no request in
- * flight on `network`, and nothing new for a few turns of the event loop (a web `Request`'s body is read across
- * turns, not in one). Answers `stuck` when nothing can run and nothing waits on the clock.
+ * Runs `effect` to its end, moving the test clock to the next wake-up only when the mesh is idle: nothing sent,
+ * answered or put to sleep for a few turns of the event loop, the last of them a few milliseconds of real time each
+ * (some work, a web body read or a native call, finishes on a later turn than the one that started it). Answers
+ * `stuck` when nothing can run and nothing waits on the clock.
  */
 export const drive = <A, E, R>(effect: Effect.Effect<A, E, R>, network: Network.NetworkApi): Effect.Effect<Exit.Exit<A, E> | "stuck", never, R> =>
   Effect.gen(function* () {
@@ -287,7 +288,7 @@ export const drive = <A, E, R>(effect: Effect.Effect<A, E, R>, network: Network.
         const exit = yield* Fiber.poll(fiber)
         if (Option.isSome(exit)) return exit.value
         const [s, f, z] = yield* observe
-        stable = s === sent && f === 0 && inFlight === 0 && z.length === sleeps.length ? stable + 1 : 0
+        stable = s === sent && f === inFlight && z.length === sleeps.length ? stable + 1 : 0
         if (stable === 0) idle++
         ;[sent, inFlight, sleeps] = [s, f, z]
       }
@@ -296,12 +297,6 @@ export const drive = <A, E, R>(effect: Effect.Effect<A, E, R>, network: Network.
       jumps++
       const now = yield* Clock.currentTimeMillis
       const next = Chunk.reduce(sleeps, Number.POSITIVE_INFINITY, (min, at) => Math.min(min, at))
-      if (process.env["SIM_DEBUG"] && next - now > 10_000) {
-        const st = yield* Fiber.status(fiber)
-        console.log("JUMP", now, next, JSON.stringify(st), sent)
-        const dump = yield* Fiber.pretty(fiber)
-        console.log(dump)
-      }
       yield* TestClock.adjust(Math.max(0, next - now))
     }
     yield* Fiber.interrupt(fiber)
@@ -420,9 +415,9 @@ const setup = (spec: MeshSpec, providerErrors: ReadonlyMap<number, ModelErrorCod
       const stores = yield* Layer.build(
         Layer.mergeAll(
           TaskStore.layerMemory,
-          a.flaw === "ignores-nonces" ? Layer.succeed(NonceStore.NonceStore, ignoringNonces) : NonceStore.layerMemory(),
+          a.flaws?.includes("ignores-nonces") === true ? Layer.succeed(NonceStore.NonceStore, ignoringNonces) : NonceStore.layerMemory(),
           AgentMemory.layerNone,
-          a.flaw === "forgets-replies" ? Layer.succeed(IdempotencyStore.IdempotencyStore, forgettingReplies) : IdempotencyStore.layerMemory(),
+          a.flaws?.includes("forgets-replies") === true ? Layer.succeed(IdempotencyStore.IdempotencyStore, forgettingReplies) : IdempotencyStore.layerMemory(),
           Layer.succeed(KeyResolver, hubClient.keyResolver)
         )
       )
@@ -653,7 +648,7 @@ const RANDOM_SEED = 0x5eed
  * reports what happened; the same spec and schedule give the same report.
  */
 export const run = (spec: MeshSpec, schedule: Schedule): Effect.Effect<Report> => {
-  const database = process.env["SIM_MEM"] ? ":memory:" : join(tmpdir(), `agent-mesh-sim-${process.pid}-${runs++}.db`)
+  const database = join(tmpdir(), `agent-mesh-sim-${process.pid}-${runs++}.db`)
   return Effect.scoped(runIn(spec, schedule, database)).pipe(
     withSeededMathRandom,
     Effect.provide(KeysNative.layer),
@@ -673,3 +668,40 @@ export const run = (spec: MeshSpec, schedule: Schedule): Effect.Effect<Report> =
 
 /** Runs `spec` under the schedule of `seed`. */
 export const runSeed = (spec: MeshSpec, seed: number, bounds?: ScheduleBounds): Effect.Effect<Report> => run(spec, scheduleOf(seed, spec, bounds))
+
+/** `spec` with `flaws` planted in agent `agent`: for showing that a run finds them. */
+export const withFlaws = (spec: MeshSpec, agent: string, flaws: ReadonlyArray<Flaw>): MeshSpec => ({
+  ...spec,
+  agents: spec.agents.map((a) => (a.name === agent ? { ...a, flaws } : a))
+})
+
+/** What shrinking found: the shortest schedule it reached that still fails, its report, and how many runs it took. */
+export interface Shrunk {
+  readonly schedule: Schedule
+  readonly report: Report
+  readonly runs: number
+}
+
+/**
+ * Shrinks a failing schedule: drops events one at a time while the run still breaks the same invariant, until no
+ * single event can go (every event left is needed for the failure). Runs are deterministic, so the result replays.
+ */
+export const shrink = (spec: MeshSpec, schedule: Schedule, failing: Report): Effect.Effect<Shrunk> =>
+  Effect.gen(function* () {
+    const invariant = failing.violation?.invariant
+    let current = schedule
+    let report = failing
+    let runs = 0
+    for (let i = 0; i < current.length;) {
+      const candidate = [...current.slice(0, i), ...current.slice(i + 1)]
+      const r = yield* run(spec, candidate)
+      runs++
+      if (r.violation !== undefined && r.violation.invariant === invariant) {
+        current = candidate
+        report = r
+      } else {
+        i++
+      }
+    }
+    return { schedule: current, report, runs }
+  })
