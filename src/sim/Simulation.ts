@@ -47,7 +47,7 @@ import * as TestClock from "effect/TestClock"
 import * as TestContext from "effect/TestContext"
 import { PCGRandom } from "effect/Utils"
 import * as AgentClient from "../agent/AgentClient.js"
-import type { RunInput } from "../agent/Handler.js"
+import type { Handler, RunInput } from "../agent/Handler.js"
 import type { Stores } from "../agent/AgentServices.js"
 import * as AgentWeb from "../agent/AgentWeb.js"
 import * as AgentMemory from "../core/AgentMemory.js"
@@ -87,6 +87,12 @@ export type Flaw = "ignores-nonces" | "forgets-replies"
 /** An agent of the mesh: its name (also its DID's and origin's), the capabilities that always fail, a flaw. */
 export interface AgentSpec {
   readonly name: string
+  /**
+   * The agent's own logic, as `AgentServer` takes it; default one that answers `<name> did <capability>`. Either
+   * way the simulation counts each run per saga step or call (the `saga` and `replay` invariants).
+   */
+  readonly handler?: Handler
+  /** Capabilities that always fail (the handler throws before it runs). */
   readonly failing?: ReadonlyArray<string>
   readonly flaws?: ReadonlyArray<Flaw>
 }
@@ -336,14 +342,14 @@ const forgettingReplies: IdempotencyStore.IdempotencyStoreApi = {
 }
 
 /** The handler of an agent of the simulation: counts what it did per saga step or call, fails what it is told to. */
-const handlerOf = (spec: AgentSpec, effects: Effects) => (input: RunInput): string => {
+const handlerOf = (spec: AgentSpec, effects: Effects): Handler => (input: RunInput) => {
   const capability = input.capability ?? input.message
   if (spec.failing?.includes(capability) === true) throw new Error(`${spec.name} cannot ${capability}`)
   const ctx = input.context as { readonly sagaId?: string; readonly step?: string; readonly callId?: string; readonly params?: { readonly costUsd?: number } }
   const key = ctx.callId !== undefined ? `call:${ctx.callId}` : `${ctx.sagaId}:${ctx.step}`
   effects.set(`${key}|${capability}`, (effects.get(`${key}|${capability}`) ?? 0) + 1)
   if (ctx.params?.costUsd !== undefined && input.commit !== undefined) input.reportCost(ctx.params.costUsd)
-  return `${spec.name} did ${capability}`
+  return spec.handler === undefined ? `${spec.name} did ${capability}` : spec.handler(input)
 }
 
 /** A simulation's pieces that outlive crashes. */
