@@ -56,7 +56,7 @@ import { importIdentity, type MeshIdentity } from "../core/Did.js"
 import * as IdempotencyStore from "../core/IdempotencyStore.js"
 import { KeyResolver } from "../core/KeyResolver.js"
 import type { Keys } from "../core/Keys.js"
-import { issueIntentMandate, issueModelBudgetMandate } from "../core/Mandate.js"
+import { issueIntentMandate, issueModelBudgetMandate, issueTaskMandate } from "../core/Mandate.js"
 import { ModelError, type ModelErrorCode, type ScriptStep } from "../core/ModelProvider.js"
 import * as NonceStore from "../core/NonceStore.js"
 import * as TaskStore from "../core/TaskStore.js"
@@ -80,9 +80,10 @@ import * as Network from "./Network.js"
 
 /**
  * A planted flaw of an agent, for showing that the simulation finds such bugs: `ignores-nonces` accepts every
- * signed request however often it is replayed, `forgets-replies` runs a repeated Idempotency-Key again.
+ * signed request however often it is replayed, `forgets-replies` runs a repeated Idempotency-Key again,
+ * `skips-gates` does a gated capability's work without asking its task guard.
  */
-export type Flaw = "ignores-nonces" | "forgets-replies"
+export type Flaw = "ignores-nonces" | "forgets-replies" | "skips-gates"
 
 /** An agent of the mesh: its name (also its DID's and origin's), the capabilities that always fail, a flaw. */
 export interface AgentSpec {
@@ -109,6 +110,8 @@ export interface StepSpec {
 export type Action =
   | { readonly _tag: "Saga"; readonly spendLimitUsd: number; readonly steps: ReadonlyArray<StepSpec> }
   | { readonly _tag: "Call"; readonly agent: string; readonly capability: string }
+  /** A signed call under a task mandate that puts `capability` behind a human gate; no approval is ever given. */
+  | { readonly _tag: "GatedCall"; readonly agent: string; readonly capability: string }
   | { readonly _tag: "Chat"; readonly prompt: string }
 
 /** The mesh and what it does. */
@@ -180,6 +183,7 @@ export const exampleMesh: MeshSpec = {
       ]
     },
     { _tag: "Call", agent: "bank", capability: "balance" },
+    { _tag: "GatedCall", agent: "bank", capability: "transfer" },
     { _tag: "Chat", prompt: "summarise the bookings" }
   ],
   modelBudget: { tokens: 2_000, usd: 0.01 }
@@ -345,9 +349,17 @@ const forgettingReplies: IdempotencyStore.IdempotencyStoreApi = {
 const handlerOf = (spec: AgentSpec, effects: Effects): Handler => (input: RunInput) => {
   const capability = input.capability ?? input.message
   if (spec.failing?.includes(capability) === true) throw new Error(`${spec.name} cannot ${capability}`)
-  const ctx = input.context as { readonly sagaId?: string; readonly step?: string; readonly callId?: string; readonly params?: { readonly costUsd?: number } }
-  const key = ctx.callId !== undefined ? `call:${ctx.callId}` : `${ctx.sagaId}:${ctx.step}`
-  effects.set(`${key}|${capability}`, (effects.get(`${key}|${capability}`) ?? 0) + 1)
+  const ctx = input.context as { readonly sagaId?: string; readonly step?: string; readonly callId?: string; readonly gated?: boolean; readonly params?: { readonly costUsd?: number } }
+  const key = ctx.callId !== undefined ? `${ctx.gated === true ? "gate" : "call"}:${ctx.callId}` : `${ctx.sagaId}:${ctx.step}`
+  const count = () => void effects.set(`${key}|${capability}`, (effects.get(`${key}|${capability}`) ?? 0) + 1)
+  // The task guard pauses a gated capability until it is approved; an agent that skips it does the work anyway.
+  if (ctx.gated === true && spec.flaws?.includes("skips-gates") !== true) {
+    return Effect.map(input.guardEffect(capability), () => {
+      count()
+      return `${spec.name} did ${capability}`
+    })
+  }
+  count()
   if (ctx.params?.costUsd !== undefined && input.commit !== undefined) input.reportCost(ctx.params.costUsd)
   return spec.handler === undefined ? `${spec.name} did ${capability}` : spec.handler(input)
 }
@@ -566,6 +578,23 @@ const runIn = (spec: MeshSpec, schedule: Schedule, database: string) =>
             )
             return reply._tag === "Left" ? `call failed ${reply.left.code}` : `call answered`
           })
+        case "GatedCall":
+          return Effect.gen(function* () {
+            const agent = world.agents.get(action.agent)!
+            const mandate = yield* Effect.orDie(
+              issueTaskMandate({ grantorDid: world.buyer.did, granteeDid: agent.identity.did, constraints: { allowed: [action.capability], humanGates: [action.capability], maxDelegationDepth: 0 }, privateKey: world.buyer.privateKey, ttlSeconds: 3600 })
+            )
+            const client = yield* AgentClient.make().pipe(Effect.provideService(HttpClient.HttpClient, world.http))
+            const reply = yield* Effect.either(
+              client.call(originOf(action.agent), action.capability, {
+                signAs: { did: world.buyer.did, privateKey: world.buyer.privateKey },
+                capability: action.capability,
+                mandate: mandate.token,
+                context: { callId: String(index), gated: true }
+              })
+            )
+            return reply._tag === "Left" ? `gated call failed ${reply.left.code}` : "message" in reply.right ? "gated call answered" : "gated call paused for approval"
+          })
         case "Chat":
           return Effect.map(Effect.either(session.chat(action.prompt)), (r) => (r._tag === "Left" ? `chat failed ${r.left.code}` : `chat answered by ${r.right.modelId}`))
       }
@@ -575,6 +604,7 @@ const runIn = (spec: MeshSpec, schedule: Schedule, database: string) =>
       Effect.gen(function* () {
         const fail = (invariant: Invariant, message: string): Violation => ({ invariant, action: index, message })
         for (const [key, n] of world.effects) {
+          if (key.startsWith("gate:")) return fail("gate", `a gated capability ran ${n} times without an approval (${key})`)
           if (n <= 1) continue
           return key.startsWith("call:")
             ? fail("replay", `a signed request ran its handler ${n} times (${key})`)
