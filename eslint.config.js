@@ -7,7 +7,7 @@ import tseslint from "typescript-eslint"
  * the folders before it, never from one after it; `core` imports no `node:*`, HTTP or SQL either. The zones below
  * are derived from this list, so a new folder is checked as soon as it is listed here.
  */
-const floors = ["core", "node", "sql", "http", "model", "hub", "agent", "saga", "mesh", "promise", "cli", "bin"]
+const floors = ["core", "node", "sql", "http", "model", "hub", "agent", "saga", "mesh", "sim", "promise", "cli", "bin"]
 
 /** Import patterns that reach folder `name` from anywhere inside `src/` (relative specifiers only). */
 const reaching = (name) => [`./${name}/*`, `../${name}/*`, `../../${name}/*`, `../../../${name}/*`]

@@ -1,0 +1,756 @@
+/**
+ * A whole mesh in one process, run under `TestClock` over the in-memory `Network`: a hub with a saga runner (its
+ * registry, ledger and saga store on one SQLite file that outlives a crash of the hub), agents served by their fetch
+ * handlers over stores that outlive a crash of the agent, and a model session over scripted providers. A run takes
+ * a workload (sagas, signed calls, model turns) and a fault schedule (network faults by request number, crashes and
+ * restarts, clock jumps, provider errors), runs the workload one action at a time, and checks the invariants after
+ * every action:
+ *
+ * - `ledger`: no pool allocates more than its mandate's limit, no allocation uses more than it was given, and what a
+ *   pool reports allocated is what its allocations add up to;
+ * - `replay`: a signed request runs its handler at most once, however often the network delivers it;
+ * - `saga`: every saga ends committed, compensated or compensation_failed, runs each step's work at most once and is
+ *   charged at most one allocation per step;
+ * - `gate`: a capability behind a human gate never runs without its approval;
+ * - `model-budget`: a model session never spends more tokens or dollars than its mandate grants.
+ *
+ * The run is a function of the mesh, the workload and the schedule: time moves only when every fiber is waiting on
+ * the clock (then it jumps to the earliest wake-up), fibers are scheduled on microtasks only, and identities come
+ * from seeds. The trace (each request with its faults and outcome, each action with its outcome) is hashed into a
+ * digest, so two runs of one schedule can be compared. Finding the shortest failing schedule (shrinking) is the
+ * caller's: `scripts/simulate.ts` and the tests do it with fast-check over `Schedule`s.
+ *
+ * Floor: sim (docs/architecture.md §3).
+ */
+import * as HttpClient from "@effect/platform/HttpClient"
+import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
+import { createHash } from "node:crypto"
+import { rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import * as Cause from "effect/Cause"
+import * as Chunk from "effect/Chunk"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
+import * as LogLevel from "effect/LogLevel"
+import * as Option from "effect/Option"
+import * as Random from "effect/Random"
+import * as Scheduler from "effect/Scheduler"
+import * as Scope from "effect/Scope"
+import * as TestClock from "effect/TestClock"
+import * as TestContext from "effect/TestContext"
+import { PCGRandom } from "effect/Utils"
+import * as AgentClient from "../agent/AgentClient.js"
+import type { Handler, RunInput } from "../agent/Handler.js"
+import type { Stores } from "../agent/AgentServices.js"
+import * as AgentWeb from "../agent/AgentWeb.js"
+import * as AgentMemory from "../core/AgentMemory.js"
+import * as Entropy from "../core/Entropy.js"
+import { importIdentity, type MeshIdentity } from "../core/Did.js"
+import * as IdempotencyStore from "../core/IdempotencyStore.js"
+import { KeyResolver } from "../core/KeyResolver.js"
+import type { Keys } from "../core/Keys.js"
+import { issueIntentMandate, issueModelBudgetMandate, issueTaskMandate } from "../core/Mandate.js"
+import { ModelError, type ModelErrorCode, type ScriptStep } from "../core/ModelProvider.js"
+import * as NonceStore from "../core/NonceStore.js"
+import * as TaskStore from "../core/TaskStore.js"
+import * as WebHandler from "../http/WebHandler.js"
+import * as Hub from "../hub/Hub.js"
+import { HubPublicUrl } from "../hub/HubHttp.js"
+import { Ledger } from "../hub/Ledger.js"
+import * as MeshClient from "../hub/MeshClient.js"
+import * as Registry from "../hub/Registry.js"
+import { fromSpecs } from "../model/ModelCatalogue.js"
+import * as ModelRouter from "../model/ModelRouter.js"
+import * as ModelSession from "../model/ModelSession.js"
+import { SagaHubApi } from "../saga/SagaApi.js"
+import { SagaHubHandlers } from "../saga/SagaHttp.js"
+import * as SagaScheduler from "../saga/SagaScheduler.js"
+import * as KeysNative from "../node/KeysNative.js"
+import * as Network from "./Network.js"
+
+// ---------------------------------------------------------------------------------------------------------------
+// What a simulation is given
+
+/**
+ * A planted flaw of an agent, for showing that the simulation finds such bugs: `ignores-nonces` accepts every
+ * signed request however often it is replayed, `forgets-replies` runs a repeated Idempotency-Key again,
+ * `skips-gates` does a gated capability's work without asking its task guard.
+ */
+export type Flaw = "ignores-nonces" | "forgets-replies" | "skips-gates"
+
+/** An agent of the mesh: its name (also its DID's and origin's), the capabilities that always fail, a flaw. */
+export interface AgentSpec {
+  readonly name: string
+  /**
+   * The agent's own logic, as `AgentServer` takes it; default one that answers `<name> did <capability>`. Either
+   * way the simulation counts each run per saga step or call (the `saga` and `replay` invariants).
+   */
+  readonly handler?: Handler
+  /** Capabilities that always fail (the handler throws before it runs). */
+  readonly failing?: ReadonlyArray<string>
+  readonly flaws?: ReadonlyArray<Flaw>
+}
+
+/** A step of a saga in a workload: the agent, the capability (`undo-<capability>` compensates it), budget and cost. */
+export interface StepSpec {
+  readonly agent: string
+  readonly capability: string
+  readonly budgetUsd: number
+  readonly costUsd: number
+}
+
+/** One action of the workload. */
+export type Action =
+  | { readonly _tag: "Saga"; readonly spendLimitUsd: number; readonly steps: ReadonlyArray<StepSpec> }
+  | { readonly _tag: "Call"; readonly agent: string; readonly capability: string }
+  /** A signed call under a task mandate that puts `capability` behind a human gate; no approval is ever given. */
+  | { readonly _tag: "GatedCall"; readonly agent: string; readonly capability: string }
+  | { readonly _tag: "Chat"; readonly prompt: string }
+
+/** The mesh and what it does. */
+export interface MeshSpec {
+  readonly agents: ReadonlyArray<AgentSpec>
+  readonly workload: ReadonlyArray<Action>
+  /** The model session's mandate: tokens and dollars. */
+  readonly modelBudget: { readonly tokens: number; readonly usd: number }
+}
+
+/** One event of a fault schedule. */
+export type FaultEvent =
+  /** A network fault on the workload's `request`-th request (counted from 0 once the mesh is set up). */
+  | { readonly _tag: "Net"; readonly request: number; readonly fault: Network.Fault }
+  /** The hub or an agent crashes before action `before` and comes back on its durable stores. */
+  | { readonly _tag: "Crash"; readonly target: string; readonly before: number }
+  /** The clock jumps forward before action `before`. */
+  | { readonly _tag: "ClockJump"; readonly before: number; readonly millis: number }
+  /** The model provider's `call`-th call fails with `code`. */
+  | { readonly _tag: "ProviderError"; readonly call: number; readonly code: ModelErrorCode }
+
+/** A fault schedule. */
+export type Schedule = ReadonlyArray<FaultEvent>
+
+/** The invariants a run checks. */
+export type Invariant = "ledger" | "replay" | "saga" | "gate" | "model-budget" | "progress"
+
+/** An invariant that did not hold, after which action. */
+export interface Violation {
+  readonly invariant: Invariant
+  readonly action: number
+  readonly message: string
+}
+
+/** What a run did. */
+export interface Report {
+  /** One line per action: what it was and how it ended. */
+  readonly actions: ReadonlyArray<string>
+  readonly network: ReadonlyArray<Network.TraceLine>
+  /** The first violation; the run stops there. */
+  readonly violation: Violation | undefined
+  /** SHA-256 of the actions and the network trace: equal for two runs of one schedule. */
+  readonly digest: string
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The example mesh
+
+/** The example mesh: a shop and a bank, two sagas (one commits, one compensates), signed calls and model turns. */
+export const exampleMesh: MeshSpec = {
+  agents: [{ name: "shop" }, { name: "bank", failing: ["decline"] }],
+  workload: [
+    {
+      _tag: "Saga",
+      spendLimitUsd: 20,
+      steps: [
+        { agent: "shop", capability: "reserve", budgetUsd: 5, costUsd: 3 },
+        { agent: "bank", capability: "pay", budgetUsd: 10, costUsd: 10 }
+      ]
+    },
+    { _tag: "Call", agent: "shop", capability: "quote" },
+    { _tag: "Chat", prompt: "plan the trip" },
+    {
+      _tag: "Saga",
+      spendLimitUsd: 12,
+      steps: [
+        { agent: "shop", capability: "reserve", budgetUsd: 5, costUsd: 2 },
+        { agent: "bank", capability: "decline", budgetUsd: 5, costUsd: 1 }
+      ]
+    },
+    { _tag: "Call", agent: "bank", capability: "balance" },
+    { _tag: "GatedCall", agent: "bank", capability: "transfer" },
+    { _tag: "Chat", prompt: "summarise the bookings" }
+  ],
+  modelBudget: { tokens: 2_000, usd: 0.01 }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Schedules from seeds
+
+/** The kinds of network fault a generated schedule draws from. */
+const netFault = (rng: PCGRandom): Network.Fault => {
+  switch (rng.integer(5)) {
+    case 0:
+      return { _tag: "DropRequest" }
+    case 1:
+      return { _tag: "DropResponse" }
+    case 2:
+      return { _tag: "Duplicate" }
+    default:
+      return { _tag: "Delay", millis: [10, 500, 5_000][rng.integer(3)]! }
+  }
+}
+
+/** Bounds of generated schedules. */
+export interface ScheduleBounds {
+  /** Events at most. Default 8. */
+  readonly maxEvents?: number
+  /** Requests a run sends at most (faults land below it). Default 120. */
+  readonly requests?: number
+  /** Provider calls at most. Default 8. */
+  readonly providerCalls?: number
+}
+
+const PROVIDER_CODES: ReadonlyArray<ModelErrorCode> = ["PROVIDER_UNAVAILABLE", "PROVIDER_RATE_LIMITED", "PROVIDER_BAD_RESPONSE"]
+
+/** One event drawn from `rng`: mostly network faults, some crashes, clock jumps and provider errors. */
+export const drawEvent = (rng: PCGRandom, spec: MeshSpec, bounds: ScheduleBounds = {}): FaultEvent => {
+  const actions = spec.workload.length
+  const kind = rng.integer(10)
+  if (kind < 6) return { _tag: "Net", request: rng.integer(bounds.requests ?? 120), fault: netFault(rng) }
+  if (kind < 8) {
+    const targets = ["hub", ...spec.agents.map((a) => a.name)]
+    return { _tag: "Crash", target: targets[rng.integer(targets.length)]!, before: rng.integer(actions) }
+  }
+  if (kind < 9) return { _tag: "ClockJump", before: rng.integer(actions), millis: [1_000, 60_000, 600_000, 7_200_000][rng.integer(4)]! }
+  return { _tag: "ProviderError", call: rng.integer(bounds.providerCalls ?? 8), code: PROVIDER_CODES[rng.integer(PROVIDER_CODES.length)]! }
+}
+
+/** The schedule of a seed: the same seed gives the same schedule. */
+export const scheduleOf = (seed: number, spec: MeshSpec, bounds: ScheduleBounds = {}): Schedule => {
+  const rng = new PCGRandom(seed)
+  const n = rng.integer((bounds.maxEvents ?? 8) + 1)
+  return Array.from({ length: n }, () => drawEvent(rng, spec, bounds))
+}
+
+/** A schedule as one line per event, for reports and for pasting into a test. */
+export const describeSchedule = (schedule: Schedule): string =>
+  schedule.length === 0 ? "(no faults)" : schedule.map(describeEvent).join("\n")
+
+/** One event as text. */
+export const describeEvent = (e: FaultEvent): string => {
+  switch (e._tag) {
+    case "Net":
+      return `request ${e.request}: ${Network.faultName(e.fault)}`
+    case "Crash":
+      return `before action ${e.before}: crash and restart ${e.target}`
+    case "ClockJump":
+      return `before action ${e.before}: clock jumps ${e.millis} ms`
+    case "ProviderError":
+      return `provider call ${e.call}: ${e.code}`
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Running under the test clock
+
+/** How often the driver may find the run neither done nor waiting on the clock before it calls it stuck. */
+const MAX_IDLE_TURNS = 200
+/** How many clock jumps an action may take. */
+const MAX_JUMPS = 10_000
+
+/** Lets every microtask (and so every fiber: see `microtaskScheduler`) run until all are waiting. */
+const settle = (round: number) =>
+  Effect.promise(() => new Promise<void>((resolve) => (round < QUICK_ROUNDS ? setImmediate(resolve) : setTimeout(resolve, 2))))
+
+/**
+ * Fibers scheduled on microtasks only, never on timers: so one turn of the event loop (`settle`) runs every fiber
+ * that can run, and the order they run in does not depend on how fast the machine is.
+ */
+const microtaskScheduler = new Scheduler.MixedScheduler(Number.MAX_SAFE_INTEGER)
+
+/** Rounds of the event loop with nothing new seen before the mesh counts as idle. */
+const STABLE_ROUNDS = 8
+
+/** A jump longer than this (ms) waits for `LONG_STABLE_ROUNDS` quiet turns instead of `STABLE_ROUNDS`. */
+const LONG_JUMP_MS = 1_000
+const LONG_STABLE_ROUNDS = 30
+
+/** The first rounds of a settle are one turn of the event loop each; the rest wait on a timer (a few ms of real time). */
+const QUICK_ROUNDS = 3
+
+/**
+ * Runs `effect` to its end, moving the test clock to the next wake-up only when the mesh is idle: nothing sent,
+ * answered or put to sleep for a few turns of the event loop, the last of them a few milliseconds of real time each
+ * (some work, a web body read or a native call, finishes on a later turn than the one that started it). Answers
+ * `stuck` when nothing can run and nothing waits on the clock.
+ */
+export const drive = <A, E, R>(effect: Effect.Effect<A, E, R>, network: Network.NetworkApi): Effect.Effect<Exit.Exit<A, E> | "stuck", never, R> =>
+  Effect.gen(function* () {
+    const fiber = yield* Effect.fork(effect)
+    const observe = Effect.all([network.sent, network.inFlight, TestClock.testClockWith((clock) => clock.sleeps)])
+    let idle = 0
+    for (let jumps = 0; jumps < MAX_JUMPS;) {
+      let [sent, inFlight, sleeps] = yield* observe
+      const now = yield* Clock.currentTimeMillis
+      const earliest = Chunk.reduce(sleeps, Number.POSITIVE_INFINITY, (min, at) => Math.min(min, at))
+      // A long jump lands on a background timer (a purge, a prune): make surer that nothing is still on its way.
+      const rounds = earliest - now > LONG_JUMP_MS ? LONG_STABLE_ROUNDS : STABLE_ROUNDS
+      for (let stable = 0; stable < rounds && idle <= MAX_IDLE_TURNS;) {
+        yield* settle(stable)
+        const exit = yield* Fiber.poll(fiber)
+        if (Option.isSome(exit)) return exit.value
+        const [s, f, z] = yield* observe
+        stable = s === sent && f === inFlight && z.length === sleeps.length ? stable + 1 : 0
+        if (stable === 0) idle++
+        ;[sent, inFlight, sleeps] = [s, f, z]
+      }
+      if (Chunk.isEmpty(sleeps) || idle > MAX_IDLE_TURNS) break
+      idle = 0
+      const next = Chunk.reduce(sleeps, Number.POSITIVE_INFINITY, (min, at) => Math.min(min, at))
+      // Something new went to sleep while the mesh settled: look again before moving the clock.
+      if (next < earliest && next - now <= LONG_JUMP_MS && rounds === LONG_STABLE_ROUNDS) continue
+      jumps++
+      yield* TestClock.adjust(Math.max(0, next - (yield* Clock.currentTimeMillis)))
+    }
+    yield* Fiber.interrupt(fiber)
+    return "stuck" as const
+  })
+
+// ---------------------------------------------------------------------------------------------------------------
+// The mesh
+
+const HUB = "http://hub.sim"
+const DAY = 86_400_000
+const originOf = (name: string) => `http://${name}.sim`
+
+/** A 32-byte seed for the `n`-th identity of a run: identities are fixed, so requests are the same from run to run. */
+const keySeed = (n: number): Uint8Array => new Uint8Array(32).fill(n + 1)
+
+/** What the agents' handlers did: `${key}|${capability}` → runs. */
+type Effects = Map<string, number>
+
+/** A nonce store that accepts every nonce: an agent with it accepts replayed requests. */
+const ignoringNonces: NonceStore.NonceStoreApi = { record: () => Effect.void }
+
+/** An idempotency store that remembers nothing: an agent with it runs a repeated key's request again. */
+const forgettingReplies: IdempotencyStore.IdempotencyStoreApi = {
+  claim: () => Effect.succeed({ _tag: "Claimed" }),
+  complete: () => Effect.void,
+  release: () => Effect.void
+}
+
+/** The handler of an agent of the simulation: counts what it did per saga step or call, fails what it is told to. */
+const handlerOf = (spec: AgentSpec, effects: Effects): Handler => (input: RunInput) => {
+  const capability = input.capability ?? input.message
+  if (spec.failing?.includes(capability) === true) throw new Error(`${spec.name} cannot ${capability}`)
+  const ctx = input.context as { readonly sagaId?: string; readonly step?: string; readonly callId?: string; readonly gated?: boolean; readonly params?: { readonly costUsd?: number } }
+  const key = ctx.callId !== undefined ? `${ctx.gated === true ? "gate" : "call"}:${ctx.callId}` : `${ctx.sagaId}:${ctx.step}`
+  const count = () => void effects.set(`${key}|${capability}`, (effects.get(`${key}|${capability}`) ?? 0) + 1)
+  // The task guard pauses a gated capability until it is approved; an agent that skips it does the work anyway.
+  if (ctx.gated === true && spec.flaws?.includes("skips-gates") !== true) {
+    return Effect.map(input.guardEffect(capability), () => {
+      count()
+      return `${spec.name} did ${capability}`
+    })
+  }
+  count()
+  if (ctx.params?.costUsd !== undefined && input.commit !== undefined) input.reportCost(ctx.params.costUsd)
+  return spec.handler === undefined ? `${spec.name} did ${capability}` : spec.handler(input)
+}
+
+/** A simulation's pieces that outlive crashes. */
+interface World {
+  readonly network: Network.NetworkApi
+  readonly http: HttpClient.HttpClient
+  readonly database: string
+  readonly runner: MeshIdentity
+  readonly buyer: MeshIdentity
+  readonly chatter: MeshIdentity
+  readonly agents: ReadonlyMap<string, { readonly spec: AgentSpec; readonly identity: MeshIdentity; readonly stores: Context.Context<Stores> }>
+  readonly effects: Effects
+}
+
+/** A process of the mesh: its scope, closed when it crashes. */
+interface Process<A> {
+  readonly scope: Scope.CloseableScope
+  readonly value: A
+}
+
+/** The hub's services and scheduler in `scope`, over the world's database and network. */
+const startHub = (world: World) =>
+  Effect.gen(function* () {
+    const scope = yield* Scope.make()
+    const runner = { did: world.runner.did, privateKey: world.runner.privateKey }
+    // The hub's purges would be the only sleepers while a request waits on work outside any fiber; a day apart they
+    // are not where the driver moves the clock when it cannot see that work (docs/simulation.md, "Determinism").
+    const services = Hub.layerServicesWithDatabase({ database: world.database, nonces: { purgeIntervalMs: DAY }, challengePurge: { intervalMs: DAY } })
+    const scheduler = SagaScheduler.layerTest({ runner }).pipe(
+      Layer.provide(WorkflowEngine.layerMemory),
+      Layer.provide(Layer.mergeAll(SagaScheduler.layerAgentsFromRegistry, AgentClient.layer().pipe(Layer.provide(Layer.succeed(HttpClient.HttpClient, world.http))))),
+      Layer.provideMerge(services)
+    )
+    const context = yield* Layer.buildWithScope(scheduler, scope)
+    const handler = yield* WebHandler.make(SagaHubApi, SagaHubHandlers, { allowedHosts: ["hub.sim"], clientAddress: () => "10.0.0.1" }).pipe(
+      Effect.provide(context),
+      Effect.provideService(HubPublicUrl, HUB),
+      Scope.extend(scope)
+    )
+    yield* world.network.register(HUB, handler)
+    const admin = yield* Effect.orDie(Context.get(context, Registry.Registry).ensureAdmin)
+    return { scope, value: { context, admin } } satisfies Process<unknown>
+  })
+
+type HubProcess = Effect.Effect.Success<ReturnType<typeof startHub>>
+
+/** An agent's fetch handler in a scope of its own, over its kept stores. */
+const startAgent = (world: World, name: string) =>
+  Effect.gen(function* () {
+    const agent = world.agents.get(name)!
+    const scope = yield* Scope.make()
+    const handler = yield* AgentWeb.make(
+      {
+        name,
+        did: agent.identity.did,
+        privateKey: agent.identity.privateKey,
+        auth: "mesh-sig",
+        publicUrl: originOf(name),
+        handler: handlerOf(agent.spec, world.effects),
+        resolveCallerKey: Context.get(agent.stores, KeyResolver)
+      },
+      Layer.succeedContext(agent.stores)
+    ).pipe(Scope.extend(scope), Effect.orDie)
+    yield* world.network.register(originOf(name), handler)
+    return { scope, value: undefined } satisfies Process<unknown>
+  })
+
+/** The mesh set up: identities, the hub, the agents registered, the model session; nothing faulted yet. */
+const setup = (spec: MeshSpec, providerErrors: ReadonlyMap<number, ModelErrorCode>, database: string, network: Network.NetworkApi) =>
+  Effect.gen(function* () {
+    const http = Network.client(network)
+    const withHttp = Effect.provideService(HttpClient.HttpClient, http)
+    const runner = yield* importIdentity("did:mesh:saga-runner", keySeed(0))
+    const buyer = yield* importIdentity("did:mesh:buyer", keySeed(1))
+    const chatter = yield* importIdentity("did:mesh:chatter", keySeed(2))
+    const agents = new Map<string, { spec: AgentSpec; identity: MeshIdentity; stores: Context.Context<Stores> }>()
+    for (const [i, a] of spec.agents.entries()) {
+      const identity = yield* importIdentity(`did:mesh:${a.name}`, keySeed(3 + i))
+      // Caller keys come from the hub over the network, as an agent elsewhere would get them.
+      const hubClient = yield* withHttp(MeshClient.make({ hubUrl: HUB, retry: { times: 0 } }))
+      const stores = yield* Layer.build(
+        Layer.mergeAll(
+          TaskStore.layerMemory,
+          a.flaws?.includes("ignores-nonces") === true ? Layer.succeed(NonceStore.NonceStore, ignoringNonces) : NonceStore.layerMemory(),
+          AgentMemory.layerNone,
+          a.flaws?.includes("forgets-replies") === true ? Layer.succeed(IdempotencyStore.IdempotencyStore, forgettingReplies) : IdempotencyStore.layerMemory(),
+          Layer.succeed(KeyResolver, hubClient.keyResolver)
+        )
+      )
+      agents.set(a.name, { spec: a, identity, stores })
+    }
+    const world: World = { network, http, database, runner, buyer, chatter, agents, effects: new Map() }
+    const hub = yield* startHub(world)
+    const processes = new Map<string, Process<unknown>>([["hub", hub]])
+    for (const name of agents.keys()) processes.set(name, yield* startAgent(world, name))
+    const admin = Option.getOrThrow(hub.value.admin).apiKey
+    const client = yield* withHttp(MeshClient.make({ hubUrl: HUB, apiKey: admin, retry: { times: 0 } }))
+    const register = (identity: MeshIdentity, endpointUrl: string) =>
+      Effect.gen(function* () {
+        const key = yield* client.createApiKey({ owner: identity.did })
+        yield* client.registerAgent({
+          manifest: { name: identity.did.slice(9), meshProtocolVersion: "1.0", capabilities: ["sim"] },
+          endpointUrl,
+          identity,
+          apiKey: key.apiKey
+        })
+      })
+    yield* register(runner, "http://saga-runner.sim")
+    yield* register(buyer, "http://buyer.sim")
+    yield* register(chatter, "http://chatter.sim")
+    for (const [name, a] of agents) yield* register(a.identity, originOf(name))
+    const script = (_: unknown, index: number): ScriptStep => {
+      const code = providerErrors.get(index)
+      return code === undefined
+        ? { text: `answer ${index}`, inputTokens: 40, outputTokens: 60 }
+        : new ModelError({ code, message: `simulated ${code} on call ${index}` })
+    }
+    const mandate = yield* issueModelBudgetMandate({
+      grantorDid: buyer.did,
+      granteeDid: chatter.did,
+      privateKey: buyer.privateKey,
+      constraints: { token_budget: spec.modelBudget.tokens, cost_budget_usd: spec.modelBudget.usd, quality_threshold: 0.5, task_type: "REASONING", expected_steps: 4 }
+    })
+    const session = yield* ModelSession.make({ mandate, privateKey: chatter.privateKey }).pipe(
+      Effect.provide(ModelRouter.layerTest({ catalogue: CATALOGUE, script, scores: [0.9], random: Random.make(7) }))
+    )
+    return { world, processes, session }
+  })
+
+/** How often a saga action looks whether its saga has ended. */
+const SAGA_POLL = Duration.millis(100)
+
+/** Two models on one scripted provider: a cheap one and a dear one. */
+const CATALOGUE = fromSpecs([
+  { id: "small", provider: "a", tier: 1, inputMicrosPerMTok: 1_000_000, outputMicrosPerMTok: 2_000_000, contextWindow: 8192, maxOutputTokens: 256 },
+  { id: "large", provider: "a", tier: 2, inputMicrosPerMTok: 20_000_000, outputMicrosPerMTok: 40_000_000, contextWindow: 8192, maxOutputTokens: 256 }
+])
+
+const micros = (usd: number): number => Math.round(usd * 1_000_000)
+
+/** The network plan of a schedule: its faults by request number. */
+const netPlan = (schedule: Schedule): ReadonlyMap<number, ReadonlyArray<Network.Fault>> => {
+  const plan = new Map<number, Array<Network.Fault>>()
+  for (const e of schedule) if (e._tag === "Net") plan.set(e.request, [...(plan.get(e.request) ?? []), e.fault])
+  return plan
+}
+
+/** Runs the mesh's workload under `schedule` and checks the invariants after each action; needs `Keys` and a test clock. */
+const runIn = (spec: MeshSpec, schedule: Schedule, database: string) =>
+  Effect.gen(function* () {
+    const providerErrors = new Map<number, ModelErrorCode>()
+    for (const e of schedule) if (e._tag === "ProviderError") providerErrors.set(e.call, e.code)
+    const network = yield* Network.make
+    const ready = yield* drive(setup(spec, providerErrors, database, network), network)
+    if (ready === "stuck" || Exit.isFailure(ready)) {
+      return yield* Effect.dieMessage(`the mesh did not start: ${ready === "stuck" ? "stuck" : String(Cause.pretty(ready.cause))}`)
+    }
+    const { processes, session, world } = ready.value
+    yield* world.network.reset(netPlan(schedule))
+    const actions: Array<string> = []
+    const pools = new Set<string>()
+    const sagas: Array<string> = []
+    let violation: Violation | undefined = undefined
+
+    const hubContext = () => (processes.get("hub") as HubProcess).value.context
+
+    const restart = (target: string) =>
+      Effect.gen(function* () {
+        const p = processes.get(target)
+        if (p === undefined) return
+        yield* world.network.unregister(target === "hub" ? HUB : originOf(target))
+        yield* Scope.close(p.scope, Exit.void)
+        processes.set(target, target === "hub" ? yield* startHub(world) : yield* startAgent(world, target))
+      })
+
+    const perform = (action: Action, index: number): Effect.Effect<string, never, Keys> => {
+      switch (action._tag) {
+        case "Saga":
+          return Effect.gen(function* () {
+            const mandate = yield* Effect.orDie(
+              issueIntentMandate({ grantorDid: world.buyer.did, granteeDid: world.runner.did, constraints: { spendLimitUsd: action.spendLimitUsd }, privateKey: world.buyer.privateKey, ttlSeconds: 3600 })
+            )
+            const scheduler = Context.get(hubContext(), SagaScheduler.SagaScheduler)
+            const steps = action.steps.map((s, i) => ({
+              name: `s${i}-${s.capability}`,
+              agentDid: world.agents.get(s.agent)!.identity.did,
+              capability: s.capability,
+              params: { costUsd: s.costUsd },
+              budgetUsd: s.budgetUsd,
+              compensation: { capability: `undo-${s.capability}` }
+            }))
+            const submitted = yield* Effect.either(scheduler.submit(world.buyer.did, { mandate: mandate.token, steps }))
+            if (submitted._tag === "Left") return `saga refused ${submitted.left.code}`
+            pools.add(submitted.right.poolId)
+            sagas.push(submitted.right.sagaId)
+            // Polled rather than `scheduler.await`: its wait on the store's news sometimes misses the final event and
+            // falls back to its one-second look, which would make the time a run takes depend on fiber order.
+            while (true) {
+              const r = yield* Effect.either(scheduler.get(submitted.right.sagaId))
+              if (r._tag === "Left") return `saga unreadable ${r.left.code}`
+              if (r.right.status !== "running") return `saga ${r.right.status}`
+              yield* Effect.sleep(SAGA_POLL)
+            }
+          })
+        case "Call":
+          return Effect.gen(function* () {
+            const client = yield* AgentClient.make().pipe(Effect.provideService(HttpClient.HttpClient, world.http))
+            const reply = yield* Effect.either(
+              client.call(originOf(action.agent), action.capability, {
+                signAs: { did: world.buyer.did, privateKey: world.buyer.privateKey },
+                capability: action.capability,
+                context: { callId: String(index) }
+              })
+            )
+            return reply._tag === "Left" ? `call failed ${reply.left.code}` : `call answered`
+          })
+        case "GatedCall":
+          return Effect.gen(function* () {
+            const agent = world.agents.get(action.agent)!
+            const mandate = yield* Effect.orDie(
+              issueTaskMandate({ grantorDid: world.buyer.did, granteeDid: agent.identity.did, constraints: { allowed: [action.capability], humanGates: [action.capability], maxDelegationDepth: 0 }, privateKey: world.buyer.privateKey, ttlSeconds: 3600 })
+            )
+            const client = yield* AgentClient.make().pipe(Effect.provideService(HttpClient.HttpClient, world.http))
+            const reply = yield* Effect.either(
+              client.call(originOf(action.agent), action.capability, {
+                signAs: { did: world.buyer.did, privateKey: world.buyer.privateKey },
+                capability: action.capability,
+                mandate: mandate.token,
+                context: { callId: String(index), gated: true }
+              })
+            )
+            return reply._tag === "Left" ? `gated call failed ${reply.left.code}` : "message" in reply.right ? "gated call answered" : "gated call paused for approval"
+          })
+        case "Chat":
+          return Effect.map(Effect.either(session.chat(action.prompt)), (r) => (r._tag === "Left" ? `chat failed ${r.left.code}` : `chat answered by ${r.right.modelId}`))
+      }
+    }
+
+    const check = (index: number) =>
+      Effect.gen(function* () {
+        const fail = (invariant: Invariant, message: string): Violation => ({ invariant, action: index, message })
+        for (const [key, n] of world.effects) {
+          if (key.startsWith("gate:")) return fail("gate", `a gated capability ran ${n} times without an approval (${key})`)
+          if (n <= 1) continue
+          return key.startsWith("call:")
+            ? fail("replay", `a signed request ran its handler ${n} times (${key})`)
+            : fail("saga", `a saga step's work ran ${n} times (${key})`)
+        }
+        const ledger = Context.get(hubContext(), Ledger)
+        for (const poolId of pools) {
+          const trail = yield* Effect.either(ledger.allocations(world.runner.did, poolId))
+          if (trail._tag === "Left") return fail("ledger", `pool ${poolId} cannot be read: ${trail.left.code}`)
+          const { allocations, pool } = trail.right
+          let held = 0
+          const perStep = new Map<string, number>()
+          for (const a of allocations) {
+            if (a.usedUsd !== null && micros(a.usedUsd) > micros(a.amountUsd)) return fail("ledger", `allocation ${a.allocationId} used ${a.usedUsd} of ${a.amountUsd}`)
+            held += a.status === "active" ? micros(a.amountUsd) : micros(a.usedUsd ?? 0)
+            perStep.set(a.idempotencyKey, (perStep.get(a.idempotencyKey) ?? 0) + 1)
+          }
+          if (held > micros(pool.limitUsd)) return fail("ledger", `pool ${poolId} holds ${held / 1e6} USD of a ${pool.limitUsd} USD limit`)
+          if (micros(pool.allocatedUsd) !== held) return fail("ledger", `pool ${poolId} reports ${pool.allocatedUsd} USD allocated, its allocations hold ${held / 1e6}`)
+          if (micros(pool.remainingUsd) < 0) return fail("ledger", `pool ${poolId} has ${pool.remainingUsd} USD left`)
+          for (const [key, n] of perStep) if (n > 1) return fail("saga", `step ${key} was charged ${n} allocations`)
+        }
+        const scheduler = Context.get(hubContext(), SagaScheduler.SagaScheduler)
+        for (const sagaId of sagas) {
+          const r = yield* Effect.either(scheduler.get(sagaId))
+          if (r._tag === "Left") return fail("saga", `saga ${sagaId} cannot be read: ${r.left.code}`)
+          if (r.right.status === "running") return fail("saga", `saga ${sagaId} did not end`)
+        }
+        const summary = yield* session.summary
+        if (summary.totalTokens > spec.modelBudget.tokens) return fail("model-budget", `the session used ${summary.totalTokens} of ${spec.modelBudget.tokens} tokens`)
+        if (micros(summary.totalCostUsd) > micros(spec.modelBudget.usd)) return fail("model-budget", `the session spent ${summary.totalCostUsd} of ${spec.modelBudget.usd} USD`)
+        return undefined
+      })
+
+    for (const [index, action] of spec.workload.entries()) {
+      for (const e of schedule) {
+        if (e._tag === "ClockJump" && e.before === index) yield* TestClock.adjust(e.millis)
+        if (e._tag === "Crash" && e.before === index) {
+          const restarted = yield* drive(restart(e.target), world.network)
+          if (restarted === "stuck" || Exit.isFailure(restarted)) {
+            violation = { invariant: "progress", action: index, message: `${e.target} did not restart` }
+            break
+          }
+        }
+      }
+      if (violation !== undefined) break
+      const outcome = yield* drive(perform(action, index), world.network)
+      if (outcome === "stuck") {
+        actions.push(`${index} ${action._tag}: stuck`)
+        violation = { invariant: "progress", action: index, message: `action ${index} (${action._tag}) never ended` }
+        break
+      }
+      actions.push(`${index} ${action._tag}: ${Exit.isSuccess(outcome) ? outcome.value : "died"}`)
+      const checked = yield* drive(check(index), world.network)
+      violation = checked === "stuck" ? { invariant: "progress", action: index, message: "the invariants could not be read" } : Exit.isSuccess(checked) ? checked.value : undefined
+      if (violation !== undefined) break
+    }
+    const trace = yield* world.network.trace
+    const digest = createHash("sha256").update(JSON.stringify({ actions, trace, violation })).digest("hex")
+    return { actions, network: trace, violation, digest } satisfies Report
+  })
+
+let runs = 0
+
+/**
+ * Effect hashes objects with no hash of their own by a number from `Math.random` (`Hash.random`), and some of its
+ * structures iterate in hash order: which waiting fiber a semaphore or a hub wakes first can differ from run to run.
+ * For the run, `Math.random` is a seeded generator, restored afterwards. Runs in one process do not overlap (the
+ * driver runs one at a time), so no other code sees it.
+ */
+/* eslint-disable no-restricted-properties -- Math.random is replaced and restored here, never read for secrets or ids */
+const withSeededMathRandom = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.acquireUseRelease(
+    Effect.sync(() => {
+      const original = Math.random
+      const rng = new PCGRandom(RANDOM_SEED)
+      Math.random = () => rng.number()
+      return original
+    }),
+    () => effect,
+    (original) => Effect.sync(() => void (Math.random = original))
+  )
+/* eslint-enable no-restricted-properties */
+
+/** The seed of Effect's `Random` in every run: what varies between runs is the schedule. */
+const RANDOM_SEED = 0x5eed
+
+/**
+ * Runs `spec` under `schedule` in a fresh mesh of its own (a test clock, a SQLite file removed afterwards) and
+ * reports what happened; the same spec and schedule give the same report.
+ */
+export const run = (spec: MeshSpec, schedule: Schedule): Effect.Effect<Report> => {
+  const database = join(tmpdir(), `agent-mesh-sim-${process.pid}-${runs++}.db`)
+  return Effect.scoped(runIn(spec, schedule, database)).pipe(
+    withSeededMathRandom,
+    Effect.provide(KeysNative.layer),
+    // Effect's own randomness (retry jitter, the router's draws) seeded, so retries wait the same from run to run.
+    Effect.withRandom(Random.make(RANDOM_SEED)),
+    // Every id, nonce and key outside Effect's Random from one seeded generator: the same requests in every run.
+    Effect.provideService(Entropy.Entropy, Entropy.seeded(RANDOM_SEED)),
+    Effect.provide(TestContext.TestContext),
+    Effect.withScheduler(microtaskScheduler),
+    // An agent's failing handler logs at ERROR; thousands of runs would drown what the run reports.
+    Logger.withMinimumLogLevel(LogLevel.None),
+    Effect.ensuring(Effect.sync(() => {
+      for (const suffix of ["", "-wal", "-shm"]) rmSync(database + suffix, { force: true })
+    }))
+  )
+}
+
+/** Runs `spec` under the schedule of `seed`. */
+export const runSeed = (spec: MeshSpec, seed: number, bounds?: ScheduleBounds): Effect.Effect<Report> => run(spec, scheduleOf(seed, spec, bounds))
+
+/** `spec` with `flaws` planted in agent `agent`: for showing that a run finds them. */
+export const withFlaws = (spec: MeshSpec, agent: string, flaws: ReadonlyArray<Flaw>): MeshSpec => ({
+  ...spec,
+  agents: spec.agents.map((a) => (a.name === agent ? { ...a, flaws } : a))
+})
+
+/** What shrinking found: the shortest schedule it reached that still fails, its report, and how many runs it took. */
+export interface Shrunk {
+  readonly schedule: Schedule
+  readonly report: Report
+  readonly runs: number
+}
+
+/**
+ * Shrinks a failing schedule: drops events one at a time while the run still breaks the same invariant, until no
+ * single event can go (every event left is needed for the failure). Runs are deterministic, so the result replays.
+ */
+export const shrink = (spec: MeshSpec, schedule: Schedule, failing: Report): Effect.Effect<Shrunk> =>
+  Effect.gen(function* () {
+    const invariant = failing.violation?.invariant
+    let current = schedule
+    let report = failing
+    let runs = 0
+    for (let i = 0; i < current.length;) {
+      const candidate = [...current.slice(0, i), ...current.slice(i + 1)]
+      const r = yield* run(spec, candidate)
+      runs++
+      if (r.violation !== undefined && r.violation.invariant === invariant) {
+        current = candidate
+        report = r
+      } else {
+        i++
+      }
+    }
+    return { schedule: current, report, runs }
+  })
