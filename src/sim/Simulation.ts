@@ -29,8 +29,6 @@ import { rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Cause from "effect/Cause"
-import * as Chunk from "effect/Chunk"
-import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -43,8 +41,6 @@ import * as Option from "effect/Option"
 import * as Random from "effect/Random"
 import * as Scheduler from "effect/Scheduler"
 import * as Scope from "effect/Scope"
-import * as TestClock from "effect/TestClock"
-import * as TestContext from "effect/TestContext"
 import { PCGRandom } from "effect/Utils"
 import * as AgentClient from "../agent/AgentClient.js"
 import type { Handler, RunInput } from "../agent/Handler.js"
@@ -75,6 +71,7 @@ import * as SagaScheduler from "../saga/SagaScheduler.js"
 import * as KeysNative from "../node/KeysNative.js"
 import * as Network from "./Network.js"
 
+import * as SimClock from "./SimClock.js"
 // ---------------------------------------------------------------------------------------------------------------
 // What a simulation is given
 
@@ -253,66 +250,71 @@ export const describeEvent = (e: FaultEvent): string => {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Running under the test clock
+// Running on the simulated clock
 
-/** How often the driver may find the run neither done nor waiting on the clock before it calls it stuck. */
-const MAX_IDLE_TURNS = 200
-/** How many clock jumps an action may take. */
+/** How many times an action may move the clock before the driver calls it stuck. */
 const MAX_JUMPS = 10_000
 
-/** Lets every microtask (and so every fiber: see `microtaskScheduler`) run until all are waiting. */
-const settle = (round: number) =>
-  Effect.promise(() => new Promise<void>((resolve) => (round < QUICK_ROUNDS ? setImmediate(resolve) : setTimeout(resolve, 2))))
-
 /**
- * Fibers scheduled on microtasks only, never on timers: so one turn of the event loop (`settle`) runs every fiber
- * that can run, and the order they run in does not depend on how fast the machine is.
+ * Fibers scheduled on microtasks only, never on timers: so once a turn of the event loop comes round, every fiber
+ * that could run has run, in an order that does not depend on how fast the machine is.
  */
 const microtaskScheduler = new Scheduler.MixedScheduler(Number.MAX_SAFE_INTEGER)
 
-/** Rounds of the event loop with nothing new seen before the mesh counts as idle. */
-const STABLE_ROUNDS = 8
+/**
+ * Work of a run that finishes outside any fiber and outside the microtask queue (a native call on the thread pool):
+ * each is counted from its start until it settles, and the mesh is not idle while any is.
+ */
+export interface Outside {
+  readonly pending: Set<Promise<void>>
+}
 
-/** A jump longer than this (ms) waits for `LONG_STABLE_ROUNDS` quiet turns instead of `STABLE_ROUNDS`. */
-const LONG_JUMP_MS = 1_000
-const LONG_STABLE_ROUNDS = 30
+/** Counts `work` as outside work of the run until it settles. */
+const track = <A>(outside: Outside, work: Promise<A>): Promise<A> => {
+  const settled: Promise<void> = work.then(
+    () => void outside.pending.delete(settled),
+    () => void outside.pending.delete(settled)
+  )
+  outside.pending.add(settled)
+  return work
+}
 
-/** The first rounds of a settle are one turn of the event loop each; the rest wait on a timer (a few ms of real time). */
-const QUICK_ROUNDS = 3
+/** What drives a run: its clock and its outside work. */
+export interface Driver {
+  readonly clock: SimClock.SimClock
+  readonly outside: Outside
+}
+
+/** One turn of the event loop: by the time it comes round, the microtask queue (and so every fiber) has run dry. */
+const turn = (): Promise<void> => new Promise<void>((resolve) => setImmediate(resolve))
 
 /**
- * Runs `effect` to its end, moving the test clock to the next wake-up only when the mesh is idle: nothing sent,
- * answered or put to sleep for a few turns of the event loop, the last of them a few milliseconds of real time each
- * (some work, a web body read or a native call, finishes on a later turn than the one that started it). Answers
- * `stuck` when nothing can run and nothing waits on the clock.
+ * Waits until the mesh is idle: every fiber that can run has run (a turn of the event loop found the microtask
+ * queue empty) and no outside work is pending (waited for by its promise, not by the time it takes).
  */
-export const drive = <A, E, R>(effect: Effect.Effect<A, E, R>, network: Network.NetworkApi): Effect.Effect<Exit.Exit<A, E> | "stuck", never, R> =>
+const quiesce = (outside: Outside): Effect.Effect<void> =>
+  Effect.promise(async () => {
+    for (;;) {
+      await turn()
+      if (outside.pending.size === 0) return
+      await Promise.race(outside.pending)
+    }
+  })
+
+/**
+ * Runs `effect` to its end, moving the clock to the next wake-up only when the mesh is idle: every fiber is waiting
+ * (on the clock, or on another fiber that is) and no outside work is pending. Whether and when the clock moves
+ * depends on what the fibers do, never on how long it takes. Answers `stuck` when the mesh is idle, the effect has
+ * not ended and nothing waits on the clock.
+ */
+export const drive = <A, E, R>(effect: Effect.Effect<A, E, R>, driver: Driver): Effect.Effect<Exit.Exit<A, E> | "stuck", never, R> =>
   Effect.gen(function* () {
     const fiber = yield* Effect.fork(effect)
-    const observe = Effect.all([network.sent, network.inFlight, TestClock.testClockWith((clock) => clock.sleeps)])
-    let idle = 0
-    for (let jumps = 0; jumps < MAX_JUMPS;) {
-      let [sent, inFlight, sleeps] = yield* observe
-      const now = yield* Clock.currentTimeMillis
-      const earliest = Chunk.reduce(sleeps, Number.POSITIVE_INFINITY, (min, at) => Math.min(min, at))
-      // A long jump lands on a background timer (a purge, a prune): make surer that nothing is still on its way.
-      const rounds = earliest - now > LONG_JUMP_MS ? LONG_STABLE_ROUNDS : STABLE_ROUNDS
-      for (let stable = 0; stable < rounds && idle <= MAX_IDLE_TURNS;) {
-        yield* settle(stable)
-        const exit = yield* Fiber.poll(fiber)
-        if (Option.isSome(exit)) return exit.value
-        const [s, f, z] = yield* observe
-        stable = s === sent && f === inFlight && z.length === sleeps.length ? stable + 1 : 0
-        if (stable === 0) idle++
-        ;[sent, inFlight, sleeps] = [s, f, z]
-      }
-      if (Chunk.isEmpty(sleeps) || idle > MAX_IDLE_TURNS) break
-      idle = 0
-      const next = Chunk.reduce(sleeps, Number.POSITIVE_INFINITY, (min, at) => Math.min(min, at))
-      // Something new went to sleep while the mesh settled: look again before moving the clock.
-      if (next < earliest && next - now <= LONG_JUMP_MS && rounds === LONG_STABLE_ROUNDS) continue
-      jumps++
-      yield* TestClock.adjust(Math.max(0, next - (yield* Clock.currentTimeMillis)))
+    for (let jumps = 0; jumps < MAX_JUMPS; jumps++) {
+      yield* quiesce(driver.outside)
+      const exit = yield* Fiber.poll(fiber)
+      if (Option.isSome(exit)) return exit.value
+      if (!driver.clock.advance()) break
     }
     yield* Fiber.interrupt(fiber)
     return "stuck" as const
@@ -335,6 +337,22 @@ type Effects = Map<string, number>
 const ignoringNonces: NonceStore.NonceStoreApi = { record: () => Effect.void }
 
 /** An idempotency store that remembers nothing: an agent with it runs a repeated key's request again. */
+/**
+ * The platform's `crypto.subtle.digest` (the workflow engine hashes execution ids with it) runs on the thread pool:
+ * for the run it is counted as outside work, and restored afterwards.
+ */
+const withTrackedDigest = <A, E, R>(outside: Outside, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.acquireUseRelease(
+    Effect.sync(() => {
+      const subtle = globalThis.crypto.subtle
+      const digest = subtle.digest.bind(subtle)
+      Object.defineProperty(subtle, "digest", { configurable: true, writable: true, value: (...args: Parameters<SubtleCrypto["digest"]>) => track(outside, digest(...args)) })
+      return subtle
+    }),
+    () => effect,
+    (subtle) => Effect.sync(() => void delete (subtle as { digest?: unknown }).digest)
+  )
+
 const forgettingReplies: IdempotencyStore.IdempotencyStoreApi = {
   claim: () => Effect.succeed({ _tag: "Claimed" }),
   complete: () => Effect.void,
@@ -498,12 +516,12 @@ const netPlan = (schedule: Schedule): ReadonlyMap<number, ReadonlyArray<Network.
 }
 
 /** Runs the mesh's workload under `schedule` and checks the invariants after each action; needs `Keys` and a test clock. */
-const runIn = (spec: MeshSpec, schedule: Schedule, database: string) =>
+const runIn = (spec: MeshSpec, schedule: Schedule, database: string, driver: Driver) =>
   Effect.gen(function* () {
     const providerErrors = new Map<number, ModelErrorCode>()
     for (const e of schedule) if (e._tag === "ProviderError") providerErrors.set(e.call, e.code)
     const network = yield* Network.make
-    const ready = yield* drive(setup(spec, providerErrors, database, network), network)
+    const ready = yield* drive(setup(spec, providerErrors, database, network), driver)
     if (ready === "stuck" || Exit.isFailure(ready)) {
       return yield* Effect.dieMessage(`the mesh did not start: ${ready === "stuck" ? "stuck" : String(Cause.pretty(ready.cause))}`)
     }
@@ -611,9 +629,10 @@ const runIn = (spec: MeshSpec, schedule: Schedule, database: string) =>
 
     for (const [index, action] of spec.workload.entries()) {
       for (const e of schedule) {
-        if (e._tag === "ClockJump" && e.before === index) yield* TestClock.adjust(e.millis)
+        // The jump is a sleep of the driver's: the clock moves through every wake-up on the way, each in its turn.
+        if (e._tag === "ClockJump" && e.before === index) yield* drive(Effect.sleep(Duration.millis(e.millis)), driver)
         if (e._tag === "Crash" && e.before === index) {
-          const restarted = yield* drive(restart(e.target), world.network)
+          const restarted = yield* drive(restart(e.target), driver)
           if (restarted === "stuck" || Exit.isFailure(restarted)) {
             violation = { invariant: "progress", action: index, message: `${e.target} did not restart` }
             break
@@ -621,14 +640,14 @@ const runIn = (spec: MeshSpec, schedule: Schedule, database: string) =>
         }
       }
       if (violation !== undefined) break
-      const outcome = yield* drive(perform(action, index), world.network)
+      const outcome = yield* drive(perform(action, index), driver)
       if (outcome === "stuck") {
         actions.push(`${index} ${action._tag}: stuck`)
         violation = { invariant: "progress", action: index, message: `action ${index} (${action._tag}) never ended` }
         break
       }
       actions.push(`${index} ${action._tag}: ${Exit.isSuccess(outcome) ? outcome.value : "died"}`)
-      const checked = yield* drive(check(index), world.network)
+      const checked = yield* drive(check(index), driver)
       violation = checked === "stuck" ? { invariant: "progress", action: index, message: "the invariants could not be read" } : Exit.isSuccess(checked) ? checked.value : undefined
       if (violation !== undefined) break
     }
@@ -666,24 +685,28 @@ const RANDOM_SEED = 0x5eed
  * Runs `spec` under `schedule` in a fresh mesh of its own (a test clock, a SQLite file removed afterwards) and
  * reports what happened; the same spec and schedule give the same report.
  */
-export const run = (spec: MeshSpec, schedule: Schedule): Effect.Effect<Report> => {
-  const database = join(tmpdir(), `agent-mesh-sim-${process.pid}-${runs++}.db`)
-  return Effect.scoped(runIn(spec, schedule, database)).pipe(
-    withSeededMathRandom,
-    Effect.provide(KeysNative.layer),
-    // Effect's own randomness (retry jitter, the router's draws) seeded, so retries wait the same from run to run.
-    Effect.withRandom(Random.make(RANDOM_SEED)),
-    // Every id, nonce and key outside Effect's Random from one seeded generator: the same requests in every run.
-    Effect.provideService(Entropy.Entropy, Entropy.seeded(RANDOM_SEED)),
-    Effect.provide(TestContext.TestContext),
-    Effect.withScheduler(microtaskScheduler),
-    // An agent's failing handler logs at ERROR; thousands of runs would drown what the run reports.
-    Logger.withMinimumLogLevel(LogLevel.None),
-    Effect.ensuring(Effect.sync(() => {
-      for (const suffix of ["", "-wal", "-shm"]) rmSync(database + suffix, { force: true })
-    }))
-  )
-}
+export const run = (spec: MeshSpec, schedule: Schedule): Effect.Effect<Report> =>
+  // Made afresh each time the effect runs: a clock, a generator or a file shared by two runs would tie them together.
+  Effect.suspend(() => {
+    const database = join(tmpdir(), `agent-mesh-sim-${process.pid}-${runs++}.db`)
+    const driver: Driver = { clock: SimClock.make(), outside: { pending: new Set() } }
+    return Effect.scoped(runIn(spec, schedule, database, driver)).pipe(
+      (effect) => withTrackedDigest(driver.outside, effect),
+      withSeededMathRandom,
+      Effect.provide(KeysNative.layer),
+      // Effect's own randomness (retry jitter, the router's draws) seeded, so retries wait the same from run to run.
+      Effect.withRandom(Random.make(RANDOM_SEED)),
+      // Every id, nonce and key outside Effect's Random from one seeded generator: the same requests in every run.
+      Effect.provideService(Entropy.Entropy, Entropy.seeded(RANDOM_SEED)),
+      Effect.withClock(driver.clock),
+      Effect.withScheduler(microtaskScheduler),
+      // An agent's failing handler logs at ERROR; thousands of runs would drown what the run reports.
+      Logger.withMinimumLogLevel(LogLevel.None),
+      Effect.ensuring(Effect.sync(() => {
+        for (const suffix of ["", "-wal", "-shm"]) rmSync(database + suffix, { force: true })
+      }))
+    )
+  })
 
 /** Runs `spec` under the schedule of `seed`. */
 export const runSeed = (spec: MeshSpec, seed: number, bounds?: ScheduleBounds): Effect.Effect<Report> => run(spec, scheduleOf(seed, spec, bounds))
