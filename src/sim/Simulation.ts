@@ -52,7 +52,8 @@ import { importIdentity, type MeshIdentity } from "../core/Did.js"
 import * as IdempotencyStore from "../core/IdempotencyStore.js"
 import { KeyResolver } from "../core/KeyResolver.js"
 import type { Keys } from "../core/Keys.js"
-import { issueIntentMandate, issueModelBudgetMandate } from "../core/Mandate.js"
+import { signApproval } from "../core/Approval.js"
+import { issueIntentMandate, issueModelBudgetMandate, issueTaskMandate } from "../core/Mandate.js"
 import { ModelError, type ModelErrorCode, type ScriptStep } from "../core/ModelProvider.js"
 import * as NonceStore from "../core/NonceStore.js"
 import * as TaskStore from "../core/TaskStore.js"
@@ -70,16 +71,17 @@ import { SagaHubHandlers } from "../saga/SagaHttp.js"
 import * as SagaScheduler from "../saga/SagaScheduler.js"
 import * as KeysNative from "../node/KeysNative.js"
 import * as Network from "./Network.js"
-
 import * as SimClock from "./SimClock.js"
+
 // ---------------------------------------------------------------------------------------------------------------
 // What a simulation is given
 
 /**
  * A planted flaw of an agent, for showing that the simulation finds such bugs: `ignores-nonces` accepts every
- * signed request however often it is replayed, `forgets-replies` runs a repeated Idempotency-Key again.
+ * signed request however often it is replayed, `forgets-replies` runs a repeated Idempotency-Key again,
+ * `skips-gates` runs a gated capability without asking the task guard (so without pausing for a human).
  */
-export type Flaw = "ignores-nonces" | "forgets-replies"
+export type Flaw = "ignores-nonces" | "forgets-replies" | "skips-gates"
 
 /** An agent of the mesh: its name (also its DID's and origin's), the capabilities that always fail, a flaw. */
 export interface AgentSpec {
@@ -107,6 +109,16 @@ export type Action =
   | { readonly _tag: "Saga"; readonly spendLimitUsd: number; readonly steps: ReadonlyArray<StepSpec> }
   | { readonly _tag: "Call"; readonly agent: string; readonly capability: string }
   | { readonly _tag: "Chat"; readonly prompt: string }
+  | {
+    readonly _tag: "Gated"
+    readonly agent: string
+    readonly capability: string
+    /**
+     * What the human does with the approval request: `approve` and `deny` sign that decision as the grantor,
+     * `forged` signs an approval as someone who is not the grantor, `withheld` never answers.
+     */
+    readonly approval: "approve" | "deny" | "forged" | "withheld"
+  }
 
 /** The mesh and what it does. */
 export interface MeshSpec {
@@ -154,7 +166,10 @@ export interface Report {
 // ---------------------------------------------------------------------------------------------------------------
 // The example mesh
 
-/** The example mesh: a shop and a bank, two sagas (one commits, one compensates), signed calls and model turns. */
+/**
+ * The example mesh: a shop and a bank, two sagas (one commits, one compensates), signed calls, model turns, and two
+ * capabilities behind a human gate (one approved, one answered with a forged approval).
+ */
 export const exampleMesh: MeshSpec = {
   agents: [{ name: "shop" }, { name: "bank", failing: ["decline"] }],
   workload: [
@@ -177,7 +192,9 @@ export const exampleMesh: MeshSpec = {
       ]
     },
     { _tag: "Call", agent: "bank", capability: "balance" },
-    { _tag: "Chat", prompt: "summarise the bookings" }
+    { _tag: "Chat", prompt: "summarise the bookings" },
+    { _tag: "Gated", agent: "bank", capability: "wire", approval: "approve" },
+    { _tag: "Gated", agent: "shop", capability: "refund", approval: "forged" }
   ],
   modelBudget: { tokens: 2_000, usd: 0.01 }
 }
@@ -320,6 +337,22 @@ export const drive = <A, E, R>(effect: Effect.Effect<A, E, R>, driver: Driver): 
     return "stuck" as const
   })
 
+/**
+ * The platform's `crypto.subtle.digest` (the workflow engine hashes execution ids with it) runs on the thread pool:
+ * for the run it is counted as outside work, and restored afterwards.
+ */
+const withTrackedDigest = <A, E, R>(outside: Outside, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.acquireUseRelease(
+    Effect.sync(() => {
+      const subtle = globalThis.crypto.subtle
+      const digest = subtle.digest.bind(subtle)
+      Object.defineProperty(subtle, "digest", { configurable: true, writable: true, value: (...args: Parameters<SubtleCrypto["digest"]>) => track(outside, digest(...args)) })
+      return subtle
+    }),
+    () => effect,
+    (subtle) => Effect.sync(() => void delete (subtle as { digest?: unknown }).digest)
+  )
+
 // ---------------------------------------------------------------------------------------------------------------
 // The mesh
 
@@ -337,22 +370,6 @@ type Effects = Map<string, number>
 const ignoringNonces: NonceStore.NonceStoreApi = { record: () => Effect.void }
 
 /** An idempotency store that remembers nothing: an agent with it runs a repeated key's request again. */
-/**
- * The platform's `crypto.subtle.digest` (the workflow engine hashes execution ids with it) runs on the thread pool:
- * for the run it is counted as outside work, and restored afterwards.
- */
-const withTrackedDigest = <A, E, R>(outside: Outside, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.acquireUseRelease(
-    Effect.sync(() => {
-      const subtle = globalThis.crypto.subtle
-      const digest = subtle.digest.bind(subtle)
-      Object.defineProperty(subtle, "digest", { configurable: true, writable: true, value: (...args: Parameters<SubtleCrypto["digest"]>) => track(outside, digest(...args)) })
-      return subtle
-    }),
-    () => effect,
-    (subtle) => Effect.sync(() => void delete (subtle as { digest?: unknown }).digest)
-  )
-
 const forgettingReplies: IdempotencyStore.IdempotencyStoreApi = {
   claim: () => Effect.succeed({ _tag: "Claimed" }),
   complete: () => Effect.void,
@@ -363,7 +380,23 @@ const forgettingReplies: IdempotencyStore.IdempotencyStoreApi = {
 const handlerOf = (spec: AgentSpec, effects: Effects): Handler => (input: RunInput) => {
   const capability = input.capability ?? input.message
   if (spec.failing?.includes(capability) === true) throw new Error(`${spec.name} cannot ${capability}`)
-  const ctx = input.context as { readonly sagaId?: string; readonly step?: string; readonly callId?: string; readonly params?: { readonly costUsd?: number } }
+  const ctx = input.context as {
+    readonly sagaId?: string
+    readonly step?: string
+    readonly callId?: string
+    readonly gateId?: string
+    readonly params?: { readonly costUsd?: number }
+  }
+  if (ctx.gateId !== undefined) {
+    // Counted only once past the guard: what the `gate` invariant holds against the approvals given. A gated call
+    // runs this work, not the agent's own handler: the guard must come first, and a handler need not call it.
+    const gated = async () => {
+      if (spec.flaws?.includes("skips-gates") !== true) await input.guard(capability)
+      effects.set(`gate:${ctx.gateId}|${capability}`, (effects.get(`gate:${ctx.gateId}|${capability}`) ?? 0) + 1)
+      return `${spec.name} did ${capability}`
+    }
+    return gated()
+  }
   const key = ctx.callId !== undefined ? `call:${ctx.callId}` : `${ctx.sagaId}:${ctx.step}`
   effects.set(`${key}|${capability}`, (effects.get(`${key}|${capability}`) ?? 0) + 1)
   if (ctx.params?.costUsd !== undefined && input.commit !== undefined) input.reportCost(ctx.params.costUsd)
@@ -380,6 +413,8 @@ interface World {
   readonly chatter: MeshIdentity
   readonly agents: ReadonlyMap<string, { readonly spec: AgentSpec; readonly identity: MeshIdentity; readonly stores: Context.Context<Stores> }>
   readonly effects: Effects
+  /** Gated calls by id → approvals signed by their grantor and sent to the agent. */
+  readonly approvals: Map<string, number>
 }
 
 /** A process of the mesh: its scope, closed when it crashes. */
@@ -459,7 +494,7 @@ const setup = (spec: MeshSpec, providerErrors: ReadonlyMap<number, ModelErrorCod
       )
       agents.set(a.name, { spec: a, identity, stores })
     }
-    const world: World = { network, http, database, runner, buyer, chatter, agents, effects: new Map() }
+    const world: World = { network, http, database, runner, buyer, chatter, agents, effects: new Map(), approvals: new Map() }
     const hub = yield* startHub(world)
     const processes = new Map<string, Process<unknown>>([["hub", hub]])
     for (const name of agents.keys()) processes.set(name, yield* startAgent(world, name))
@@ -584,6 +619,38 @@ const runIn = (spec: MeshSpec, schedule: Schedule, database: string, driver: Dri
             )
             return reply._tag === "Left" ? `call failed ${reply.left.code}` : `call answered`
           })
+        case "Gated":
+          return Effect.gen(function* () {
+            const agent = world.agents.get(action.agent)!
+            const gateId = String(index)
+            const mandate = yield* Effect.orDie(
+              issueTaskMandate({
+                grantorDid: world.buyer.did,
+                granteeDid: agent.identity.did,
+                privateKey: world.buyer.privateKey,
+                constraints: { allowed: [action.capability], humanGates: [action.capability], maxDelegationDepth: 0 },
+                ttlSeconds: 3600
+              })
+            )
+            const client = yield* AgentClient.make().pipe(Effect.provideService(HttpClient.HttpClient, world.http))
+            const signAs = { did: world.buyer.did, privateKey: world.buyer.privateKey }
+            const reply = yield* Effect.either(
+              client.call(originOf(action.agent), action.capability, { signAs, capability: action.capability, mandate: mandate.token, context: { gateId } })
+            )
+            if (reply._tag === "Left") return `gated call failed ${reply.left.code}`
+            if (!("approvalRequired" in reply.right)) return "gated call answered without a pause"
+            if (action.approval === "withheld") return "gated call paused, approval withheld"
+            const { taskId } = reply.right.approvalRequired
+            const signer = action.approval === "forged" ? world.chatter : world.buyer
+            const approval = yield* Effect.orDie(
+              signApproval({ taskId, capability: action.capability, decision: action.approval === "deny" ? "deny" : "approve" }, signer.did, signer.privateKey)
+            )
+            // Counted before it is sent: a resume the network loses may still have reached the agent.
+            if (action.approval === "approve") world.approvals.set(gateId, (world.approvals.get(gateId) ?? 0) + 1)
+            const resumed = yield* Effect.either(client.resume(originOf(action.agent), taskId, approval, { signAs }))
+            if (resumed._tag === "Left") return `gated call ${action.approval}, resume failed ${resumed.left.code}`
+            return `gated call ${action.approval}, resume ${"approvalRequired" in resumed.right ? "paused again" : "answered"}`
+          })
         case "Chat":
           return Effect.map(Effect.either(session.chat(action.prompt)), (r) => (r._tag === "Left" ? `chat failed ${r.left.code}` : `chat answered by ${r.right.modelId}`))
       }
@@ -593,6 +660,11 @@ const runIn = (spec: MeshSpec, schedule: Schedule, database: string, driver: Dri
       Effect.gen(function* () {
         const fail = (invariant: Invariant, message: string): Violation => ({ invariant, action: index, message })
         for (const [key, n] of world.effects) {
+          if (key.startsWith("gate:")) {
+            const approved = world.approvals.get(key.slice(5, key.indexOf("|"))) ?? 0
+            if (n > approved) return fail("gate", `a gated capability ran ${n} time(s) with ${approved} approval(s) (${key})`)
+            continue
+          }
           if (n <= 1) continue
           return key.startsWith("call:")
             ? fail("replay", `a signed request ran its handler ${n} times (${key})`)

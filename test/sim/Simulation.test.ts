@@ -22,7 +22,9 @@ describe("Simulation", () => {
         "2 Chat: chat answered by large",
         "3 Saga: saga compensated",
         "4 Call: call answered",
-        "5 Chat: chat answered by large"
+        "5 Chat: chat answered by large",
+        "6 Gated: gated call approve, resume answered",
+        "7 Gated: gated call forged, resume failed APPROVAL_WRONG_SIGNER"
       ])
     }), 60_000)
 
@@ -78,4 +80,53 @@ describe("Simulation", () => {
     assert.deepStrictEqual(Sim.scheduleOf(42, Sim.exampleMesh), Sim.scheduleOf(42, Sim.exampleMesh))
     assert.notDeepEqual(Sim.scheduleOf(42, Sim.exampleMesh), Sim.scheduleOf(43, Sim.exampleMesh))
   })
+})
+
+/** A seed whose schedule (crashes of the shop, duplicates, a dropped response) the sound example mesh survives. */
+const GATE_SEED = 4
+
+/** The example mesh with a shop that runs its gated capabilities without asking the task guard. */
+const skipsGates = Sim.withFlaws(Sim.exampleMesh, "shop", ["skips-gates"])
+
+/** A mesh whose workload is gated calls only, one for each thing the human may do with the approval request. */
+const gatedOnly: Sim.MeshSpec = {
+  ...Sim.exampleMesh,
+  workload: [
+    { _tag: "Gated", agent: "bank", capability: "wire", approval: "approve" },
+    { _tag: "Gated", agent: "bank", capability: "wire", approval: "deny" },
+    { _tag: "Gated", agent: "shop", capability: "refund", approval: "forged" },
+    { _tag: "Gated", agent: "shop", capability: "refund", approval: "withheld" }
+  ]
+}
+
+describe("Simulation: human gates", () => {
+  it.live("a gated capability pauses for its approval and runs only once the grantor approves", () =>
+    Effect.gen(function* () {
+      const report = yield* Sim.run(gatedOnly, [])
+      assert.strictEqual(report.violation, undefined)
+      assert.deepStrictEqual(report.actions, [
+        "0 Gated: gated call approve, resume answered",
+        "1 Gated: gated call deny, resume failed HUMAN_GATE_DENIED",
+        "2 Gated: gated call forged, resume failed APPROVAL_WRONG_SIGNER",
+        "3 Gated: gated call paused, approval withheld"
+      ])
+    }), 60_000)
+
+  it.live("an agent that skips its gates is found, the schedule shrunk to no fault at all, and the replay fails the same", () =>
+    Effect.gen(function* () {
+      const schedule = Sim.scheduleOf(GATE_SEED, skipsGates, { requests: 40 })
+      assert.isAbove(schedule.length, 0)
+      const found = yield* Sim.run(skipsGates, schedule)
+      assert.strictEqual(found.violation?.invariant, "gate")
+      // The flaw needs no fault: every event of the schedule goes.
+      const shrunk = yield* Sim.shrink(skipsGates, schedule, found)
+      assert.deepStrictEqual(shrunk.schedule, [])
+      assert.strictEqual(shrunk.report.violation?.invariant, "gate")
+      const replayed = yield* Sim.run(skipsGates, shrunk.schedule)
+      assert.deepStrictEqual(replayed.violation, shrunk.report.violation)
+      assert.strictEqual(replayed.digest, shrunk.report.digest)
+      // The sound shop pauses at the same gate and breaks nothing.
+      const sound = yield* Sim.run(Sim.exampleMesh, schedule)
+      assert.strictEqual(sound.violation, undefined)
+    }), 120_000)
 })
