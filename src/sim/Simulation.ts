@@ -1,8 +1,8 @@
 /**
- * A whole mesh in one process, run under `TestClock` over the in-memory `Network`: a hub with a saga runner (its
+ * A whole mesh in one process, run on a simulated clock (`SimClock`) over the in-memory `Network`: a hub with a saga runner (its
  * registry, ledger and saga store on one SQLite file that outlives a crash of the hub), agents served by their fetch
  * handlers over stores that outlive a crash of the agent, and a model session over scripted providers. A run takes
- * a workload (sagas, signed calls, model turns) and a fault schedule (network faults by request number, crashes and
+ * a workload (sagas, signed calls, model turns, calls behind a human gate) and a fault schedule (network faults by request number, crashes and
  * restarts, clock jumps, provider errors), runs the workload one action at a time, and checks the invariants after
  * every action:
  *
@@ -11,14 +11,16 @@
  * - `replay`: a signed request runs its handler at most once, however often the network delivers it;
  * - `saga`: every saga ends committed, compensated or compensation_failed, runs each step's work at most once and is
  *   charged at most one allocation per step;
- * - `gate`: a capability behind a human gate never runs without its approval;
+ * - `gate`: a capability behind a human gate runs no more often than its grantor approved it (never when the
+ *   approval was denied, forged or withheld);
  * - `model-budget`: a model session never spends more tokens or dollars than its mandate grants.
  *
- * The run is a function of the mesh, the workload and the schedule: time moves only when every fiber is waiting on
- * the clock (then it jumps to the earliest wake-up), fibers are scheduled on microtasks only, and identities come
- * from seeds. The trace (each request with its faults and outcome, each action with its outcome) is hashed into a
+ * The run is a function of the mesh, the workload and the schedule: fibers are scheduled on microtasks only, the
+ * clock moves only when the mesh is exactly idle (a turn of the event loop found the microtask queue empty and no
+ * counted outside work is pending; then it moves to the earliest wake-up), nothing waits on real time, and
+ * identities and randomness come from seeds. The trace (each request with its faults and outcome, each action with its outcome) is hashed into a
  * digest, so two runs of one schedule can be compared. Finding the shortest failing schedule (shrinking) is the
- * caller's: `scripts/simulate.ts` and the tests do it with fast-check over `Schedule`s.
+ * caller's: `shrink` drops events one at a time, and `scripts/simulate.ts` and the tests use it.
  *
  * Floor: sim (docs/architecture.md §3).
  */
