@@ -8,9 +8,6 @@ const planted = Sim.withFlaws(Sim.exampleMesh, "shop", ["ignores-nonces", "forge
 /** Seeds whose schedules hold faults of every kind on the example mesh (drops, duplicates, delays, crashes, jumps). */
 const FIXED_SEEDS = [5, 8]
 
-/** A seed that the exploration (`npm run simulate -- --runs 30 --planted`) finds failing on the planted mesh. */
-const PLANTED_SEED = 15
-
 describe("Simulation", () => {
   it.live("the example mesh runs its workload with no faults and every invariant holding", () =>
     Effect.gen(function* () {
@@ -26,7 +23,7 @@ describe("Simulation", () => {
         "6 Gated: gated call approve, resume answered",
         "7 Gated: gated call forged, resume failed APPROVAL_WRONG_SIGNER"
       ])
-    }), 60_000)
+    }), 180_000)
 
   it.live("fixed seeds: every invariant holds under their faults", () =>
     Effect.gen(function* () {
@@ -36,7 +33,7 @@ describe("Simulation", () => {
         const report = yield* Sim.run(Sim.exampleMesh, schedule)
         assert.strictEqual(report.violation, undefined, `seed ${seed}:\n${Sim.describeSchedule(schedule)}`)
       }
-    }), 120_000)
+    }), 300_000)
 
   it.live("one schedule run twice gives the same trace (seed 3: two dropped responses, a clock jump, a crash)", () =>
     Effect.gen(function* () {
@@ -47,7 +44,7 @@ describe("Simulation", () => {
       assert.isAbove(a.network.length, 20)
       assert.deepStrictEqual(b.network, a.network)
       assert.strictEqual(b.digest, a.digest)
-    }), 60_000)
+    }), 180_000)
 
   it.live("a duplicated signed request to an agent that ignores its nonces is a replay accepted; a sound agent refuses it", () =>
     Effect.gen(function* () {
@@ -58,23 +55,33 @@ describe("Simulation", () => {
       const sound = yield* Sim.run(Sim.exampleMesh, schedule)
       assert.strictEqual(sound.violation, undefined)
       assert.isTrue(sound.network.some((l) => l.faults.includes("Duplicate")))
-    }), 60_000)
+    }), 180_000)
 
-  it.live("the planted bug is found by a seed, shrunk to the event it needs, and the shrunk schedule replays the failure", () =>
+  it.live("a failing schedule with the planted bug is shrunk to the event it needs, and the shrunk schedule replays the failure", () =>
     Effect.gen(function* () {
-      const schedule = Sim.scheduleOf(PLANTED_SEED, planted, { requests: 40 })
+      // Faults of every kind, one of which (request 4, the direct call to the shop, delivered twice) breaks the planted shop.
+      const schedule: Sim.Schedule = [
+        { _tag: "ClockJump", before: 1, millis: 1_000 },
+        { _tag: "Net", request: 4, fault: { _tag: "Duplicate" } },
+        { _tag: "Crash", target: "bank", before: 3 },
+        { _tag: "ProviderError", call: 0, code: "PROVIDER_UNAVAILABLE" }
+      ]
       const found = yield* Sim.run(planted, schedule)
-      assert.isDefined(found.violation)
+      assert.strictEqual(found.violation?.invariant, "replay")
       const shrunk = yield* Sim.shrink(planted, schedule, found)
-      assert.isAtMost(shrunk.schedule.length, 2)
-      assert.isBelow(shrunk.schedule.length, schedule.length)
+      assert.deepStrictEqual(shrunk.schedule, [{ _tag: "Net", request: 4, fault: { _tag: "Duplicate" } }])
       const replayed = yield* Sim.run(planted, shrunk.schedule)
       assert.deepStrictEqual(replayed.violation, shrunk.report.violation)
       assert.strictEqual(replayed.digest, shrunk.report.digest)
-      // Without the bug the same faults break nothing.
-      const sound = yield* Sim.run(Sim.exampleMesh, shrunk.schedule)
-      assert.strictEqual(sound.violation, undefined)
-    }), 120_000)
+    }), 300_000)
+
+  it.live("an agent that skips its task guard runs a gated capability without approval; the run reports it", () =>
+    Effect.gen(function* () {
+      // Action 6 is the bank's gated call: the bank answers it at once, before any approval was asked for.
+      const report = yield* Sim.run(Sim.withFlaws(Sim.exampleMesh, "bank", ["skips-gates"]), [])
+      assert.strictEqual(report.violation?.invariant, "gate")
+      assert.strictEqual(report.violation?.action, 6)
+    }), 180_000)
 
   it("the schedule of a seed is the same every time, and seeds differ", () => {
     assert.deepStrictEqual(Sim.scheduleOf(42, Sim.exampleMesh), Sim.scheduleOf(42, Sim.exampleMesh))
