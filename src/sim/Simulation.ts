@@ -430,8 +430,7 @@ const startHub = (world: World) =>
   Effect.gen(function* () {
     const scope = yield* Scope.make()
     const runner = { did: world.runner.did, privateKey: world.runner.privateKey }
-    // The hub's purges would be the only sleepers while a request waits on work outside any fiber; a day apart they
-    // are not where the driver moves the clock when it cannot see that work (docs/simulation.md, "Determinism").
+    // The hub's purges a day apart: every wake-up is a step of the driver, and a run spans minutes to hours.
     const services = Hub.layerServicesWithDatabase({ database: world.database, nonces: { purgeIntervalMs: DAY }, challengePurge: { intervalMs: DAY } })
     const scheduler = SagaScheduler.layerTest({ runner }).pipe(
       Layer.provide(WorkflowEngine.layerMemory),
