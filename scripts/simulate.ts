@@ -5,6 +5,7 @@
  *   --schedule JSON   replay a schedule given as JSON (what a shrunk failure prints)
  *   --runs N          explore seeds --from S (default 1) to S+N-1; each failure is printed with its seed and shrunk
  *   --planted         plant a bug: the shop agent ignores its nonce store and forgets its stored replies
+ *   --skips-gates     plant a bug: the shop agent runs its gated capabilities without asking the task guard
  *   --trace           with --seed or --schedule, print every request the network carried
  *   --max-events N    events per generated schedule at most (default 8)
  *   --requests N      generated network faults land on requests below N (default 40)
@@ -29,7 +30,12 @@ const int = (name: string, fallback: number): number => {
   return n
 }
 
-const spec = flag("planted") ? Sim.withFlaws(Sim.exampleMesh, "shop", ["ignores-nonces", "forgets-replies"]) : Sim.exampleMesh
+const flaws: ReadonlyArray<Sim.Flaw> = [
+  ...(flag("planted") ? (["ignores-nonces", "forgets-replies"] as const) : []),
+  ...(flag("skips-gates") ? (["skips-gates"] as const) : [])
+]
+const spec = flaws.length === 0 ? Sim.exampleMesh : Sim.withFlaws(Sim.exampleMesh, "shop", flaws)
+const planted = `${flag("planted") ? " --planted" : ""}${flag("skips-gates") ? " --skips-gates" : ""}`
 const bounds: Sim.ScheduleBounds = { maxEvents: int("max-events", 8), requests: int("requests", 40) }
 const run = (schedule: Sim.Schedule) => Effect.runPromise(Sim.run(spec, schedule))
 
@@ -69,8 +75,8 @@ const explore = async () => {
     const shrunk = await Effect.runPromise(Sim.shrink(spec, schedule, report))
     console.log(`  shortest schedule that still fails (${shrunk.schedule.length} of ${schedule.length} events, ${shrunk.runs} runs to shrink):`)
     console.log(indent(Sim.describeSchedule(shrunk.schedule)))
-    console.log(`  replay: npm run simulate -- --seed ${seed}${flag("planted") ? " --planted" : ""}`)
-    console.log(`  replay the shrunk one: npm run simulate -- --schedule '${JSON.stringify(shrunk.schedule)}'${flag("planted") ? " --planted" : ""}`)
+    console.log(`  replay: npm run simulate -- --seed ${seed}${planted}`)
+    console.log(`  replay the shrunk one: npm run simulate -- --schedule '${JSON.stringify(shrunk.schedule)}'${planted}`)
     if (stopAt > 0 && failures >= stopAt) break
   }
   const seconds = (performance.now() - started) / 1000

@@ -1,8 +1,8 @@
 /**
- * A whole mesh in one process, run under `TestClock` over the in-memory `Network`: a hub with a saga runner (its
+ * A whole mesh in one process, run on a simulated clock (`SimClock`) over the in-memory `Network`: a hub with a saga runner (its
  * registry, ledger and saga store on one SQLite file that outlives a crash of the hub), agents served by their fetch
  * handlers over stores that outlive a crash of the agent, and a model session over scripted providers. A run takes
- * a workload (sagas, signed calls, model turns) and a fault schedule (network faults by request number, crashes and
+ * a workload (sagas, signed calls, model turns, calls behind a human gate) and a fault schedule (network faults by request number, crashes and
  * restarts, clock jumps, provider errors), runs the workload one action at a time, and checks the invariants after
  * every action:
  *
@@ -11,14 +11,16 @@
  * - `replay`: a signed request runs its handler at most once, however often the network delivers it;
  * - `saga`: every saga ends committed, compensated or compensation_failed, runs each step's work at most once and is
  *   charged at most one allocation per step;
- * - `gate`: a capability behind a human gate never runs without its approval;
+ * - `gate`: a capability behind a human gate runs no more often than its grantor approved it (never when the
+ *   approval was denied, forged or withheld);
  * - `model-budget`: a model session never spends more tokens or dollars than its mandate grants.
  *
- * The run is a function of the mesh, the workload and the schedule: time moves only when every fiber is waiting on
- * the clock (then it jumps to the earliest wake-up), fibers are scheduled on microtasks only, and identities come
- * from seeds. The trace (each request with its faults and outcome, each action with its outcome) is hashed into a
+ * The run is a function of the mesh, the workload and the schedule: fibers are scheduled on microtasks only, the
+ * clock moves only when the mesh is exactly idle (a turn of the event loop found the microtask queue empty and no
+ * counted outside work is pending; then it moves to the earliest wake-up), nothing waits on real time, and
+ * identities and randomness come from seeds. The trace (each request with its faults and outcome, each action with its outcome) is hashed into a
  * digest, so two runs of one schedule can be compared. Finding the shortest failing schedule (shrinking) is the
- * caller's: `scripts/simulate.ts` and the tests do it with fast-check over `Schedule`s.
+ * caller's: `shrink` drops events one at a time, and `scripts/simulate.ts` and the tests use it.
  *
  * Floor: sim (docs/architecture.md §3).
  */
@@ -29,8 +31,6 @@ import { rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Cause from "effect/Cause"
-import * as Chunk from "effect/Chunk"
-import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -43,8 +43,6 @@ import * as Option from "effect/Option"
 import * as Random from "effect/Random"
 import * as Scheduler from "effect/Scheduler"
 import * as Scope from "effect/Scope"
-import * as TestClock from "effect/TestClock"
-import * as TestContext from "effect/TestContext"
 import { PCGRandom } from "effect/Utils"
 import * as AgentClient from "../agent/AgentClient.js"
 import type { Handler, RunInput } from "../agent/Handler.js"
@@ -56,6 +54,7 @@ import { importIdentity, type MeshIdentity } from "../core/Did.js"
 import * as IdempotencyStore from "../core/IdempotencyStore.js"
 import { KeyResolver } from "../core/KeyResolver.js"
 import type { Keys } from "../core/Keys.js"
+import { signApproval } from "../core/Approval.js"
 import { issueIntentMandate, issueModelBudgetMandate, issueTaskMandate } from "../core/Mandate.js"
 import { ModelError, type ModelErrorCode, type ScriptStep } from "../core/ModelProvider.js"
 import * as NonceStore from "../core/NonceStore.js"
@@ -74,6 +73,7 @@ import { SagaHubHandlers } from "../saga/SagaHttp.js"
 import * as SagaScheduler from "../saga/SagaScheduler.js"
 import * as KeysNative from "../node/KeysNative.js"
 import * as Network from "./Network.js"
+import * as SimClock from "./SimClock.js"
 
 // ---------------------------------------------------------------------------------------------------------------
 // What a simulation is given
@@ -81,7 +81,7 @@ import * as Network from "./Network.js"
 /**
  * A planted flaw of an agent, for showing that the simulation finds such bugs: `ignores-nonces` accepts every
  * signed request however often it is replayed, `forgets-replies` runs a repeated Idempotency-Key again,
- * `skips-gates` does a gated capability's work without asking its task guard.
+ * `skips-gates` runs a gated capability without asking the task guard (so without pausing for a human).
  */
 export type Flaw = "ignores-nonces" | "forgets-replies" | "skips-gates"
 
@@ -110,9 +110,17 @@ export interface StepSpec {
 export type Action =
   | { readonly _tag: "Saga"; readonly spendLimitUsd: number; readonly steps: ReadonlyArray<StepSpec> }
   | { readonly _tag: "Call"; readonly agent: string; readonly capability: string }
-  /** A signed call under a task mandate that puts `capability` behind a human gate; no approval is ever given. */
-  | { readonly _tag: "GatedCall"; readonly agent: string; readonly capability: string }
   | { readonly _tag: "Chat"; readonly prompt: string }
+  | {
+    readonly _tag: "Gated"
+    readonly agent: string
+    readonly capability: string
+    /**
+     * What the human does with the approval request: `approve` and `deny` sign that decision as the grantor,
+     * `forged` signs an approval as someone who is not the grantor, `withheld` never answers.
+     */
+    readonly approval: "approve" | "deny" | "forged" | "withheld"
+  }
 
 /** The mesh and what it does. */
 export interface MeshSpec {
@@ -160,7 +168,10 @@ export interface Report {
 // ---------------------------------------------------------------------------------------------------------------
 // The example mesh
 
-/** The example mesh: a shop and a bank, two sagas (one commits, one compensates), signed calls and model turns. */
+/**
+ * The example mesh: a shop and a bank, two sagas (one commits, one compensates), signed calls, model turns, and two
+ * capabilities behind a human gate (one approved, one answered with a forged approval).
+ */
 export const exampleMesh: MeshSpec = {
   agents: [{ name: "shop" }, { name: "bank", failing: ["decline"] }],
   workload: [
@@ -183,8 +194,9 @@ export const exampleMesh: MeshSpec = {
       ]
     },
     { _tag: "Call", agent: "bank", capability: "balance" },
-    { _tag: "GatedCall", agent: "bank", capability: "transfer" },
-    { _tag: "Chat", prompt: "summarise the bookings" }
+    { _tag: "Chat", prompt: "summarise the bookings" },
+    { _tag: "Gated", agent: "bank", capability: "wire", approval: "approve" },
+    { _tag: "Gated", agent: "shop", capability: "refund", approval: "forged" }
   ],
   modelBudget: { tokens: 2_000, usd: 0.01 }
 }
@@ -257,70 +269,91 @@ export const describeEvent = (e: FaultEvent): string => {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Running under the test clock
+// Running on the simulated clock
 
-/** How often the driver may find the run neither done nor waiting on the clock before it calls it stuck. */
-const MAX_IDLE_TURNS = 200
-/** How many clock jumps an action may take. */
+/** How many times an action may move the clock before the driver calls it stuck. */
 const MAX_JUMPS = 10_000
 
-/** Lets every microtask (and so every fiber: see `microtaskScheduler`) run until all are waiting. */
-const settle = (round: number) =>
-  Effect.promise(() => new Promise<void>((resolve) => (round < QUICK_ROUNDS ? setImmediate(resolve) : setTimeout(resolve, 2))))
-
 /**
- * Fibers scheduled on microtasks only, never on timers: so one turn of the event loop (`settle`) runs every fiber
- * that can run, and the order they run in does not depend on how fast the machine is.
+ * Fibers scheduled on microtasks only, never on timers: so once a turn of the event loop comes round, every fiber
+ * that could run has run, in an order that does not depend on how fast the machine is.
  */
 const microtaskScheduler = new Scheduler.MixedScheduler(Number.MAX_SAFE_INTEGER)
 
-/** Rounds of the event loop with nothing new seen before the mesh counts as idle. */
-const STABLE_ROUNDS = 8
+/**
+ * Work of a run that finishes outside any fiber and outside the microtask queue (a native call on the thread pool):
+ * each is counted from its start until it settles, and the mesh is not idle while any is.
+ */
+export interface Outside {
+  readonly pending: Set<Promise<void>>
+}
 
-/** A jump longer than this (ms) waits for `LONG_STABLE_ROUNDS` quiet turns instead of `STABLE_ROUNDS`. */
-const LONG_JUMP_MS = 1_000
-const LONG_STABLE_ROUNDS = 30
+/** Counts `work` as outside work of the run until it settles. */
+const track = <A>(outside: Outside, work: Promise<A>): Promise<A> => {
+  const settled: Promise<void> = work.then(
+    () => void outside.pending.delete(settled),
+    () => void outside.pending.delete(settled)
+  )
+  outside.pending.add(settled)
+  return work
+}
 
-/** The first rounds of a settle are one turn of the event loop each; the rest wait on a timer (a few ms of real time). */
-const QUICK_ROUNDS = 3
+/** What drives a run: its clock and its outside work. */
+export interface Driver {
+  readonly clock: SimClock.SimClock
+  readonly outside: Outside
+}
+
+/** One turn of the event loop: by the time it comes round, the microtask queue (and so every fiber) has run dry. */
+const turn = (): Promise<void> => new Promise<void>((resolve) => setImmediate(resolve))
 
 /**
- * Runs `effect` to its end, moving the test clock to the next wake-up only when the mesh is idle: nothing sent,
- * answered or put to sleep for a few turns of the event loop, the last of them a few milliseconds of real time each
- * (some work, a web body read or a native call, finishes on a later turn than the one that started it). Answers
- * `stuck` when nothing can run and nothing waits on the clock.
+ * Waits until the mesh is idle: every fiber that can run has run (a turn of the event loop found the microtask
+ * queue empty) and no outside work is pending (waited for by its promise, not by the time it takes).
  */
-export const drive = <A, E, R>(effect: Effect.Effect<A, E, R>, network: Network.NetworkApi): Effect.Effect<Exit.Exit<A, E> | "stuck", never, R> =>
+const quiesce = (outside: Outside): Effect.Effect<void> =>
+  Effect.promise(async () => {
+    for (;;) {
+      await turn()
+      if (outside.pending.size === 0) return
+      await Promise.race(outside.pending)
+    }
+  })
+
+/**
+ * Runs `effect` to its end, moving the clock to the next wake-up only when the mesh is idle: every fiber is waiting
+ * (on the clock, or on another fiber that is) and no outside work is pending. Whether and when the clock moves
+ * depends on what the fibers do, never on how long it takes. Answers `stuck` when the mesh is idle, the effect has
+ * not ended and nothing waits on the clock.
+ */
+export const drive = <A, E, R>(effect: Effect.Effect<A, E, R>, driver: Driver): Effect.Effect<Exit.Exit<A, E> | "stuck", never, R> =>
   Effect.gen(function* () {
     const fiber = yield* Effect.fork(effect)
-    const observe = Effect.all([network.sent, network.inFlight, TestClock.testClockWith((clock) => clock.sleeps)])
-    let idle = 0
-    for (let jumps = 0; jumps < MAX_JUMPS;) {
-      let [sent, inFlight, sleeps] = yield* observe
-      const now = yield* Clock.currentTimeMillis
-      const earliest = Chunk.reduce(sleeps, Number.POSITIVE_INFINITY, (min, at) => Math.min(min, at))
-      // A long jump lands on a background timer (a purge, a prune): make surer that nothing is still on its way.
-      const rounds = earliest - now > LONG_JUMP_MS ? LONG_STABLE_ROUNDS : STABLE_ROUNDS
-      for (let stable = 0; stable < rounds && idle <= MAX_IDLE_TURNS;) {
-        yield* settle(stable)
-        const exit = yield* Fiber.poll(fiber)
-        if (Option.isSome(exit)) return exit.value
-        const [s, f, z] = yield* observe
-        stable = s === sent && f === inFlight && z.length === sleeps.length ? stable + 1 : 0
-        if (stable === 0) idle++
-        ;[sent, inFlight, sleeps] = [s, f, z]
-      }
-      if (Chunk.isEmpty(sleeps) || idle > MAX_IDLE_TURNS) break
-      idle = 0
-      const next = Chunk.reduce(sleeps, Number.POSITIVE_INFINITY, (min, at) => Math.min(min, at))
-      // Something new went to sleep while the mesh settled: look again before moving the clock.
-      if (next < earliest && next - now <= LONG_JUMP_MS && rounds === LONG_STABLE_ROUNDS) continue
-      jumps++
-      yield* TestClock.adjust(Math.max(0, next - (yield* Clock.currentTimeMillis)))
+    for (let jumps = 0; jumps < MAX_JUMPS; jumps++) {
+      yield* quiesce(driver.outside)
+      const exit = yield* Fiber.poll(fiber)
+      if (Option.isSome(exit)) return exit.value
+      if (!driver.clock.advance()) break
     }
     yield* Fiber.interrupt(fiber)
     return "stuck" as const
   })
+
+/**
+ * The platform's `crypto.subtle.digest` (the workflow engine hashes execution ids with it) runs on the thread pool:
+ * for the run it is counted as outside work, and restored afterwards.
+ */
+const withTrackedDigest = <A, E, R>(outside: Outside, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.acquireUseRelease(
+    Effect.sync(() => {
+      const subtle = globalThis.crypto.subtle
+      const digest = subtle.digest.bind(subtle)
+      Object.defineProperty(subtle, "digest", { configurable: true, writable: true, value: (...args: Parameters<SubtleCrypto["digest"]>) => track(outside, digest(...args)) })
+      return subtle
+    }),
+    () => effect,
+    (subtle) => Effect.sync(() => void delete (subtle as { digest?: unknown }).digest)
+  )
 
 // ---------------------------------------------------------------------------------------------------------------
 // The mesh
@@ -349,17 +382,25 @@ const forgettingReplies: IdempotencyStore.IdempotencyStoreApi = {
 const handlerOf = (spec: AgentSpec, effects: Effects): Handler => (input: RunInput) => {
   const capability = input.capability ?? input.message
   if (spec.failing?.includes(capability) === true) throw new Error(`${spec.name} cannot ${capability}`)
-  const ctx = input.context as { readonly sagaId?: string; readonly step?: string; readonly callId?: string; readonly gated?: boolean; readonly params?: { readonly costUsd?: number } }
-  const key = ctx.callId !== undefined ? `${ctx.gated === true ? "gate" : "call"}:${ctx.callId}` : `${ctx.sagaId}:${ctx.step}`
-  const count = () => void effects.set(`${key}|${capability}`, (effects.get(`${key}|${capability}`) ?? 0) + 1)
-  // The task guard pauses a gated capability until it is approved; an agent that skips it does the work anyway.
-  if (ctx.gated === true && spec.flaws?.includes("skips-gates") !== true) {
-    return Effect.map(input.guardEffect(capability), () => {
-      count()
-      return `${spec.name} did ${capability}`
-    })
+  const ctx = input.context as {
+    readonly sagaId?: string
+    readonly step?: string
+    readonly callId?: string
+    readonly gateId?: string
+    readonly params?: { readonly costUsd?: number }
   }
-  count()
+  if (ctx.gateId !== undefined) {
+    // Counted only once past the guard: what the `gate` invariant holds against the approvals given. A gated call
+    // runs this work, not the agent's own handler: the guard must come first, and a handler need not call it.
+    const gated = async () => {
+      if (spec.flaws?.includes("skips-gates") !== true) await input.guard(capability)
+      effects.set(`gate:${ctx.gateId}|${capability}`, (effects.get(`gate:${ctx.gateId}|${capability}`) ?? 0) + 1)
+      return `${spec.name} did ${capability}`
+    }
+    return gated()
+  }
+  const key = ctx.callId !== undefined ? `call:${ctx.callId}` : `${ctx.sagaId}:${ctx.step}`
+  effects.set(`${key}|${capability}`, (effects.get(`${key}|${capability}`) ?? 0) + 1)
   if (ctx.params?.costUsd !== undefined && input.commit !== undefined) input.reportCost(ctx.params.costUsd)
   return spec.handler === undefined ? `${spec.name} did ${capability}` : spec.handler(input)
 }
@@ -374,6 +415,8 @@ interface World {
   readonly chatter: MeshIdentity
   readonly agents: ReadonlyMap<string, { readonly spec: AgentSpec; readonly identity: MeshIdentity; readonly stores: Context.Context<Stores> }>
   readonly effects: Effects
+  /** Gated calls by id → approvals signed by their grantor and sent to the agent. */
+  readonly approvals: Map<string, number>
 }
 
 /** A process of the mesh: its scope, closed when it crashes. */
@@ -387,8 +430,7 @@ const startHub = (world: World) =>
   Effect.gen(function* () {
     const scope = yield* Scope.make()
     const runner = { did: world.runner.did, privateKey: world.runner.privateKey }
-    // The hub's purges would be the only sleepers while a request waits on work outside any fiber; a day apart they
-    // are not where the driver moves the clock when it cannot see that work (docs/simulation.md, "Determinism").
+    // The hub's purges a day apart: every wake-up is a step of the driver, and a run spans minutes to hours.
     const services = Hub.layerServicesWithDatabase({ database: world.database, nonces: { purgeIntervalMs: DAY }, challengePurge: { intervalMs: DAY } })
     const scheduler = SagaScheduler.layerTest({ runner }).pipe(
       Layer.provide(WorkflowEngine.layerMemory),
@@ -453,7 +495,7 @@ const setup = (spec: MeshSpec, providerErrors: ReadonlyMap<number, ModelErrorCod
       )
       agents.set(a.name, { spec: a, identity, stores })
     }
-    const world: World = { network, http, database, runner, buyer, chatter, agents, effects: new Map() }
+    const world: World = { network, http, database, runner, buyer, chatter, agents, effects: new Map(), approvals: new Map() }
     const hub = yield* startHub(world)
     const processes = new Map<string, Process<unknown>>([["hub", hub]])
     for (const name of agents.keys()) processes.set(name, yield* startAgent(world, name))
@@ -510,12 +552,12 @@ const netPlan = (schedule: Schedule): ReadonlyMap<number, ReadonlyArray<Network.
 }
 
 /** Runs the mesh's workload under `schedule` and checks the invariants after each action; needs `Keys` and a test clock. */
-const runIn = (spec: MeshSpec, schedule: Schedule, database: string) =>
+const runIn = (spec: MeshSpec, schedule: Schedule, database: string, driver: Driver) =>
   Effect.gen(function* () {
     const providerErrors = new Map<number, ModelErrorCode>()
     for (const e of schedule) if (e._tag === "ProviderError") providerErrors.set(e.call, e.code)
     const network = yield* Network.make
-    const ready = yield* drive(setup(spec, providerErrors, database, network), network)
+    const ready = yield* drive(setup(spec, providerErrors, database, network), driver)
     if (ready === "stuck" || Exit.isFailure(ready)) {
       return yield* Effect.dieMessage(`the mesh did not start: ${ready === "stuck" ? "stuck" : String(Cause.pretty(ready.cause))}`)
     }
@@ -578,22 +620,37 @@ const runIn = (spec: MeshSpec, schedule: Schedule, database: string) =>
             )
             return reply._tag === "Left" ? `call failed ${reply.left.code}` : `call answered`
           })
-        case "GatedCall":
+        case "Gated":
           return Effect.gen(function* () {
             const agent = world.agents.get(action.agent)!
+            const gateId = String(index)
             const mandate = yield* Effect.orDie(
-              issueTaskMandate({ grantorDid: world.buyer.did, granteeDid: agent.identity.did, constraints: { allowed: [action.capability], humanGates: [action.capability], maxDelegationDepth: 0 }, privateKey: world.buyer.privateKey, ttlSeconds: 3600 })
-            )
-            const client = yield* AgentClient.make().pipe(Effect.provideService(HttpClient.HttpClient, world.http))
-            const reply = yield* Effect.either(
-              client.call(originOf(action.agent), action.capability, {
-                signAs: { did: world.buyer.did, privateKey: world.buyer.privateKey },
-                capability: action.capability,
-                mandate: mandate.token,
-                context: { callId: String(index), gated: true }
+              issueTaskMandate({
+                grantorDid: world.buyer.did,
+                granteeDid: agent.identity.did,
+                privateKey: world.buyer.privateKey,
+                constraints: { allowed: [action.capability], humanGates: [action.capability], maxDelegationDepth: 0 },
+                ttlSeconds: 3600
               })
             )
-            return reply._tag === "Left" ? `gated call failed ${reply.left.code}` : "message" in reply.right ? "gated call answered" : "gated call paused for approval"
+            const client = yield* AgentClient.make().pipe(Effect.provideService(HttpClient.HttpClient, world.http))
+            const signAs = { did: world.buyer.did, privateKey: world.buyer.privateKey }
+            const reply = yield* Effect.either(
+              client.call(originOf(action.agent), action.capability, { signAs, capability: action.capability, mandate: mandate.token, context: { gateId } })
+            )
+            if (reply._tag === "Left") return `gated call failed ${reply.left.code}`
+            if (!("approvalRequired" in reply.right)) return "gated call answered without a pause"
+            if (action.approval === "withheld") return "gated call paused, approval withheld"
+            const { taskId } = reply.right.approvalRequired
+            const signer = action.approval === "forged" ? world.chatter : world.buyer
+            const approval = yield* Effect.orDie(
+              signApproval({ taskId, capability: action.capability, decision: action.approval === "deny" ? "deny" : "approve" }, signer.did, signer.privateKey)
+            )
+            // Counted before it is sent: a resume the network loses may still have reached the agent.
+            if (action.approval === "approve") world.approvals.set(gateId, (world.approvals.get(gateId) ?? 0) + 1)
+            const resumed = yield* Effect.either(client.resume(originOf(action.agent), taskId, approval, { signAs }))
+            if (resumed._tag === "Left") return `gated call ${action.approval}, resume failed ${resumed.left.code}`
+            return `gated call ${action.approval}, resume ${"approvalRequired" in resumed.right ? "paused again" : "answered"}`
           })
         case "Chat":
           return Effect.map(Effect.either(session.chat(action.prompt)), (r) => (r._tag === "Left" ? `chat failed ${r.left.code}` : `chat answered by ${r.right.modelId}`))
@@ -604,7 +661,11 @@ const runIn = (spec: MeshSpec, schedule: Schedule, database: string) =>
       Effect.gen(function* () {
         const fail = (invariant: Invariant, message: string): Violation => ({ invariant, action: index, message })
         for (const [key, n] of world.effects) {
-          if (key.startsWith("gate:")) return fail("gate", `a gated capability ran ${n} times without an approval (${key})`)
+          if (key.startsWith("gate:")) {
+            const approved = world.approvals.get(key.slice(5, key.indexOf("|"))) ?? 0
+            if (n > approved) return fail("gate", `a gated capability ran ${n} time(s) with ${approved} approval(s) (${key})`)
+            continue
+          }
           if (n <= 1) continue
           return key.startsWith("call:")
             ? fail("replay", `a signed request ran its handler ${n} times (${key})`)
@@ -641,9 +702,10 @@ const runIn = (spec: MeshSpec, schedule: Schedule, database: string) =>
 
     for (const [index, action] of spec.workload.entries()) {
       for (const e of schedule) {
-        if (e._tag === "ClockJump" && e.before === index) yield* TestClock.adjust(e.millis)
+        // The jump is a sleep of the driver's: the clock moves through every wake-up on the way, each in its turn.
+        if (e._tag === "ClockJump" && e.before === index) yield* drive(Effect.sleep(Duration.millis(e.millis)), driver)
         if (e._tag === "Crash" && e.before === index) {
-          const restarted = yield* drive(restart(e.target), world.network)
+          const restarted = yield* drive(restart(e.target), driver)
           if (restarted === "stuck" || Exit.isFailure(restarted)) {
             violation = { invariant: "progress", action: index, message: `${e.target} did not restart` }
             break
@@ -651,14 +713,14 @@ const runIn = (spec: MeshSpec, schedule: Schedule, database: string) =>
         }
       }
       if (violation !== undefined) break
-      const outcome = yield* drive(perform(action, index), world.network)
+      const outcome = yield* drive(perform(action, index), driver)
       if (outcome === "stuck") {
         actions.push(`${index} ${action._tag}: stuck`)
         violation = { invariant: "progress", action: index, message: `action ${index} (${action._tag}) never ended` }
         break
       }
       actions.push(`${index} ${action._tag}: ${Exit.isSuccess(outcome) ? outcome.value : "died"}`)
-      const checked = yield* drive(check(index), world.network)
+      const checked = yield* drive(check(index), driver)
       violation = checked === "stuck" ? { invariant: "progress", action: index, message: "the invariants could not be read" } : Exit.isSuccess(checked) ? checked.value : undefined
       if (violation !== undefined) break
     }
@@ -696,24 +758,28 @@ const RANDOM_SEED = 0x5eed
  * Runs `spec` under `schedule` in a fresh mesh of its own (a test clock, a SQLite file removed afterwards) and
  * reports what happened; the same spec and schedule give the same report.
  */
-export const run = (spec: MeshSpec, schedule: Schedule): Effect.Effect<Report> => {
-  const database = join(tmpdir(), `agent-mesh-sim-${process.pid}-${runs++}.db`)
-  return Effect.scoped(runIn(spec, schedule, database)).pipe(
-    withSeededMathRandom,
-    Effect.provide(KeysNative.layer),
-    // Effect's own randomness (retry jitter, the router's draws) seeded, so retries wait the same from run to run.
-    Effect.withRandom(Random.make(RANDOM_SEED)),
-    // Every id, nonce and key outside Effect's Random from one seeded generator: the same requests in every run.
-    Effect.provideService(Entropy.Entropy, Entropy.seeded(RANDOM_SEED)),
-    Effect.provide(TestContext.TestContext),
-    Effect.withScheduler(microtaskScheduler),
-    // An agent's failing handler logs at ERROR; thousands of runs would drown what the run reports.
-    Logger.withMinimumLogLevel(LogLevel.None),
-    Effect.ensuring(Effect.sync(() => {
-      for (const suffix of ["", "-wal", "-shm"]) rmSync(database + suffix, { force: true })
-    }))
-  )
-}
+export const run = (spec: MeshSpec, schedule: Schedule): Effect.Effect<Report> =>
+  // Made afresh each time the effect runs: a clock, a generator or a file shared by two runs would tie them together.
+  Effect.suspend(() => {
+    const database = join(tmpdir(), `agent-mesh-sim-${process.pid}-${runs++}.db`)
+    const driver: Driver = { clock: SimClock.make(), outside: { pending: new Set() } }
+    return Effect.scoped(runIn(spec, schedule, database, driver)).pipe(
+      (effect) => withTrackedDigest(driver.outside, effect),
+      withSeededMathRandom,
+      Effect.provide(KeysNative.layer),
+      // Effect's own randomness (retry jitter, the router's draws) seeded, so retries wait the same from run to run.
+      Effect.withRandom(Random.make(RANDOM_SEED)),
+      // Every id, nonce and key outside Effect's Random from one seeded generator: the same requests in every run.
+      Effect.provideService(Entropy.Entropy, Entropy.seeded(RANDOM_SEED)),
+      Effect.withClock(driver.clock),
+      Effect.withScheduler(microtaskScheduler),
+      // An agent's failing handler logs at ERROR; thousands of runs would drown what the run reports.
+      Logger.withMinimumLogLevel(LogLevel.None),
+      Effect.ensuring(Effect.sync(() => {
+        for (const suffix of ["", "-wal", "-shm"]) rmSync(database + suffix, { force: true })
+      }))
+    )
+  })
 
 /** Runs `spec` under the schedule of `seed`. */
 export const runSeed = (spec: MeshSpec, seed: number, bounds?: ScheduleBounds): Effect.Effect<Report> => run(spec, scheduleOf(seed, spec, bounds))

@@ -19,8 +19,9 @@ describe("Simulation", () => {
         "2 Chat: chat answered by large",
         "3 Saga: saga compensated",
         "4 Call: call answered",
-        "5 GatedCall: gated call paused for approval",
-        "6 Chat: chat answered by large"
+        "5 Chat: chat answered by large",
+        "6 Gated: gated call approve, resume answered",
+        "7 Gated: gated call forged, resume failed APPROVAL_WRONG_SIGNER"
       ])
     }), 180_000)
 
@@ -76,13 +77,63 @@ describe("Simulation", () => {
 
   it.live("an agent that skips its task guard runs a gated capability without approval; the run reports it", () =>
     Effect.gen(function* () {
+      // Action 6 is the bank's gated call: the bank answers it at once, before any approval was asked for.
       const report = yield* Sim.run(Sim.withFlaws(Sim.exampleMesh, "bank", ["skips-gates"]), [])
       assert.strictEqual(report.violation?.invariant, "gate")
-      assert.strictEqual(report.violation?.action, 5)
+      assert.strictEqual(report.violation?.action, 6)
     }), 180_000)
 
   it("the schedule of a seed is the same every time, and seeds differ", () => {
     assert.deepStrictEqual(Sim.scheduleOf(42, Sim.exampleMesh), Sim.scheduleOf(42, Sim.exampleMesh))
     assert.notDeepEqual(Sim.scheduleOf(42, Sim.exampleMesh), Sim.scheduleOf(43, Sim.exampleMesh))
   })
+})
+
+/** A seed whose schedule (crashes of the shop, duplicates, a dropped response) the sound example mesh survives. */
+const GATE_SEED = 4
+
+/** The example mesh with a shop that runs its gated capabilities without asking the task guard. */
+const skipsGates = Sim.withFlaws(Sim.exampleMesh, "shop", ["skips-gates"])
+
+/** A mesh whose workload is gated calls only, one for each thing the human may do with the approval request. */
+const gatedOnly: Sim.MeshSpec = {
+  ...Sim.exampleMesh,
+  workload: [
+    { _tag: "Gated", agent: "bank", capability: "wire", approval: "approve" },
+    { _tag: "Gated", agent: "bank", capability: "wire", approval: "deny" },
+    { _tag: "Gated", agent: "shop", capability: "refund", approval: "forged" },
+    { _tag: "Gated", agent: "shop", capability: "refund", approval: "withheld" }
+  ]
+}
+
+describe("Simulation: human gates", () => {
+  it.live("a gated capability pauses for its approval and runs only once the grantor approves", () =>
+    Effect.gen(function* () {
+      const report = yield* Sim.run(gatedOnly, [])
+      assert.strictEqual(report.violation, undefined)
+      assert.deepStrictEqual(report.actions, [
+        "0 Gated: gated call approve, resume answered",
+        "1 Gated: gated call deny, resume failed HUMAN_GATE_DENIED",
+        "2 Gated: gated call forged, resume failed APPROVAL_WRONG_SIGNER",
+        "3 Gated: gated call paused, approval withheld"
+      ])
+    }), 60_000)
+
+  it.live("an agent that skips its gates is found, the schedule shrunk to no fault at all, and the replay fails the same", () =>
+    Effect.gen(function* () {
+      const schedule = Sim.scheduleOf(GATE_SEED, skipsGates, { requests: 40 })
+      assert.isAbove(schedule.length, 0)
+      const found = yield* Sim.run(skipsGates, schedule)
+      assert.strictEqual(found.violation?.invariant, "gate")
+      // The flaw needs no fault: every event of the schedule goes.
+      const shrunk = yield* Sim.shrink(skipsGates, schedule, found)
+      assert.deepStrictEqual(shrunk.schedule, [])
+      assert.strictEqual(shrunk.report.violation?.invariant, "gate")
+      const replayed = yield* Sim.run(skipsGates, shrunk.schedule)
+      assert.deepStrictEqual(replayed.violation, shrunk.report.violation)
+      assert.strictEqual(replayed.digest, shrunk.report.digest)
+      // The sound shop pauses at the same gate and breaks nothing.
+      const sound = yield* Sim.run(Sim.exampleMesh, schedule)
+      assert.strictEqual(sound.violation, undefined)
+    }), 120_000)
 })
