@@ -562,6 +562,9 @@ const runIn = (spec: MeshSpec, schedule: Schedule, database: string, driver: Dri
       return yield* Effect.dieMessage(`the mesh did not start: ${ready === "stuck" ? "stuck" : String(Cause.pretty(ready.cause))}`)
     }
     const { processes, session, world } = ready.value
+    // The hub's and agents' scopes are their own (a crash closes one alone): closed here when the run ends, or each run
+    // would keep its database connection and its processes' fibers for the life of the process.
+    yield* Effect.addFinalizer(() => Effect.forEach(processes.values(), (p) => Scope.close(p.scope, Exit.void), { discard: true }))
     yield* world.network.reset(netPlan(schedule))
     const actions: Array<string> = []
     const pools = new Set<string>()
