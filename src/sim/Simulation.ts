@@ -732,13 +732,13 @@ const runIn = (spec: MeshSpec, schedule: Schedule, database: string, driver: Dri
     return { actions, network: trace, violation, digest } satisfies Report
   })
 
-let runs = 0
+let databases = 0
 
 /**
  * Effect hashes objects with no hash of their own by a number from `Math.random` (`Hash.random`), and some of its
  * structures iterate in hash order: which waiting fiber a semaphore or a hub wakes first can differ from run to run.
- * For the run, `Math.random` is a seeded generator, restored afterwards. Runs in one process do not overlap (the
- * driver runs one at a time), so no other code sees it.
+ * For the run, `Math.random` is a seeded generator, restored afterwards. Runs in one process do not overlap
+ * (`alone`), so no other code sees it.
  */
 /* eslint-disable no-restricted-properties -- Math.random is replaced and restored here, never read for secrets or ids */
 const withSeededMathRandom = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
@@ -754,6 +754,23 @@ const withSeededMathRandom = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.E
   )
 /* eslint-enable no-restricted-properties */
 
+let running = false
+
+/**
+ * Runs `effect` as the process's only simulation run, or dies: a run replaces process-wide globals (`Math.random`,
+ * `crypto.subtle.digest`), and two overlapping runs would restore each other's replacements and share one generator.
+ */
+const alone = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.acquireUseRelease(
+    Effect.suspend(() =>
+      running
+        ? Effect.dieMessage("a simulation run is already in progress in this process: run them one after another, or in separate processes")
+        : Effect.sync(() => void (running = true))
+    ),
+    () => effect,
+    () => Effect.sync(() => void (running = false))
+  )
+
 /** The seed of Effect's `Random` in every run: what varies between runs is the schedule. */
 const RANDOM_SEED = 0x5eed
 
@@ -764,11 +781,12 @@ const RANDOM_SEED = 0x5eed
 export const run = (spec: MeshSpec, schedule: Schedule): Effect.Effect<Report> =>
   // Made afresh each time the effect runs: a clock, a generator or a file shared by two runs would tie them together.
   Effect.suspend(() => {
-    const database = join(tmpdir(), `agent-mesh-sim-${process.pid}-${runs++}.db`)
+    const database = join(tmpdir(), `agent-mesh-sim-${process.pid}-${databases++}.db`)
     const driver: Driver = { clock: SimClock.make(), outside: { pending: new Set() } }
     return Effect.scoped(runIn(spec, schedule, database, driver)).pipe(
       (effect) => withTrackedDigest(driver.outside, effect),
       withSeededMathRandom,
+      alone,
       Effect.provide(KeysNative.layer),
       // Effect's own randomness (retry jitter, the router's draws) seeded, so retries wait the same from run to run.
       Effect.withRandom(Random.make(RANDOM_SEED)),

@@ -1,5 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
+import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Sim from "../../src/sim/Simulation.js"
 
 /** The example mesh with the bug planted in its shop: it ignores its nonce store and forgets its stored replies. */
@@ -136,4 +138,16 @@ describe("Simulation: human gates", () => {
       const sound = yield* Sim.run(Sim.exampleMesh, schedule)
       assert.strictEqual(sound.violation, undefined)
     }), 120_000)
+})
+
+describe("Simulation: one run at a time", () => {
+  it.live("a run started while another is in progress in the process dies instead of sharing its seeded globals", () =>
+    Effect.gen(function* () {
+      const [first, second] = yield* Effect.all([Effect.exit(Sim.run(Sim.exampleMesh, [])), Effect.exit(Sim.run(Sim.exampleMesh, []))], { concurrency: 2 })
+      assert.isTrue(Exit.isSuccess(first))
+      assert.isTrue(Exit.isFailure(second) && Cause.isDie(second.cause))
+      // The guard is released with the run: the next run proceeds.
+      const after = yield* Sim.run(Sim.exampleMesh, [])
+      assert.strictEqual(after.violation, undefined)
+    }), 180_000)
 })
