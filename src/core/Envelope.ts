@@ -16,8 +16,8 @@ import { canonicalJson, type NotCanonicalizable } from "./Canonical.js"
 import { isPrivateKey, Keys, type KeysApi, type MalformedKey, type PrivateKeyInput, signWith } from "./Keys.js"
 import type { NonceStoreApi } from "./NonceStore.js"
 import { CRYPTOSUITE, DataIntegrityProof, hashData, type ProofOptions } from "./Proof.js"
-import { concat, fromBase64, fromMultibase58, randomNonceBytes, toBase64Url, toMultibase58, utf8 } from "./internal/bytes.js"
-import { Entropy, type EntropyApi } from "./Entropy.js"
+import { concat, fromBase64, fromMultibase58, toBase64Url, toMultibase58, utf8 } from "./internal/bytes.js"
+import { csprng, Entropy, type EntropyApi } from "./Entropy.js"
 import { isRecord } from "./internal/record.js"
 import { parseUtcTimestamp, UTC_TIMESTAMP } from "./internal/timestamp.js"
 
@@ -97,10 +97,10 @@ export const DEFAULT_MAX_TTL_SECONDS = 86_400
 export const DEFAULT_CLOCK_TOLERANCE_MS = 30_000
 
 /** A fresh correlation id (a random UUID from `entropy`, the platform CSPRNG by default). */
-export const newCorrelationId = (entropy?: EntropyApi): string => (entropy === undefined ? crypto.randomUUID() : entropy.uuid())
+export const newCorrelationId = (entropy: EntropyApi = csprng): string => entropy.uuid()
 
 /** A fresh 128-bit nonce, base64url, from `entropy` (the platform CSPRNG by default). */
-export const newNonce = (entropy?: EntropyApi): string => toBase64Url(entropy === undefined ? randomNonceBytes(16) : entropy.nonceBytes(16))
+export const newNonce = (entropy: EntropyApi = csprng): string => toBase64Url(entropy.nonceBytes(16))
 
 // Any UTF-16 surrogate: strings holding one take the library path, which refuses lone ones as JCS requires.
 const SURROGATE = /[\uD800-\uDFFF]/

@@ -5,7 +5,7 @@
  * Floor: http (docs/architecture.md §3).
  */
 import * as Context from "effect/Context"
-import type { EntropyApi } from "../core/Entropy.js"
+import { csprng, type EntropyApi } from "../core/Entropy.js"
 
 /** The header, lower case as node:http exposes request headers. */
 export const HEADER = "x-correlation-id"
@@ -18,5 +18,5 @@ const SAFE = /^[A-Za-z0-9._:@/+=-]{1,128}$/
 export class CorrelationId extends Context.Tag("agent-mesh/http/CorrelationId")<CorrelationId, string>() {}
 
 /** The request's id if it is acceptable, else a new random UUID from `entropy` (the platform CSPRNG by default). */
-export const fromHeader = (value: string | ReadonlyArray<string> | undefined, entropy?: EntropyApi): string =>
-  typeof value === "string" && SAFE.test(value) ? value : entropy === undefined ? globalThis.crypto.randomUUID() : entropy.uuid()
+export const fromHeader = (value: string | ReadonlyArray<string> | undefined, entropy: EntropyApi = csprng): string =>
+  typeof value === "string" && SAFE.test(value) ? value : entropy.uuid()
