@@ -36,6 +36,7 @@ import { MESH_PROTOCOL_VERSION } from "../core/Version.js"
 import { equalBytes, toBase64, toBase64Url, toHex, utf8 } from "../core/internal/bytes.js"
 import { Entropy } from "../core/Entropy.js"
 import { acceptablePublicKeyB64, canonicalPublicKeyB64, decodePublicKeyB64 } from "../core/internal/ed25519.js"
+import { Lru } from "../core/internal/lru.js"
 import {
   A2aRecord,
   AgentRecord,
@@ -538,13 +539,12 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
     readonly createdAt: string
     readonly updatedAt: string
   }
-  const derived = new Map<string, Derived>()
+  const derived = new Lru<string, Derived>(10_000)
   const derivedOf = (r: EntryRow): Derived => {
     const d = derived.get(r.did_hash)
     if (d !== undefined && d.did === r.did && d.key === r.public_key_b64 && d.endpoint === r.endpoint_url && d.created === r.created_at && d.updated === r.updated_at) {
       return d
     }
-    if (d === undefined && derived.size >= 10_000) derived.delete(derived.keys().next().value as string)
     const made: Derived = {
       did: r.did,
       key: r.public_key_b64,
