@@ -29,6 +29,7 @@ import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import * as RunSync from "./RunSync.js"
 import type { HandlerItem } from "./ApiGroup.js"
 import type { LeanRequest } from "./LeanRequest.js"
 
@@ -225,10 +226,12 @@ const applyMiddleware = (middleware: ReadonlyArray<MiddlewareEntry>, handler: An
       const previous = handler
       handler = Effect.matchEffect(effect, {
         onFailure: () => previous,
-        onSuccess: provides !== undefined ? (value) => Effect.provideService(previous, provides, value) : () => previous
+        onSuccess: provides !== undefined ? (value) => RunSync.provideService(previous, provides, value) : () => previous
       })
     } else {
-      handler = provides !== undefined ? Effect.provideServiceEffect(handler, provides, effect) : Effect.zipRight(effect, handler)
+      // As `Effect.provideServiceEffect`, in a form `RunSync` runs without a fiber.
+      const inner = handler
+      handler = provides !== undefined ? Effect.flatMap(effect, (value) => RunSync.provideService(inner, provides, value)) : Effect.zipRight(effect, handler)
     }
   }
   return handler
@@ -302,13 +305,12 @@ export const compile = (item: HandlerItem, context: Context.Context<never>, grou
   if (dynamic.length > 0) {
     // With middleware the whole route is one effect, built once: the request is read from the fiber's context, as
     // HttpApiBuilder's route reads it.
-    const inner = Effect.withFiberRuntime<unknown, unknown, unknown>((fiber) => {
-      const ctx = fiber.currentContext
-      const request = Context.unsafeGet(ctx, HttpServerRequest.HttpServerRequest) as LeanRequest
-      const params = Context.unsafeGet(ctx, HttpRouter.RouteContext).params
-      const search = Context.unsafeGet(ctx, HttpServerRequest.ParsedSearchParams)
-      return run(request, params, search)
-    }).pipe(Effect.catchIf(ParseResult.isParseError, HttpApiDecodeError.refailParseError))
+    // Read as services, not from the fiber, so that a request whose middleware needs no fiber runs without one.
+    const inner = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+      Effect.flatMap(HttpRouter.RouteContext, (route) =>
+        Effect.flatMap(HttpServerRequest.ParsedSearchParams, (search) => run(request as LeanRequest, route.params, search))
+      )
+    ).pipe(Effect.catchIf(ParseResult.isParseError, HttpApiDecodeError.refailParseError))
     const whole = applyMiddleware(dynamic, inner)
     program = () => whole
   }

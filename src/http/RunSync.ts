@@ -1,7 +1,8 @@
 /**
  * Runs an effect on the calling stack, without a fiber, for as long as it is made only of steps that need none:
  * values and failures, `sync`/`suspend`, `flatMap`/`map`/`mapError`/`catchAll*`/`match*`, services read from a
- * given lookup, `Effect.context()` from a given thunk, `Either` and `Option` used as effects. Most requests a server answers at once (a registry lookup, a
+ * given lookup, `Effect.context()` from a given thunk, `Either` and `Option` used as effects, and services provided
+ * with this module's `provideService`. Most requests a server answers at once (a registry lookup, a
  * decoding failure) are such effects, and a fiber per request (its creation, its context and its run loop) costs
  * several times what they do (docs/architecture.md §6).
  *
@@ -21,6 +22,7 @@
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Effectable from "effect/Effectable"
 import * as Exit from "effect/Exit"
 
 /** What a service lookup answers for a key it does not hold: the step is left to a fiber. */
@@ -46,6 +48,28 @@ export const lazyContext = (make: () => Map<string, unknown>): Context.Context<n
 // `Effect.context()` is one constant effect: asked here, it is answered with the context a fiber would have had.
 const CONTEXT: unknown = Effect.context<never>()
 
+// `provideService`'s effect: a fiber commits it to `Effect.provideService`; `run` answers the service from a frame on
+// its stack for as long as the inner effect runs.
+class Provided extends Effectable.Class<unknown, unknown, unknown> {
+  constructor(readonly effect: Effect.Effect<unknown, unknown, unknown>, readonly tag: Context.Tag<unknown, unknown>, readonly value: unknown) {
+    super()
+  }
+  commit(): Effect.Effect<unknown, unknown, unknown> {
+    return Effect.provideService(this.effect, this.tag, this.value)
+  }
+}
+
+/**
+ * `Effect.provideService`, which `run` can also run without a fiber (a middleware's caller, provided to the
+ * handler after it): the same effect on a fiber.
+ */
+export const provideService = <A, E, R, I, S>(
+  effect: Effect.Effect<A, E, R>,
+  tag: Context.Tag<I, S>,
+  value: NoInfer<S>
+): Effect.Effect<A, E, Exclude<R, I>> =>
+  new Provided(effect as Effect.Effect<unknown, unknown, unknown>, tag as unknown as Context.Tag<unknown, unknown>, value) as unknown as Effect.Effect<A, E, Exclude<R, I>>
+
 // A primitive as FiberRuntime reads it.
 interface Primitive {
   readonly _op: string
@@ -59,7 +83,14 @@ interface Primitive {
   readonly value?: unknown
 }
 
-type Frame = Primitive
+// The end of a `provideService`: popped when its inner effect settles, it takes the service away again.
+interface ProvideFrame {
+  readonly _op: "Provide"
+  readonly tag: Context.Tag<unknown, unknown>
+  readonly value: unknown
+}
+
+type Frame = Primitive | ProvideFrame
 
 // Past this many steps the rest goes to a fiber, whose scheduler lets other work in (as a fiber yields after 2048).
 const MAX_STEPS = 1024
@@ -69,17 +100,22 @@ const rebuild = (cur: Effect.Effect<unknown, unknown, unknown>, stack: Array<Fra
   let effect = cur
   for (let i = stack.length - 1; i >= 0; i--) {
     const frame = stack[i]!
-    switch (frame._op) {
+    if (frame._op === "Provide") {
+      effect = Effect.provideService(effect, (frame as ProvideFrame).tag, (frame as ProvideFrame).value)
+      continue
+    }
+    const f = frame as Primitive
+    switch (f._op) {
       case "OnSuccess":
-        effect = Effect.flatMap(effect, frame.effect_instruction_i1 as (a: unknown) => Effect.Effect<unknown, unknown, unknown>)
+        effect = Effect.flatMap(effect, f.effect_instruction_i1 as (a: unknown) => Effect.Effect<unknown, unknown, unknown>)
         break
       case "OnFailure":
-        effect = Effect.catchAllCause(effect, frame.effect_instruction_i1 as (c: Cause.Cause<unknown>) => Effect.Effect<unknown, unknown, unknown>)
+        effect = Effect.catchAllCause(effect, f.effect_instruction_i1 as (c: Cause.Cause<unknown>) => Effect.Effect<unknown, unknown, unknown>)
         break
       default:
         effect = Effect.matchCauseEffect(effect, {
-          onFailure: frame.effect_instruction_i1 as (c: Cause.Cause<unknown>) => Effect.Effect<unknown, unknown, unknown>,
-          onSuccess: frame.effect_instruction_i2 as (a: unknown) => Effect.Effect<unknown, unknown, unknown>
+          onFailure: f.effect_instruction_i1 as (c: Cause.Cause<unknown>) => Effect.Effect<unknown, unknown, unknown>,
+          onSuccess: f.effect_instruction_i2 as (a: unknown) => Effect.Effect<unknown, unknown, unknown>
         })
     }
   }
@@ -96,6 +132,22 @@ export const run = <A, E, R>(
   context?: () => Context.Context<never>
 ): Exit.Exit<A, E> | Effect.Effect<A, E, R> => {
   const stack: Array<Frame> = []
+  // The services of the `provideService` frames on the stack, innermost last.
+  let provides = 0
+  const find = (key: string): unknown => {
+    for (let i = stack.length - 1; provides > 0 && i >= 0; i--) {
+      const frame = stack[i]!
+      if (frame._op === "Provide" && (frame as ProvideFrame).tag.key === key) return (frame as ProvideFrame).value
+    }
+    return lookup(key)
+  }
+  const contextNow = (): Context.Context<never> => {
+    let ctx = context!()
+    if (provides > 0) {
+      for (const frame of stack) if (frame._op === "Provide") ctx = Context.add(ctx, (frame as ProvideFrame).tag, (frame as ProvideFrame).value)
+    }
+    return ctx
+  }
   let cur = effect as unknown as Primitive
   // Set when `cur` is settled: a success value, or a failure cause.
   let done: "success" | "failure" | undefined
@@ -119,6 +171,12 @@ export const run = <A, E, R>(
             done = "success"
             break
           case "Commit":
+            if (cur instanceof Provided) {
+              stack.push({ _op: "Provide", tag: cur.tag, value: cur.value })
+              provides++
+              cur = cur.effect as unknown as Primitive
+              break
+            }
             cur = cur.commit!() as Primitive
             break
           case "OnSuccess":
@@ -128,7 +186,7 @@ export const run = <A, E, R>(
             cur = cur.effect_instruction_i0 as Primitive
             break
           case "Tag": {
-            const found = lookup(cur.key!)
+            const found = find(cur.key!)
             if (found === MISSING) return rebuild(cur as never, stack) as never
             done = "success"
             value = found
@@ -148,40 +206,35 @@ export const run = <A, E, R>(
           case "None":
             cur = Exit.fail(new Cause.NoSuchElementException()) as unknown as Primitive
             break
-          default:
+          default: {
             if (cur === CONTEXT && context !== undefined) {
               done = "success"
-              value = context()
+              value = contextNow()
               break
             }
             return rebuild(cur as never, stack) as never
+          }
         }
       } catch (e) {
         cur = Exit.die(e) as unknown as Primitive
       }
       continue
     }
-    // A settled value or cause goes to the next frame that takes it.
+    // A settled value or cause goes to the next frame that takes it; a `provideService` it leaves ends there.
+    const skip = done === "success" ? "OnFailure" : "OnSuccess"
     let frame = stack.pop()
-    if (done === "success") {
-      while (frame !== undefined && frame._op === "OnFailure") frame = stack.pop()
-      if (frame === undefined) return Exit.succeed(value) as never
-      const next = frame._op === "OnSuccess" ? frame.effect_instruction_i1 : frame.effect_instruction_i2
-      done = undefined
-      try {
-        cur = (next as (a: unknown) => Primitive)(value)
-      } catch (e) {
-        cur = Exit.die(e) as unknown as Primitive
-      }
-    } else {
-      while (frame !== undefined && frame._op === "OnSuccess") frame = stack.pop()
-      if (frame === undefined) return Exit.failCause(cause!) as never
-      done = undefined
-      try {
-        cur = (frame.effect_instruction_i1 as (c: Cause.Cause<unknown>) => Primitive)(cause!)
-      } catch (e) {
-        cur = Exit.die(e) as unknown as Primitive
-      }
+    while (frame !== undefined && (frame._op === skip || frame._op === "Provide")) {
+      if (frame._op === "Provide") provides--
+      frame = stack.pop()
+    }
+    if (frame === undefined) return (done === "success" ? Exit.succeed(value) : Exit.failCause(cause!)) as never
+    const f = frame as Primitive
+    done = undefined
+    try {
+      if (skip === "OnFailure") cur = ((f._op === "OnSuccess" ? f.effect_instruction_i1 : f.effect_instruction_i2) as (a: unknown) => Primitive)(value)
+      else cur = (f.effect_instruction_i1 as (c: Cause.Cause<unknown>) => Primitive)(cause!)
+    } catch (e) {
+      cur = Exit.die(e) as unknown as Primitive
     }
   }
 }

@@ -15,25 +15,28 @@ import * as Option from "effect/Option"
 import * as RunSync from "../../src/http/RunSync.js"
 
 class Svc extends Context.Tag("test/RunSync/Svc")<Svc, number>() {}
+// Unknown to the lookup: read outside a `provideService` that gives it, it is a step left to a fiber (which has 7).
+class Extra extends Context.Tag("test/RunSync/Extra")<Extra, number>() {}
 const ref = FiberRef.unsafeMake(5)
 const boom = new Error("boom")
 
 type Node =
-  | { readonly t: "succeed" | "fail" | "sync" | "syncThrow" | "svc" | "right" | "left" | "some" | "none" | "fiberRef" | "die"; readonly n: number }
-  | { readonly t: "suspend" | "mapThrow" | "uninterruptible" | "gen" | "yield" | "either" | "mapError"; readonly c: Node; readonly n: number }
+  | { readonly t: "succeed" | "fail" | "sync" | "syncThrow" | "svc" | "extra" | "ctx" | "right" | "left" | "some" | "none" | "fiberRef" | "die"; readonly n: number }
+  | { readonly t: "suspend" | "mapThrow" | "uninterruptible" | "gen" | "yield" | "either" | "mapError" | "provide" | "provideExtra"; readonly c: Node; readonly n: number }
   | { readonly t: "flatMap" | "catchAll" | "catchAllCause" | "match" | "zipWith" | "orElse"; readonly c: Node; readonly d: Node; readonly n: number }
 
 const node: fc.Arbitrary<Node> = fc.letrec<{ node: Node }>((tie) => ({
   node: fc.oneof(
     { depthSize: "small", withCrossShrink: true },
-    fc.record({ t: fc.constantFrom("succeed", "fail", "sync", "syncThrow", "svc", "right", "left", "some", "none", "fiberRef", "die"), n: fc.integer({ min: 0, max: 9 }) }),
-    fc.record({ t: fc.constantFrom("suspend", "mapThrow", "uninterruptible", "gen", "yield", "either", "mapError"), c: tie("node"), n: fc.integer({ min: 0, max: 9 }) }),
+    fc.record({ t: fc.constantFrom("succeed", "fail", "sync", "syncThrow", "svc", "extra", "ctx", "right", "left", "some", "none", "fiberRef", "die"), n: fc.integer({ min: 0, max: 9 }) }),
+    fc.record({ t: fc.constantFrom("suspend", "mapThrow", "uninterruptible", "gen", "yield", "either", "mapError", "provide", "provideExtra"), c: tie("node"), n: fc.integer({ min: 0, max: 9 }) }),
     fc.record({ t: fc.constantFrom("flatMap", "catchAll", "catchAllCause", "match", "zipWith", "orElse"), c: tie("node"), d: tie("node"), n: fc.integer({ min: 0, max: 9 }) })
   ) as fc.Arbitrary<Node>
 })).node
 
 /** The effect a node describes; its side effects go to `log`. */
-const build = (x: Node, log: Array<string>): Effect.Effect<unknown, unknown, Svc> => {
+const build = (x: Node, log: Array<string>): Effect.Effect<unknown, unknown, Svc> => build_(x, log) as Effect.Effect<unknown, unknown, Svc>
+const build_ = (x: Node, log: Array<string>): Effect.Effect<unknown, unknown, Svc | Extra> => {
   switch (x.t) {
     case "succeed": return Effect.succeed(x.n)
     case "fail": return Effect.fail(`e${x.n}`)
@@ -41,37 +44,41 @@ const build = (x: Node, log: Array<string>): Effect.Effect<unknown, unknown, Svc
     case "sync": return Effect.sync(() => (log.push(`sync${x.n}`), x.n))
     case "syncThrow": return Effect.sync(() => { log.push(`throw${x.n}`); throw boom })
     case "svc": return Effect.map(Svc, (s) => s + x.n)
+    case "extra": return Effect.map(Extra, (s) => s + x.n)
+    case "ctx": return Effect.map(Effect.context<Svc | Extra>(), (c) => [Context.get(c, Svc), Option.getOrUndefined(Context.getOption(c, Extra)), x.n])
+    case "provide": return RunSync.provideService(build_(x.c, log), Svc, 1000 + x.n)
+    case "provideExtra": return RunSync.provideService(build_(x.c, log), Extra, 2000 + x.n)
     case "right": return Either.right(x.n)
     case "left": return Either.left(`l${x.n}`)
     case "some": return Option.some(x.n)
     case "none": return Effect.asVoid(Option.none())
     case "fiberRef": return FiberRef.get(ref)
-    case "suspend": return Effect.suspend(() => (log.push(`suspend${x.n}`), build(x.c, log)))
-    case "mapThrow": return Effect.map(build(x.c, log), () => { throw boom })
-    case "uninterruptible": return Effect.uninterruptible(build(x.c, log))
-    case "gen": return Effect.gen(function* () { return (yield* build(x.c, log)) as number })
-    case "yield": return Effect.zipRight(Effect.yieldNow(), build(x.c, log))
-    case "either": return Effect.either(build(x.c, log))
-    case "mapError": return Effect.mapError(build(x.c, log), (e) => `m${String(e)}`)
-    case "flatMap": return Effect.flatMap(build(x.c, log), (a) => (log.push(`then${String(a)}`), build(x.d, log)))
-    case "catchAll": return Effect.catchAll(build(x.c, log), (e) => (log.push(`caught${String(e)}`), build(x.d, log)))
-    case "catchAllCause": return Effect.catchAllCause(build(x.c, log), () => build(x.d, log))
-    case "match": return Effect.matchEffect(build(x.c, log), { onFailure: () => build(x.d, log), onSuccess: (a) => Effect.succeed([a, x.n]) })
-    case "zipWith": return Effect.zipWith(build(x.c, log), build(x.d, log), (a, b) => [a, b])
-    case "orElse": return Effect.orElse(build(x.c, log), () => build(x.d, log))
+    case "suspend": return Effect.suspend(() => (log.push(`suspend${x.n}`), build_(x.c, log)))
+    case "mapThrow": return Effect.map(build_(x.c, log), () => { throw boom })
+    case "uninterruptible": return Effect.uninterruptible(build_(x.c, log))
+    case "gen": return Effect.gen(function* () { return (yield* build_(x.c, log)) as number })
+    case "yield": return Effect.zipRight(Effect.yieldNow(), build_(x.c, log))
+    case "either": return Effect.either(build_(x.c, log))
+    case "mapError": return Effect.mapError(build_(x.c, log), (e) => `m${String(e)}`)
+    case "flatMap": return Effect.flatMap(build_(x.c, log), (a) => (log.push(`then${String(a)}`), build_(x.d, log)))
+    case "catchAll": return Effect.catchAll(build_(x.c, log), (e) => (log.push(`caught${String(e)}`), build_(x.d, log)))
+    case "catchAllCause": return Effect.catchAllCause(build_(x.c, log), () => build_(x.d, log))
+    case "match": return Effect.matchEffect(build_(x.c, log), { onFailure: () => build_(x.d, log), onSuccess: (a) => Effect.succeed([a, x.n]) })
+    case "zipWith": return Effect.zipWith(build_(x.c, log), build_(x.d, log), (a, b) => [a, b])
+    case "orElse": return Effect.orElse(build_(x.c, log), () => build_(x.d, log))
   }
 }
 
 const onFiber = (x: Node) => {
   const log: Array<string> = []
-  const exit = Effect.runSyncExit(Effect.provideService(build(x, log), Svc, 100))
+  const exit = Effect.runSyncExit(build(x, log).pipe(Effect.provideService(Svc, 100), Effect.provideService(Extra, 7)))
   return { exit, log }
 }
 
 const here = (x: Node, knowsSvc: boolean) => {
   const log: Array<string> = []
-  const step = RunSync.run(build(x, log), (key) => (knowsSvc && key === Svc.key ? 100 : RunSync.MISSING))
-  const exit = Exit.isExit(step) ? step : Effect.runSyncExit(Effect.provideService(step, Svc, 100))
+  const step = RunSync.run(build(x, log), (key) => (knowsSvc && key === Svc.key ? 100 : RunSync.MISSING), knowsSvc ? () => Context.add(Context.make(Svc, 100), Extra, 7) as Context.Context<never> : undefined)
+  const exit = Exit.isExit(step) ? step : Effect.runSyncExit(step.pipe(Effect.provideService(Svc, 100), Effect.provideService(Extra, 7)))
   return { exit, log, settled: Exit.isExit(step) }
 }
 
@@ -126,6 +133,18 @@ describe("RunSync", () => {
     expect(ctx === undefined ? undefined : Context.getOption(ctx as Context.Context<Svc>, Svc)).toEqual(Option.some(42))
     expect(Effect.runSync(Effect.provide(Svc, ctx as Context.Context<Svc>))).toBe(42)
     expect(made).toBe(1)
+  })
+
+  it("answers a service given by provideService only inside it, here and on the fiber that runs the rest", () => {
+    const lookup = (key: string) => (key === Svc.key ? 100 : RunSync.MISSING)
+    const inside = RunSync.provideService(Effect.map(Svc, (n) => n + 1), Svc, 1000)
+    const both = <A>(first: Effect.Effect<A, never, Svc>) => Effect.flatMap(first, (a) => Effect.map(Svc, (b) => [a, b]))
+    const settled = RunSync.run(both(inside), lookup)
+    expect(Exit.isExit(settled) && Exit.isSuccess(settled) ? settled.value : undefined).toEqual([1001, 100])
+    // Stopped inside the provided effect: the fiber running the rest still has the provided service, and only there.
+    const stopped = RunSync.run(both(RunSync.provideService(Effect.zipRight(Effect.yieldNow(), Svc), Svc, 1000)), lookup)
+    expect(Exit.isExit(stopped)).toBe(false)
+    expect(Effect.runSync(Effect.provideService(stopped as Effect.Effect<Array<number>, never, Svc>, Svc, 100))).toEqual([1000, 100])
   })
 
   it("turns a thrown defect into a die caught by catchAllCause, as a fiber does", () => {
