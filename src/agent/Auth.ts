@@ -17,7 +17,7 @@ import { AgentAuth, type AuthMode, type Caller } from "./AgentApi.js"
 import { AgentForbidden, AgentRateLimited, AgentUnauthorized, AgentUnavailable } from "./AgentError.js"
 import { Identity } from "./Identity.js"
 import { normalizeDid } from "../core/Did.js"
-import { type CallerNotAllowed, checkRequestWith, type HttpSignatureError, HttpSignatureRefusalCode, HttpSignatureThrottledCode, recordNonce } from "../core/HttpSignature.js"
+import { type CallerNotAllowed, checkRequestAt, type HttpSignatureError, HttpSignatureRefusalCode, HttpSignatureThrottledCode, recordNonce } from "../core/HttpSignature.js"
 import { KeyResolver } from "../core/KeyResolver.js"
 import { Keys } from "../core/Keys.js"
 import { NonceStore } from "../core/NonceStore.js"
@@ -113,15 +113,24 @@ const meshSig = (options: Options) =>
     }
     const refusal = (e: HttpSignatureError | CallerNotAllowed) =>
       e._tag === "CallerNotAllowed" ? new AgentForbidden({ code: "CALLER_NOT_ALLOWED", message: e.message }) : signatureError(e)
-    const authenticate: Authenticate = Effect.gen(function* () {
-      const req = yield* HttpServerRequest.HttpServerRequest
-      const url = hrefOf(`${yield* baseUrl}${req.url}`)
-      if (url === undefined) return yield* Effect.fail(new AgentUnauthorized({ code: "SIGNATURE_MALFORMED", message: "the request's target URI cannot be rebuilt (Host header)" }))
-      const checked = yield* Effect.mapError(checkRequestWith(keys, { method: req.method, url, headers: req.headers, body: yield* bodyOf(req) }, checkOptions), refusal)
-      yield* Effect.mapError(recordNonce(checked, nonceStore), signatureError)
-      noteCaller(req, checked.did)
-      return { auth: "mesh-sig", did: checked.did, principal: checked.did }
-    })
+    // The clock of the layer's build: read directly, so that a signed request needs no fiber for its time.
+    const clock = yield* Effect.clock
+    // Made of steps that need no fiber (RunSync.ts) while the resolver and the nonce store answer at once.
+    const authenticate: Authenticate = Effect.flatMap(HttpServerRequest.HttpServerRequest, (req) =>
+      Effect.flatMap(baseUrl, (base) => {
+        const url = hrefOf(`${base}${req.url}`)
+        if (url === undefined) return Effect.fail(new AgentUnauthorized({ code: "SIGNATURE_MALFORMED", message: "the request's target URI cannot be rebuilt (Host header)" }))
+        return Effect.flatMap(bodyOf(req), (body) => {
+          const now = clock.unsafeCurrentTimeMillis()
+          return Effect.flatMap(Effect.mapError(checkRequestAt(keys, { method: req.method, url, headers: req.headers, body }, checkOptions, now), refusal), (checked) =>
+            Effect.map(Effect.mapError(recordNonce(checked, nonceStore, now), signatureError), (): Caller => {
+              noteCaller(req, checked.did)
+              return { auth: "mesh-sig", did: checked.did, principal: checked.did }
+            })
+          )
+        })
+      })
+    )
     return authenticate
   })
 

@@ -449,30 +449,47 @@ export const checkRequestWith = <O extends CheckRequestOptions>(
   keys: KeysApi,
   req: SignableRequest,
   options: O
-): Effect.Effect<CheckedSignature, CheckRequestError<O>> =>
-  Effect.clockWith((clock) => {
-    const parsed = parseRequest(req, options, clock.unsafeCurrentTimeMillis(), keys)
-    if (Either.isLeft(parsed)) return Effect.fail(parsed.left)
-    const { label, names, serialized, signature, checked } = parsed.right
-    // 6. the signer's key
-    return Effect.flatMap(Effect.mapError(options.resolveKey(checked.did), resolverRefusal), (key) => {
-      // 7. signature
-      const base = baseOf(req, names, serialized)
-      if (Either.isLeft(base)) return Effect.fail(base.left)
-      const invalid = () => new HttpSignatureError({ code: "SIGNATURE_INVALID", message: `${label} does not verify under the key of ${checked.did}` })
-      if (keys.verifySync !== undefined) {
-        return keys.verifySync(key.publicKey, utf8(base.right), signature) ? Effect.succeed(checked) : Effect.fail(invalid())
-      }
-      return Effect.flatMap(Effect.catchTag(keys.verify(key.publicKey, utf8(base.right), signature), "MalformedKey", () => Effect.succeed(false)), (ok) =>
-        ok ? Effect.succeed(checked) : Effect.fail(invalid())
-      )
-    })
-    // CallerNotAllowed is only ever raised when `isAllowed` is present, which is what CheckRequestError<O> says.
-  }) as Effect.Effect<CheckedSignature, CheckRequestError<O>>
+): Effect.Effect<CheckedSignature, CheckRequestError<O>> => Effect.clockWith((clock) => checkRequestAt(keys, req, options, clock.unsafeCurrentTimeMillis()))
 
-/** Records the nonce of a checked signature: REPLAYED if it was used, NONCE_QUOTA_EXCEEDED past the signer's quota. */
-export const recordNonce = (checked: CheckedSignature, nonceStore: NonceStoreApi): Effect.Effect<void, HttpSignatureError> =>
-  nonceStore.record(checked.did, checked.nonce, checked.retainUntilMs).pipe(
+/**
+ * `checkRequestWith` at `nowMs` (epoch ms), read by the caller from its clock: with a resolver and a `Keys` layer
+ * that answer at once, the whole check is made of steps that need no fiber.
+ */
+export const checkRequestAt = <O extends CheckRequestOptions>(
+  keys: KeysApi,
+  req: SignableRequest,
+  options: O,
+  nowMs: number
+): Effect.Effect<CheckedSignature, CheckRequestError<O>> => {
+  const parsed = parseRequest(req, options, nowMs, keys)
+  // CallerNotAllowed is only ever raised when `isAllowed` is present, which is what CheckRequestError<O> says.
+  if (Either.isLeft(parsed)) return Effect.fail(parsed.left) as Effect.Effect<never, CheckRequestError<O>>
+  const { label, names, serialized, signature, checked } = parsed.right
+  // 6. the signer's key
+  const checkedKey = Effect.flatMap(Effect.mapError(options.resolveKey(checked.did), resolverRefusal), (key) => {
+    // 7. signature
+    const base = baseOf(req, names, serialized)
+    if (Either.isLeft(base)) return Effect.fail(base.left)
+    const invalid = () => new HttpSignatureError({ code: "SIGNATURE_INVALID", message: `${label} does not verify under the key of ${checked.did}` })
+    if (keys.verifySync !== undefined) {
+      return keys.verifySync(key.publicKey, utf8(base.right), signature) ? Effect.succeed(checked) : Effect.fail(invalid())
+    }
+    return Effect.flatMap(Effect.catchTag(keys.verify(key.publicKey, utf8(base.right), signature), "MalformedKey", () => Effect.succeed(false)), (ok) =>
+      ok ? Effect.succeed(checked) : Effect.fail(invalid())
+    )
+  })
+  return checkedKey as Effect.Effect<CheckedSignature, CheckRequestError<O>>
+}
+
+/**
+ * Records the nonce of a checked signature: REPLAYED if it was used, NONCE_QUOTA_EXCEEDED past the signer's quota;
+ * `nowMs` is the time the check was made at, when the caller read it.
+ */
+export const recordNonce = (checked: CheckedSignature, nonceStore: NonceStoreApi, nowMs?: number): Effect.Effect<void, HttpSignatureError> =>
+  // A time the caller read already, where the store can take it, spares the store a clock effect of its own.
+  (nowMs !== undefined && nonceStore.recordAt !== undefined
+    ? nonceStore.recordAt(checked.did, checked.nonce, checked.retainUntilMs, nowMs)
+    : nonceStore.record(checked.did, checked.nonce, checked.retainUntilMs)).pipe(
     Effect.catchTags({
       NonceReplayed: () => Effect.zipRight(Metric.increment(replaysRefusedHttp), fail("REPLAYED", `nonce ${checked.nonce} from ${checked.did} was already used`)),
       NonceQuotaExceeded: (e) =>

@@ -41,6 +41,11 @@ export interface NonceStoreApi {
    * number of concurrent calls with the same pair succeeds.
    */
   readonly record: (sender: string, nonce: string, retainUntilMs: number) => Effect.Effect<void, NonceRecordError>
+  /**
+   * `record` at `nowMs` (epoch ms) the caller read from its clock, where the store can judge without one (the memory
+   * store): a server that already read the time records with no clock effect of its own.
+   */
+  readonly recordAt?: (sender: string, nonce: string, retainUntilMs: number, nowMs: number) => Effect.Effect<void, NonceRecordError>
 }
 
 /** The `NonceStore` service. */
@@ -108,38 +113,40 @@ export const makeMemory = (options: MemoryOptions = {}): MemoryNonceStore => {
     }
   }
 
+  const recordAt = (sender: string, nonce: string, retainUntilMs: number, now: number): Effect.Effect<void, NonceReplayed | NonceStoreFull | NonceQuotaExceeded> => {
+    if (++sinceSweep >= SWEEP_EVERY) {
+      sinceSweep = 0
+      if (earliest <= now) sweep(now)
+    }
+    let s = senders.get(sender)
+    const held = s?.nonces.get(nonce)
+    if (held !== undefined && held > now) return Effect.fail(new NonceReplayed({ sender, nonce }))
+    if (held === undefined) {
+      if (s !== undefined && s.nonces.size >= quota) {
+        if (s.earliest <= now) sweepSender(s, now)
+        if (s.nonces.size >= quota) return Effect.fail(new NonceQuotaExceeded({ sender, quota, retryAfterMs: Math.max(0, s.earliest - now) }))
+      }
+      if (size >= capacity) {
+        if (earliest <= now) sweep(now)
+        if (size >= capacity) return Effect.fail(new NonceStoreFull({ capacity }))
+        s = senders.get(sender)
+      }
+      if (s === undefined) {
+        s = { nonces: new Map(), earliest: Number.POSITIVE_INFINITY }
+        senders.set(sender, s)
+      }
+      size++
+    }
+    s!.nonces.set(nonce, retainUntilMs)
+    if (retainUntilMs < s!.earliest) s!.earliest = retainUntilMs
+    if (retainUntilMs < earliest) earliest = retainUntilMs
+    return Effect.void
+  }
+
   return {
     size: () => size,
-    record: (sender, nonce, retainUntilMs) =>
-      Effect.flatMap(Clock.currentTimeMillis, (now): Effect.Effect<void, NonceReplayed | NonceStoreFull | NonceQuotaExceeded> => {
-        if (++sinceSweep >= SWEEP_EVERY) {
-          sinceSweep = 0
-          if (earliest <= now) sweep(now)
-        }
-        let s = senders.get(sender)
-        const held = s?.nonces.get(nonce)
-        if (held !== undefined && held > now) return Effect.fail(new NonceReplayed({ sender, nonce }))
-        if (held === undefined) {
-          if (s !== undefined && s.nonces.size >= quota) {
-            if (s.earliest <= now) sweepSender(s, now)
-            if (s.nonces.size >= quota) return Effect.fail(new NonceQuotaExceeded({ sender, quota, retryAfterMs: Math.max(0, s.earliest - now) }))
-          }
-          if (size >= capacity) {
-            if (earliest <= now) sweep(now)
-            if (size >= capacity) return Effect.fail(new NonceStoreFull({ capacity }))
-            s = senders.get(sender)
-          }
-          if (s === undefined) {
-            s = { nonces: new Map(), earliest: Number.POSITIVE_INFINITY }
-            senders.set(sender, s)
-          }
-          size++
-        }
-        s!.nonces.set(nonce, retainUntilMs)
-        if (retainUntilMs < s!.earliest) s!.earliest = retainUntilMs
-        if (retainUntilMs < earliest) earliest = retainUntilMs
-        return Effect.void
-      })
+    recordAt,
+    record: (sender, nonce, retainUntilMs) => Effect.flatMap(Clock.currentTimeMillis, (now) => recordAt(sender, nonce, retainUntilMs, now))
   }
 }
 
