@@ -7,7 +7,9 @@ import { isInnerList, parseDictionary } from "structured-headers"
 import { vi } from "vitest"
 import { generateDid, KeyRevoked, type MeshIdentity } from "../src/core/Did.js"
 import {
+  checkRequestAt,
   contentDigest,
+  recordNonce,
   REQUIRED_COMPONENTS,
   type SignableRequest,
   signatureBase,
@@ -235,6 +237,24 @@ describe("HttpSignature", () => {
       assert.strictEqual(yield* codeAt(T0 + 300_000 + 29_999, {}, long), "OK")
       assert.strictEqual(yield* codeAt(T0 + 300_000 + 30_000, {}, long), "SIGNATURE_EXPIRED")
       assert.strictEqual(yield* codeAt(T0 + 300_000 + 30_000, { maxAgeSeconds: 3600 }, long), "OK")
+    }).pipe(Effect.provide(KeysNative.layer)))
+
+  it.effect("checkRequestAt judges at the time it is given, whatever the clock says; recordNonce at that time refuses a replay", () =>
+    Effect.gen(function* () {
+      const { alice, resolveKey } = yield* setup
+      const req = yield* signedBy(alice)
+      const keys = yield* Keys
+      const codeAt = (ms: number) => Effect.map(Effect.either(checkRequestAt(keys, req, { resolveKey }, ms)), (r) => (r._tag === "Left" ? r.left.code : "OK"))
+      yield* TestClock.setTime(T0 + 10 * 60_000) // the clock says expired; the time given decides
+      assert.strictEqual(yield* codeAt(T0 - 30_001), "SIGNATURE_NOT_YET_VALID")
+      assert.strictEqual(yield* codeAt(T0 + 60_000 + 29_999), "OK")
+      assert.strictEqual(yield* codeAt(T0 + 60_000 + 30_000), "SIGNATURE_EXPIRED")
+      const checked = yield* checkRequestAt(keys, req, { resolveKey }, T0)
+      const store = makeMemory()
+      yield* recordNonce(checked, store, T0)
+      assert.strictEqual((yield* Effect.flip(recordNonce(checked, store, T0 + 1000))).code, "REPLAYED")
+      // Past the time the nonce is kept, the store (judging at the time given, not the clock's) takes it again.
+      yield* recordNonce(checked, store, checked.retainUntilMs)
     }).pipe(Effect.provide(KeysNative.layer)))
 
   it.effect("the nonce is recorded only after the signature verifies, per DID, until the signature can no longer validate", () =>
