@@ -28,6 +28,9 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { median, note, saveResult, type Measurement } from "./harness.js"
 
+// Forked servers load TypeScript as the benches do: compiled without kept names, as the package ships (loader.mjs).
+const LOADER = new URL("./loader.mjs", import.meta.url).href
+
 // ---------------------------------------------------------------------------------------------------------------
 // Pinning.
 
@@ -214,13 +217,13 @@ export interface Spawned {
 
 /** How to fork a server. */
 export interface SpawnOptions {
-  /** The module to fork (run with `--import tsx`); it must call `serveChild` when it sees `env`. */
+  /** The module to fork (run with bench/loader.mjs, as the benches are); it must call `serveChild` when it sees `env`. */
   readonly module: string
   /** Added to this process's environment. */
   readonly env: Readonly<Record<string, string>>
   /**
    * Run the child with `--cpu-prof` into `scratchpad/prof/` (or its subfolder `profileName`), with node's default
-   * file names: one profile per thread, and the main thread's is the larger (the smaller is tsx's loader worker).
+   * file names: one profile per thread, and the main thread's is the larger (the smaller is the loader's hooks thread).
    */
   readonly profile?: boolean
   readonly profileName?: string
@@ -233,7 +236,7 @@ export const spawnServer = (options: SpawnOptions): Promise<Spawned> =>
       ? ["--cpu-prof", `--cpu-prof-dir=${path.resolve("scratchpad/prof", options.profileName ?? "")}`]
       : []
     const placed = pinning()
-    const child = fork(options.module, [], { execArgv: ["--import", "tsx", ...prof], env: { ...process.env, ...options.env } })
+    const child = fork(options.module, [], { execArgv: ["--import", LOADER, ...prof], env: { ...process.env, ...options.env } })
     // Pinned at once and again once it listens: threads it started in between are caught by the second pass.
     const pinChild = () => placed.mode === "taskset" && child.pid !== undefined && pin(child.pid, placed.serverCpu!)
     pinChild()
