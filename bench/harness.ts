@@ -134,12 +134,15 @@ export const note = (key: string, value: unknown): void => {
   notes[key] = value
 }
 
+// Read at load: once the load generator is pinned to one CPU (load.ts), availableParallelism answers 1.
+const nproc = os.availableParallelism()
+
 /** The machine and run a result was measured on. */
 export const machine = () => ({
   startedAt,
   node: process.version,
   platform: `${process.platform} ${os.release()} ${process.arch}`,
-  nproc: os.availableParallelism(),
+  nproc,
   cpu: os.cpus()[0]?.model ?? "unknown",
   loadAverageAtStart,
   loadAverageNow: os.loadavg()
