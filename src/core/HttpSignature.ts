@@ -31,7 +31,7 @@ import { DEFAULT_CLOCK_TOLERANCE_MS, newNonce } from "./Envelope.js"
 import { Entropy } from "./Entropy.js"
 import type { KeyNotFound, KeyResolverUnavailable, ResolvedKey } from "./KeyResolver.js"
 import { Keys, type KeysApi, type MalformedKey, type PrivateKeyInput } from "./Keys.js"
-import type { NonceStoreApi } from "./NonceStore.js"
+import type { NonceRecordError, NonceStoreApi } from "./NonceStore.js"
 import { equalBytes, toBase64, utf8 } from "./internal/bytes.js"
 import { parseSimpleSignature, parseSimpleSignatureInput, simpleDigestField } from "./internal/signatureFields.js"
 
@@ -160,18 +160,30 @@ export const signatureBase = (
   return baseOf(req, names.right, serializeInnerList(input))
 }
 
+// The last URL parsed for a base: a server checks request after request to the same endpoint URL, and the derived
+// components only read it.
+let lastUrlText: string | undefined
+let lastUrl: URL | undefined
+const parsedUrl = (text: string): URL | undefined => {
+  if (text !== lastUrlText) {
+    lastUrlText = text
+    try {
+      lastUrl = new URL(text)
+    } catch {
+      lastUrl = undefined
+    }
+  }
+  return lastUrl
+}
+
 /** The signature base for covered names already checked and the Signature-Input member's serialization. */
 const baseOf = (
   req: Omit<SignableRequest, "body">,
   names: ReadonlyArray<string>,
   serialized: string
 ): Either.Either<string, HttpSignatureError> => {
-  let url: URL
-  try {
-    url = new URL(req.url)
-  } catch {
-    return fail("SIGNATURE_MALFORMED", `${JSON.stringify(req.url)} is not an absolute URI`)
-  }
+  const url = parsedUrl(req.url)
+  if (url === undefined) return fail("SIGNATURE_MALFORMED", `${JSON.stringify(req.url)} is not an absolute URI`)
   let base = ""
   for (const name of names) {
     const value = DERIVED.get(name)?.(req, url) ?? fieldValue(req.headers, name)
@@ -486,24 +498,33 @@ export const checkRequestAt = <O extends CheckRequestOptions>(
  * `nowMs` is the time the check was made at, when the caller read it.
  */
 export const recordNonce = (checked: CheckedSignature, nonceStore: NonceStoreApi, nowMs?: number): Effect.Effect<void, HttpSignatureError> =>
-  // A time the caller read already, where the store can take it, spares the store a clock effect of its own.
-  (nowMs !== undefined && nonceStore.recordAt !== undefined
-    ? nonceStore.recordAt(checked.did, checked.nonce, checked.retainUntilMs, nowMs)
-    : nonceStore.record(checked.did, checked.nonce, checked.retainUntilMs)).pipe(
-    Effect.catchTags({
-      NonceReplayed: () => Effect.zipRight(Metric.increment(replaysRefusedHttp), fail("REPLAYED", `nonce ${checked.nonce} from ${checked.did} was already used`)),
-      NonceQuotaExceeded: (e) =>
-        Effect.fail(
-          new HttpSignatureError({
-            code: "NONCE_QUOTA_EXCEEDED",
-            message: `${checked.did} holds its quota of ${e.quota} live nonces; retry when earlier signatures expire`,
-            retryAfterSeconds: Math.max(1, Math.ceil(e.retryAfterMs / 1000))
-          })
-        ),
-      NonceStoreFull: (e) => fail("NONCE_STORE_FULL", `nonce store holds ${e.capacity} live nonces`),
-      NonceStoreUnavailable: (e) => fail("NONCE_STORE_UNAVAILABLE", e.message)
-    })
+  Effect.catchAll(
+    // A time the caller read already, where the store can take it, spares the store a clock effect of its own.
+    nowMs !== undefined && nonceStore.recordAt !== undefined
+      ? nonceStore.recordAt(checked.did, checked.nonce, checked.retainUntilMs, nowMs)
+      : nonceStore.record(checked.did, checked.nonce, checked.retainUntilMs),
+    (e) => nonceRefusal(e, checked)
   )
+
+// One function rather than a table of handlers built per request: this runs for every signed request.
+const nonceRefusal = (e: NonceRecordError, checked: CheckedSignature): Effect.Effect<never, HttpSignatureError> => {
+  switch (e._tag) {
+    case "NonceReplayed":
+      return Effect.zipRight(Metric.increment(replaysRefusedHttp), fail("REPLAYED", `nonce ${checked.nonce} from ${checked.did} was already used`))
+    case "NonceQuotaExceeded":
+      return Effect.fail(
+        new HttpSignatureError({
+          code: "NONCE_QUOTA_EXCEEDED",
+          message: `${checked.did} holds its quota of ${e.quota} live nonces; retry when earlier signatures expire`,
+          retryAfterSeconds: Math.max(1, Math.ceil(e.retryAfterMs / 1000))
+        })
+      )
+    case "NonceStoreFull":
+      return fail("NONCE_STORE_FULL", `nonce store holds ${e.capacity} live nonces`)
+    case "NonceStoreUnavailable":
+      return fail("NONCE_STORE_UNAVAILABLE", e.message)
+  }
+}
 
 /**
  * Verifies the mesh-sig signature of a request and records its nonce under the signer's DID once everything else
