@@ -16,8 +16,23 @@ import { Lru } from "../core/internal/lru.js"
 /** A Uint8Array view of a Buffer, without copying (a Buffer from node's pool may share its ArrayBuffer). */
 const view = (b: Buffer): Uint8Array => new Uint8Array(b.buffer, b.byteOffset, b.length)
 
-// crypto.hash (node ≥ 20.12) skips the Hash object; older 20.x lines fall back to createHash.
-const oneShotHash = (crypto as { hash?: (alg: string, data: Uint8Array, enc: "buffer") => Buffer }).hash
+// crypto.hash (node ≥ 20.12) skips the Hash object; older 20.x lines fall back to createHash. Given a string it
+// hashes its UTF-8 without a TextEncoder copy in JavaScript.
+const oneShotHash = (crypto as { hash?: (alg: string, data: Uint8Array | string, enc: "binary") => string }).hash
+
+/**
+ * SHA-256 of bytes or of a string's UTF-8. The digest is read as a "binary" (latin1) string, one character a byte,
+ * and copied into a small array: a digest returned as a Buffer costs an ArrayBuffer with its own backing store,
+ * which is slower to make and to collect than the hash is to compute.
+ */
+const sha256Of = (data: Uint8Array | string): Uint8Array => {
+  const digest = oneShotHash === undefined
+    ? crypto.createHash("sha256").update(data).digest("binary")
+    : oneShotHash("sha256", data, "binary")
+  const out = new Uint8Array(32)
+  for (let i = 0; i < 32; i++) out[i] = digest.charCodeAt(i)
+  return out
+}
 
 /** Stores `value` under `key` in `cache` and returns it. */
 const remember = <K, V>(cache: Lru<K, V>, key: K, value: V): V => {
@@ -91,9 +106,8 @@ export const makeNative = (options: { readonly cacheSize?: number } = {}): KeysA
       Effect.flatMap(checkPublicKey(publicKey), (pub) => Effect.sync(() => verifySync(pub, message, signature))),
     signSync,
     verifySync,
-    sha256: oneShotHash === undefined
-      ? (data) => view(crypto.createHash("sha256").update(data).digest())
-      : (data) => view(oneShotHash("sha256", data, "buffer"))
+    sha256: sha256Of,
+    sha256Utf8: sha256Of
   }
 }
 
