@@ -228,9 +228,9 @@ describe("Envelope fast paths agree with the generic ones", () => {
 
   it("canonicalEnvelope equals canonicalize on arbitrary strings and bodies", () => {
     fc.assert(
-      fc.property(fc.string({ unit: "grapheme" }), fc.string({ unit: "binary" }), fc.jsonValue(), fc.string({ unit: "binary" }), (type, id, params, created) => {
-        const { proof, ...u } = { ...base, type, id, body: { capability: "x", params } }
-        const { proofValue: _pv, ...o } = { ...proof, created }
+      fc.property(fc.string({ unit: "grapheme" }), fc.string({ unit: "binary" }), fc.jsonValue(), fc.string({ unit: "binary" }), fc.string(), fc.string(), (type, id, params, created, correlationId, proofPurpose) => {
+        const { proof, ...u } = { ...base, type, id, correlationId, body: { capability: "x", params } }
+        const { proofValue: _pv, ...o } = { ...proof, created, proofPurpose }
         const fast = canonicalEnvelope(u, o)
         const slow = [canonicalize(o), canonicalize(u)]
         if (fast !== undefined) assert.deepStrictEqual([fast.options, fast.unsecured], slow)
