@@ -8,7 +8,6 @@
  *
  * Floor: core (docs/architecture.md §3).
  */
-import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
@@ -108,38 +107,40 @@ export const makeMemory = (options: MemoryOptions = {}): MemoryNonceStore => {
     }
   }
 
+  const recordAt = (sender: string, nonce: string, retainUntilMs: number, now: number): Effect.Effect<void, NonceReplayed | NonceStoreFull | NonceQuotaExceeded> => {
+    if (++sinceSweep >= SWEEP_EVERY) {
+      sinceSweep = 0
+      if (earliest <= now) sweep(now)
+    }
+    let s = senders.get(sender)
+    const held = s?.nonces.get(nonce)
+    if (held !== undefined && held > now) return Effect.fail(new NonceReplayed({ sender, nonce }))
+    if (held === undefined) {
+      if (s !== undefined && s.nonces.size >= quota) {
+        if (s.earliest <= now) sweepSender(s, now)
+        if (s.nonces.size >= quota) return Effect.fail(new NonceQuotaExceeded({ sender, quota, retryAfterMs: Math.max(0, s.earliest - now) }))
+      }
+      if (size >= capacity) {
+        if (earliest <= now) sweep(now)
+        if (size >= capacity) return Effect.fail(new NonceStoreFull({ capacity }))
+        s = senders.get(sender)
+      }
+      if (s === undefined) {
+        s = { nonces: new Map(), earliest: Number.POSITIVE_INFINITY }
+        senders.set(sender, s)
+      }
+      size++
+    }
+    s!.nonces.set(nonce, retainUntilMs)
+    if (retainUntilMs < s!.earliest) s!.earliest = retainUntilMs
+    if (retainUntilMs < earliest) earliest = retainUntilMs
+    return Effect.void
+  }
+
   return {
     size: () => size,
-    record: (sender, nonce, retainUntilMs) =>
-      Effect.flatMap(Clock.currentTimeMillis, (now): Effect.Effect<void, NonceReplayed | NonceStoreFull | NonceQuotaExceeded> => {
-        if (++sinceSweep >= SWEEP_EVERY) {
-          sinceSweep = 0
-          if (earliest <= now) sweep(now)
-        }
-        let s = senders.get(sender)
-        const held = s?.nonces.get(nonce)
-        if (held !== undefined && held > now) return Effect.fail(new NonceReplayed({ sender, nonce }))
-        if (held === undefined) {
-          if (s !== undefined && s.nonces.size >= quota) {
-            if (s.earliest <= now) sweepSender(s, now)
-            if (s.nonces.size >= quota) return Effect.fail(new NonceQuotaExceeded({ sender, quota, retryAfterMs: Math.max(0, s.earliest - now) }))
-          }
-          if (size >= capacity) {
-            if (earliest <= now) sweep(now)
-            if (size >= capacity) return Effect.fail(new NonceStoreFull({ capacity }))
-            s = senders.get(sender)
-          }
-          if (s === undefined) {
-            s = { nonces: new Map(), earliest: Number.POSITIVE_INFINITY }
-            senders.set(sender, s)
-          }
-          size++
-        }
-        s!.nonces.set(nonce, retainUntilMs)
-        if (retainUntilMs < s!.earliest) s!.earliest = retainUntilMs
-        if (retainUntilMs < earliest) earliest = retainUntilMs
-        return Effect.void
-      })
+    // The clock is read in the same step as the map: no effect of its own to run per record.
+    record: (sender, nonce, retainUntilMs) => Effect.clockWith((clock) => recordAt(sender, nonce, retainUntilMs, clock.unsafeCurrentTimeMillis()))
   }
 }
 
