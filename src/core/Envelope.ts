@@ -14,12 +14,12 @@ import * as Schema from "effect/Schema"
 import { Did, type InvalidDid, invalidDid, isNormalizedDid, normalizeDid, verificationMethodId } from "./Did.js"
 import { canonicalFast, canonicalJson, type NotCanonicalizable } from "./Canonical.js"
 import { isPrivateKey, Keys, type KeysApi, type MalformedKey, type PrivateKey, type PrivateKeyInput, sha256Text } from "./Keys.js"
-import type { NonceStoreApi } from "./NonceStore.js"
+import type { NonceRecordError, NonceStoreApi } from "./NonceStore.js"
 import { CRYPTOSUITE, DataIntegrityProof, hashData, type ProofOptions } from "./Proof.js"
 import { fromBase64, fromMultibase58, toBase64Url, toMultibase58 } from "./internal/bytes.js"
 import { csprng, Entropy, type EntropyApi } from "./Entropy.js"
 import { isRecord } from "./internal/record.js"
-import { parseUtcTimestamp, UTC_TIMESTAMP } from "./internal/timestamp.js"
+import { formatUtcTimestamp, parseUtcTimestamp, UTC_TIMESTAMP } from "./internal/timestamp.js"
 
 /** The closed set of reasons an envelope is refused (docs/protocol.md §5). */
 export const EnvelopeErrorCode = Schema.Literal(
@@ -208,7 +208,7 @@ const buildWithKey = (input: BuildEnvelopeInput, keys: KeysApi, entropy: Entropy
   }
   return Effect.clockWith((clock) => {
     const now = clock.unsafeCurrentTimeMillis()
-    const createdAt = new Date(now).toISOString()
+    const createdAt = formatUtcTimestamp(now)
     const unsecured = {
       type: input.type,
       id: `urn:uuid:${entropy.uuid()}`,
@@ -217,7 +217,7 @@ const buildWithKey = (input: BuildEnvelopeInput, keys: KeysApi, entropy: Entropy
       correlationId: input.correlationId ?? entropy.uuid(),
       nonce: newNonce(entropy),
       createdAt,
-      expiresAt: new Date(now + Math.round(ttl * 1000)).toISOString(),
+      expiresAt: formatUtcTimestamp(now + Math.round(ttl * 1000)),
       body: input.body
     }
     const options: ProofOptions = {
@@ -323,12 +323,13 @@ export const validateEnvelope = (
   options: ValidateOptions = {}
 ): Effect.Effect<Envelope, EnvelopeError, Keys> =>
   // Steps 1 to 4 are one synchronous function when the layer verifies synchronously; only the nonce is an effect.
-  Effect.flatMap(Keys, (keys) =>
+  Effect.contextWithEffect((context: Context.Context<Keys>) =>
     Effect.clockWith((clock) => {
+      const keys = Context.get(context, Keys)
       const checked = checkEnvelope(envelope, senderPublicKey, myDid, options, clock.unsafeCurrentTimeMillis(), keys)
       if (Either.isLeft(checked)) return Effect.fail(checked.left)
       const { env, retainUntilMs, verify } = checked.right
-      const record = Effect.as(recordEnvelopeNonce(env, retainUntilMs, nonceStore), env)
+      const record = recordEnvelopeNonce(env, retainUntilMs, nonceStore)
       if (verify === "skipped") {
         return Effect.zipRight(Effect.logWarning(`envelope ${env.id} from ${env.from}: signature NOT checked (skipSignature; trusted mesh only)`), record)
       }
@@ -409,13 +410,20 @@ const envelopeHashDataOf = (keys: KeysApi, env: Envelope): Either.Either<Uint8Ar
   return hashData(keys, proofOptions, unsecured)
 }
 
-/** 5. The nonce, only once the envelope is authentic. */
-const recordEnvelopeNonce = (env: Envelope, retainUntilMs: number, nonceStore: NonceStoreApi): Effect.Effect<void, EnvelopeError> =>
-  nonceStore.record(env.from, env.nonce, retainUntilMs).pipe(
-    Effect.catchTags({
-      NonceReplayed: () => Effect.zipRight(Metric.increment(replaysRefusedEnvelope), fail("REPLAYED", `nonce ${env.nonce} from ${env.from} was already used`)),
-      NonceStoreFull: (e) => fail("NONCE_STORE_FULL", `nonce store holds ${e.capacity} live nonces`),
-      NonceQuotaExceeded: (e) => fail("NONCE_QUOTA_EXCEEDED", `${env.from} holds its quota of ${e.quota} live nonces`),
-      NonceStoreUnavailable: (e) => fail("NONCE_STORE_UNAVAILABLE", e.message)
-    })
-  )
+/** 5. The nonce, only once the envelope is authentic; succeeds with the envelope. */
+const recordEnvelopeNonce = (env: Envelope, retainUntilMs: number, nonceStore: NonceStoreApi): Effect.Effect<Envelope, EnvelopeError> =>
+  Effect.matchEffect(nonceStore.record(env.from, env.nonce, retainUntilMs), { onFailure: (e) => nonceRefused(env, e), onSuccess: () => Effect.succeed(env) })
+
+// One handler for the four refusals (the whole error channel of `record`) rather than a table of them per message.
+const nonceRefused = (env: Envelope, e: NonceRecordError): Effect.Effect<never, EnvelopeError> => {
+  switch (e._tag) {
+    case "NonceReplayed":
+      return Effect.zipRight(Metric.increment(replaysRefusedEnvelope), fail("REPLAYED", `nonce ${env.nonce} from ${env.from} was already used`))
+    case "NonceStoreFull":
+      return fail("NONCE_STORE_FULL", `nonce store holds ${e.capacity} live nonces`)
+    case "NonceQuotaExceeded":
+      return fail("NONCE_QUOTA_EXCEEDED", `${env.from} holds its quota of ${e.quota} live nonces`)
+    case "NonceStoreUnavailable":
+      return fail("NONCE_STORE_UNAVAILABLE", e.message)
+  }
+}
