@@ -8,7 +8,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { Keys, type KeysApi, checkPublicKey, isPrivateKey, nobleVerifyStrict, type PrivateKeyInput, privateKeyFromParts, privateKeyInputToBytes, type MalformedKey, PrivateKey } from "../core/Keys.js"
 import { Entropy } from "../core/Entropy.js"
-import { toBase64 } from "../core/internal/bytes.js"
+import { equalBytes, toBase64 } from "../core/internal/bytes.js"
 import { MandateCache } from "../core/MandateCache.js"
 import { isSmallOrderEncoding, passesStrictPrechecks, publicToSpki, seedToPkcs8 } from "../core/internal/ed25519.js"
 import { Lru } from "../core/internal/lru.js"
@@ -61,10 +61,18 @@ export const makeNative = (options: { readonly cacheSize?: number } = {}): KeysA
     return new Uint8Array(spki.subarray(spki.length - 32))
   }
 
-  // Keyed by the key's bytes as a latin1 string: exact, and several times cheaper to make than base64.
+  // Keyed by the key's bytes as a latin1 string: exact, and several times cheaper to make than base64. The key used
+  // last is also held beside its own copy of the bytes: a run of messages from one sender then skips making the
+  // string and reordering the cache.
+  let lastPub: Uint8Array | undefined
+  let lastPublicKey: crypto.KeyObject | undefined
   const publicKeyObject = (pub: Uint8Array): crypto.KeyObject => {
+    if (lastPub !== undefined && lastPublicKey !== undefined && equalBytes(pub, lastPub)) return lastPublicKey
     const id = Buffer.from(pub.buffer, pub.byteOffset, pub.length).toString("latin1")
-    return publicKeys.get(id) ?? remember(publicKeys, id, crypto.createPublicKey({ key: Buffer.from(publicToSpki(pub)), format: "der", type: "spki" }))
+    const ko = publicKeys.get(id) ?? remember(publicKeys, id, crypto.createPublicKey({ key: Buffer.from(publicToSpki(pub)), format: "der", type: "spki" }))
+    lastPub = pub.slice()
+    lastPublicKey = ko
+    return ko
   }
 
   const signSync = (key: PrivateKey, message: Uint8Array): Uint8Array => view(crypto.sign(null, message, privateKeyObject(key)))
