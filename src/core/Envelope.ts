@@ -128,13 +128,34 @@ export const canonicalEnvelope = (
     plain(u.to) && plain(u.type) && plain(o.created) && plain(o.cryptosuite) && plain(o.proofPurpose) && plain(o.type) &&
     plain(o.verificationMethod)
   ) {
-    return {
-      unsecured: `{"body":${body},"correlationId":"${u.correlationId}","createdAt":"${u.createdAt}","expiresAt":"${u.expiresAt}","from":"${u.from}","id":"${u.id}","nonce":"${u.nonce}","to":"${u.to}","type":"${u.type}"}`,
-      options: `{"created":"${o.created}","cryptosuite":"${o.cryptosuite}","proofPurpose":"${o.proofPurpose}","type":"${o.type}","verificationMethod":"${o.verificationMethod}"}`
-    }
+    return frameTexts(u, o, body)
   }
   return canonicalEnvelopeGeneral(u, o)
 }
+
+/**
+ * `canonicalEnvelope` of a frame whose DIDs, nonce, times and proof `created`, `cryptosuite`, `type` and
+ * `verificationMethod` are known to be plain: one `buildEnvelope` made, or one `isEnvelope` and `checkEnvelope`
+ * passed (normalized DIDs, the nonce and timestamp patterns, the two constants, `created` equal to `createdAt`, the
+ * method derived from `from`). Only the strings that may hold anything are looked at; a property test keeps this
+ * equal to `canonicalEnvelope` on every envelope that passes those checks.
+ */
+export const canonicalCheckedEnvelope = (
+  u: Omit<Envelope, "proof">,
+  o: ProofOptions
+): { readonly unsecured: string; readonly options: string } | undefined => {
+  if (o["@context"] !== undefined || o.created === undefined) return undefined
+  const body = canonicalFast(u.body)
+  return body !== undefined && plain(u.correlationId) && plain(u.id) && plain(u.type) && plain(o.proofPurpose)
+    ? frameTexts(u, o, body)
+    : canonicalEnvelope(u, o)
+}
+
+/** The two JCS texts of a frame every string of which is plain, around the body's JCS. */
+const frameTexts = (u: Omit<Envelope, "proof">, o: ProofOptions, body: string): { readonly unsecured: string; readonly options: string } => ({
+  unsecured: `{"body":${body},"correlationId":"${u.correlationId}","createdAt":"${u.createdAt}","expiresAt":"${u.expiresAt}","from":"${u.from}","id":"${u.id}","nonce":"${u.nonce}","to":"${u.to}","type":"${u.type}"}`,
+  options: `{"created":"${o.created}","cryptosuite":"${o.cryptosuite}","proofPurpose":"${o.proofPurpose}","type":"${o.type}","verificationMethod":"${o.verificationMethod}"}`
+})
 
 const canonicalEnvelopeGeneral = (
   u: Omit<Envelope, "proof">,
@@ -159,9 +180,9 @@ const frameHashData = (keys: KeysApi, fast: { readonly unsecured: string; readon
   return out
 }
 
-/** The bytes an envelope's proof signs (eddsa-jcs-2022 hashData), by the fast path when it applies. */
+/** The bytes a built envelope's proof signs (eddsa-jcs-2022 hashData), by the fast path when it applies. */
 const envelopeHashData = (keys: KeysApi, u: Omit<Envelope, "proof">, o: ProofOptions): Either.Either<Uint8Array, NotCanonicalizable> => {
-  const fast = canonicalEnvelope(u, o)
+  const fast = canonicalCheckedEnvelope(u, o)
   return fast === undefined ? hashData(keys, o, u) : Either.right(frameHashData(keys, fast))
 }
 
@@ -401,9 +422,12 @@ const checkEnvelope = (
     : refuse("SIGNATURE_INVALID", "signature does not verify")
 }
 
-/** The bytes a received envelope's proof signs; the frame is read in place, copied only for the generic path. */
+/**
+ * The bytes a received envelope's proof signs, once `checkEnvelope` has judged its shape and proof fields; the frame
+ * is read in place, copied only for the generic path.
+ */
 const envelopeHashDataOf = (keys: KeysApi, env: Envelope): Either.Either<Uint8Array, NotCanonicalizable> => {
-  const fast = canonicalEnvelope(env, env.proof)
+  const fast = canonicalCheckedEnvelope(env, env.proof)
   if (fast !== undefined) return Either.right(frameHashData(keys, fast))
   const { proof, ...unsecured } = env
   const { proofValue: _proofValue, ...proofOptions } = proof
