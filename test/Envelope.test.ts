@@ -7,7 +7,7 @@ import * as Logger from "effect/Logger"
 import * as TestClock from "effect/TestClock"
 import * as fc from "fast-check"
 import { generateDid, type MeshIdentity } from "../src/core/Did.js"
-import { buildEnvelope, canonicalEnvelope, Envelope, isEnvelope, MESH_REQUEST, newCorrelationId, validateEnvelope } from "../src/core/Envelope.js"
+import { buildEnvelope, canonicalCheckedEnvelope, canonicalEnvelope, Envelope, isEnvelope, MESH_REQUEST, newCorrelationId, validateEnvelope } from "../src/core/Envelope.js"
 import * as KeysNative from "../src/node/KeysNative.js"
 import { makeMemory } from "../src/core/NonceStore.js"
 import { toBase64 } from "../src/core/internal/bytes.js"
@@ -228,15 +228,33 @@ describe("Envelope fast paths agree with the generic ones", () => {
 
   it("canonicalEnvelope equals canonicalize on arbitrary strings and bodies", () => {
     fc.assert(
-      fc.property(fc.string({ unit: "grapheme" }), fc.string({ unit: "binary" }), fc.jsonValue(), fc.string({ unit: "binary" }), (type, id, params, created) => {
-        const { proof, ...u } = { ...base, type, id, body: { capability: "x", params } }
-        const { proofValue: _pv, ...o } = { ...proof, created }
+      fc.property(fc.string({ unit: "grapheme" }), fc.string({ unit: "binary" }), fc.jsonValue(), fc.string({ unit: "binary" }), fc.string(), fc.string(), (type, id, params, created, correlationId, proofPurpose) => {
+        const { proof, ...u } = { ...base, type, id, correlationId, body: { capability: "x", params } }
+        const { proofValue: _pv, ...o } = { ...proof, created, proofPurpose }
         const fast = canonicalEnvelope(u, o)
         const slow = [canonicalize(o), canonicalize(u)]
         if (fast !== undefined) assert.deepStrictEqual([fast.options, fast.unsecured], slow)
         else assert.isTrue([type, id, created].some((s) => /[\uD800-\uDFFF]/.test(s)) || JSON.stringify(params).includes("\\u"))
       }),
       { numRuns: 1000 }
+    )
+  })
+
+  it("canonicalCheckedEnvelope equals canonicalEnvelope on every envelope that passes the checks made before hashing", () => {
+    const paths = ["from", "to", "nonce", "createdAt", "expiresAt", "proof.created", "proof.type", "proof.cryptosuite", "proof.verificationMethod", "proof.@context"]
+    const odd = fc.constantFrom("did:mesh:Alice", "did:mesh:al\"ice", "did:mesh:bob", "2026-01-01T00:00:00Z", "2026-01-01t00:00:00z", "AAAAAAAAAAAAAAAA\\AA", "AAAAAAAAAAAAAAAAAAAAAA", "DataIntegrityProof", "eddsa-jcs-2022", `${base.from}#key-1`, ["a"])
+    const text = fc.string({ unit: "binary", minLength: 1, maxLength: 40 })
+    fc.assert(
+      fc.property(fc.constantFrom(...paths), fc.oneof(odd, text), text, text, text, text, fc.jsonValue(), (p, value, type, id, correlationId, proofPurpose, params) => {
+        const frame = { ...base, type, id, correlationId, body: { capability: "x", params }, proof: { ...base.proof, proofPurpose } }
+        const [a, b] = p.split(".") as [string, string | undefined]
+        const mutated: Record<string, unknown> = b === undefined ? { ...frame, [a]: value } : { ...frame, proof: { ...frame.proof, [b]: value } }
+        if (!isEnvelope(mutated) || mutated.proof.created !== mutated.createdAt || mutated.proof.verificationMethod !== `${mutated.from}#key-1`) return
+        const { proof, ...u } = mutated
+        const { proofValue: _pv, ...o } = proof
+        assert.deepStrictEqual(canonicalCheckedEnvelope(u, o), canonicalEnvelope(u, o))
+      }),
+      { numRuns: 2000 }
     )
   })
 

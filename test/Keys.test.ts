@@ -8,7 +8,7 @@ import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Keys, type KeysApi } from "../src/core/Keys.js"
+import { Keys, type KeysApi, sha256Text } from "../src/core/Keys.js"
 import * as KeysNative from "../src/node/KeysNative.js"
 import { fromHex, toBase64, toHex, utf8 } from "../src/core/internal/bytes.js"
 import { bytesToBigIntLE, L } from "../src/core/internal/ed25519.js"
@@ -243,5 +243,16 @@ describe("Keys: both layers agree", () => {
     const data = utf8("abc")
     assert.strictEqual(toHex(native.sha256(data)), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
     assert.strictEqual(toHex(noble.sha256(data)), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+  })
+
+  it("hash arbitrary bytes, and any string's UTF-8 (lone surrogates included), as noble does", () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 300 }), fc.string({ unit: "binary", maxLength: 200 }), (bytes, text) => {
+        assert.strictEqual(toHex(native.sha256(bytes)), toHex(noble.sha256(bytes)))
+        assert.strictEqual(toHex(native.sha256Utf8!(text)), toHex(noble.sha256(utf8(text))))
+        assert.strictEqual(toHex(sha256Text(native, text)), toHex(sha256Text(noble, text)))
+      }),
+      { numRuns: 500 }
+    )
   })
 })

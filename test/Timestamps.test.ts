@@ -7,7 +7,7 @@ import { buildEnvelope, isEnvelope, validateEnvelope } from "../src/core/Envelop
 import * as KeysNative from "../src/node/KeysNative.js"
 import { makeMemory } from "../src/core/NonceStore.js"
 import { signMessage } from "../src/core/Proof.js"
-import { parseUtcTimestamp } from "../src/core/internal/timestamp.js"
+import { formatUtcTimestamp, parseByPattern, parseUtcTimestamp } from "../src/core/internal/timestamp.js"
 import { cast, resolverFor } from "./support/mandates.js"
 
 const T0 = Date.UTC(2026, 0, 1)
@@ -59,6 +59,31 @@ describe("RFC 3339 UTC timestamps", () => {
       }),
       { numRuns: 2000 }
     )
+  })
+
+  it("write as toISOString on every instant, and read near-ISO strings as the pattern does", () => {
+    fc.assert(
+      fc.property(fc.oneof(fc.integer({ min: -62_135_596_800_000, max: 253_402_300_799_999 }), fc.integer({ min: -8.64e15, max: 8.64e15 }), fc.double({ min: -8.64e15, max: 8.64e15, noNaN: true })), (ms) => {
+        assert.strictEqual(formatUtcTimestamp(ms), new Date(ms).toISOString())
+      }),
+      { numRuns: 3000 }
+    )
+    assert.throws(() => formatUtcTimestamp(Number.NaN))
+    // Strings of the ISO form with any character of a small alphabet in any place: impossible dates, other
+    // separators, lower-case letters, years below 1000.
+    const char = fc.constantFrom(..."0123456789-T:.Zzt+ ")
+    fc.assert(
+      fc.property(fc.integer({ min: -30_610_224_000_000, max: 253_402_300_799_999 }), fc.array(fc.tuple(fc.nat(23), char), { maxLength: 3 }), (ms, edits) => {
+        const chars = [...new Date(ms).toISOString()]
+        for (const [i, c] of edits) chars[i] = c
+        const s = chars.join("")
+        assert.strictEqual(parseUtcTimestamp(s), parseByPattern(s), s)
+      }),
+      { numRuns: 5000 }
+    )
+    for (const s of ["0999-12-31T23:59:59.999Z", "0050-01-01T00:00:00.000Z", "2024-02-29T00:00:00.000Z", "2025-02-29T00:00:00.000Z"]) {
+      assert.strictEqual(parseUtcTimestamp(s), parseByPattern(s), s)
+    }
   })
 })
 

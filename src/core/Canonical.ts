@@ -34,6 +34,13 @@ const isWellFormed = (s: string): boolean => {
   }
   return true
 }
+// Printable ASCII but `"` and `\`: JSON writes such a string as it is, between quotes, which is cheaper than asking
+// JSON.stringify for it (most keys and many values are such strings).
+const PLAIN = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/
+
+/** The JSON string literal of `s`, or undefined when it holds a lone surrogate. */
+const quote = (s: string): string | undefined => (PLAIN.test(s) ? `"${s}"` : isWellFormed(s) ? JSON.stringify(s) : undefined)
+
 // Deeper than this the package decides (it detects cycles, which the fast path does not look for).
 const MAX_FAST_DEPTH = 64
 
@@ -50,7 +57,7 @@ const isPlainObject = (o: object): boolean => {
 export const canonicalFast = (value: unknown, depth = 0): string | undefined => {
   switch (typeof value) {
     case "string":
-      return isWellFormed(value) ? JSON.stringify(value) : undefined
+      return quote(value)
     case "number":
       // ECMAScript's Number-to-String is JCS's number form (-0 is "0", 1e21 is "1e+21").
       return Number.isFinite(value) ? String(value) : undefined
@@ -80,10 +87,11 @@ export const canonicalFast = (value: unknown, depth = 0): string | undefined => 
       for (const key of keys) {
         const member = record[key]
         if (member === undefined || typeof member === "symbol") continue
-        if (!isWellFormed(key)) return undefined
+        const name = quote(key)
+        if (name === undefined) return undefined
         const text = canonicalFast(member, depth + 1)
         if (text === undefined) return undefined
-        out += `${first ? "" : ","}${JSON.stringify(key)}:${text}`
+        out += `${first ? "" : ","}${name}:${text}`
         first = false
       }
       return `${out}}`

@@ -12,14 +12,14 @@ import * as Either from "effect/Either"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { Did, type InvalidDid, invalidDid, isNormalizedDid, normalizeDid, verificationMethodId } from "./Did.js"
-import { canonicalJson, type NotCanonicalizable } from "./Canonical.js"
-import { isPrivateKey, Keys, type KeysApi, type MalformedKey, type PrivateKeyInput, signWith } from "./Keys.js"
-import type { NonceStoreApi } from "./NonceStore.js"
+import { canonicalFast, canonicalJson, type NotCanonicalizable } from "./Canonical.js"
+import { isPrivateKey, Keys, type KeysApi, type MalformedKey, type PrivateKey, type PrivateKeyInput, sha256Text } from "./Keys.js"
+import type { NonceRecordError, NonceStoreApi } from "./NonceStore.js"
 import { CRYPTOSUITE, DataIntegrityProof, hashData, type ProofOptions } from "./Proof.js"
-import { concat, fromBase64, fromMultibase58, toBase64Url, toMultibase58, utf8 } from "./internal/bytes.js"
+import { fromBase64, fromMultibase58, toBase64Url, toMultibase58 } from "./internal/bytes.js"
 import { csprng, Entropy, type EntropyApi } from "./Entropy.js"
 import { isRecord } from "./internal/record.js"
-import { parseUtcTimestamp, UTC_TIMESTAMP } from "./internal/timestamp.js"
+import { formatUtcTimestamp, parseUtcTimestamp, UTC_TIMESTAMP } from "./internal/timestamp.js"
 
 /** The closed set of reasons an envelope is refused (docs/protocol.md §5). */
 export const EnvelopeErrorCode = Schema.Literal(
@@ -107,6 +107,7 @@ const SURROGATE = /[\uD800-\uDFFF]/
 // Printable ASCII but `"` and `\`: JSON writes such a string as it is, between quotes (DIDs, nonces, timestamps).
 const PLAIN = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/
 const str = (s: string): string | undefined => (PLAIN.test(s) ? `"${s}"` : SURROGATE.test(s) ? undefined : JSON.stringify(s))
+const plain = (s: string): boolean => PLAIN.test(s)
 
 /**
  * JCS of an envelope's unsecured members and of its proof options, written directly in sorted key order: the frame
@@ -118,10 +119,52 @@ export const canonicalEnvelope = (
   o: ProofOptions
 ): { readonly unsecured: string; readonly options: string } | undefined => {
   if (o["@context"] !== undefined || o.created === undefined) return undefined
+  const body = canonicalFast(u.body)
+  if (body === undefined) return canonicalEnvelopeGeneral(u, o)
+  // Every frame string is plain when the envelope came from `buildEnvelope` or passed `isEnvelope` with ordinary
+  // ids: written between quotes with no array of parts to collect and check.
+  if (
+    plain(u.correlationId) && plain(u.createdAt) && plain(u.expiresAt) && plain(u.from) && plain(u.id) && plain(u.nonce) &&
+    plain(u.to) && plain(u.type) && plain(o.created) && plain(o.cryptosuite) && plain(o.proofPurpose) && plain(o.type) &&
+    plain(o.verificationMethod)
+  ) {
+    return frameTexts(u, o, body)
+  }
+  return canonicalEnvelopeGeneral(u, o)
+}
+
+/**
+ * `canonicalEnvelope` of a frame whose DIDs, nonce, times and proof `created`, `cryptosuite`, `type` and
+ * `verificationMethod` are known to be plain: one `buildEnvelope` made, or one `isEnvelope` and `checkEnvelope`
+ * passed (normalized DIDs, the nonce and timestamp patterns, the two constants, `created` equal to `createdAt`, the
+ * method derived from `from`). Only the strings that may hold anything are looked at; a property test keeps this
+ * equal to `canonicalEnvelope` on every envelope that passes those checks.
+ */
+export const canonicalCheckedEnvelope = (
+  u: Omit<Envelope, "proof">,
+  o: ProofOptions
+): { readonly unsecured: string; readonly options: string } | undefined => {
+  if (o["@context"] !== undefined || o.created === undefined) return undefined
+  const body = canonicalFast(u.body)
+  return body !== undefined && plain(u.correlationId) && plain(u.id) && plain(u.type) && plain(o.proofPurpose)
+    ? frameTexts(u, o, body)
+    : canonicalEnvelope(u, o)
+}
+
+/** The two JCS texts of a frame every string of which is plain, around the body's JCS. */
+const frameTexts = (u: Omit<Envelope, "proof">, o: ProofOptions, body: string): { readonly unsecured: string; readonly options: string } => ({
+  unsecured: `{"body":${body},"correlationId":"${u.correlationId}","createdAt":"${u.createdAt}","expiresAt":"${u.expiresAt}","from":"${u.from}","id":"${u.id}","nonce":"${u.nonce}","to":"${u.to}","type":"${u.type}"}`,
+  options: `{"created":"${o.created}","cryptosuite":"${o.cryptosuite}","proofPurpose":"${o.proofPurpose}","type":"${o.type}","verificationMethod":"${o.verificationMethod}"}`
+})
+
+const canonicalEnvelopeGeneral = (
+  u: Omit<Envelope, "proof">,
+  o: ProofOptions
+): { readonly unsecured: string; readonly options: string } | undefined => {
   const body = canonicalJson(u.body)
   if (Either.isLeft(body)) return undefined
   const parts = [str(u.correlationId), str(u.createdAt), str(u.expiresAt), str(u.from), str(u.id), str(u.nonce), str(u.to), str(u.type)]
-  const opt = [str(o.created), str(o.cryptosuite), str(o.proofPurpose), str(o.type), str(o.verificationMethod)]
+  const opt = [str(o.created!), str(o.cryptosuite), str(o.proofPurpose), str(o.type), str(o.verificationMethod)]
   if (parts.includes(undefined) || opt.includes(undefined)) return undefined
   return {
     unsecured: `{"body":${body.right},"correlationId":${parts[0]},"createdAt":${parts[1]},"expiresAt":${parts[2]},"from":${parts[3]},"id":${parts[4]},"nonce":${parts[5]},"to":${parts[6]},"type":${parts[7]}}`,
@@ -129,12 +172,18 @@ export const canonicalEnvelope = (
   }
 }
 
-/** The bytes an envelope's proof signs (eddsa-jcs-2022 hashData), by the fast path when it applies. */
+/** SHA-256(options) ‖ SHA-256(unsecured document) of the texts `canonicalEnvelope` wrote. */
+const frameHashData = (keys: KeysApi, fast: { readonly unsecured: string; readonly options: string }): Uint8Array => {
+  const out = new Uint8Array(64)
+  out.set(sha256Text(keys, fast.options), 0)
+  out.set(sha256Text(keys, fast.unsecured), 32)
+  return out
+}
+
+/** The bytes a built envelope's proof signs (eddsa-jcs-2022 hashData), by the fast path when it applies. */
 const envelopeHashData = (keys: KeysApi, u: Omit<Envelope, "proof">, o: ProofOptions): Either.Either<Uint8Array, NotCanonicalizable> => {
-  const fast = canonicalEnvelope(u, o)
-  return fast === undefined
-    ? hashData(keys, o, u)
-    : Either.right(concat(keys.sha256(utf8(fast.options)), keys.sha256(utf8(fast.unsecured))))
+  const fast = canonicalCheckedEnvelope(u, o)
+  return fast === undefined ? hashData(keys, o, u) : Either.right(frameHashData(keys, fast))
 }
 
 /** What `buildEnvelope` takes. */
@@ -160,65 +209,74 @@ export const buildEnvelope = (
   Effect.contextWithEffect((context: Context.Context<Keys>) => {
     const keys = Context.get(context, Keys)
     const entropy = Context.get(context, Entropy)
-    return Effect.flatMap(isPrivateKey(input.privateKey) ? Effect.succeed(input.privateKey) : keys.importPrivateKey(input.privateKey), (key): Effect.Effect<Envelope, EnvelopeError | InvalidDid> => {
-      const from = normalizeDid(input.from)
-      const to = normalizeDid(input.to)
-      if (from === undefined) return Effect.fail(invalidDid(input.from))
-      if (to === undefined) return Effect.fail(invalidDid(input.to))
-      const ttl = input.ttlSeconds ?? DEFAULT_TTL_SECONDS
-      if (!Number.isFinite(ttl) || ttl <= 0 || ttl > DEFAULT_MAX_TTL_SECONDS) {
-        return fail("TTL_TOO_LONG", `ttlSeconds must be in (0, ${DEFAULT_MAX_TTL_SECONDS}], got ${ttl}`)
-      }
-      if (typeof input.type !== "string" || input.type.length === 0 || input.type.length > 128) {
-        return fail("MALFORMED", "type must be a string of 1 to 128 characters")
-      }
-      return Effect.clockWith((clock) => {
-        const now = clock.unsafeCurrentTimeMillis()
-        const createdAt = new Date(now).toISOString()
-        const unsecured = {
-          type: input.type,
-          id: `urn:uuid:${entropy.uuid()}`,
-          from,
-          to,
-          correlationId: input.correlationId ?? entropy.uuid(),
-          nonce: newNonce(entropy),
-          createdAt,
-          expiresAt: new Date(now + Math.round(ttl * 1000)).toISOString(),
-          body: input.body
-        }
-        const options: ProofOptions = {
-          type: "DataIntegrityProof",
-          cryptosuite: CRYPTOSUITE,
-          created: createdAt,
-          verificationMethod: verificationMethodId(from),
-          proofPurpose: "assertionMethod"
-        }
-        const data = envelopeHashData(keys, unsecured, options)
-        if (Either.isLeft(data)) return fail("MALFORMED", `body is not JSON: ${data.left.message}`)
-        // Written out rather than spread: this runs once per message sent.
-        const signed = (sig: Uint8Array): Envelope => ({
-          type: unsecured.type,
-          id: unsecured.id,
-          from,
-          to,
-          correlationId: unsecured.correlationId,
-          nonce: unsecured.nonce,
-          createdAt,
-          expiresAt: unsecured.expiresAt,
-          body: unsecured.body,
-          proof: {
-            type: "DataIntegrityProof",
-            cryptosuite: CRYPTOSUITE,
-            created: createdAt,
-            verificationMethod: options.verificationMethod,
-            proofPurpose: "assertionMethod",
-            proofValue: toMultibase58(sig)
-          }
-        })
-        return Effect.map(signWith(keys, key, data.right), signed)
-      })
-    })
+    return isPrivateKey(input.privateKey)
+      ? buildWithKey(input, keys, entropy, input.privateKey)
+      : Effect.flatMap(keys.importPrivateKey(input.privateKey), (key) => buildWithKey(input, keys, entropy, key))
   })
+
+/** `buildEnvelope` once the key is imported. */
+const buildWithKey = (input: BuildEnvelopeInput, keys: KeysApi, entropy: EntropyApi, key: PrivateKey): Effect.Effect<Envelope, EnvelopeError | InvalidDid> => {
+  const from = normalizeDid(input.from)
+  const to = normalizeDid(input.to)
+  if (from === undefined) return Effect.fail(invalidDid(input.from))
+  if (to === undefined) return Effect.fail(invalidDid(input.to))
+  const ttl = input.ttlSeconds ?? DEFAULT_TTL_SECONDS
+  if (!Number.isFinite(ttl) || ttl <= 0 || ttl > DEFAULT_MAX_TTL_SECONDS) {
+    return fail("TTL_TOO_LONG", `ttlSeconds must be in (0, ${DEFAULT_MAX_TTL_SECONDS}], got ${ttl}`)
+  }
+  if (typeof input.type !== "string" || input.type.length === 0 || input.type.length > 128) {
+    return fail("MALFORMED", "type must be a string of 1 to 128 characters")
+  }
+  return Effect.clockWith((clock) => {
+    const now = clock.unsafeCurrentTimeMillis()
+    const createdAt = formatUtcTimestamp(now)
+    const unsecured = {
+      type: input.type,
+      id: `urn:uuid:${entropy.uuid()}`,
+      from,
+      to,
+      correlationId: input.correlationId ?? entropy.uuid(),
+      nonce: newNonce(entropy),
+      createdAt,
+      expiresAt: formatUtcTimestamp(now + Math.round(ttl * 1000)),
+      body: input.body
+    }
+    const options: ProofOptions = {
+      type: "DataIntegrityProof",
+      cryptosuite: CRYPTOSUITE,
+      created: createdAt,
+      verificationMethod: verificationMethodId(from),
+      proofPurpose: "assertionMethod"
+    }
+    const data = envelopeHashData(keys, unsecured, options)
+    if (Either.isLeft(data)) return fail("MALFORMED", `body is not JSON: ${data.left.message}`)
+    // With `signSync` the whole build is this one step; otherwise the signature is an effect of its own.
+    return keys.signSync === undefined
+      ? Effect.map(keys.sign(key, data.right), (sig) => signedEnvelope(unsecured, options.verificationMethod, sig))
+      : Effect.succeed(signedEnvelope(unsecured, options.verificationMethod, keys.signSync(key, data.right)))
+  })
+}
+
+/** The envelope of `unsecured` with its proof. Written out rather than spread: this runs once per message sent. */
+const signedEnvelope = (unsecured: Omit<Envelope, "proof">, verificationMethod: string, sig: Uint8Array): Envelope => ({
+  type: unsecured.type,
+  id: unsecured.id,
+  from: unsecured.from,
+  to: unsecured.to,
+  correlationId: unsecured.correlationId,
+  nonce: unsecured.nonce,
+  createdAt: unsecured.createdAt,
+  expiresAt: unsecured.expiresAt,
+  body: unsecured.body,
+  proof: {
+    type: "DataIntegrityProof",
+    cryptosuite: CRYPTOSUITE,
+    created: unsecured.createdAt,
+    verificationMethod,
+    proofPurpose: "assertionMethod",
+    proofValue: toMultibase58(sig)
+  }
+})
 
 /** Options of `validateEnvelope`. */
 export interface ValidateOptions {
@@ -286,12 +344,13 @@ export const validateEnvelope = (
   options: ValidateOptions = {}
 ): Effect.Effect<Envelope, EnvelopeError, Keys> =>
   // Steps 1 to 4 are one synchronous function when the layer verifies synchronously; only the nonce is an effect.
-  Effect.flatMap(Keys, (keys) =>
+  Effect.contextWithEffect((context: Context.Context<Keys>) =>
     Effect.clockWith((clock) => {
+      const keys = Context.get(context, Keys)
       const checked = checkEnvelope(envelope, senderPublicKey, myDid, options, clock.unsafeCurrentTimeMillis(), keys)
       if (Either.isLeft(checked)) return Effect.fail(checked.left)
       const { env, retainUntilMs, verify } = checked.right
-      const record = Effect.as(recordEnvelopeNonce(env, retainUntilMs, nonceStore), env)
+      const record = recordEnvelopeNonce(env, retainUntilMs, nonceStore)
       if (verify === "skipped") {
         return Effect.zipRight(Effect.logWarning(`envelope ${env.id} from ${env.from}: signature NOT checked (skipSignature; trusted mesh only)`), record)
       }
@@ -363,22 +422,32 @@ const checkEnvelope = (
     : refuse("SIGNATURE_INVALID", "signature does not verify")
 }
 
-/** The bytes a received envelope's proof signs; the frame is read in place, copied only for the generic path. */
+/**
+ * The bytes a received envelope's proof signs, once `checkEnvelope` has judged its shape and proof fields; the frame
+ * is read in place, copied only for the generic path.
+ */
 const envelopeHashDataOf = (keys: KeysApi, env: Envelope): Either.Either<Uint8Array, NotCanonicalizable> => {
-  const fast = canonicalEnvelope(env, env.proof)
-  if (fast !== undefined) return Either.right(concat(keys.sha256(utf8(fast.options)), keys.sha256(utf8(fast.unsecured))))
+  const fast = canonicalCheckedEnvelope(env, env.proof)
+  if (fast !== undefined) return Either.right(frameHashData(keys, fast))
   const { proof, ...unsecured } = env
   const { proofValue: _proofValue, ...proofOptions } = proof
   return hashData(keys, proofOptions, unsecured)
 }
 
-/** 5. The nonce, only once the envelope is authentic. */
-const recordEnvelopeNonce = (env: Envelope, retainUntilMs: number, nonceStore: NonceStoreApi): Effect.Effect<void, EnvelopeError> =>
-  nonceStore.record(env.from, env.nonce, retainUntilMs).pipe(
-    Effect.catchTags({
-      NonceReplayed: () => Effect.zipRight(Metric.increment(replaysRefusedEnvelope), fail("REPLAYED", `nonce ${env.nonce} from ${env.from} was already used`)),
-      NonceStoreFull: (e) => fail("NONCE_STORE_FULL", `nonce store holds ${e.capacity} live nonces`),
-      NonceQuotaExceeded: (e) => fail("NONCE_QUOTA_EXCEEDED", `${env.from} holds its quota of ${e.quota} live nonces`),
-      NonceStoreUnavailable: (e) => fail("NONCE_STORE_UNAVAILABLE", e.message)
-    })
-  )
+/** 5. The nonce, only once the envelope is authentic; succeeds with the envelope. */
+const recordEnvelopeNonce = (env: Envelope, retainUntilMs: number, nonceStore: NonceStoreApi): Effect.Effect<Envelope, EnvelopeError> =>
+  Effect.matchEffect(nonceStore.record(env.from, env.nonce, retainUntilMs), { onFailure: (e) => nonceRefused(env, e), onSuccess: () => Effect.succeed(env) })
+
+// One handler for the four refusals (the whole error channel of `record`) rather than a table of them per message.
+const nonceRefused = (env: Envelope, e: NonceRecordError): Effect.Effect<never, EnvelopeError> => {
+  switch (e._tag) {
+    case "NonceReplayed":
+      return Effect.zipRight(Metric.increment(replaysRefusedEnvelope), fail("REPLAYED", `nonce ${env.nonce} from ${env.from} was already used`))
+    case "NonceStoreFull":
+      return fail("NONCE_STORE_FULL", `nonce store holds ${e.capacity} live nonces`)
+    case "NonceQuotaExceeded":
+      return fail("NONCE_QUOTA_EXCEEDED", `${env.from} holds its quota of ${e.quota} live nonces`)
+    case "NonceStoreUnavailable":
+      return fail("NONCE_STORE_UNAVAILABLE", e.message)
+  }
+}

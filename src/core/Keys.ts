@@ -13,7 +13,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
-import { concat, equalBytes, fromBase64, toBase64 } from "./internal/bytes.js"
+import { concat, equalBytes, fromBase64, toBase64, utf8 } from "./internal/bytes.js"
 import { Entropy } from "./Entropy.js"
 import { MandateCache } from "./MandateCache.js"
 import {
@@ -147,6 +147,11 @@ export interface KeysApi {
   /** SHA-256, synchronous because it is pure and on every hot path. */
   readonly sha256: (data: Uint8Array) => Uint8Array
   /**
+   * SHA-256 of a string's UTF-8, for a layer that can hash text without copying it out into bytes first (signed
+   * messages hash their JCS text). Optional; callers then use `sha256(utf8(text))`, which it must equal.
+   */
+  readonly sha256Utf8?: (text: string) => Uint8Array
+  /**
    * `sign` without the Effect, for the hot paths that sign inside one synchronous step (envelopes). Both layers
    * have it; a layer of one's own may leave it out, and callers then use `sign`.
    */
@@ -157,6 +162,10 @@ export interface KeysApi {
    */
   readonly verifySync?: (publicKey: Uint8Array, message: Uint8Array, signature: Uint8Array) => boolean
 }
+
+/** SHA-256 of the UTF-8 of `text`, through `sha256Utf8` when the layer has it. */
+export const sha256Text = (keys: KeysApi, text: string): Uint8Array =>
+  keys.sha256Utf8 === undefined ? keys.sha256(utf8(text)) : keys.sha256Utf8(text)
 
 /** Signs through `signSync` when the layer has it, else through `sign`. */
 export const signWith = (keys: KeysApi, key: PrivateKey, message: Uint8Array): Effect.Effect<Uint8Array> =>

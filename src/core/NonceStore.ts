@@ -8,7 +8,6 @@
  *
  * Floor: core (docs/architecture.md §3).
  */
-import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
@@ -146,7 +145,8 @@ export const makeMemory = (options: MemoryOptions = {}): MemoryNonceStore => {
   return {
     size: () => size,
     recordAt,
-    record: (sender, nonce, retainUntilMs) => Effect.flatMap(Clock.currentTimeMillis, (now) => recordAt(sender, nonce, retainUntilMs, now))
+    // The clock is read in the same step as the map: no effect of its own to run per record.
+    record: (sender, nonce, retainUntilMs) => Effect.clockWith((clock) => recordAt(sender, nonce, retainUntilMs, clock.unsafeCurrentTimeMillis()))
   }
 }
 

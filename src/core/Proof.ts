@@ -7,8 +7,8 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
-import { canonicalBytes, type NotCanonicalizable } from "./Canonical.js"
-import { Keys, type KeysApi, type MalformedKey, type PrivateKey, type PrivateKeyInput } from "./Keys.js"
+import { canonicalJson, type NotCanonicalizable } from "./Canonical.js"
+import { Keys, type KeysApi, type MalformedKey, type PrivateKey, type PrivateKeyInput, sha256Text } from "./Keys.js"
 import { concat, fromMultibase58, toMultibase58 } from "./internal/bytes.js"
 
 /** The only cryptosuite the mesh signs with. */
@@ -51,8 +51,8 @@ export const hashData = (
   options: ProofOptions,
   unsecured: unknown
 ): Either.Either<Uint8Array, NotCanonicalizable> =>
-  Either.flatMap(canonicalBytes(options), (optionBytes) =>
-    Either.map(canonicalBytes(unsecured), (docBytes) => concat(keys.sha256(optionBytes), keys.sha256(docBytes)))
+  Either.flatMap(canonicalJson(options), (optionText) =>
+    Either.map(canonicalJson(unsecured), (docText) => concat(sha256Text(keys, optionText), sha256Text(keys, docText)))
   )
 
 /** Signs precomputed proof options over a document with an imported key; the hot path of envelopes. */

@@ -8,7 +8,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { Keys, type KeysApi, checkPublicKey, isPrivateKey, nobleVerifyStrict, type PrivateKeyInput, privateKeyFromParts, privateKeyInputToBytes, type MalformedKey, PrivateKey } from "../core/Keys.js"
 import { Entropy } from "../core/Entropy.js"
-import { toBase64 } from "../core/internal/bytes.js"
+import { equalBytes, toBase64 } from "../core/internal/bytes.js"
 import { MandateCache } from "../core/MandateCache.js"
 import { isSmallOrderEncoding, passesStrictPrechecks, publicToSpki, seedToPkcs8 } from "../core/internal/ed25519.js"
 import { Lru } from "../core/internal/lru.js"
@@ -16,8 +16,23 @@ import { Lru } from "../core/internal/lru.js"
 /** A Uint8Array view of a Buffer, without copying (a Buffer from node's pool may share its ArrayBuffer). */
 const view = (b: Buffer): Uint8Array => new Uint8Array(b.buffer, b.byteOffset, b.length)
 
-// crypto.hash (node ≥ 20.12) skips the Hash object; older 20.x lines fall back to createHash.
-const oneShotHash = (crypto as { hash?: (alg: string, data: Uint8Array, enc: "buffer") => Buffer }).hash
+// crypto.hash (node ≥ 20.12) skips the Hash object; older 20.x lines fall back to createHash. Given a string it
+// hashes its UTF-8 without a TextEncoder copy in JavaScript.
+const oneShotHash = (crypto as { hash?: (alg: string, data: Uint8Array | string, enc: "binary") => string }).hash
+
+/**
+ * SHA-256 of bytes or of a string's UTF-8. The digest is read as a "binary" (latin1) string, one character a byte,
+ * and copied into a small array: a digest returned as a Buffer costs an ArrayBuffer with its own backing store,
+ * which is slower to make and to collect than the hash is to compute.
+ */
+const sha256Of = (data: Uint8Array | string): Uint8Array => {
+  const digest = oneShotHash === undefined
+    ? crypto.createHash("sha256").update(data).digest("binary")
+    : oneShotHash("sha256", data, "binary")
+  const out = new Uint8Array(32)
+  for (let i = 0; i < 32; i++) out[i] = digest.charCodeAt(i)
+  return out
+}
 
 /** Stores `value` under `key` in `cache` and returns it. */
 const remember = <K, V>(cache: Lru<K, V>, key: K, value: V): V => {
@@ -46,10 +61,18 @@ export const makeNative = (options: { readonly cacheSize?: number } = {}): KeysA
     return new Uint8Array(spki.subarray(spki.length - 32))
   }
 
-  // Keyed by the key's bytes as a latin1 string: exact, and several times cheaper to make than base64.
+  // Keyed by the key's bytes as a latin1 string: exact, and several times cheaper to make than base64. The key used
+  // last is also held beside its own copy of the bytes: a run of messages from one sender then skips making the
+  // string and reordering the cache.
+  let lastPub: Uint8Array | undefined
+  let lastPublicKey: crypto.KeyObject | undefined
   const publicKeyObject = (pub: Uint8Array): crypto.KeyObject => {
+    if (lastPub !== undefined && lastPublicKey !== undefined && equalBytes(pub, lastPub)) return lastPublicKey
     const id = Buffer.from(pub.buffer, pub.byteOffset, pub.length).toString("latin1")
-    return publicKeys.get(id) ?? remember(publicKeys, id, crypto.createPublicKey({ key: Buffer.from(publicToSpki(pub)), format: "der", type: "spki" }))
+    const ko = publicKeys.get(id) ?? remember(publicKeys, id, crypto.createPublicKey({ key: Buffer.from(publicToSpki(pub)), format: "der", type: "spki" }))
+    lastPub = pub.slice()
+    lastPublicKey = ko
+    return ko
   }
 
   const signSync = (key: PrivateKey, message: Uint8Array): Uint8Array => view(crypto.sign(null, message, privateKeyObject(key)))
@@ -91,9 +114,8 @@ export const makeNative = (options: { readonly cacheSize?: number } = {}): KeysA
       Effect.flatMap(checkPublicKey(publicKey), (pub) => Effect.sync(() => verifySync(pub, message, signature))),
     signSync,
     verifySync,
-    sha256: oneShotHash === undefined
-      ? (data) => view(crypto.createHash("sha256").update(data).digest())
-      : (data) => view(oneShotHash("sha256", data, "buffer"))
+    sha256: sha256Of,
+    sha256Utf8: sha256Of
   }
 }
 
