@@ -303,9 +303,9 @@ export const compile = (item: HandlerItem, context: Context.Context<never>, grou
   })
   let program: CompiledEndpoint["program"] = run
   if (dynamic.length > 0) {
-    // With middleware the whole route is one effect, built once: the request is read from the fiber's context, as
-    // HttpApiBuilder's route reads it.
-    // Read as services, not from the fiber, so that a request whose middleware needs no fiber runs without one.
+    // With middleware the whole route is one effect, built once. It reads the request, route and search parameters
+    // as services rather than from the fiber (as HttpApiBuilder's route does), so that a request whose middleware
+    // needs no fiber runs without one.
     const inner = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
       Effect.flatMap(HttpRouter.RouteContext, (route) =>
         Effect.flatMap(HttpServerRequest.ParsedSearchParams, (search) => run(request as LeanRequest, route.params, search))
