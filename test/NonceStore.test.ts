@@ -148,3 +148,17 @@ describe("NonceStore (SQL)", () => {
       assert.strictEqual(yield* count, 1)
     }).pipe(Effect.provide(NonceStoreSql.layerWith({ perSenderQuota: 2000 }).pipe(Layer.provideMerge(Database.layerSqlite(":memory:"))))))
 })
+
+describe("memory store recordAt", () => {
+  it.effect("records when its effect runs, not when it is made, judging at the time it is given", () =>
+    Effect.gen(function* () {
+      const store = makeMemory()
+      const made = store.recordAt!("did:mesh:a", "n1", 1000, 0)
+      assert.strictEqual(store.size(), 0)
+      yield* made
+      assert.strictEqual(store.size(), 1)
+      assert.strictEqual((yield* Effect.flip(store.recordAt!("did:mesh:a", "n1", 1000, 999)))._tag, "NonceReplayed")
+      // At the time given (not the clock's, still 0), the nonce has expired and is taken again.
+      yield* store.recordAt!("did:mesh:a", "n1", 2000, 1000)
+    }))
+})

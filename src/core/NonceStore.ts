@@ -42,10 +42,24 @@ export interface NonceStoreApi {
   readonly record: (sender: string, nonce: string, retainUntilMs: number) => Effect.Effect<void, NonceRecordError>
   /**
    * `record` at `nowMs` (epoch ms) the caller read from its clock, where the store can judge without one (the memory
-   * store): a server that already read the time records with no clock effect of its own.
+   * store): a server that already read the time records with no clock effect of its own. Like `record`, it records
+   * when the effect runs.
    */
   readonly recordAt?: (sender: string, nonce: string, retainUntilMs: number, nowMs: number) => Effect.Effect<void, NonceRecordError>
 }
+
+/**
+ * Records (sender, nonce) judged at `nowMs`, a time the caller already read from its clock: through `recordAt` where
+ * the store has it, else through `record`, which reads the store's own clock.
+ */
+export const recordAtTime = (
+  store: NonceStoreApi,
+  sender: string,
+  nonce: string,
+  retainUntilMs: number,
+  nowMs: number
+): Effect.Effect<void, NonceRecordError> =>
+  store.recordAt === undefined ? store.record(sender, nonce, retainUntilMs) : store.recordAt(sender, nonce, retainUntilMs, nowMs)
 
 /** The `NonceStore` service. */
 export class NonceStore extends Context.Tag("agent-mesh/NonceStore")<NonceStore, NonceStoreApi>() {}
@@ -144,7 +158,8 @@ export const makeMemory = (options: MemoryOptions = {}): MemoryNonceStore => {
 
   return {
     size: () => size,
-    recordAt,
+    // Suspended: an effect records when it runs, not when it is made (validation makes it before the signature check).
+    recordAt: (sender, nonce, retainUntilMs, nowMs) => Effect.suspend(() => recordAt(sender, nonce, retainUntilMs, nowMs)),
     // The clock is read in the same step as the map: no effect of its own to run per record.
     record: (sender, nonce, retainUntilMs) => Effect.clockWith((clock) => recordAt(sender, nonce, retainUntilMs, clock.unsafeCurrentTimeMillis()))
   }
