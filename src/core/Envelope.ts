@@ -13,7 +13,7 @@ import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { Did, type InvalidDid, invalidDid, isNormalizedDid, normalizeDid, verificationMethodId } from "./Did.js"
 import { canonicalFast, canonicalJson, type NotCanonicalizable } from "./Canonical.js"
-import { isPrivateKey, Keys, type KeysApi, type MalformedKey, type PrivateKey, type PrivateKeyInput, sha256Text } from "./Keys.js"
+import { isPrivateKey, Keys, type KeysApi, type MalformedKey, type PrivateKey, type PrivateKeyInput, sha256Text, signWith } from "./Keys.js"
 import type { NonceRecordError, NonceStoreApi } from "./NonceStore.js"
 import { CRYPTOSUITE, DataIntegrityProof, hashData, type ProofOptions } from "./Proof.js"
 import { fromBase64, fromMultibase58, toBase64Url, toMultibase58 } from "./internal/bytes.js"
@@ -250,10 +250,7 @@ const buildWithKey = (input: BuildEnvelopeInput, keys: KeysApi, entropy: Entropy
     }
     const data = envelopeHashData(keys, unsecured, options)
     if (Either.isLeft(data)) return fail("MALFORMED", `body is not JSON: ${data.left.message}`)
-    // With `signSync` the whole build is this one step; otherwise the signature is an effect of its own.
-    return keys.signSync === undefined
-      ? Effect.map(keys.sign(key, data.right), (sig) => signedEnvelope(unsecured, options.verificationMethod, sig))
-      : Effect.succeed(signedEnvelope(unsecured, options.verificationMethod, keys.signSync(key, data.right)))
+    return Effect.map(signWith(keys, key, data.right), (sig) => signedEnvelope(unsecured, options.verificationMethod, sig))
   })
 }
 
