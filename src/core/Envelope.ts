@@ -14,7 +14,7 @@ import * as Schema from "effect/Schema"
 import { Did, type InvalidDid, invalidDid, isNormalizedDid, normalizeDid, verificationMethodId } from "./Did.js"
 import { canonicalFast, canonicalJson, type NotCanonicalizable } from "./Canonical.js"
 import { isPrivateKey, Keys, type KeysApi, type MalformedKey, type PrivateKey, type PrivateKeyInput, sha256Text, signWith } from "./Keys.js"
-import type { NonceRecordError, NonceStoreApi } from "./NonceStore.js"
+import { type NonceRecordError, type NonceStoreApi, recordAtTime } from "./NonceStore.js"
 import { CRYPTOSUITE, DataIntegrityProof, hashData, type ProofOptions } from "./Proof.js"
 import { fromBase64, fromMultibase58, toBase64Url, toMultibase58 } from "./internal/bytes.js"
 import { csprng, Entropy, type EntropyApi } from "./Entropy.js"
@@ -344,10 +344,11 @@ export const validateEnvelope = (
   Effect.contextWithEffect((context: Context.Context<Keys>) =>
     Effect.clockWith((clock) => {
       const keys = Context.get(context, Keys)
-      const checked = checkEnvelope(envelope, senderPublicKey, myDid, options, clock.unsafeCurrentTimeMillis(), keys)
+      const now = clock.unsafeCurrentTimeMillis()
+      const checked = checkEnvelope(envelope, senderPublicKey, myDid, options, now, keys)
       if (Either.isLeft(checked)) return Effect.fail(checked.left)
       const { env, retainUntilMs, verify } = checked.right
-      const record = recordEnvelopeNonce(env, retainUntilMs, nonceStore)
+      const record = recordEnvelopeNonce(env, retainUntilMs, nonceStore, now)
       if (verify === "skipped") {
         return Effect.zipRight(Effect.logWarning(`envelope ${env.id} from ${env.from}: signature NOT checked (skipSignature; trusted mesh only)`), record)
       }
@@ -431,9 +432,9 @@ const envelopeHashDataOf = (keys: KeysApi, env: Envelope): Either.Either<Uint8Ar
   return hashData(keys, proofOptions, unsecured)
 }
 
-/** 5. The nonce, only once the envelope is authentic; succeeds with the envelope. */
-const recordEnvelopeNonce = (env: Envelope, retainUntilMs: number, nonceStore: NonceStoreApi): Effect.Effect<Envelope, EnvelopeError> =>
-  Effect.matchEffect(nonceStore.record(env.from, env.nonce, retainUntilMs), { onFailure: (e) => nonceRefused(env, e), onSuccess: () => Effect.succeed(env) })
+/** 5. The nonce, only once the envelope is authentic, judged at the time the checks were made; succeeds with the envelope. */
+const recordEnvelopeNonce = (env: Envelope, retainUntilMs: number, nonceStore: NonceStoreApi, now: number): Effect.Effect<Envelope, EnvelopeError> =>
+  Effect.matchEffect(recordAtTime(nonceStore, env.from, env.nonce, retainUntilMs, now), { onFailure: (e) => nonceRefused(env, e), onSuccess: () => Effect.succeed(env) })
 
 // One handler for the four refusals (the whole error channel of `record`) rather than a table of them per message.
 const nonceRefused = (env: Envelope, e: NonceRecordError): Effect.Effect<never, EnvelopeError> => {

@@ -31,7 +31,7 @@ import { DEFAULT_CLOCK_TOLERANCE_MS, newNonce } from "./Envelope.js"
 import { Entropy } from "./Entropy.js"
 import type { KeyNotFound, KeyResolverUnavailable, ResolvedKey } from "./KeyResolver.js"
 import { Keys, type KeysApi, type MalformedKey, type PrivateKeyInput } from "./Keys.js"
-import type { NonceRecordError, NonceStoreApi } from "./NonceStore.js"
+import { type NonceRecordError, type NonceStoreApi, recordAtTime } from "./NonceStore.js"
 import { equalBytes, toBase64, utf8 } from "./internal/bytes.js"
 import { parseSimpleSignature, parseSimpleSignatureInput, simpleDigestField } from "./internal/signatureFields.js"
 
@@ -499,10 +499,9 @@ export const checkRequestAt = <O extends CheckRequestOptions>(
  */
 export const recordNonce = (checked: CheckedSignature, nonceStore: NonceStoreApi, nowMs?: number): Effect.Effect<void, HttpSignatureError> =>
   Effect.catchAll(
-    // A time the caller read already, where the store can take it, spares the store a clock effect of its own.
-    nowMs !== undefined && nonceStore.recordAt !== undefined
-      ? nonceStore.recordAt(checked.did, checked.nonce, checked.retainUntilMs, nowMs)
-      : nonceStore.record(checked.did, checked.nonce, checked.retainUntilMs),
+    nowMs === undefined
+      ? nonceStore.record(checked.did, checked.nonce, checked.retainUntilMs)
+      : recordAtTime(nonceStore, checked.did, checked.nonce, checked.retainUntilMs, nowMs),
     (e) => nonceRefusal(e, checked)
   )
 
