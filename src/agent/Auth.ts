@@ -22,6 +22,7 @@ import { KeyResolver } from "../core/KeyResolver.js"
 import { Keys } from "../core/Keys.js"
 import { NonceStore } from "../core/NonceStore.js"
 import { lift } from "../core/internal/lift.js"
+import { lastUrlParser } from "../core/internal/url.js"
 import { LeanRequest } from "../http/LeanRequest.js"
 import { noteCaller } from "../http/LeanRequest.js"
 
@@ -102,15 +103,8 @@ const meshSig = (options: Options) =>
       base !== undefined ? Effect.succeed(base) : Effect.map(identity.url, (u) => (base = u.replace(/\/+$/, "")))
     )
     // The target URI of the last request: every request to one endpoint rebuilds the same one, parsed once.
-    let lastTarget: string | undefined
-    let lastHref: string | undefined
-    const hrefOf = (target: string): string | undefined => {
-      if (target !== lastTarget) {
-        lastTarget = target
-        lastHref = URL.canParse(target) ? new URL(target).href : undefined
-      }
-      return lastHref
-    }
+    const parseTarget = lastUrlParser()
+    const hrefOf = (target: string): string | undefined => parseTarget(target)?.href
     const refusal = (e: HttpSignatureError | CallerNotAllowed) =>
       e._tag === "CallerNotAllowed" ? new AgentForbidden({ code: "CALLER_NOT_ALLOWED", message: e.message }) : signatureError(e)
     // The clock of the layer's build: read directly, so that a signed request needs no fiber for its time.

@@ -34,6 +34,7 @@ import { Keys, type KeysApi, type MalformedKey, type PrivateKeyInput } from "./K
 import { type NonceRecordError, type NonceStoreApi, recordAtTime } from "./NonceStore.js"
 import { equalBytes, toBase64, utf8 } from "./internal/bytes.js"
 import { parseSimpleSignature, parseSimpleSignatureInput, simpleDigestField } from "./internal/signatureFields.js"
+import { lastUrlParser } from "./internal/url.js"
 
 /** The `tag` parameter that marks a mesh-sig signature among any others on a request. */
 export const MESH_SIG_TAG = "mesh-sig"
@@ -160,21 +161,8 @@ export const signatureBase = (
   return baseOf(req, names.right, serializeInnerList(input))
 }
 
-// The last URL parsed for a base: a server checks request after request to the same endpoint URL, and the derived
-// components only read it.
-let lastUrlText: string | undefined
-let lastUrl: URL | undefined
-const parsedUrl = (text: string): URL | undefined => {
-  if (text !== lastUrlText) {
-    lastUrlText = text
-    try {
-      lastUrl = new URL(text)
-    } catch {
-      lastUrl = undefined
-    }
-  }
-  return lastUrl
-}
+// The signature base's URL: a server checks request after request to the same endpoint URL.
+const parsedUrl = lastUrlParser()
 
 /** The signature base for covered names already checked and the Signature-Input member's serialization. */
 const baseOf = (
