@@ -534,11 +534,13 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
       }
       // An answer known without running anything (a decoding failure, `Effect.succeed`) needs no fiber, nor context.
       if (Exit.isExit(effect)) return done(effect)
+      // Made once, when first asked for: by the handler's services, its context, or the fiber's.
+      let routeContextValue: unknown
+      const routeContext = () => (routeContextValue ??= { [HttpRouter.RouteContextTypeId]: HttpRouter.RouteContextTypeId, params, route })
       if (compiled !== undefined && span === undefined) {
         // As far as the handler needs no fiber it runs here, its services read from the same values a fiber's
         // context would hold; the rest, if any, runs on a fiber below (RunSync.ts).
         const services = compiled.services
-        const routeContext = () => ({ [HttpRouter.RouteContextTypeId]: HttpRouter.RouteContextTypeId, params, route })
         const step = RunSync.run(effect, (key) =>
           key === HttpServerRequest.HttpServerRequest.key
             ? request
@@ -555,7 +557,7 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
         if (Exit.isExit(step)) return done(step)
         effect = step
       }
-      const map = requestContext(compiled === undefined ? runtimeBase : compiled.base, request, { [HttpRouter.RouteContextTypeId]: HttpRouter.RouteContextTypeId, params, route }, search, cid, span)
+      const map = requestContext(compiled === undefined ? runtimeBase : compiled.base, request, routeContext(), search, cid, span)
       // A runtime per request (a plain object) seeds the fiber's context directly; `Effect.provide` would add a
       // FiberRef `locally` around the whole handler for the same result.
       const fiber = Runtime.runFork(
