@@ -105,7 +105,10 @@ export interface TraceContext {
   readonly traceparent?: string
 }
 
-/** What a handler receives. */
+/**
+ * What a handler receives. `signal` and `trace` are made when first read (getters), so a copy of the input made by
+ * spreading it (`{ ...input }`) carries neither: pass them on by name.
+ */
 export interface RunInput {
   readonly message: string
   readonly sessionId: string

@@ -141,12 +141,18 @@ export const run = <A, E, R>(
     }
     return lookup(key)
   }
+  // Inside a provide, the services the frames give are read now (the frames go when their effects settle) but copied
+  // into the context only if it is read: a handler that takes its context and never looks costs no copy of it.
   const contextNow = (): Context.Context<never> => {
-    let ctx = context!()
-    if (provides > 0) {
-      for (const frame of stack) if (frame._op === "Provide") ctx = Context.add(ctx, (frame as ProvideFrame).tag, (frame as ProvideFrame).value)
-    }
-    return ctx
+    const ctx = context!()
+    if (provides === 0) return ctx
+    const provided: Array<ProvideFrame> = []
+    for (const frame of stack) if (frame._op === "Provide") provided.push(frame as ProvideFrame)
+    return lazyContext(() => {
+      const map = new Map(ctx.unsafeMap)
+      for (const { tag, value } of provided) map.set(tag.key, value)
+      return map
+    })
   }
   let cur = effect as unknown as Primitive
   // Set when `cur` is settled: a success value, or a failure cause.
