@@ -30,6 +30,39 @@ describe("agent server", () => {
       })
     ))
 
+  it.live("a handler's input: its tools work destructured, a spread copy keeps every field and tool but signal and trace", () =>
+    provide(
+      Effect.gen(function* () {
+        const seen: Array<unknown> = []
+        const agent = yield* AgentServer.make({
+          name: "shape",
+          database: ":memory:",
+          handler: (input) => {
+            const { message, sessionId, caller, guard, guardEffect, reportCost, mcp, compute, signal, trace } = input
+            reportCost("0.01")
+            const copy = { ...input }
+            seen.push({
+              fields: [message, sessionId, caller.principal, typeof guard, typeof guardEffect, typeof mcp, compute.metered, signal.aborted, typeof trace.correlationId],
+              mcpServer: mcp("files").server,
+              copied: Object.keys(copy).sort(),
+              copiedSignal: "signal" in copy,
+              sameSignal: input.signal === signal
+            })
+            return message
+          }
+        })
+        const r = yield* post(`${agent.url}/v1/run`, { message: "hi", sessionId: "s-1" }, { "x-correlation-id": "cid-shape-1" })
+        assert.strictEqual(r.status, 200)
+        assert.deepStrictEqual(seen, [{
+          fields: ["hi", "s-1", "anonymous", "function", "function", "function", false, false, "string"],
+          mcpServer: "files",
+          copied: ["caller", "capability", "commit", "compute", "context", "guard", "guardEffect", "history", "mcp", "message", "reportCost", "sessionId", "systemPrompt"],
+          copiedSignal: false,
+          sameSignal: true
+        }])
+      })
+    ))
+
   it.live("bad requests get typed errors: missing message 400, bad JSON 400, a body over the limit 413 before parsing", () =>
     provide(
       Effect.gen(function* () {
