@@ -46,7 +46,7 @@ import * as QualityEstimator from "../model/QualityEstimator.js"
 import * as HttpClientDefault from "../http/HttpClientDefault.js"
 
 /** A caller key resolver given as a function: DID → raw public key (bytes or publicKeyB64), or null if unknown. */
-export type ResolveCallerKey = (did: string) => Uint8Array | string | null | Promise<Uint8Array | string | null>
+export type ResolveCallerKey = (did: string) => Uint8Array | string | null | undefined | Promise<Uint8Array | string | null | undefined>
 
 /** How to run an agent server. */
 export interface AgentServerOptions {
@@ -168,10 +168,14 @@ const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost"])
 const resolverFromFunction = (f: ResolveCallerKey): KeyResolverApi => ({
   resolve: (did) => {
     const unavailable = (e: unknown) => new KeyResolverUnavailable({ code: "RESOLVER_UNAVAILABLE", message: `resolveCallerKey failed: ${String(e)}`, did })
-    const settle = (key: Uint8Array | string | null): Effect.Effect<ResolvedKey, KeyNotFound> => {
-      if (key === null) return Effect.fail(new KeyNotFound({ code: "KEY_NOT_FOUND", message: `no key known for ${did}`, did }))
+    // A miss as `undefined` too (what `Map.get` answers), and anything but bytes or base64 (a caller in plain
+    // JavaScript) refused as not a key, rather than handed on to fail in the verifier as a server error.
+    const settle = (key: unknown): Effect.Effect<ResolvedKey, KeyNotFound> => {
+      if (key === null || key === undefined) return Effect.fail(new KeyNotFound({ code: "KEY_NOT_FOUND", message: `no key known for ${did}`, did }))
+      if (key instanceof Uint8Array) return Effect.succeed({ publicKey: key, keyVersion: 1 })
+      if (typeof key !== "string") return Effect.fail(new KeyNotFound({ code: "KEY_NOT_FOUND", message: `the key given for ${did} is neither bytes nor base64`, did }))
       try {
-        return Effect.succeed({ publicKey: typeof key === "string" ? fromBase64(key) : key, keyVersion: 1 })
+        return Effect.succeed({ publicKey: fromBase64(key), keyVersion: 1 })
       } catch {
         return Effect.fail(new KeyNotFound({ code: "KEY_NOT_FOUND", message: `the key given for ${did} is not base64`, did }))
       }

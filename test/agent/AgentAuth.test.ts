@@ -103,6 +103,32 @@ describe("agent server auth", () => {
       })
     ))
 
+  it.live("mesh-sig: a resolveCallerKey that answers undefined (a Map miss) or no key at all refuses 401 KEY_NOT_FOUND, not 500", () =>
+    provide(
+      Effect.gen(function* () {
+        const known = yield* generateDid("known")
+        const missing = yield* generateDid("missing")
+        const odd = yield* generateDid("odd")
+        const keys = new Map([[known.did as string, known.publicKey]])
+        const agent = yield* AgentServer.make({
+          name: "map-agent",
+          handler: whoami,
+          auth: "mesh-sig",
+          database: ":memory:",
+          // As plain JavaScript may write it: a Map's miss, and a value that is no key.
+          resolveCallerKey: ((did: string) => (did === odd.did ? 42 : keys.get(did))) as AgentServer.ResolveCallerKey
+        })
+        const ok = yield* signedRun(agent.url, known, { message: "hi" })
+        assert.strictEqual((yield* send(agent.url, ok.bytes, ok.headers)).status, 200)
+        for (const who of [missing, odd]) {
+          const r = yield* signedRun(agent.url, who, { message: "hi" })
+          const refused = yield* send(agent.url, r.bytes, r.headers)
+          assert.strictEqual(refused.status, 401, JSON.stringify(refused.body))
+          assert.strictEqual(refused.body.code, "KEY_NOT_FOUND")
+        }
+      })
+    ))
+
   it.live("mesh-sig: a stream reconnect must be signed afresh; one reusing the first request's signature is 401 REPLAYED", () =>
     provide(
       Effect.gen(function* () {
