@@ -135,6 +135,18 @@ describe("RunSync", () => {
     expect(made).toBe(1)
   })
 
+  it("answers Effect.context() inside provideService with the provided services, copied only when read, still there after the provide ends", () => {
+    let made = 0
+    const context = RunSync.lazyContext(() => (made++, new Map<string, unknown>([[Svc.key, 42]])))
+    // The context is taken inside the provide and read only after it has ended (its frame gone from the stack).
+    const effect = Effect.map(RunSync.provideService(RunSync.provideService(Effect.context<Svc | Extra>(), Extra, 7), Svc, 1000), (ctx) => ctx)
+    const step = RunSync.run(effect, () => RunSync.MISSING, () => context)
+    const ctx = Exit.isExit(step) && Exit.isSuccess(step) ? (step.value as Context.Context<Svc | Extra>) : undefined
+    expect(made).toBe(0)
+    expect(ctx === undefined ? undefined : [Context.get(ctx, Svc), Context.get(ctx, Extra)]).toEqual([1000, 7])
+    expect(made).toBe(1)
+  })
+
   it("answers a service given by provideService only inside it, here and on the fiber that runs the rest", () => {
     const lookup = (key: string) => (key === Svc.key ? 100 : RunSync.MISSING)
     const inside = RunSync.provideService(Effect.map(Svc, (n) => n + 1), Svc, 1000)
