@@ -220,33 +220,39 @@ const agree = (
 
 const serving = { maxEventLoopLagMs: Infinity }
 
+// The URL both agent servers publish (AgentServer publishes it once it listens): their signed cards name it, and it
+// is the URL a mesh-sig caller signs, so one name for both makes their answers the same.
+const AGENT_URL = "http://agree.example"
+
+/** Two agent servers over the same options: `a` compiling the endpoints, `b` running HttpApiBuilder's routes. */
+const agentServers = (options: AgentServer.AgentServerOptions) =>
+  Effect.gen(function* () {
+    const start = (compiled: boolean) =>
+      Effect.gen(function* () {
+        const services = yield* Layer.build(AgentServer.layerServices(options))
+        const handlers = Layer.merge(AgentHttp.layer, A2aHttp.layer)
+        const server = yield* Serve.make(AgentApi, compiled ? handlers : routesOnly(handlers), { ...serving, refusals: new Map([["/", A2aHttp.refusal]]) }).pipe(
+          Effect.provide(services)
+        )
+        yield* Context.get(services, Identity.Identity).publish(AGENT_URL)
+        return { url: server.url }
+      })
+    return { a: yield* start(true), b: yield* start(false) }
+  })
+
 describe("compiled endpoints agree with HttpApiBuilder's routes", () => {
   it.scoped("on every route of the agent API", () =>
     Effect.gen(function* () {
-      const start = (compiled: boolean) =>
-        Effect.gen(function* () {
-          const options: AgentServer.AgentServerOptions = {
-            name: "agree",
-            did: "did:mesh:agree",
-            privateKey: new Uint8Array(32).fill(5),
-            database: ":memory:",
-            handler: ({ message }) => {
-              if (message.startsWith("fail")) throw new Error("failed on purpose")
-              return message.toUpperCase()
-            }
-          }
-          const services = yield* Layer.build(AgentServer.layerServices(options))
-          const handlers = Layer.merge(AgentHttp.layer, A2aHttp.layer)
-          const server = yield* Serve.make(AgentApi, compiled ? handlers : routesOnly(handlers), { ...serving, refusals: new Map([["/", A2aHttp.refusal]]) }).pipe(
-            Effect.provide(services)
-          )
-          // The signed card names the URL the server publishes (AgentServer publishes it once it listens): one name
-          // for both servers, so that their cards are the same.
-          yield* Context.get(services, Identity.Identity).publish("http://agree.example")
-          return { url: server.url }
-        })
-      const a = yield* start(true)
-      const b = yield* start(false)
+      const { a, b } = yield* agentServers({
+        name: "agree",
+        did: "did:mesh:agree",
+        privateKey: new Uint8Array(32).fill(5),
+        database: ":memory:",
+        handler: ({ message }) => {
+          if (message.startsWith("fail")) throw new Error("failed on purpose")
+          return message.toUpperCase()
+        }
+      })
       yield* agree(AgentApi as unknown as HttpApi.HttpApi.AnyWithProps, a, b, ["session-1", "task-1"], 300)
     }).pipe(Effect.provide(KeysNative.layer)), 120_000)
 
@@ -255,35 +261,21 @@ describe("compiled endpoints agree with HttpApiBuilder's routes", () => {
     Effect.gen(function* () {
       const caller = yield* generateDid("caller")
       const stranger = yield* generateDid("stranger")
-      const base = "http://agree.example"
-      const start = (compiled: boolean) =>
-        Effect.gen(function* () {
-          const options: AgentServer.AgentServerOptions = {
-            name: "agree-sig",
-            did: "did:mesh:agree-sig",
-            privateKey: new Uint8Array(32).fill(6),
-            database: ":memory:",
-            auth: "mesh-sig",
-            resolveCallerKey: (did) => (did === caller.did ? caller.publicKey : null),
-            handler: ({ message, caller: who }) => `${who.did ?? who.principal}: ${message}`
-          }
-          const services = yield* Layer.build(AgentServer.layerServices(options))
-          const handlers = Layer.merge(AgentHttp.layer, A2aHttp.layer)
-          const server = yield* Serve.make(AgentApi, compiled ? handlers : routesOnly(handlers), { ...serving, refusals: new Map([["/", A2aHttp.refusal]]) }).pipe(
-            Effect.provide(services)
-          )
-          // The URL a caller signs is the one the agent publishes: the same for both servers.
-          yield* Context.get(services, Identity.Identity).publish(base)
-          return { url: server.url }
-        })
-      const a = yield* start(true)
-      const b = yield* start(false)
+      const { a, b } = yield* agentServers({
+        name: "agree-sig",
+        did: "did:mesh:agree-sig",
+        privateKey: new Uint8Array(32).fill(6),
+        database: ":memory:",
+        auth: "mesh-sig",
+        resolveCallerKey: (did) => (did === caller.did ? caller.publicKey : null),
+        handler: ({ message, caller: who }) => `${who.did ?? who.principal}: ${message}`
+      })
       const keys = yield* Keys
       const signAs = (who: MeshIdentity, req: Req): Promise<Req> =>
         Effect.runPromise(
           Effect.map(
             signRequest(
-              { method: req.method, url: `${base}${req.path}`, body: new TextEncoder().encode(req.body ?? ""), headers: req.headers },
+              { method: req.method, url: `${AGENT_URL}${req.path}`, body: new TextEncoder().encode(req.body ?? ""), headers: req.headers },
               { privateKey: who.privateKey, keyId: verificationMethodId(who.did) }
             ),
             (signed): Req => ({ ...req, headers: { ...req.headers, ...signed }, auth: "none" })
