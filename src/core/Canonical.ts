@@ -35,11 +35,14 @@ const isWellFormed = (s: string): boolean => {
   return true
 }
 // Printable ASCII but `"` and `\`: JSON writes such a string as it is, between quotes, which is cheaper than asking
-// JSON.stringify for it (most keys and many values are such strings).
+// JSON.stringify for it (most keys and many values are such strings: DIDs, nonces, timestamps).
 const PLAIN = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/
 
-/** The JSON string literal of `s`, or undefined when it holds a lone surrogate. */
-const quote = (s: string): string | undefined => (PLAIN.test(s) ? `"${s}"` : isWellFormed(s) ? JSON.stringify(s) : undefined)
+/** True when JSON (and so JCS) writes `s` as it is between quotes: printable ASCII but `"` and `\`. */
+export const isPlainString = (s: string): boolean => PLAIN.test(s)
+
+/** The JCS string literal of `s`, or undefined when it holds a lone surrogate. */
+export const quote = (s: string): string | undefined => (PLAIN.test(s) ? `"${s}"` : isWellFormed(s) ? JSON.stringify(s) : undefined)
 
 // Deeper than this the package decides (it detects cycles, which the fast path does not look for).
 const MAX_FAST_DEPTH = 64

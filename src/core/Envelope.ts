@@ -12,7 +12,7 @@ import * as Either from "effect/Either"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { Did, type InvalidDid, invalidDid, isNormalizedDid, normalizeDid, verificationMethodId } from "./Did.js"
-import { canonicalFast, canonicalJson, type NotCanonicalizable } from "./Canonical.js"
+import { canonicalFast, canonicalJson, isPlainString, type NotCanonicalizable, quote } from "./Canonical.js"
 import { isPrivateKey, Keys, type KeysApi, type MalformedKey, type PrivateKey, type PrivateKeyInput, sha256Text, signWith } from "./Keys.js"
 import { type NonceRecordError, type NonceStoreApi, recordAtTime } from "./NonceStore.js"
 import { CRYPTOSUITE, DataIntegrityProof, hashData, type ProofOptions } from "./Proof.js"
@@ -102,36 +102,14 @@ export const newCorrelationId = (entropy: EntropyApi = csprng): string => entrop
 /** A fresh 128-bit nonce, base64url, from `entropy` (the platform CSPRNG by default). */
 export const newNonce = (entropy: EntropyApi = csprng): string => toBase64Url(entropy.nonceBytes(16))
 
-// Any UTF-16 surrogate: strings holding one take the library path, which refuses lone ones as JCS requires.
-const SURROGATE = /[\uD800-\uDFFF]/
-// Printable ASCII but `"` and `\`: JSON writes such a string as it is, between quotes (DIDs, nonces, timestamps).
-const PLAIN = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/
-const str = (s: string): string | undefined => (PLAIN.test(s) ? `"${s}"` : SURROGATE.test(s) ? undefined : JSON.stringify(s))
-const plain = (s: string): boolean => PLAIN.test(s)
+type FrameTexts = { readonly unsecured: string; readonly options: string }
 
 /**
  * JCS of an envelope's unsecured members and of its proof options, written directly in sorted key order: the frame
  * costs more through the generic canonicalizer than the body does. Undefined when a string needs the generic
  * path; a property test keeps this equal to `canonicalize`.
  */
-export const canonicalEnvelope = (
-  u: Omit<Envelope, "proof">,
-  o: ProofOptions
-): { readonly unsecured: string; readonly options: string } | undefined => {
-  if (o["@context"] !== undefined || o.created === undefined) return undefined
-  const body = canonicalFast(u.body)
-  if (body === undefined) return canonicalEnvelopeGeneral(u, o)
-  // Every frame string is plain when the envelope came from `buildEnvelope` or passed `isEnvelope` with ordinary
-  // ids: written between quotes with no array of parts to collect and check.
-  if (
-    plain(u.correlationId) && plain(u.createdAt) && plain(u.expiresAt) && plain(u.from) && plain(u.id) && plain(u.nonce) &&
-    plain(u.to) && plain(u.type) && plain(o.created) && plain(o.cryptosuite) && plain(o.proofPurpose) && plain(o.type) &&
-    plain(o.verificationMethod)
-  ) {
-    return frameTexts(u, o, body)
-  }
-  return canonicalEnvelopeGeneral(u, o)
-}
+export const canonicalEnvelope = (u: Omit<Envelope, "proof">, o: ProofOptions): FrameTexts | undefined => canonicalFrame(u, o, false)
 
 /**
  * `canonicalEnvelope` of a frame whose DIDs, nonce, times and proof `created`, `cryptosuite`, `type` and
@@ -140,40 +118,42 @@ export const canonicalEnvelope = (
  * method derived from `from`). Only the strings that may hold anything are looked at; a property test keeps this
  * equal to `canonicalEnvelope` on every envelope that passes those checks.
  */
-export const canonicalCheckedEnvelope = (
-  u: Omit<Envelope, "proof">,
-  o: ProofOptions
-): { readonly unsecured: string; readonly options: string } | undefined => {
+export const canonicalCheckedEnvelope = (u: Omit<Envelope, "proof">, o: ProofOptions): FrameTexts | undefined => canonicalFrame(u, o, true)
+
+/** Both of the above: `checked` says which strings are already known to be plain. */
+const canonicalFrame = (u: Omit<Envelope, "proof">, o: ProofOptions, checked: boolean): FrameTexts | undefined => {
   if (o["@context"] !== undefined || o.created === undefined) return undefined
   const body = canonicalFast(u.body)
-  return body !== undefined && plain(u.correlationId) && plain(u.id) && plain(u.type) && plain(o.proofPurpose)
-    ? frameTexts(u, o, body)
-    : canonicalEnvelope(u, o)
+  // Every frame string is plain when the envelope came from `buildEnvelope` or passed `isEnvelope` with ordinary
+  // ids: written between quotes with no array of parts to collect and check.
+  const plainFrame = body !== undefined && isPlainString(u.correlationId) && isPlainString(u.id) && isPlainString(u.type) &&
+    isPlainString(o.proofPurpose) &&
+    (checked || (isPlainString(u.createdAt) && isPlainString(u.expiresAt) && isPlainString(u.from) && isPlainString(u.nonce) &&
+      isPlainString(u.to) && isPlainString(o.created) && isPlainString(o.cryptosuite) && isPlainString(o.type) && isPlainString(o.verificationMethod)))
+  return plainFrame ? frameTexts(u, o, body) : canonicalEnvelopeGeneral(u, o, body)
 }
 
 /** The two JCS texts of a frame every string of which is plain, around the body's JCS. */
-const frameTexts = (u: Omit<Envelope, "proof">, o: ProofOptions, body: string): { readonly unsecured: string; readonly options: string } => ({
+const frameTexts = (u: Omit<Envelope, "proof">, o: ProofOptions, body: string): FrameTexts => ({
   unsecured: `{"body":${body},"correlationId":"${u.correlationId}","createdAt":"${u.createdAt}","expiresAt":"${u.expiresAt}","from":"${u.from}","id":"${u.id}","nonce":"${u.nonce}","to":"${u.to}","type":"${u.type}"}`,
   options: `{"created":"${o.created}","cryptosuite":"${o.cryptosuite}","proofPurpose":"${o.proofPurpose}","type":"${o.type}","verificationMethod":"${o.verificationMethod}"}`
 })
 
-const canonicalEnvelopeGeneral = (
-  u: Omit<Envelope, "proof">,
-  o: ProofOptions
-): { readonly unsecured: string; readonly options: string } | undefined => {
-  const body = canonicalJson(u.body)
-  if (Either.isLeft(body)) return undefined
-  const parts = [str(u.correlationId), str(u.createdAt), str(u.expiresAt), str(u.from), str(u.id), str(u.nonce), str(u.to), str(u.type)]
-  const opt = [str(o.created!), str(o.cryptosuite), str(o.proofPurpose), str(o.type), str(o.verificationMethod)]
+/** The frame with each string quoted as JCS does; the body's JCS as already written, when it was. */
+const canonicalEnvelopeGeneral = (u: Omit<Envelope, "proof">, o: ProofOptions, bodyText: string | undefined): FrameTexts | undefined => {
+  const body = bodyText ?? Either.getOrUndefined(canonicalJson(u.body))
+  if (body === undefined) return undefined
+  const parts = [quote(u.correlationId), quote(u.createdAt), quote(u.expiresAt), quote(u.from), quote(u.id), quote(u.nonce), quote(u.to), quote(u.type)]
+  const opt = [quote(o.created!), quote(o.cryptosuite), quote(o.proofPurpose), quote(o.type), quote(o.verificationMethod)]
   if (parts.includes(undefined) || opt.includes(undefined)) return undefined
   return {
-    unsecured: `{"body":${body.right},"correlationId":${parts[0]},"createdAt":${parts[1]},"expiresAt":${parts[2]},"from":${parts[3]},"id":${parts[4]},"nonce":${parts[5]},"to":${parts[6]},"type":${parts[7]}}`,
+    unsecured: `{"body":${body},"correlationId":${parts[0]},"createdAt":${parts[1]},"expiresAt":${parts[2]},"from":${parts[3]},"id":${parts[4]},"nonce":${parts[5]},"to":${parts[6]},"type":${parts[7]}}`,
     options: `{"created":${opt[0]},"cryptosuite":${opt[1]},"proofPurpose":${opt[2]},"type":${opt[3]},"verificationMethod":${opt[4]}}`
   }
 }
 
 /** SHA-256(options) ‖ SHA-256(unsecured document) of the texts `canonicalEnvelope` wrote. */
-const frameHashData = (keys: KeysApi, fast: { readonly unsecured: string; readonly options: string }): Uint8Array => {
+const frameHashData = (keys: KeysApi, fast: FrameTexts): Uint8Array => {
   const out = new Uint8Array(64)
   out.set(sha256Text(keys, fast.options), 0)
   out.set(sha256Text(keys, fast.unsecured), 32)
