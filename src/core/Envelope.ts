@@ -14,7 +14,7 @@ import * as Schema from "effect/Schema"
 import { Did, type InvalidDid, invalidDid, isNormalizedDid, normalizeDid, verificationMethodId } from "./Did.js"
 import { canonicalFast, canonicalJson, isPlainString, type NotCanonicalizable, quote } from "./Canonical.js"
 import { isPrivateKey, Keys, type KeysApi, type MalformedKey, type PrivateKey, type PrivateKeyInput, sha256Text, signWith } from "./Keys.js"
-import { type NonceRecordError, type NonceStoreApi, recordAtTime } from "./NonceStore.js"
+import { type NonceRecordError, nonceRefusal, type NonceStoreApi, recordAtTime } from "./NonceStore.js"
 import { CRYPTOSUITE, DataIntegrityProof, hashData, type ProofOptions } from "./Proof.js"
 import { fromBase64, fromMultibase58, toBase64Url, toMultibase58 } from "./internal/bytes.js"
 import { csprng, Entropy, type EntropyApi } from "./Entropy.js"
@@ -414,18 +414,9 @@ const envelopeHashDataOf = (keys: KeysApi, env: Envelope): Either.Either<Uint8Ar
 
 /** 5. The nonce, only once the envelope is authentic, judged at the time the checks were made; succeeds with the envelope. */
 const recordEnvelopeNonce = (env: Envelope, retainUntilMs: number, nonceStore: NonceStoreApi, now: number): Effect.Effect<Envelope, EnvelopeError> =>
-  Effect.matchEffect(recordAtTime(nonceStore, env.from, env.nonce, retainUntilMs, now), { onFailure: (e) => nonceRefused(env, e), onSuccess: () => Effect.succeed(env) })
+  Effect.matchEffect(recordAtTime(nonceStore, env.from, env.nonce, retainUntilMs, now), { onFailure: nonceRefused, onSuccess: () => Effect.succeed(env) })
 
-// One handler for the four refusals (the whole error channel of `record`) rather than a table of them per message.
-const nonceRefused = (env: Envelope, e: NonceRecordError): Effect.Effect<never, EnvelopeError> => {
-  switch (e._tag) {
-    case "NonceReplayed":
-      return Effect.zipRight(Metric.increment(replaysRefusedEnvelope), fail("REPLAYED", `nonce ${env.nonce} from ${env.from} was already used`))
-    case "NonceStoreFull":
-      return fail("NONCE_STORE_FULL", `nonce store holds ${e.capacity} live nonces`)
-    case "NonceQuotaExceeded":
-      return fail("NONCE_QUOTA_EXCEEDED", `${env.from} holds its quota of ${e.quota} live nonces`)
-    case "NonceStoreUnavailable":
-      return fail("NONCE_STORE_UNAVAILABLE", e.message)
-  }
+const nonceRefused = (e: NonceRecordError): Effect.Effect<never, EnvelopeError> => {
+  const { code, message } = nonceRefusal(e)
+  return code === "REPLAYED" ? Effect.zipRight(Metric.increment(replaysRefusedEnvelope), fail(code, message)) : fail(code, message)
 }

@@ -31,7 +31,7 @@ import { DEFAULT_CLOCK_TOLERANCE_MS, newNonce } from "./Envelope.js"
 import { Entropy } from "./Entropy.js"
 import type { KeyNotFound, KeyResolverUnavailable, ResolvedKey } from "./KeyResolver.js"
 import { Keys, type KeysApi, type MalformedKey, type PrivateKeyInput } from "./Keys.js"
-import { type NonceRecordError, type NonceStoreApi, recordAtTime } from "./NonceStore.js"
+import { type NonceRecordError, nonceRefusal, type NonceStoreApi, recordAtTime } from "./NonceStore.js"
 import { equalBytes, toBase64, utf8 } from "./internal/bytes.js"
 import { parseSimpleSignature, parseSimpleSignatureInput, simpleDigestField } from "./internal/signatureFields.js"
 import { lastUrlParser } from "./internal/url.js"
@@ -490,27 +490,17 @@ export const recordNonce = (checked: CheckedSignature, nonceStore: NonceStoreApi
     nowMs === undefined
       ? nonceStore.record(checked.did, checked.nonce, checked.retainUntilMs)
       : recordAtTime(nonceStore, checked.did, checked.nonce, checked.retainUntilMs, nowMs),
-    (e) => nonceRefusal(e, checked)
+    nonceRefused
   )
 
 // One function rather than a table of handlers built per request: this runs for every signed request.
-const nonceRefusal = (e: NonceRecordError, checked: CheckedSignature): Effect.Effect<never, HttpSignatureError> => {
-  switch (e._tag) {
-    case "NonceReplayed":
-      return Effect.zipRight(Metric.increment(replaysRefusedHttp), fail("REPLAYED", `nonce ${checked.nonce} from ${checked.did} was already used`))
-    case "NonceQuotaExceeded":
-      return Effect.fail(
-        new HttpSignatureError({
-          code: "NONCE_QUOTA_EXCEEDED",
-          message: `${checked.did} holds its quota of ${e.quota} live nonces; retry when earlier signatures expire`,
-          retryAfterSeconds: Math.max(1, Math.ceil(e.retryAfterMs / 1000))
-        })
-      )
-    case "NonceStoreFull":
-      return fail("NONCE_STORE_FULL", `nonce store holds ${e.capacity} live nonces`)
-    case "NonceStoreUnavailable":
-      return fail("NONCE_STORE_UNAVAILABLE", e.message)
-  }
+const nonceRefused = (e: NonceRecordError): Effect.Effect<never, HttpSignatureError> => {
+  const { code, message } = nonceRefusal(e)
+  if (code === "REPLAYED") return Effect.zipRight(Metric.increment(replaysRefusedHttp), fail(code, message))
+  // The signer learns when its next nonce expires (Retry-After).
+  return e._tag === "NonceQuotaExceeded"
+    ? Effect.fail(new HttpSignatureError({ code, message, retryAfterSeconds: Math.max(1, Math.ceil(e.retryAfterMs / 1000)) }))
+    : fail(code, message)
 }
 
 /**

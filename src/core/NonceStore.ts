@@ -32,6 +32,23 @@ export class NonceStoreUnavailable extends Data.TaggedError("NonceStoreUnavailab
 /** What `record` may fail with. */
 export type NonceRecordError = NonceReplayed | NonceStoreFull | NonceQuotaExceeded | NonceStoreUnavailable
 
+/** The protocol's code for each refusal of `record` (docs/protocol.md §10.3). */
+export type NonceRefusalCode = "REPLAYED" | "NONCE_STORE_FULL" | "NONCE_QUOTA_EXCEEDED" | "NONCE_STORE_UNAVAILABLE"
+
+/** A refused record as envelopes and signed requests alike report it: the protocol's code and one wording. */
+export const nonceRefusal = (e: NonceRecordError): { readonly code: NonceRefusalCode; readonly message: string } => {
+  switch (e._tag) {
+    case "NonceReplayed":
+      return { code: "REPLAYED", message: `nonce ${e.nonce} from ${e.sender} was already used` }
+    case "NonceStoreFull":
+      return { code: "NONCE_STORE_FULL", message: `nonce store holds ${e.capacity} live nonces` }
+    case "NonceQuotaExceeded":
+      return { code: "NONCE_QUOTA_EXCEEDED", message: `${e.sender} holds its quota of ${e.quota} live nonces; retry when earlier ones expire` }
+    case "NonceStoreUnavailable":
+      return { code: "NONCE_STORE_UNAVAILABLE", message: e.message }
+  }
+}
+
 /** The operations of a nonce store. */
 export interface NonceStoreApi {
   /**
