@@ -17,7 +17,7 @@
  * Requests cycle through 1,000 bodies: `{"message":"hello <i>","sessionId":"bench-<i>"}` for `/v1/run`; for A2A a
  * user message with one text part `hello <i>`, context `bench-<i>`. Any non-200 fails the run. Reports `a2a`
  * (wall-clock) and `a2a-cpu` (requests per second of the server process's CPU time).
- * Run: `npm run bench -- a2a` (or `npx tsx bench/a2a.ts`).
+ * Run: `npm run bench -- a2a` (or `node --import ./bench/loader.mjs bench/a2a.ts`).
  */
 import * as Effect from "effect/Effect"
 import * as Scope from "effect/Scope"

@@ -34,7 +34,7 @@
  * server, write to full response, which at 32 in flight is mostly queueing: p50 ≈ 32 / throughput), `agent-cpu`
  * (requests per second of the server process's own CPU time, the steadier figure when other work shares the
  * machine). `AGENT_BENCH_PROF=1` runs the servers with `--cpu-prof` into `scratchpad/prof/agent-bench-<mode>/`.
- * Run: `npm run bench -- agent` (or `npx tsx bench/agent.ts`).
+ * Run: `npm run bench -- agent` (or `node --import ./bench/loader.mjs bench/agent.ts`).
  */
 import * as Effect from "effect/Effect"
 import * as Scope from "effect/Scope"

@@ -14,7 +14,7 @@
  * and the child is stopped afterwards. Rounds of all servers are interleaved. Two reports: `http` (wall-clock
  * requests/s) and `http-cpu` (requests per second of the server process's own CPU time, asked over IPC), the
  * steadier figure when other work shares the machine. `HTTP_BENCH_PROF=1` runs the servers with `--cpu-prof` into
- * `scratchpad/prof/http-<mode>/`. Spawning, load and rounds are bench/load.ts's. Run: `npx tsx bench/http.ts`
+ * `scratchpad/prof/http-<mode>/`. Spawning, load and rounds are bench/load.ts's. Run: `node --import ./bench/loader.mjs bench/http.ts`
  * (or `npm run bench -- http`).
  */
 import * as HttpApi from "@effect/platform/HttpApi"

@@ -12,7 +12,7 @@
  * - `pg-http`: `GET /v1/agents/:didHash` of the hub on Postgres (10k entries) beside raw node:http + the `pg` driver
  *   doing the same lookup, each server in its own process (bench/load.ts). Target ≥ 0.5×.
  *
- * Run: `npx tsx bench/postgres.ts` (or `npm run bench -- postgres`).
+ * Run: `node --import ./bench/loader.mjs bench/postgres.ts` (or `npm run bench -- postgres`).
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"

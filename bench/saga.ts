@@ -17,7 +17,7 @@
  * Also printed: the rows the engine journals per step (inserts into `cluster_messages` and `cluster_replies`) and the
  * rows the scheduler writes per step (events; the step row's three updates are not counted).
  *
- * Run: `npm run bench -- saga` (or `npx tsx bench/saga.ts`).
+ * Run: `npm run bench -- saga` (or `node --import ./bench/loader.mjs bench/saga.ts`).
  */
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import BetterSqlite3 from "better-sqlite3"

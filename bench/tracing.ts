@@ -8,7 +8,7 @@
  * (every span made, handed to a no-op processor) beside tracing off. The access log is off in all of them.
  *
  * Setup, rounds and reports are bench/load.ts's (each server a child process, interleaved rounds, medians), like
- * bench/http.ts. Run: `npx tsx bench/tracing.ts` (or `npm run bench -- tracing`).
+ * bench/http.ts. Run: `node --import ./bench/loader.mjs bench/tracing.ts` (or `npm run bench -- tracing`).
  */
 import * as HttpApi from "@effect/platform/HttpApi"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
