@@ -38,7 +38,7 @@ import { Entropy } from "../core/Entropy.js"
 
 /**
  * A call failed; `code` is the agent's (or the hub's) error code, or one of AGENT_NOT_FOUND, AGENT_UNREACHABLE,
- * BAD_RESPONSE, SSE_LIMIT_EXCEEDED (a streamed reply sent an event or a stream past the client's `sse` limits),
+ * ADDRESS_NOT_PUBLIC (the connection refused a non-public address: a hub's outbound rule), BAD_RESPONSE, SSE_LIMIT_EXCEEDED (a streamed reply sent an event or a stream past the client's `sse` limits),
  * REPLY_TOO_LARGE (a reply that is not an event stream declared or sent more than `maxReplyBytes`).
  */
 export class AgentCallError extends Schema.TaggedError<AgentCallError>()("AgentCallError", {
@@ -122,7 +122,13 @@ export interface AgentClientApi {
 /** The code of a reply that is not an event stream and is larger than the client's `maxReplyBytes`. */
 export const REPLY_TOO_LARGE = "REPLY_TOO_LARGE"
 
-const unreachable = (e: { readonly message: string }) => new AgentCallError({ code: "AGENT_UNREACHABLE", message: e.message })
+/** The code of a call the client's connection refused because the agent's address is not public (a hub's outbound rule). */
+export const ADDRESS_NOT_PUBLIC = "ADDRESS_NOT_PUBLIC"
+
+const unreachable = (e: { readonly message: string; readonly cause?: unknown }) =>
+  isRecord(e.cause) && e.cause.code === "ENOTPUBLIC"
+    ? new AgentCallError({ code: ADDRESS_NOT_PUBLIC, message: "the agent's address is not public; this client connects only to public addresses" })
+    : new AgentCallError({ code: "AGENT_UNREACHABLE", message: e.message })
 const badResponse = (message: string, status?: number) =>
   new AgentCallError(status === undefined ? { code: "BAD_RESPONSE", message } : { code: "BAD_RESPONSE", message, status })
 

@@ -15,6 +15,7 @@ import type * as Scope from "effect/Scope"
 import * as Database from "../sql/Database.js"
 import { HubApi, PlatformApi } from "./HubApi.js"
 import { CardFetchPolicy } from "./A2aCardFetch.js"
+import type { OutboundUrls } from "./OutboundAddress.js"
 import { HandlersLive, HubPublicUrl, PlatformOnlyLive } from "./HubHttp.js"
 import { KeyNotFound, KeyResolver, KeyResolverUnavailable } from "../core/KeyResolver.js"
 import type { Keys } from "../core/Keys.js"
@@ -68,6 +69,12 @@ export interface HubOptions {
    * (A2A agents beside the hub on a private network).
    */
   readonly a2aCardUrls?: "public" | "any"
+  /**
+   * Which addresses the hub's calls to registered URLs may reach (saga steps' agents, A2A cards): `public` (the
+   * default) refuses loopback, private, link-local and IPv4-embedding addresses at connect time (`OutboundAddress`);
+   * `any` allows them, for agents on the hub's own networks. `any` here allows card fetches too.
+   */
+  readonly outboundUrls?: OutboundUrls
 }
 
 /** A running hub. */
@@ -178,7 +185,7 @@ export const serve = <Api extends HttpApi.HttpApi.Any, E, R, S>(
     }).pipe(
       Effect.provide(services),
       options.publicUrl === undefined ? (e) => e : Effect.provideService(HubPublicUrl, options.publicUrl),
-      options.a2aCardUrls === "any" ? Effect.provideService(CardFetchPolicy, { allowPrivateAddresses: true }) : (e) => e
+      options.a2aCardUrls === "any" || options.outboundUrls === "any" ? Effect.provideService(CardFetchPolicy, { allowPrivateAddresses: true }) : (e) => e
     )
     const registry = Context.get(services, Registry.Registry)
     const admin = yield* Effect.mapError(

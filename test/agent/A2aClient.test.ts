@@ -12,7 +12,7 @@ import * as AgentClient from "../../src/agent/AgentClient.js"
 import * as AgentServer from "../../src/agent/AgentServer.js"
 import { didHash } from "../../src/core/Did.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
-import { isNonPublicAddress } from "../../src/hub/A2aCardFetch.js"
+import { isNonPublicAddress } from "../../src/hub/OutboundAddress.js"
 import { startHub } from "../hub/support.js"
 import { startSdkAgent } from "../../examples/a2a-sdk-agent.js"
 
