@@ -57,7 +57,7 @@ const count = (db: string) => {
 const program = Effect.gen(function* () {
   const database = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "mesh-bench-saga-")), "hub.db")
   const runner = yield* generateDid("bench-runner")
-  const hub = yield* SagaHub.start({ database, runner: { did: runner.did, privateKey: runner.privateKey }, ...(process.env.SAGA_BENCH_MEMORY === "1" ? { memoryEngine: true } : {}) })
+  const hub = yield* SagaHub.start({ database, runner: { did: runner.did, privateKey: runner.privateKey }, outboundUrls: "any", ...(process.env.SAGA_BENCH_MEMORY === "1" ? { memoryEngine: true } : {}) })
   const registry = yield* MeshClient.make({ hubUrl: hub.url, apiKey: Option.getOrThrow(hub.admin).apiKey })
   const register = (identity: MeshIdentity, endpointUrl: string) =>
     Effect.flatMap(registry.createApiKey({ owner: identity.did }), (key) =>

@@ -30,7 +30,9 @@ export const program = Effect.gen(function* () {
   const runner = yield* generateDid("trip-runner", undefined, "example")
   const hub = yield* SagaHub.start({
     database: path.join(fs.mkdtempSync(path.join(os.tmpdir(), "mesh-saga-example-")), "hub.db"),
-    runner: { did: runner.did, privateKey: runner.privateKey }
+    runner: { did: runner.did, privateKey: runner.privateKey },
+    // The agents listen on 127.0.0.1 beside the hub: a hub calls only public addresses unless told otherwise.
+    outboundUrls: "any"
   })
   const registry = yield* MeshClient.make({ hubUrl: hub.url, apiKey: Option.getOrThrow(hub.admin).apiKey })
   const register = (identity: MeshIdentity, endpointUrl: string, capabilities: ReadonlyArray<string>) =>
@@ -76,7 +78,8 @@ export const program = Effect.gen(function* () {
     budgetUsd,
     compensation: { capability: `cancel-${capability}` }
   })
-  const sagas = yield* SagaClient.make({ hubUrl: hub.url })
+  // The traveller signs its saga requests: the hub starts a saga only for its mandate's grantor, and shows it only to them.
+  const sagas = yield* SagaClient.make({ hubUrl: hub.url, identity: traveller })
   const ended = yield* sagas.runSaga(
     { mandate: budget.token, steps: [step("flight", airline, "book-flight", 500), step("hotel", hotel, "book-hotel", 400), step("car", rental, "book-car", 100)] },
     { onEvent: (e) => void log.push(`hub: ${e.type}${e.step === null ? "" : ` ${e.step}`}`) }

@@ -133,7 +133,12 @@ export const Caller = Schema.Struct({
   /** The caller's DID (mesh-sig only): for attribution. */
   did: Schema.optional(Schema.String),
   /** A stable name of the credential (`anonymous`, `bearer:<hash prefix>`, the DID); reconnects must match it. */
-  principal: Schema.String
+  principal: Schema.String,
+  /**
+   * Who the caller acts for, proven (mesh-sig only): the root grantor of a payment mandate the caller presented,
+   * granted to this agent by the caller and verified whole (a saga runner's step: the saga's submitter).
+   */
+  onBehalfOf: Schema.optional(Schema.String)
 })
 /** Who is calling, as authenticated. */
 export type Caller = typeof Caller.Type

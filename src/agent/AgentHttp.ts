@@ -15,7 +15,7 @@ import * as Option from "effect/Option"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import { AgentApi, type ApprovalRequired, type Caller, CurrentCaller, type RunReply, type RunRequest } from "./AgentApi.js"
-import { AgentBadRequest, type AgentForbidden } from "./AgentError.js"
+import { AgentBadRequest, type AgentForbidden, AgentUnavailable } from "./AgentError.js"
 import { Discovery } from "./Discovery.js"
 import { Execution, type Outcome } from "./Execution.js"
 import { type Approval, forbidden, Gates, storeUnavailable, type TaskState } from "./Gates.js"
@@ -25,7 +25,9 @@ import { RunStreams } from "./RunStreams.js"
 import { AgentMemory } from "../core/AgentMemory.js"
 import type { StoredReply } from "../core/IdempotencyStore.js"
 import { normalizeDid } from "../core/Did.js"
-import { decodeUnverified } from "../core/Mandate.js"
+import { KeyResolver, type KeyResolverApi } from "../core/KeyResolver.js"
+import { Keys } from "../core/Keys.js"
+import { chainOf, decodeUnverified, verifyMandate } from "../core/Mandate.js"
 import { VERSION } from "../core/Version.js"
 import { CorrelationId } from "../http/CorrelationId.js"
 import { errorObject } from "../http/ErrorBody.js"
@@ -69,6 +71,34 @@ export const presentedByGrantor = (token: string, callerDid: string, cache: Mand
     : Effect.fail(forbidden("MANDATE_GRANTOR_MISMATCH", `the mandate was granted by ${grantor}, not by the caller ${callerDid}`))
 }
 
+/**
+ * Who a relaying caller acts for. A payment mandate presented under mesh-sig (a saga runner's step) is verified whole,
+ * granted to this agent by the caller (`presentedByGrantor` holds the caller end), and its root grantor — the one
+ * whose signed mandate the payment was cut from — becomes `caller.onBehalfOf`, so the handler's own checks see who
+ * asked and not only who relayed it. A payment mandate that does not verify refuses the run (`MANDATE_INVALID`). Other
+ * kinds are left to the guard, which verifies them when first used.
+ */
+export const withOnBehalfOf = (
+  token: string,
+  caller: Caller,
+  agentDid: string,
+  resolver: KeyResolverApi,
+  keys: Keys["Type"],
+  cache: MandateCacheApi | undefined
+): Effect.Effect<Caller, AgentForbidden | AgentUnavailable> => {
+  const decoded = decodeUnverified(token, cache)
+  if (caller.did === undefined || Either.isLeft(decoded) || decoded.right.kind !== "payment") return Effect.succeed(caller)
+  return verifyMandate(token, resolver, { kinds: ["payment"], expectedGrantee: agentDid, ...(cache === undefined ? {} : { cache }) }).pipe(
+    Effect.provideService(Keys, keys),
+    Effect.map((m): Caller => ({ ...caller, onBehalfOf: normalizeDid(chainOf(m)[0]!.grantor) ?? chainOf(m)[0]!.grantor })),
+    Effect.mapError((e) =>
+      e.reason === "RESOLVER_UNAVAILABLE"
+        ? new AgentUnavailable({ code: "RESOLVER_UNAVAILABLE", message: e.message })
+        : forbidden("MANDATE_INVALID", `the payment mandate does not verify: ${e.reason}`, e.reason)
+    )
+  )
+}
+
 /** The run errors answered with a 5xx status. */
 const SERVER_FAILURES: ReadonlySet<string> = new Set(["HandlerFailed", "ProviderFailed", "AgentUnavailable"])
 
@@ -88,6 +118,8 @@ const runs = Effect.gen(function* () {
   // The guard parses the same token through this cache: the grantor check costs no second parse.
   const mandateCache = Option.getOrUndefined(yield* Effect.serviceOption(MandateCache))
   const entropy = yield* Entropy
+  const resolver = yield* KeyResolver
+  const keys = yield* Keys
 
   /** Runs the handler in the background, its chunks and its end streamed as events. */
   const streamed = (state: TaskState, approval: Approval | undefined, caller: Caller, cid: string) =>
@@ -136,7 +168,12 @@ const runs = Effect.gen(function* () {
         Effect.fail(new AgentBadRequest({ code: "INVALID_REQUEST", message: "Last-Event-ID continues a stream: send Accept: text/event-stream" }))
 
   /** The task a run request starts: its mandate checked against the caller, its session's history loaded. */
-  const taskOf = (payload: RunRequest, caller: Caller) => {
+  const taskOf = (payload: RunRequest, authenticated: Caller) =>
+    payload.mandate !== undefined && authenticated.did !== undefined
+      ? Effect.flatMap(withOnBehalfOf(payload.mandate, authenticated, did, resolver, keys, mandateCache), (caller) => taskFor(payload, caller))
+      : taskFor(payload, authenticated)
+
+  const taskFor = (payload: RunRequest, caller: Caller) => {
     const sessionId = payload.sessionId ?? entropy.uuid()
     const stateWith = (history: NonNullable<RunRequest["history"]>): TaskState => ({
       message: payload.message,

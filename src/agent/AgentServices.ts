@@ -288,6 +288,7 @@ export type Services =
   | AgentMemory.AgentMemory
   | A2aTasks.A2aTasks
   | A2aCard.A2aCard
+  | KeyResolver
 
 /** The agent's parts composed over `stores` (the identity is made first). */
 export const layerParts = <E>(

@@ -140,10 +140,16 @@ const a2aCardUrls = Options.choice("a2a-card-urls", ["public", "any"]).pipe(
   Options.withDescription("which A2A card URLs the hub fetches: public addresses only (default), or any, its own networks too (env MESH_HUB_A2A_CARD_URLS)")
 )
 
+const outboundUrls = Options.choice("outbound-urls", ["public", "any"]).pipe(
+  Options.withFallbackConfig(setting(Config.literal("public", "any"), "MESH_HUB_OUTBOUND_URLS")),
+  Options.withDefault("public" as const),
+  Options.withDescription("which addresses the hub's calls to registered URLs reach (saga steps' agents, A2A cards): public only (default), or any, its own networks too (env MESH_HUB_OUTBOUND_URLS)")
+)
+
 const hubCommand = Command.make(
   "hub",
   {
-    port, host, db, publicUrl, newAdminKey, probePort, sagaIdentity, a2aCardUrls,
+    port, host, db, publicUrl, newAdminKey, probePort, sagaIdentity, a2aCardUrls, outboundUrls,
     allowedHosts: allowedHostsOf("MESH_HUB_ALLOWED_HOST"), allowedOrigins: allowedOriginsOf("MESH_HUB_ALLOWED_ORIGIN"),
     logLevel: logLevelOf("MESH_HUB_LOG_LEVEL"), logFormat: logFormatOf("MESH_HUB_LOG_FORMAT"), shutdownTimeoutSeconds: shutdownTimeoutOf("MESH_HUB_SHUTDOWN_TIMEOUT")
   },
@@ -215,12 +221,16 @@ const agentCommand = Command.make(
 ))
 
 const sagaFile = Args.file({ name: "file", exists: "yes" }).pipe(Args.withDescription("the saga as JSON: { mandate, steps: [{ name, agentDid | didHash, capability, params, budgetUsd, compensation }] }"))
-const sagaRun = Command.make("run", { hubUrl, file: sagaFile }, (args) => runSagaFile(args)).pipe(
-  described("start a saga on the hub, print its progress, then its end", "mesh saga run trip.json --hub http://127.0.0.1:7700")
+const sagaCaller = Options.file("identity").pipe(
+  Options.withFallbackConfig(setting(Config.string, "MESH_CALL_IDENTITY")),
+  Options.withDescription("identity file (`mesh keygen`) of the saga mandate's grantor: it signs every request, and only it may read the saga (env MESH_CALL_IDENTITY)")
+)
+const sagaRun = Command.make("run", { hubUrl, file: sagaFile, identity: sagaCaller }, (args) => runSagaFile(args)).pipe(
+  described("start a saga on the hub, print its progress, then its end", "mesh saga run trip.json --identity buyer.identity.json --hub http://127.0.0.1:7700")
 )
 const sagaId = Args.text({ name: "id" }).pipe(Args.withDescription("the saga's id"))
-const sagaStatusCommand = Command.make("status", { hubUrl, sagaId }, (args) => sagaStatus({ hubUrl: args.hubUrl, sagaId: args.sagaId })).pipe(
-  described("print a saga's state", "mesh saga status saga_… --hub http://127.0.0.1:7700")
+const sagaStatusCommand = Command.make("status", { hubUrl, sagaId, identity: sagaCaller }, (args) => sagaStatus(args)).pipe(
+  described("print a saga's state", "mesh saga status saga_… --identity buyer.identity.json --hub http://127.0.0.1:7700")
 )
 const sagaCommand = Command.make("saga").pipe(described("run sagas on a hub", "mesh saga run trip.json"), Command.withSubcommands([sagaRun, sagaStatusCommand]))
 

@@ -195,6 +195,8 @@ export const runHub = (
     readonly shutdownTimeoutSeconds?: Option.Option<number>
     /** Which A2A card URLs the hub fetches: `public` (default) or `any` (its own networks too). */
     readonly a2aCardUrls?: "public" | "any"
+    /** Which addresses the hub's calls to registered URLs reach (saga steps, A2A cards): `public` (default) or `any`. */
+    readonly outboundUrls?: "public" | "any"
   } & ServingFlags
 ) =>
   Effect.scoped(
@@ -213,7 +215,8 @@ export const runHub = (
         },
         ...(publicUrl === undefined ? {} : { publicUrl }),
         ...(args.newAdminKey === true ? { newAdminKey: true } : {}),
-        ...(args.a2aCardUrls === undefined ? {} : { a2aCardUrls: args.a2aCardUrls })
+        ...(args.a2aCardUrls === undefined ? {} : { a2aCardUrls: args.a2aCardUrls }),
+        ...(args.outboundUrls === undefined ? {} : { outboundUrls: args.outboundUrls })
       }
       const sagaFile = Option.getOrUndefined(args.sagaIdentity ?? Option.none())
       const runner = sagaFile === undefined ? undefined : yield* readIdentityFile(sagaFile)
@@ -500,6 +503,9 @@ export const formatSagaEvent = (e: SagaEvent): string => {
   return `${String(e.seq).padStart(3)} ${e.type}${e.step === null ? "" : ` ${e.step}`}${detail}`
 }
 
+/** The signer of an identity file: its DID and its PKCS#8 key. */
+const signerOf = (file: IdentityFile): { readonly did: string; readonly privateKey: string } => ({ did: file.did, privateKey: file.privateKeyPkcs8B64 })
+
 const sagaCallFailed = (e: SagaClient.SagaCallError) => new CliError({ code: "INVALID_ARGUMENT", message: `${e.code}: ${e.message}` })
 
 /** Reads a saga file (`{ mandate, steps }`, strict JSON) for `mesh saga run`. */
@@ -515,11 +521,14 @@ export const readSagaFile = (file: string): Effect.Effect<SagaInput, CliError, F
     )
   })
 
-/** `mesh saga run <file>`: starts the saga, prints each progress event, then the saga as it ended (JSON). */
-export const runSagaFile = (args: { readonly hubUrl: string; readonly file: string }) =>
+/**
+ * `mesh saga run <file>`: starts the saga as the identity in `identity` (the mandate's grantor, who signs every
+ * request), prints each progress event, then the saga as it ended (JSON).
+ */
+export const runSagaFile = (args: { readonly hubUrl: string; readonly file: string; readonly identity: string }) =>
   Effect.gen(function* () {
     const input = yield* readSagaFile(args.file)
-    const client = yield* SagaClient.make({ hubUrl: args.hubUrl })
+    const client = yield* SagaClient.make({ hubUrl: args.hubUrl, identity: signerOf(yield* readIdentityFile(args.identity)) })
     const started = yield* Effect.mapError(client.startSaga(input), sagaCallFailed)
     yield* Console.log(`saga ${started.sagaId} started on ${args.hubUrl}`)
     yield* Effect.mapError(Stream.runForEach(client.sagaEvents(started.sagaId), (e) => Console.log(formatSagaEvent(e))), sagaCallFailed)
@@ -528,10 +537,10 @@ export const runSagaFile = (args: { readonly hubUrl: string; readonly file: stri
     return ended
   }).pipe(Effect.provide(FetchHttpClient.layer))
 
-/** `mesh saga status <id>`: the saga's state (JSON). */
-export const sagaStatus = (args: { readonly hubUrl: string; readonly sagaId: string }) =>
+/** `mesh saga status <id>`: the saga's state (JSON), read as the identity that started it. */
+export const sagaStatus = (args: { readonly hubUrl: string; readonly sagaId: string; readonly identity: string }) =>
   Effect.gen(function* () {
-    const client = yield* SagaClient.make({ hubUrl: args.hubUrl })
+    const client = yield* SagaClient.make({ hubUrl: args.hubUrl, identity: signerOf(yield* readIdentityFile(args.identity)) })
     const saga = yield* Effect.mapError(client.getSaga(args.sagaId), sagaCallFailed)
     yield* Console.log(JSON.stringify(saga, null, 2))
     return saga

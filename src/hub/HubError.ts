@@ -17,7 +17,7 @@ export class BadRequest extends Schema.TaggedError<BadRequest>()(
 /** 401: no, an unknown, a revoked or a malformed credential; a challenge answer or a request signature that does not hold. */
 export class Unauthorized extends Schema.TaggedError<Unauthorized>()(
   "Unauthorized",
-  { code: Schema.Literal("INVALID_API_KEY", "CHALLENGE_INVALID", "SIGNATURE_INVALID", "SIGNATURE_EXPIRED", "REPLAYED"), message: Schema.String },
+  { code: Schema.Literal("INVALID_API_KEY", "CHALLENGE_INVALID", "SIGNATURE_MISSING", "SIGNATURE_INVALID", "SIGNATURE_EXPIRED", "REPLAYED"), message: Schema.String },
   HttpApiSchema.annotations({ status: 401 })
 ) {}
 

@@ -219,36 +219,47 @@ const actorOf = (
     return yield* actsFor(yield* Caller)
   })
 
+/**
+ * Verifies a request's mesh-sig signature as this hub judges it: the signer's registered key, a fresh nonce, this
+ * hub's URL. Answers the signer's DID; a request that does not hold is 401 (`SIGNATURE_MISSING` when it carries no
+ * signature at all), a signer over its nonce quota 429, a store or resolver that cannot answer 503.
+ */
+export const makeVerifySigned = Effect.gen(function* () {
+  const resolver = yield* KeyResolver
+  const nonceStore = yield* NonceStore
+  const keys = yield* Keys
+  const publicUrl = Option.getOrUndefined(yield* Effect.serviceOption(HubPublicUrl))
+  return (req: HttpServerRequest.HttpServerRequest): Effect.Effect<string, Unauthorized | RateLimited | Unavailable> =>
+    Effect.gen(function* () {
+      const url = targetUri(req, publicUrl)
+      if (url === undefined) return yield* Effect.fail(new Unauthorized({ code: "SIGNATURE_INVALID", message: "the hub cannot rebuild the URL this request was signed for" }))
+      // The body was read before the handler ran; failing to hand it over is a defect, not the caller's fault.
+      const body = new Uint8Array(yield* Effect.orDie(req.arrayBuffer))
+      const verified = yield* verifyRequest({ method: req.method, url, headers: req.headers, body }, { resolveKey: resolver.resolve, nonceStore }).pipe(
+        Effect.provideService(Keys, keys),
+        Effect.mapError(({ code, message, retryAfterSeconds }) =>
+          code === "NONCE_QUOTA_EXCEEDED"
+            ? new RateLimited({ code, message, retryAfterSeconds: retryAfterSeconds ?? 1 })
+            : !refusals.has(code)
+            ? errors.unavailable(`${code}: ${message}`)
+            : new Unauthorized({
+                code: code === "REPLAYED" || code === "SIGNATURE_MISSING"
+                  ? code
+                  : code === "SIGNATURE_EXPIRED" || code === "SIGNATURE_NOT_YET_VALID" ? "SIGNATURE_EXPIRED" : "SIGNATURE_INVALID",
+                message: `${code}: ${message}`
+              })
+        )
+      )
+      noteCaller(req, verified.did)
+      return verified.did
+    })
+})
+
 /** The spending-ledger endpoints: each acts for the DID the request proved (see `actorOf`). */
 export const SpendingLive = ApiGroup.group(HubApi, "spending", (handlers) =>
   Effect.gen(function* () {
     const ledger = yield* Ledger
-    const resolver = yield* KeyResolver
-    const nonceStore = yield* NonceStore
-    const keys = yield* Keys
-    const publicUrl = Option.getOrUndefined(yield* Effect.serviceOption(HubPublicUrl))
-    const verify = (req: HttpServerRequest.HttpServerRequest) =>
-      Effect.gen(function* () {
-        const url = targetUri(req, publicUrl)
-        if (url === undefined) return yield* Effect.fail(new Unauthorized({ code: "SIGNATURE_INVALID", message: "the hub cannot rebuild the URL this request was signed for" }))
-        // The body was read before the handler ran; failing to hand it over is a defect, not the caller's fault.
-        const body = new Uint8Array(yield* Effect.orDie(req.arrayBuffer))
-        const verified = yield* verifyRequest({ method: req.method, url, headers: req.headers, body }, { resolveKey: resolver.resolve, nonceStore }).pipe(
-          Effect.provideService(Keys, keys),
-          Effect.mapError(({ code, message, retryAfterSeconds }) =>
-            code === "NONCE_QUOTA_EXCEEDED"
-              ? new RateLimited({ code, message, retryAfterSeconds: retryAfterSeconds ?? 1 })
-              : !refusals.has(code)
-              ? errors.unavailable(`${code}: ${message}`)
-              : new Unauthorized({
-                  code: code === "REPLAYED" ? "REPLAYED" : code === "SIGNATURE_EXPIRED" || code === "SIGNATURE_NOT_YET_VALID" ? "SIGNATURE_EXPIRED" : "SIGNATURE_INVALID",
-                  message: `${code}: ${message}`
-                })
-          )
-        )
-        noteCaller(req, verified.did)
-        return verified.did
-      })
+    const verify = yield* makeVerifySigned
     const registry = yield* Registry
     const actor = actorOf(verify, (caller) => Effect.mapError(registry.agentKeyActsFor(caller), hubHttp))
     return handlers

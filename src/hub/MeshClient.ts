@@ -26,7 +26,7 @@ import { didHash, extractPublicKey, verificationMethodId } from "../core/Did.js"
 import { HubApi } from "./HubApi.js"
 import { BadRequest, RegistryUnreachable } from "./HubError.js"
 import { KeyNotFound, KeyResolver, type KeyResolverApi, KeyResolverUnavailable, type ResolvedKey } from "../core/KeyResolver.js"
-import { Keys } from "../core/Keys.js"
+import { Keys, type PrivateKeyInput } from "../core/Keys.js"
 import { signRequest } from "../core/HttpSignature.js"
 import { signMessage } from "../core/Proof.js"
 import { deletionDocument, hubOrigin, registrationDocument, rotationDocument, updateDocument, WRITE_PROOF_PURPOSE } from "./RegistryWire.js"
@@ -73,7 +73,7 @@ export interface LedgerAuth {
 }
 
 /** Signs a request for `identity` (mesh-sig over method, absolute URL and body digest; fresh nonce, 60 s). */
-const signWith = (keys: Keys["Type"], identity: MeshIdentity) => (req: HttpClientRequest.HttpClientRequest) =>
+export const signWith = (keys: Keys["Type"], identity: { readonly did: string; readonly privateKey: PrivateKeyInput }) => (req: HttpClientRequest.HttpClientRequest) =>
   Effect.gen(function* () {
     const url = Option.getOrUndefined(HttpClientRequest.toUrl(req))
     if (url === undefined) return yield* Effect.dieMessage(`cannot sign a request to ${req.url}`)

@@ -7,19 +7,28 @@
  */
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import * as Effect from "effect/Effect"
-import { runPromise } from "../node/internal/promiseRuntime.js"
+import type { SignAs } from "../agent/AgentClient.js"
+import { runWithKeys } from "../node/internal/promiseRuntime.js"
 import type { SagaEvent, SagaInput, SagaResult } from "../saga/Saga.js"
 import * as SagaClient from "../saga/SagaClient.js"
 
-const withClient = <A>(hubUrl: string, f: (c: SagaClient.SagaClientApi) => Effect.Effect<A, SagaClient.SagaCallError>): Promise<A> =>
-  runPromise(Effect.flatMap(SagaClient.make({ hubUrl }), f).pipe(Effect.provide(FetchHttpClient.layer)))
+const withClient = <A>(hubUrl: string, identity: SignAs, f: (c: SagaClient.SagaClientApi) => Effect.Effect<A, SagaClient.SagaCallError>): Promise<A> =>
+  runWithKeys(Effect.flatMap(SagaClient.make({ hubUrl, identity }), f).pipe(Effect.provide(FetchHttpClient.layer)))
 
-/** Runs a saga on the hub at `hubUrl`; `onEvent` sees each progress event; resolves with the saga's end. */
-export const runSaga = (hubUrl: string, input: SagaInput, options?: { readonly onEvent?: (event: SagaEvent) => void }): Promise<SagaResult> =>
-  withClient(hubUrl, (c) => c.runSaga(input, options))
+/**
+ * Runs a saga on the hub at `hubUrl` as `identity`, the grantor of its mandate (every request is signed by it);
+ * `onEvent` sees each progress event; resolves with the saga's end.
+ */
+export const runSaga = (
+  hubUrl: string,
+  input: SagaInput,
+  options: { readonly identity: SignAs; readonly onEvent?: (event: SagaEvent) => void }
+): Promise<SagaResult> => withClient(hubUrl, options.identity, (c) => c.runSaga(input, options))
 
-/** Starts a saga; resolves at once with status `running`. */
-export const startSaga = (hubUrl: string, input: SagaInput): Promise<SagaResult> => withClient(hubUrl, (c) => c.startSaga(input))
+/** Starts a saga as `identity` (the mandate's grantor); resolves at once with status `running`. */
+export const startSaga = (hubUrl: string, input: SagaInput, options: { readonly identity: SignAs }): Promise<SagaResult> =>
+  withClient(hubUrl, options.identity, (c) => c.startSaga(input))
 
-/** A saga's state now. */
-export const getSaga = (hubUrl: string, sagaId: string): Promise<SagaResult> => withClient(hubUrl, (c) => c.getSaga(sagaId))
+/** A saga's state now, read as `identity` (the one who started it). */
+export const getSaga = (hubUrl: string, sagaId: string, options: { readonly identity: SignAs }): Promise<SagaResult> =>
+  withClient(hubUrl, options.identity, (c) => c.getSaga(sagaId))

@@ -26,8 +26,11 @@ const StepName = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100), 
 const Capability = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200))
 const Params = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 
-/** What undoes a step: a capability (with its params) on the same agent. */
-export const Compensation = Schema.Struct({ capability: Capability, params: Schema.optional(Params) })
+/**
+ * What undoes a step: a capability on the same agent. It takes no params of the submitter's choosing: the call carries
+ * the forward step's commit token and result, so the agent undoes what it did, not what a submitter names.
+ */
+export const Compensation = Schema.Struct({ capability: Capability }).annotations({ parseOptions: { onExcessProperty: "error" } })
 /** What undoes a step. */
 export type Compensation = typeof Compensation.Type
 
@@ -166,6 +169,19 @@ export class SagaMandateRefused extends Data.TaggedError("SagaMandateRefused")<{
   readonly message: string
 }> {}
 
+/** The request is not signed by the mandate's grantor: only the grantor starts a saga on its mandate (`MANDATE_GRANTOR_MISMATCH`). */
+export class SagaGrantorMismatch extends Data.TaggedError("SagaGrantorMismatch")<{ readonly code: "MANDATE_GRANTOR_MISMATCH"; readonly message: string }> {}
+
+/**
+ * Too many sagas running: the caller's own bound (`RATE_LIMITED`) or the scheduler's (`OVERLOADED`); come back after
+ * `retryAfterSeconds`.
+ */
+export class SagaBusy extends Data.TaggedError("SagaBusy")<{
+  readonly code: "RATE_LIMITED" | "OVERLOADED"
+  readonly message: string
+  readonly retryAfterSeconds: number
+}> {}
+
 /** No saga under that id, or not the caller's (`NOT_FOUND`). */
 export class SagaNotFound extends Data.TaggedError("SagaNotFound")<{ readonly code: "NOT_FOUND"; readonly message: string }> {}
 
@@ -173,7 +189,7 @@ export class SagaNotFound extends Data.TaggedError("SagaNotFound")<{ readonly co
 export class SagaUnavailable extends Data.TaggedError("SagaUnavailable")<{ readonly code: "STORE_UNAVAILABLE"; readonly message: string }> {}
 
 /** Every refusal of a saga before it runs. */
-export type SagaRefused = SagaInvalid | SagaAgentNotFound | SagaBudgetRefused | SagaMandateRefused | SagaUnavailable
+export type SagaRefused = SagaInvalid | SagaAgentNotFound | SagaBudgetRefused | SagaMandateRefused | SagaGrantorMismatch | SagaBusy | SagaUnavailable
 
 /** An agent as the scheduler needs it. */
 export interface AgentEntry {
@@ -192,19 +208,20 @@ const limitOf = (m: Mandate): number | undefined => (m.constraints as { readonly
 
 /**
  * Checks a saga before it runs, in an order that reads nothing it does not need: the shape and names first, then the
- * mandate (for the runner, unexpired, not revoked), then each budget against the mandate's limit, then each agent.
+ * mandate (for the runner, unexpired, not revoked, granted by the caller), then each budget against the mandate's
+ * limit, then each agent. A refusal names a step by its position and repeats nothing the caller sent.
  */
 export const plan = (
   input: SagaInput,
-  options: { readonly runner: string; readonly resolver: KeyResolverApi; readonly findAgent: FindAgent }
+  options: { readonly caller: string; readonly runner: string; readonly resolver: KeyResolverApi; readonly findAgent: FindAgent }
 ): Effect.Effect<SagaPlan, SagaRefused, Keys> =>
   Effect.gen(function* () {
     const seen = new Set<string>()
-    for (const s of input.steps) {
-      if (seen.has(s.name)) return yield* Effect.fail(invalid(`two steps are named ${JSON.stringify(s.name)}`))
+    for (const [i, s] of input.steps.entries()) {
+      if (seen.has(s.name)) return yield* Effect.fail(invalid(`step ${i + 1} has the name of an earlier step`))
       seen.add(s.name)
-      if (s.agentDid === undefined && s.didHash === undefined) return yield* Effect.fail(invalid(`step ${s.name} names no agent (agentDid or didHash)`))
-      if (s.agentDid !== undefined && normalizeDid(s.agentDid) === undefined) return yield* Effect.fail(invalid(`step ${s.name}: ${JSON.stringify(s.agentDid)} is not a DID`))
+      if (s.agentDid === undefined && s.didHash === undefined) return yield* Effect.fail(invalid(`step ${i + 1} names no agent (agentDid or didHash)`))
+      if (s.agentDid !== undefined && normalizeDid(s.agentDid) === undefined) return yield* Effect.fail(invalid(`step ${i + 1}: agentDid is not a DID`))
     }
     const mandate = yield* verifyMandate(input.mandate, options.resolver, { kinds: ["intent", "cart"], expectedGrantee: options.runner }).pipe(
       Effect.mapError((e) =>
@@ -213,16 +230,18 @@ export const plan = (
           : new SagaMandateRefused({ code: "MANDATE_INVALID", reason: e.reason, message: `${e.reason}: ${e.message}` })
       )
     )
+    // The mandate travels downstream (each step's payment mandate carries it in `prf`): holding it proves nothing.
+    if ((normalizeDid(mandate.grantor) ?? mandate.grantor) !== (normalizeDid(options.caller) ?? options.caller)) {
+      return yield* Effect.fail(new SagaGrantorMismatch({ code: "MANDATE_GRANTOR_MISMATCH", message: "a saga is started only by its mandate's grantor, signing the request" }))
+    }
     const limit = limitOf(mandate)
     const limitMicros = limit === undefined ? undefined : Either.getOrUndefined(parseUsd(limit))
     const budgets: Array<Micros> = []
-    for (const s of input.steps) {
+    for (const [i, s] of input.steps.entries()) {
       const b = parseUsd(s.budgetUsd)
-      if (Either.isLeft(b)) return yield* Effect.fail(new SagaBudgetRefused({ code: "INVALID_AMOUNT", message: `step ${s.name}: ${b.left.message}`, step: s.name }))
+      if (Either.isLeft(b)) return yield* Effect.fail(new SagaBudgetRefused({ code: "INVALID_AMOUNT", message: `step ${i + 1}: budgetUsd is not a USD amount`, step: s.name }))
       if (limitMicros !== undefined && b.right > limitMicros) {
-        return yield* Effect.fail(
-          new SagaBudgetRefused({ code: "LIMIT_EXCEEDED", message: `step ${s.name} budgets ${s.budgetUsd} USD, above the mandate's ${limit} USD`, step: s.name })
-        )
+        return yield* Effect.fail(new SagaBudgetRefused({ code: "LIMIT_EXCEEDED", message: `step ${i + 1} budgets more than the mandate's spend limit`, step: s.name }))
       }
       budgets.push(b.right)
     }
@@ -231,7 +250,7 @@ export const plan = (
       const hash = s.didHash ?? didHash(normalizeDid(s.agentDid)!)
       const agent = yield* options.findAgent(hash)
       if (agent === undefined || (s.agentDid !== undefined && agent.did !== normalizeDid(s.agentDid))) {
-        return yield* Effect.fail(new SagaAgentNotFound({ code: "AGENT_NOT_FOUND", message: `step ${s.name}: no agent ${s.agentDid ?? s.didHash} in the hub`, step: s.name }))
+        return yield* Effect.fail(new SagaAgentNotFound({ code: "AGENT_NOT_FOUND", message: `step ${i + 1}: the hub knows no such agent`, step: s.name }))
       }
       steps.push({
         name: s.name,

@@ -10,7 +10,8 @@ import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as OpenApi from "@effect/platform/OpenApi"
 import * as Schema from "effect/Schema"
-import { BadRequest, NotFound, Unavailable } from "../hub/HubError.js"
+import { Overloaded } from "../http/ErrorBody.js"
+import { BadRequest, NotFound, RateLimited, Unauthorized, Unavailable } from "../hub/HubError.js"
 import { HubApi } from "../hub/HubApi.js"
 import { SagaInput, SagaResult } from "./Saga.js"
 
@@ -19,6 +20,13 @@ export class SagaUnprocessable extends Schema.TaggedError<SagaUnprocessable>()(
   "SagaUnprocessable",
   { code: Schema.Literal("AGENT_NOT_FOUND", "LIMIT_EXCEEDED", "INVALID_AMOUNT", "MANDATE_INVALID"), message: Schema.String },
   HttpApiSchema.annotations({ status: 422 })
+) {}
+
+/** The request is signed, but not by the mandate's grantor: only the grantor starts a saga on its mandate. */
+export class SagaForbidden extends Schema.TaggedError<SagaForbidden>()(
+  "SagaForbidden",
+  { code: Schema.Literal("MANDATE_GRANTOR_MISMATCH"), message: Schema.String },
+  HttpApiSchema.annotations({ status: 403 })
 ) {}
 
 const SagaPath = Schema.Struct({ sagaId: Schema.String })
@@ -32,15 +40,20 @@ const asEventStream = (operation: Record<string, unknown>): Record<string, unkno
   return { ...operation, responses: { ...responses, "200": { ...ok, content: { "text/event-stream": stream } } } }
 }
 
-/** Sagas: start one, read its state, follow its progress. */
+/**
+ * Sagas: start one, read its state, follow its progress. Every request is signed (mesh-sig) by the mandate's
+ * grantor; a saga is read only by the one who started it (another's is 404).
+ */
 export class SagaGroup extends HttpApiGroup.make("sagas")
   .add(
     HttpApiEndpoint.post("startSaga", "/sagas")
       .setPayload(SagaInput)
       .addSuccess(SagaResult, { status: 202 })
       .addError(SagaUnprocessable)
+      .addError(SagaForbidden)
       .addError(NotFound)
-      .annotate(OpenApi.Description, "Starts a saga under the caller's spending mandate, granted to the hub's saga runner; answers at once with status running.")
+      .addError(Overloaded)
+      .annotate(OpenApi.Description, "Starts a saga under the caller's spending mandate, granted to the hub's saga runner; the request is signed (mesh-sig) by the mandate's grantor. Answers at once with status running.")
   )
   .add(
     HttpApiEndpoint.get("getSaga", "/sagas/:sagaId")
@@ -59,6 +72,8 @@ export class SagaGroup extends HttpApiGroup.make("sagas")
   )
   .prefix("/v1")
   .addError(BadRequest)
+  .addError(Unauthorized)
+  .addError(RateLimited)
   .addError(Unavailable) {}
 
 /** The hub's contract with the saga endpoints: what `SagaHub` serves and documents at `/openapi.json`. */

@@ -3,6 +3,9 @@
  * event seen when the connection drops), and `runSaga`, which does all three and answers with the saga's end. It
  * sits on the saga floor, beside the contract it calls; `MeshClient` (hub floor) cannot know sagas.
  *
+ * Every request is signed (mesh-sig) by `identity`, the grantor of the saga's mandate: the hub starts a saga only
+ * for its mandate's grantor and shows it only to the one who started it (docs/sagas.md §6).
+ *
  * Floor: saga (docs/architecture.md §3).
  */
 import * as HttpClient from "@effect/platform/HttpClient"
@@ -10,6 +13,9 @@ import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import type { SignAs } from "../agent/AgentClient.js"
+import { Keys } from "../core/Keys.js"
+import { signWith } from "../hub/MeshClient.js"
 import * as Stream from "effect/Stream"
 import * as Sse from "../core/Sse.js"
 import { isRecord } from "../core/internal/record.js"
@@ -25,6 +31,8 @@ export class SagaCallError extends Schema.TaggedError<SagaCallError>()("SagaCall
 /** Client settings. */
 export interface SagaClientOptions {
   readonly hubUrl: string
+  /** Who starts and reads the sagas: the grantor of their mandates; its key signs every request. */
+  readonly identity: SignAs
   /** How often a dropped event stream is reopened from the last event seen; default 5. */
   readonly reconnects?: number
 }
@@ -55,8 +63,10 @@ const answer = (response: HttpClientResponse.HttpClientResponse): Effect.Effect<
   )
 
 /** Builds the client over an `HttpClient`. */
-export const make = (options: SagaClientOptions): Effect.Effect<SagaClientApi, never, HttpClient.HttpClient> =>
-  Effect.map(HttpClient.HttpClient, (http) => {
+export const make = (options: SagaClientOptions): Effect.Effect<SagaClientApi, never, HttpClient.HttpClient | Keys> =>
+  Effect.gen(function* () {
+    const keys = yield* Keys
+    const http = HttpClient.mapRequestEffect(yield* HttpClient.HttpClient, signWith(keys, options.identity))
     const base = options.hubUrl.replace(/\/+$/, "")
     const reconnects = options.reconnects ?? 5
     const startSaga = (input: SagaInput) =>
@@ -110,9 +120,9 @@ export const make = (options: SagaClientOptions): Effect.Effect<SagaClientApi, n
     return { startSaga, getSaga, sagaEvents, runSaga }
   })
 
-/** Runs a saga on the hub at `hubUrl` and answers with its end (`SagaClient.make(...).runSaga`). */
+/** Runs a saga on the hub at `hubUrl` as `identity` (the mandate's grantor) and answers with its end (`SagaClient.make(...).runSaga`). */
 export const runSaga = (
   hubUrl: string,
   input: SagaInput,
-  options?: { readonly onEvent?: (event: SagaEvent) => void }
-): Effect.Effect<SagaResult, SagaCallError, HttpClient.HttpClient> => Effect.flatMap(make({ hubUrl }), (c) => c.runSaga(input, options))
+  options: { readonly identity: SignAs; readonly onEvent?: (event: SagaEvent) => void }
+): Effect.Effect<SagaResult, SagaCallError, HttpClient.HttpClient | Keys> => Effect.flatMap(make({ hubUrl, identity: options.identity }), (c) => c.runSaga(input, options))

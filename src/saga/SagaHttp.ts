@@ -13,11 +13,11 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
 import * as Sse from "../core/Sse.js"
-import { BadRequest, errors } from "../hub/HubError.js"
-import { ApiKeyAuthLive, docsPage, GroupsLive } from "../hub/HubHttp.js"
-import { decodeUnverified } from "../core/Mandate.js"
+import { Overloaded } from "../http/ErrorBody.js"
+import { BadRequest, errors, RateLimited } from "../hub/HubError.js"
+import { ApiKeyAuthLive, docsPage, GroupsLive, makeVerifySigned } from "../hub/HubHttp.js"
 import type { SagaNotFound, SagaRefused, SagaUnavailable } from "./Saga.js"
-import { SagaHubApi, SagaUnprocessable } from "./SagaApi.js"
+import { SagaForbidden, SagaHubApi, SagaUnprocessable } from "./SagaApi.js"
 import { SagaScheduler } from "./SagaScheduler.js"
 
 const refused = (e: SagaRefused | SagaNotFound) => {
@@ -28,6 +28,12 @@ const refused = (e: SagaRefused | SagaNotFound) => {
       return errors.notFound(e.message)
     case "SagaUnavailable":
       return errors.unavailable(e.message)
+    case "SagaGrantorMismatch":
+      return new SagaForbidden({ code: e.code, message: e.message })
+    case "SagaBusy":
+      return e.code === "RATE_LIMITED"
+        ? new RateLimited({ code: e.code, message: e.message, retryAfterSeconds: e.retryAfterSeconds })
+        : new Overloaded({ code: e.code, message: e.message, retryAfterSeconds: e.retryAfterSeconds })
     default:
       return new SagaUnprocessable({ code: e.code, message: e.message })
   }
@@ -37,32 +43,34 @@ const notFoundOr = (e: SagaNotFound | SagaUnavailable) => (e._tag === "SagaNotFo
 
 const encoder = new TextEncoder()
 
-/** The saga group's handlers. */
+/**
+ * The saga group's handlers. Who asks is proven by the request's signature, never by the mandate it carries: every
+ * step agent holds the caller's mandate (in its payment mandate's `prf`), so holding it proves nothing.
+ */
 export const SagasLive = HttpApiBuilder.group(SagaHubApi, "sagas", (handlers) =>
-  Effect.map(SagaScheduler, (scheduler) =>
-    handlers
-      .handle("startSaga", ({ payload }) => {
-        // Who asked is the mandate's grantor: the mandate is the authority, and the scheduler verifies it before anything runs.
-        const grantor = decodeUnverified(payload.mandate)
-        const caller = grantor._tag === "Right" ? grantor.right.grantor : "unknown"
-        return Effect.mapError(scheduler.submit(caller, payload), refused)
-      })
-      .handle("getSaga", ({ path }) => Effect.mapError(scheduler.get(path.sagaId), notFoundOr))
+  Effect.gen(function* () {
+    const scheduler = yield* SagaScheduler
+    const verify = yield* makeVerifySigned
+    const signer = Effect.flatMap(HttpServerRequest.HttpServerRequest, verify)
+    return handlers
+      .handle("startSaga", ({ payload }) => Effect.flatMap(signer, (caller) => Effect.mapError(scheduler.submit(caller, payload), refused)))
+      .handle("getSaga", ({ path }) => Effect.flatMap(signer, (caller) => Effect.mapError(scheduler.get(path.sagaId, caller), notFoundOr)))
       .handleRaw("sagaEvents", ({ path }) =>
         Effect.gen(function* () {
           const req = yield* HttpServerRequest.HttpServerRequest
+          const caller = yield* verify(req)
           const last = Number(req.headers["last-event-id"] ?? "0")
           const from = Number.isSafeInteger(last) && last >= 0 ? last : 0
           // Read the saga first, so an unknown id is a 404 rather than an empty stream.
-          yield* Effect.mapError(scheduler.get(path.sagaId), notFoundOr)
-          const events = scheduler.events(path.sagaId, from).pipe(
+          yield* Effect.mapError(scheduler.get(path.sagaId, caller), notFoundOr)
+          const events = scheduler.events(path.sagaId, from, caller).pipe(
             Stream.map((e) => encoder.encode(Sse.encodeEvent({ id: String(e.seq), event: e.type, data: JSON.stringify(e) }))),
             Stream.catchAll(() => Stream.empty)
           )
           return HttpServerResponse.stream(events, { contentType: Sse.CONTENT_TYPE, headers: Sse.RESPONSE_HEADERS })
         })
       )
-  )
+  })
 )
 
 /** `/openapi.json` and `/docs` of a hub with sagas, computed once from `SagaHubApi` when first asked for (not before it listens). */

@@ -22,7 +22,7 @@ import * as Database from "../sql/Database.js"
 import { SagaHubApi } from "./SagaApi.js"
 import { SagaHubHandlers } from "./SagaHttp.js"
 import * as SagaScheduler from "./SagaScheduler.js"
-import * as HttpClientDefault from "../http/HttpClientDefault.js"
+import * as OutboundAddress from "../hub/OutboundAddress.js"
 
 /** How to run a hub with sagas. */
 export interface SagaHubOptions extends Hub.HubOptions, SagaScheduler.SchedulerOptions {
@@ -49,7 +49,12 @@ export const layerServicesOn = <E = never>(
 ) => {
   const services = Layer.merge(Hub.layerServicesOn(options, db), db)
   const scheduler = (options.memoryEngine === true ? SagaScheduler.layerTest : SagaScheduler.layer)(options).pipe(
-    Layer.provide(Layer.mergeAll(SagaScheduler.layerAgentsFromRegistry, AgentClient.layer().pipe(Layer.provide(HttpClientDefault.layer)))),
+    // Step agents are reached at the URLs their keys registered: only public addresses unless the operator allows any.
+    // Never an HttpClient found in the caller's context, which would bypass that rule.
+    Layer.provide(Layer.mergeAll(
+      SagaScheduler.layerAgentsFromRegistry,
+      AgentClient.layer().pipe(Layer.provide(OutboundAddress.layerHttpClient(options.outboundUrls ?? "public")))
+    )),
     Layer.provideMerge(services)
   )
   return scheduler

@@ -37,6 +37,7 @@ import * as Stream from "effect/Stream"
 import { AgentClient, type SignAs } from "../agent/AgentClient.js"
 import { verify as verifyCommitToken } from "../core/CommitToken.js"
 import { toBase64Url } from "../core/internal/bytes.js"
+import { normalizeDid } from "../core/Did.js"
 import { Entropy } from "../core/Entropy.js"
 import { KeyResolver } from "../core/KeyResolver.js"
 import { Keys } from "../core/Keys.js"
@@ -49,6 +50,7 @@ import {
   type FindAgent,
   isFinal,
   plan,
+  SagaBusy,
   type SagaEvent,
   type SagaInput,
   SagaMandateRefused,
@@ -69,22 +71,43 @@ export interface SchedulerOptions {
   readonly compensationRetry?: Schedule.Schedule<unknown, unknown>
   /** How a call that failed for a transient reason (agent unreachable or busy) is repeated; default 5 retries, exponential from 50 ms. */
   readonly callRetry?: Schedule.Schedule<unknown, unknown>
+  /** Sagas one caller may have running at once; a further submission is refused 429 `RATE_LIMITED`. Default 8. */
+  readonly maxRunningPerCaller?: number
+  /** Sagas running at once, all callers together; a further submission is refused 503 `OVERLOADED`. Default 64. */
+  readonly maxRunning?: number
+  /**
+   * Steps and compensations in flight at once across every saga; the rest wait their turn, so saga work never holds
+   * more of the process than this and requests keep being served. Default 8.
+   */
+  readonly maxStepsInFlight?: number
 }
+
+/** The bounds' defaults (docs/sagas.md §1, docs/security.md). */
+export const DEFAULT_MAX_RUNNING_PER_CALLER = 8
+/** The bounds' defaults (docs/sagas.md §1, docs/security.md). */
+export const DEFAULT_MAX_RUNNING = 64
+/** The bounds' defaults (docs/sagas.md §1, docs/security.md). */
+export const DEFAULT_MAX_STEPS_IN_FLIGHT = 8
+/** How long a refused submission is told to wait: a running saga's steps take seconds. */
+const BUSY_RETRY_AFTER_SECONDS = 5
 
 /** The operations of the scheduler. */
 export interface SagaSchedulerApi {
   /** The runner's DID: callers grant their mandates to it. */
   readonly runner: string
-  /** Checks the saga, opens (or finds) the mandate's pool and starts the saga; answers at once, status `running`. */
+  /**
+   * Checks the saga, opens (or finds) the mandate's pool and starts the saga; answers at once, status `running`.
+   * `caller` is the DID that proved it asked (over HTTP, the request's signer): it must be the mandate's grantor.
+   */
   readonly submit: (caller: string, input: SagaInput) => Effect.Effect<SagaResult, SagaRefused>
   /** `submit`, then waits until the saga has ended. */
   readonly run: (caller: string, input: SagaInput) => Effect.Effect<SagaResult, SagaRefused | SagaNotFound>
-  /** A saga's state now. */
-  readonly get: (sagaId: string) => Effect.Effect<SagaResult, SagaNotFound | SagaUnavailable>
+  /** A saga's state now; with `caller`, only a saga that caller started (another's is `NOT_FOUND`). */
+  readonly get: (sagaId: string, caller?: string) => Effect.Effect<SagaResult, SagaNotFound | SagaUnavailable>
   /** Waits until the saga has ended. */
   readonly await: (sagaId: string) => Effect.Effect<SagaResult, SagaNotFound | SagaUnavailable>
-  /** The saga's progress events after `afterSeq` (0: all), ending with the final one. */
-  readonly events: (sagaId: string, afterSeq?: number) => Stream.Stream<SagaEvent, SagaNotFound | SagaUnavailable>
+  /** The saga's progress events after `afterSeq` (0: all), ending with the final one; with `caller`, as `get`. */
+  readonly events: (sagaId: string, afterSeq?: number, caller?: string) => Stream.Stream<SagaEvent, SagaNotFound | SagaUnavailable>
 }
 
 /** The `SagaScheduler` service. */
@@ -134,8 +157,11 @@ const unavailable = (message: string) => new SagaUnavailable({ code: "STORE_UNAV
 /** The idempotency key of a step's allocation and call; a compensation's call adds `:compensate`. */
 export const stepKey = (sagaId: string, step: string): string => `${sagaId}:${step}`
 
-/** The workflow's implementation: registers the saga workflow with the engine. */
-const layerWorkflow = (options: SchedulerOptions) =>
+/**
+ * The workflow's implementation: registers the saga workflow with the engine. Every step and compensation runs under
+ * one of `permits`, shared by all sagas.
+ */
+const layerWorkflow = (options: SchedulerOptions, permits: Effect.Semaphore) =>
   SagaWorkflow.toLayer(({ sagaId }) =>
     Effect.gen(function* () {
       const store = yield* SagaStore.SagaStore
@@ -148,6 +174,7 @@ const layerWorkflow = (options: SchedulerOptions) =>
       const saga = yield* Effect.orDie(store.load(sagaId))
       if (saga === undefined) return yield* Effect.dieMessage(`saga ${sagaId} is not stored`)
       const steps = saga.plan.steps
+      const submitter = saga.plan.grantor
       // The caller's mandate is read once for the whole saga, not at every step's child; one that does not read is
       // passed on as a token, so each step refuses it as before.
       const parent = Either.getOrElse(decodeUnverified(saga.plan.mandate), () => saga.plan.mandate)
@@ -167,7 +194,7 @@ const layerWorkflow = (options: SchedulerOptions) =>
           name: `forward/${idx}/${step.name}`,
           success: StepCommitted,
           error: StepFailed,
-          execute: Effect.gen(function* () {
+          execute: permits.withPermits(1)(Effect.gen(function* () {
             yield* event("step_started", step.name, { agentDid: step.agentDid, capability: step.capability, budgetUsd: formatUsdString(step.budgetMicros as Micros) })
             const child = yield* store.childToken(
               sagaId,
@@ -197,7 +224,9 @@ const layerWorkflow = (options: SchedulerOptions) =>
                 signAs: runner,
                 mandate: child,
                 capability: step.capability,
-                context: { sagaId, step: step.name, params: step.params },
+                // Who asked, for the agent's own checks: the payment mandate's chain is rooted in the submitter's
+                // signed mandate, so the agent need not take the runner's word for it (docs/sagas.md §3).
+                context: { sagaId, step: step.name, params: step.params, submitter },
                 // The budget caps what the agent may sign for, and is what it signs when it reports no cost.
                 commit: { sagaId, step: step.name, amountUsd: formatUsdString(step.budgetMicros as Micros) },
                 idempotencyKey: key
@@ -208,50 +237,52 @@ const layerWorkflow = (options: SchedulerOptions) =>
                 Effect.catchAll((e) => refund(e.code, e.message))
               )
             if (!("message" in reply)) return yield* refund("HUMAN_GATE_REQUIRED", "a saga step cannot pause at a human gate")
+            // No receipt, no payment: what a step used is what its agent signed for, and the ledger keeps the proof.
             const commitToken = reply.commitToken
-            let used = step.budgetMicros
-            if (commitToken !== undefined) {
-              const receipt = yield* verifyCommitToken(commitToken, resolver).pipe(
-                Effect.provideService(Keys, keys),
-                Effect.catchAll((e) => refund("COMMIT_INVALID", `the agent's commit token does not verify: ${e.message}`))
-              )
-              const amount = parseUsd(receipt.amountUsd)
-              if (receipt.sagaId !== sagaId || receipt.step !== step.name || receipt.issuer !== step.agentDid || Either.isLeft(amount)) {
-                return yield* refund("COMMIT_INVALID", "the agent's commit token is for another step or agent")
-              }
-              if (amount.right > step.budgetMicros) return yield* refund("INVALID_AMOUNT", `the agent used ${receipt.amountUsd} USD, above the step's budget`)
-              used = amount.right
+            if (commitToken === undefined) return yield* refund("COMMIT_INVALID", "the agent answered without a commit token")
+            const receipt = yield* verifyCommitToken(commitToken, resolver).pipe(
+              Effect.provideService(Keys, keys),
+              Effect.catchAll((e) => refund("COMMIT_INVALID", `the agent's commit token does not verify (${e.code})`))
+            )
+            const amount = parseUsd(receipt.amountUsd)
+            if (receipt.sagaId !== sagaId || receipt.step !== step.name || receipt.issuer !== step.agentDid || Either.isLeft(amount)) {
+              return yield* refund("COMMIT_INVALID", "the agent's commit token is for another step or agent")
             }
+            if (amount.right > step.budgetMicros) return yield* refund("INVALID_AMOUNT", "the agent signed for more than the step's budget")
+            const used = amount.right
             const usedUsd = formatUsdString(used as Micros)
-            yield* ledger.release(runner.did, allocation.allocationId, { usedUsd: used / 1_000_000, ...(commitToken === undefined ? {} : { commitToken }) }).pipe(
+            yield* ledger.release(runner.did, allocation.allocationId, { usedUsd: used / 1_000_000, commitToken }).pipe(
               Effect.catchTag("AlreadyReleased", () => Effect.void),
               Effect.catchAll((e) => fail(e.code, e.message))
             )
-            yield* Effect.orDie(
-              store.updateStep(sagaId, idx, { status: "committed", usedMicros: used, commitToken: commitToken ?? null, result: reply.message })
-            )
-            yield* event("step_committed", step.name, { usedUsd, ...(commitToken === undefined ? {} : { commitToken }) })
-            return { allocationId: allocation.allocationId, usedUsd, commitToken: commitToken ?? null }
-          })
+            yield* Effect.orDie(store.updateStep(sagaId, idx, { status: "committed", usedMicros: used, commitToken, result: reply.message }))
+            yield* event("step_committed", step.name, { usedUsd, commitToken })
+            return { allocationId: allocation.allocationId, usedUsd, commitToken }
+          }))
         })
       }
 
-      const compensate = (idx: number) => {
+      // A compensation undoes what the forward step did: it carries that step's receipt and reply and the same payment
+      // mandate, never params of the submitter's choosing.
+      const compensate = (idx: number, committed: typeof StepCommitted.Type) => {
         const step = steps[idx]!
         return Activity.make({
           name: `compensate/${idx}/${step.name}`,
           success: Compensated,
-          execute: Effect.gen(function* () {
+          execute: permits.withPermits(1)(Effect.gen(function* () {
             yield* event("step_compensating", step.name)
             const c = step.compensation
+            const forwardResult = c === undefined ? null : ((yield* Effect.orDie(store.result(sagaId)))?.steps[idx]?.result ?? null)
+            const child = c === undefined ? undefined : yield* Effect.orDie(store.childToken(sagaId, idx, Effect.dieMessage(`step ${step.name} committed without a child mandate`)))
             const outcome =
               c === undefined
                 ? Either.right(undefined)
                 : yield* agents
                     .call(step.endpointUrl, c.capability, {
                       signAs: runner,
+                      ...(child === undefined ? {} : { mandate: child }),
                       capability: c.capability,
-                      context: { sagaId, step: step.name, params: c.params ?? {}, compensates: step.capability },
+                      context: { sagaId, step: step.name, submitter, compensates: step.capability, commitToken: committed.commitToken, result: forwardResult },
                       idempotencyKey: `${stepKey(sagaId, step.name)}:compensate`
                     })
                     .pipe(
@@ -269,7 +300,7 @@ const layerWorkflow = (options: SchedulerOptions) =>
             yield* Effect.orDie(store.updateStep(sagaId, idx, { status: "compensation_failed", errorCode: code, errorMessage: message }))
             yield* event("step_compensation_failed", step.name, { code, message })
             return { ok: false, code, message }
-          })
+          }))
         })
       }
 
@@ -297,7 +328,7 @@ const layerWorkflow = (options: SchedulerOptions) =>
       )
       for (let idx = 0; idx < steps.length; idx++) {
         yield* forward(idx).pipe(
-          Workflow.withCompensation((_, cause) => (Cause.isInterruptedOnly(cause) ? Effect.void : Effect.asVoid(compensate(idx))))
+          Workflow.withCompensation((committed, cause) => (Cause.isInterruptedOnly(cause) ? Effect.void : Effect.asVoid(compensate(idx, committed))))
         )
       }
     })
@@ -314,8 +345,23 @@ export const make = (options: SchedulerOptions) =>
     const keys = yield* Keys
     const runner = options.runner.did.toLowerCase()
 
-    const get = (sagaId: string) =>
-      Effect.flatMap(store.result(sagaId), (r) => (r === undefined ? Effect.fail(new SagaNotFound({ code: "NOT_FOUND", message: `no saga ${sagaId}` })) : Effect.succeed(r)))
+    const maxPerCaller = options.maxRunningPerCaller ?? DEFAULT_MAX_RUNNING_PER_CALLER
+    const maxRunning = options.maxRunning ?? DEFAULT_MAX_RUNNING
+    // Counting the running sagas and adding one is a single step in this process, so concurrent submissions cannot
+    // all pass one count; hubs sharing a database each hold the bound on their own count (docs/sagas.md §1).
+    const admission = yield* Effect.makeSemaphore(1)
+    const notFound = new SagaNotFound({ code: "NOT_FOUND", message: "no such saga" })
+
+    const get = (sagaId: string, caller?: string) =>
+      Effect.gen(function* () {
+        if (caller !== undefined) {
+          const stored = yield* store.load(sagaId)
+          // Another's saga is answered as no saga at all: its existence is not the reader's to learn.
+          if (stored === undefined || stored.caller !== (normalizeDid(caller) ?? caller)) return yield* Effect.fail(notFound)
+        }
+        const r = yield* store.result(sagaId)
+        return r === undefined ? yield* Effect.fail(notFound) : r
+      })
 
     const awaitEnd = (sagaId: string) =>
       Effect.scoped(
@@ -334,7 +380,7 @@ export const make = (options: SchedulerOptions) =>
 
     const submit = (caller: string, input: SagaInput): Effect.Effect<SagaResult, SagaRefused> =>
       Effect.gen(function* () {
-        const accepted = yield* plan(input, { runner, resolver, findAgent }).pipe(Effect.provideService(Keys, keys))
+        const accepted = yield* plan(input, { caller, runner, resolver, findAgent }).pipe(Effect.provideService(Keys, keys))
         const pool = yield* ledger.openPool(runner, input.mandate).pipe(
           Effect.catchAll((e): Effect.Effect<never, SagaRefused> =>
             e._tag === "LedgerUnavailable"
@@ -343,18 +389,30 @@ export const make = (options: SchedulerOptions) =>
           )
         )
         const sagaId = `saga_${toBase64Url((yield* Entropy).bytes(16))}`
-        yield* store.create({ id: sagaId, caller, runner, poolId: pool.poolId, plan: accepted })
+        const owner = normalizeDid(accepted.grantor) ?? accepted.grantor
+        yield* admission.withPermits(1)(
+          Effect.gen(function* () {
+            const running = yield* store.running(owner)
+            if (running.caller >= maxPerCaller) {
+              return yield* Effect.fail(new SagaBusy({ code: "RATE_LIMITED", message: `the caller has ${maxPerCaller} sagas running; wait for one to end`, retryAfterSeconds: BUSY_RETRY_AFTER_SECONDS }))
+            }
+            if (running.total >= maxRunning) {
+              return yield* Effect.fail(new SagaBusy({ code: "OVERLOADED", message: "the hub runs as many sagas as it takes; retry later", retryAfterSeconds: BUSY_RETRY_AFTER_SECONDS }))
+            }
+            yield* store.create({ id: sagaId, caller: owner, runner, poolId: pool.poolId, plan: accepted })
+          })
+        )
         yield* store.append(sagaId, "saga_started", null, { poolId: pool.poolId, steps: accepted.steps.map((s) => s.name) })
         yield* SagaWorkflow.execute({ sagaId }, { discard: true }).pipe(Effect.provideService(WorkflowEngine.WorkflowEngine, engine))
         return yield* Effect.catchTag(get(sagaId), "SagaNotFound", () => Effect.dieMessage(`saga ${sagaId} vanished`))
       })
 
-    const events = (sagaId: string, afterSeq = 0): Stream.Stream<SagaEvent, SagaNotFound | SagaUnavailable> =>
+    const events = (sagaId: string, afterSeq = 0, caller?: string): Stream.Stream<SagaEvent, SagaNotFound | SagaUnavailable> =>
       Stream.unwrapScoped(
         Effect.gen(function* () {
           const news = yield* PubSub.subscribe(store.changes)
           const ownNews = Effect.asVoid(Effect.repeat(news.take, { until: (c) => c.sagaId === sagaId }))
-          yield* get(sagaId)
+          yield* get(sagaId, caller)
           let seq = afterSeq
           let done = false
           const next: Effect.Effect<ReadonlyArray<SagaEvent>, SagaUnavailable> = Effect.gen(function* () {
@@ -398,8 +456,9 @@ const layerOn = (options: SchedulerOptions) =>
       const keys = yield* Keys
       const privateKey = yield* Effect.orElseSucceed(keys.importPrivateKey(options.runner.privateKey), () => options.runner.privateKey)
       const imported: SchedulerOptions = { ...options, runner: { ...options.runner, privateKey } }
+      const permits = yield* Effect.makeSemaphore(options.maxStepsInFlight ?? DEFAULT_MAX_STEPS_IN_FLIGHT)
       return Layer.effect(SagaScheduler, make(imported)).pipe(
-        Layer.provideMerge(layerWorkflow(imported)),
+        Layer.provideMerge(layerWorkflow(imported, permits)),
         Layer.provideMerge(SagaStore.layer)
       )
     })

@@ -21,6 +21,8 @@ import { type SagaEvent, type SagaEventType, type SagaPlan, type SagaResult, typ
 /** A saga as stored. */
 export interface StoredSaga {
   readonly id: string
+  /** Who started it: the mandate's grantor, the only one who may read it. */
+  readonly caller: string
   readonly runner: string
   readonly poolId: string
   readonly plan: SagaPlan
@@ -42,6 +44,8 @@ export interface StepUpdate {
 export interface SagaStoreApi {
   readonly create: (input: { readonly id: string; readonly caller: string; readonly runner: string; readonly poolId: string; readonly plan: SagaPlan }) => Effect.Effect<void, SagaUnavailable>
   readonly load: (id: string) => Effect.Effect<StoredSaga | undefined, SagaUnavailable>
+  /** How many sagas are running: all of them, and those `caller` started. */
+  readonly running: (caller: string) => Effect.Effect<{ readonly total: number; readonly caller: number }, SagaUnavailable>
   /** The step's child mandate: the one stored, or `make`'s, stored first-writer-wins. */
   readonly childToken: <E>(id: string, idx: number, make: Effect.Effect<string, E>) => Effect.Effect<string, E | SagaUnavailable>
   readonly updateStep: (id: string, idx: number, update: StepUpdate) => Effect.Effect<void, SagaUnavailable>
@@ -65,6 +69,7 @@ export class SagaStore extends Context.Tag("agent-mesh/SagaStore")<SagaStore, Sa
 
 interface SagaRow {
   readonly id: string
+  readonly caller: string
   readonly runner: string
   readonly pool_id: string
   readonly definition: string
@@ -102,7 +107,7 @@ export const make: Effect.Effect<SagaStoreApi, never, SqlClient.SqlClient> = Eff
     Effect.mapError(e, (f) => new SagaUnavailable({ code: "STORE_UNAVAILABLE", message: summarize(classify(f)) }))
 
   const load = (id: string) =>
-    q(sql<SagaRow>`SELECT id, runner, pool_id, definition, status, failed_step, error_code FROM mesh_sagas WHERE id = ${id}`).pipe(
+    q(sql<SagaRow>`SELECT id, caller, runner, pool_id, definition, status, failed_step, error_code FROM mesh_sagas WHERE id = ${id}`).pipe(
       Effect.map((rows) => rows[0])
     )
 
@@ -122,8 +127,11 @@ export const make: Effect.Effect<SagaStoreApi, never, SqlClient.SqlClient> = Eff
       }),
     load: (id) =>
       Effect.map(load(id), (row) =>
-        row === undefined ? undefined : { id: row.id, runner: row.runner, poolId: row.pool_id, plan: JSON.parse(row.definition) as SagaPlan, status: row.status }
+        row === undefined ? undefined : { id: row.id, caller: row.caller, runner: row.runner, poolId: row.pool_id, plan: JSON.parse(row.definition) as SagaPlan, status: row.status }
       ),
+    running: (caller) =>
+      q(sql<{ total: number | string; mine: number | string | null }>`SELECT COUNT(*) AS total, SUM(CASE WHEN caller = ${caller} THEN 1 ELSE 0 END) AS mine
+        FROM mesh_sagas WHERE status = 'running'`).pipe(Effect.map((rows) => ({ total: Number(rows[0]?.total ?? 0), caller: Number(rows[0]?.mine ?? 0) }))),
     childToken: (id, idx, mint) =>
       Effect.gen(function* () {
         const read = q(sql<{ child_token: string | null }>`SELECT child_token FROM mesh_saga_steps WHERE saga_id = ${id} AND idx = ${idx}`)

@@ -26,7 +26,7 @@ describe("sagas drawing on one pool", () => {
   it.live("50 concurrent sagas never over-allocate the pool; those that run out compensate, and the pool balances exactly", () =>
     provide(
       Effect.gen(function* () {
-        const w = yield* world({ agents: [{ name: "airline" }, { name: "hotel" }], spendLimitUsd: 100 })
+        const w = yield* world({ agents: [{ name: "airline" }, { name: "hotel" }], spendLimitUsd: 100, maxRunningPerCaller: 50 })
         const mandate = yield* w.mandate()
         const steps = [step(w.agents, "flight", "airline", "book-flight", 3), step(w.agents, "hotel", "hotel", "book-hotel", 2)]
         const results = yield* Effect.forEach(Array.from({ length: 50 }, (_, i) => i), () => w.hub.scheduler.run(w.buyer.did, { mandate, steps }), {

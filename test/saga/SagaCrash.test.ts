@@ -23,8 +23,8 @@ import { makeStatic } from "../../src/core/KeyResolver.js"
 import * as Reconciliation from "../../src/core/Reconciliation.js"
 import * as MeshClient from "../../src/hub/MeshClient.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
-import { request, tempDatabase } from "../hub/support.js"
-import { countingHandler, type Effects, register, step } from "./support.js"
+import { tempDatabase } from "../hub/support.js"
+import { countingHandler, type Effects, register, signedRequest, step } from "./support.js"
 
 const provide = <A, E, R>(e: Effect.Effect<A, E, R>) => e.pipe(Effect.scoped, Effect.provide(KeysNative.layer))
 const script = path.resolve("test/support/sagaHubProcess.ts")
@@ -117,7 +117,7 @@ const crashAndRecover = (killAt: "between-steps" | "inside-step") =>
       step(agents, "hotel", "hotel", "book-hotel", 20),
       step(agents, "car", "rental", "book-car", 10, 4)
     ]
-    const started = yield* request(`${first.url}/v1/sagas`, "POST", { mandate: mandate.token, steps })
+    const started = yield* signedRequest(`${first.url}/v1/sagas`, "POST", buyer, { mandate: mandate.token, steps })
     assert.strictEqual(started.status, 202, JSON.stringify(started.body))
     const sagaId = String(started.body.sagaId)
 
@@ -134,7 +134,7 @@ const crashAndRecover = (killAt: "between-steps" | "inside-step") =>
 
     const second = yield* spawnHub(database, port, seedHex)
     const ended = yield* eventually(
-      Effect.map(request(`${second.url}/v1/sagas/${sagaId}`, "GET"), (r) => (r.status === 200 && r.body.status !== "running" ? r.body : undefined))
+      Effect.map(signedRequest(`${second.url}/v1/sagas/${sagaId}`, "GET", buyer), (r) => (r.status === 200 && r.body.status !== "running" ? r.body : undefined))
     )
     assert.strictEqual(ended.status, "committed", JSON.stringify(ended))
     // No handler ran twice, and every step ran.

@@ -1,17 +1,14 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as KeysNative from "../../src/node/KeysNative.js"
-import { request } from "../hub/support.js"
-import { step, world } from "./support.js"
+import { signedRequest, step, world } from "./support.js"
 
 const provide = <A, E, R>(e: Effect.Effect<A, E, R>) => e.pipe(Effect.scoped, Effect.provide(KeysNative.layer))
 
-/** Reads a whole event stream (the saga's ends after its final event) into its frames. */
-const readEvents = (url: string, headers: Record<string, string> = {}) =>
-  Effect.promise(async () => {
-    const res = await fetch(url, { headers: { accept: "text/event-stream", ...headers } })
-    const text = await res.text()
-    const frames = text
+/** Reads a whole event stream (the saga's ends after its final event) into its frames, signed by `signer`. */
+const readEvents = (url: string, signer: Parameters<typeof signedRequest>[2], headers: Record<string, string> = {}) =>
+  Effect.map(signedRequest(url, "GET", signer, undefined, { accept: "text/event-stream", ...headers }), (res) => {
+    const frames = res.text
       .split("\n\n")
       .filter((f) => f.trim().length > 0)
       .map((frame) => Object.fromEntries(frame.split("\n").map((line) => [line.slice(0, line.indexOf(":")), line.slice(line.indexOf(":") + 1).trim()])))
@@ -25,37 +22,37 @@ describe("hub saga endpoints", () => {
         const w = yield* world({ agents: [{ name: "airline" }, { name: "hotel", failing: { "book-hotel": "always" } }] })
         const mandate = yield* w.mandate()
         const steps = [step(w.agents, "flight", "airline", "book-flight", 30), step(w.agents, "hotel", "hotel", "book-hotel", 20)]
-        const started = yield* request(`${w.hub.url}/v1/sagas`, "POST", { mandate, steps })
+        const started = yield* signedRequest(`${w.hub.url}/v1/sagas`, "POST", w.buyer, { mandate, steps })
         assert.strictEqual(started.status, 202, JSON.stringify(started.body))
         assert.strictEqual(started.body.status, "running")
         const sagaId = String(started.body.sagaId)
 
-        const all = yield* readEvents(`${w.hub.url}/v1/sagas/${sagaId}/events`)
+        const all = yield* readEvents(`${w.hub.url}/v1/sagas/${sagaId}/events`, w.buyer)
         assert.strictEqual(all.status, 200)
         assert.include(all.contentType, "text/event-stream")
         assert.deepStrictEqual(all.frames.map((f) => f.event), [
           "saga_started", "step_started", "step_committed", "step_started", "step_failed", "step_compensating", "step_compensated", "saga_compensated"
         ])
         assert.deepStrictEqual(all.frames.map((f) => Number(f.id)), all.frames.map((_, i) => i + 1))
-        const rest = yield* readEvents(`${w.hub.url}/v1/sagas/${sagaId}/events`, { "last-event-id": "6" })
+        const rest = yield* readEvents(`${w.hub.url}/v1/sagas/${sagaId}/events`, w.buyer, { "last-event-id": "6" })
         assert.deepStrictEqual(rest.frames.map((f) => f.event), ["step_compensated", "saga_compensated"])
 
-        const ended = yield* request(`${w.hub.url}/v1/sagas/${sagaId}`, "GET")
+        const ended = yield* signedRequest(`${w.hub.url}/v1/sagas/${sagaId}`, "GET", w.buyer)
         assert.strictEqual(ended.status, 200)
         assert.deepStrictEqual([ended.body.status, ended.body.failedStep], ["compensated", "hotel"])
 
-        const missing = yield* request(`${w.hub.url}/v1/sagas/saga_nope`, "GET")
+        const missing = yield* signedRequest(`${w.hub.url}/v1/sagas/saga_nope`, "GET", w.buyer)
         assert.deepStrictEqual([missing.status, missing.body.code], [404, "NOT_FOUND"])
-        const noEvents = yield* request(`${w.hub.url}/v1/sagas/saga_nope/events`, "GET")
+        const noEvents = yield* signedRequest(`${w.hub.url}/v1/sagas/saga_nope/events`, "GET", w.buyer)
         assert.deepStrictEqual([noEvents.status, noEvents.body.code], [404, "NOT_FOUND"])
-        const duplicate = yield* request(`${w.hub.url}/v1/sagas`, "POST", { mandate, steps: [steps[0], steps[0]] })
+        const duplicate = yield* signedRequest(`${w.hub.url}/v1/sagas`, "POST", w.buyer, { mandate, steps: [steps[0], steps[0]] })
         assert.deepStrictEqual([duplicate.status, duplicate.body.code], [400, "INVALID_REQUEST"])
-        const over = yield* request(`${w.hub.url}/v1/sagas`, "POST", { mandate, steps: [{ ...steps[0], budgetUsd: 1000 }] })
+        const over = yield* signedRequest(`${w.hub.url}/v1/sagas`, "POST", w.buyer, { mandate, steps: [{ ...steps[0], budgetUsd: 1000 }] })
         assert.deepStrictEqual([over.status, over.body.code], [422, "LIMIT_EXCEEDED"])
-        const malformed = yield* request(`${w.hub.url}/v1/sagas`, "POST", { mandate, steps: [] })
+        const malformed = yield* signedRequest(`${w.hub.url}/v1/sagas`, "POST", w.buyer, { mandate, steps: [] })
         assert.deepStrictEqual([malformed.status, malformed.body.code], [400, "INVALID_REQUEST"])
 
-        const doc = yield* request(`${w.hub.url}/openapi.json`, "GET")
+        const doc = yield* signedRequest(`${w.hub.url}/openapi.json`, "GET", w.buyer)
         const paths = Object.keys(doc.body.paths as Record<string, unknown>)
         for (const p of ["/v1/sagas", "/v1/sagas/{sagaId}", "/v1/sagas/{sagaId}/events", "/v1/agents"]) assert.include(paths, p)
       })

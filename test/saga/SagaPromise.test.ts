@@ -15,11 +15,11 @@ describe("SagaPromise", () => {
         const mandate = yield* w.mandate()
         const steps = [step(w.agents, "flight", "airline", "book-flight", 30), step(w.agents, "hotel", "hotel", "book-hotel", 20)]
         const seen: Array<string> = []
-        const ended = yield* Effect.promise(() => runSaga(w.hub.url, { mandate, steps }, { onEvent: (e) => void seen.push(e.type) }))
+        const ended = yield* Effect.promise(() => runSaga(w.hub.url, { mandate, steps }, { identity: w.buyer, onEvent: (e) => void seen.push(e.type) }))
         assert.strictEqual(ended.status, "committed")
         assert.deepStrictEqual(seen, ["saga_started", "step_started", "step_committed", "step_started", "step_committed", "saga_committed"])
-        assert.strictEqual((yield* Effect.promise(() => getSaga(w.hub.url, ended.sagaId))).status, "committed")
-        const refused = yield* Effect.promise(() => runSaga(w.hub.url, { mandate, steps: [steps[0]!, steps[0]!] }).then(() => undefined, (e: SagaCallError) => e))
+        assert.strictEqual((yield* Effect.promise(() => getSaga(w.hub.url, ended.sagaId, { identity: w.buyer }))).status, "committed")
+        const refused = yield* Effect.promise(() => runSaga(w.hub.url, { mandate, steps: [steps[0]!, steps[0]!] }, { identity: w.buyer }).then(() => undefined, (e: SagaCallError) => e))
         assert.deepStrictEqual([refused?._tag, refused?.code, refused?.status], ["SagaCallError", "INVALID_REQUEST", 400])
       })
     ))

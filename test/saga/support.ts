@@ -8,9 +8,11 @@ import * as Option from "effect/Option"
 import type * as Schedule from "effect/Schedule"
 import * as AgentServer from "../../src/agent/AgentServer.js"
 import type { RunInput } from "../../src/agent/Handler.js"
-import { generateDid, type MeshIdentity } from "../../src/core/Did.js"
+import { generateDid, type MeshIdentity, verificationMethodId } from "../../src/core/Did.js"
+import { signRequest } from "../../src/core/HttpSignature.js"
 import { issueIntentMandate } from "../../src/core/Mandate.js"
 import * as MeshClient from "../../src/hub/MeshClient.js"
+import * as KeysNative from "../../src/node/KeysNative.js"
 import * as SagaHub from "../../src/saga/SagaHub.js"
 import { tempDatabase } from "../hub/support.js"
 
@@ -59,6 +61,12 @@ export const world = (options: {
   readonly database?: string
   readonly spendLimitUsd?: number
   readonly compensationRetry?: Schedule.Schedule<unknown, unknown>
+  /** Which addresses the hub's step calls reach; default `any` (the agents listen on 127.0.0.1). */
+  readonly outboundUrls?: "public" | "any"
+  readonly maxRunningPerCaller?: number
+  readonly maxRunning?: number
+  /** The agents' handler, in place of the counting one. */
+  readonly handler?: (effects: Effects, spec: AgentSpec) => (input: RunInput) => string | Promise<string>
 }) =>
   Effect.gen(function* () {
     const runner = yield* generateDid("saga-runner")
@@ -67,6 +75,9 @@ export const world = (options: {
       database: options.database ?? tempDatabase(),
       serving: NO_LAG_SHEDDING,
       runner: { did: runner.did, privateKey: runner.privateKey },
+      outboundUrls: options.outboundUrls ?? "any",
+      ...(options.maxRunningPerCaller === undefined ? {} : { maxRunningPerCaller: options.maxRunningPerCaller }),
+      ...(options.maxRunning === undefined ? {} : { maxRunning: options.maxRunning }),
       ...(options.memoryEngine === true ? { memoryEngine: true } : {}),
       ...(options.compensationRetry === undefined ? {} : { compensationRetry: options.compensationRetry })
     })
@@ -86,7 +97,7 @@ export const world = (options: {
         hubUrl: hub.url,
         database: ":memory:",
         serving: NO_LAG_SHEDDING,
-        handler: countingHandler(effects, spec)
+        handler: (options.handler ?? countingHandler)(effects, spec)
       })
       yield* register(client, identity, server.url)
       agents[spec.name] = identity
@@ -112,3 +123,21 @@ export const step = (agents: Record<string, MeshIdentity>, name: string, agent: 
   budgetUsd,
   compensation: { capability: `undo-${capability}` }
 })
+
+/** `method url` with a JSON body, signed (mesh-sig) by `signer`: its status, JSON body and headers. */
+export const signedRequest = (url: string, method: string, signer: { readonly did: string; readonly privateKey: MeshIdentity["privateKey"] }, body?: unknown, headers: Record<string, string> = {}) =>
+  Effect.gen(function* () {
+    const bytes = body === undefined ? new Uint8Array(0) : new TextEncoder().encode(JSON.stringify(body))
+    const signature = yield* signRequest({ method, url: new URL(url).href, body: bytes }, { privateKey: signer.privateKey, keyId: verificationMethodId(signer.did) })
+    return yield* Effect.promise(async () => {
+      const res = await fetch(url, { method, headers: { "content-type": "application/json", ...signature, ...headers }, ...(body === undefined ? {} : { body: bytes }) })
+      const text = await res.text()
+      let json: Record<string, unknown> = {}
+      try {
+        json = JSON.parse(text) as Record<string, unknown>
+      } catch {
+        json = { text }
+      }
+      return { status: res.status, body: json, headers: res.headers, text }
+    })
+  }).pipe(Effect.orDie, Effect.provide(KeysNative.layer))

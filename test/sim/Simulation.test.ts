@@ -50,8 +50,9 @@ describe("Simulation", () => {
 
   it.live("a duplicated signed request to an agent that ignores its nonces is a replay accepted; a sound agent refuses it", () =>
     Effect.gen(function* () {
-      // Request 4 is the workload's first direct call, to the shop (requests 0–3 are the first saga's).
-      const schedule: Sim.Schedule = [{ _tag: "Net", request: 4, fault: { _tag: "Duplicate" } }]
+      // Request 10 is the workload's first direct call, to the shop (requests 0–9 are the first saga's: each step's call, the
+      // runner's key, and the agent's check of the payment mandate's chain: the buyer's key and both links' revocations).
+      const schedule: Sim.Schedule = [{ _tag: "Net", request: 10, fault: { _tag: "Duplicate" } }]
       const flawed = yield* Sim.run(planted, schedule)
       assert.strictEqual(flawed.violation?.invariant, "replay")
       const sound = yield* Sim.run(Sim.exampleMesh, schedule)
@@ -61,17 +62,17 @@ describe("Simulation", () => {
 
   it.live("a failing schedule with the planted bug is shrunk to the event it needs, and the shrunk schedule replays the failure", () =>
     Effect.gen(function* () {
-      // Faults of every kind, one of which (request 4, the direct call to the shop, delivered twice) breaks the planted shop.
+      // Faults of every kind, one of which (request 10, the direct call to the shop, delivered twice) breaks the planted shop.
       const schedule: Sim.Schedule = [
         { _tag: "ClockJump", before: 1, millis: 1_000 },
-        { _tag: "Net", request: 4, fault: { _tag: "Duplicate" } },
+        { _tag: "Net", request: 10, fault: { _tag: "Duplicate" } },
         { _tag: "Crash", target: "bank", before: 3 },
         { _tag: "ProviderError", call: 0, code: "PROVIDER_UNAVAILABLE" }
       ]
       const found = yield* Sim.run(planted, schedule)
       assert.strictEqual(found.violation?.invariant, "replay")
       const shrunk = yield* Sim.shrink(planted, schedule, found)
-      assert.deepStrictEqual(shrunk.schedule, [{ _tag: "Net", request: 4, fault: { _tag: "Duplicate" } }])
+      assert.deepStrictEqual(shrunk.schedule, [{ _tag: "Net", request: 10, fault: { _tag: "Duplicate" } }])
       const replayed = yield* Sim.run(planted, shrunk.schedule)
       assert.deepStrictEqual(replayed.violation, shrunk.report.violation)
       assert.strictEqual(replayed.digest, shrunk.report.digest)

@@ -14,7 +14,7 @@ const seed = Uint8Array.from(Buffer.from(seedHex!, "hex"))
 
 const main = Effect.gen(function* () {
   const runner = yield* importIdentity("did:mesh:saga-runner", seed)
-  const hub = yield* SagaHub.start({ database: database!, port: Number(port), runner: { did: runner.did, privateKey: runner.privateKey } })
+  const hub = yield* SagaHub.start({ database: database!, port: Number(port), runner: { did: runner.did, privateKey: runner.privateKey }, outboundUrls: "any" })
   if (Option.isSome(hub.admin)) process.stdout.write(`admin ${hub.admin.value.apiKey}\n`)
   process.stdout.write(`listening ${hub.url}\n`)
   return yield* Effect.never

@@ -26,6 +26,7 @@ import m0016 from "./0016_a2a_cards.js"
 import m0017 from "./0017_agent_last_seen.js"
 import m0018 from "./0018_run_events.js"
 import m0019 from "./0019_rate_limits.js"
+import m0020 from "./0020_saga_running_index.js"
 import postgresBaseline from "./postgres_baseline.js"
 
 type Migration = Effect.Effect<void, unknown, SqlClient.SqlClient>
@@ -57,5 +58,6 @@ export const migrations: Record<string, Migration> = {
   "0016_a2a_cards": m0016,
   "0017_agent_last_seen": m0017,
   "0018_run_events": m0018,
-  "0019_rate_limits": m0019
+  "0019_rate_limits": m0019,
+  "0020_saga_running_index": m0020
 }
