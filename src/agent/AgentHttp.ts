@@ -12,20 +12,18 @@ import * as OpenApi from "@effect/platform/OpenApi"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import { AgentApi, type ApprovalRequired, type Caller, CurrentCaller, type RunReply, type RunRequest } from "./AgentApi.js"
-import { AgentBadRequest, type AgentForbidden } from "./AgentError.js"
+import { AgentBadRequest } from "./AgentError.js"
+import { presentedByGrantor } from "./Auth.js"
 import { Discovery } from "./Discovery.js"
 import { Execution, type Outcome } from "./Execution.js"
-import { type Approval, forbidden, Gates, storeUnavailable, type TaskState } from "./Gates.js"
+import { type Approval, Gates, storeUnavailable, type TaskState } from "./Gates.js"
 import { Idempotency } from "./Idempotency.js"
 import { Identity } from "./Identity.js"
 import { RunStreams } from "./RunStreams.js"
 import { AgentMemory } from "../core/AgentMemory.js"
 import type { StoredReply } from "../core/IdempotencyStore.js"
-import { normalizeDid } from "../core/Did.js"
-import { decodeUnverified } from "../core/Mandate.js"
 import { VERSION } from "../core/Version.js"
 import { CorrelationId } from "../http/CorrelationId.js"
 import { errorObject } from "../http/ErrorBody.js"
@@ -33,7 +31,7 @@ import { wasLogged } from "../http/FailureLog.js"
 import * as Metrics from "../http/Metrics.js"
 import * as Sse from "../core/Sse.js"
 import { Entropy } from "../core/Entropy.js"
-import { MandateCache, type MandateCacheApi } from "../core/MandateCache.js"
+import { MandateCache } from "../core/MandateCache.js"
 
 /**
  * A JSON response kept as text: the lean writer sends it as is, with its length (no encode and decode again). A
@@ -53,21 +51,6 @@ const paused = (state: TaskState, outcome: Extract<Outcome, { _tag: "Paused" }>)
   sessionId: state.sessionId,
   approvalRequired: outcome.request
 })
-
-/**
- * Under mesh-sig a task mandate is bound to its presenter: the leaf is granted to this agent (`aud`, checked by
- * the guard) by the one who calls with it (`iss`). Otherwise a mandate seen once could be replayed by anyone to
- * make this agent act on its grantor's authority. Under bearer and none the caller has no DID: the token is a
- * bearer credential (docs/agent.md §4). A token that does not decode is refused by the guard on first use.
- */
-export const presentedByGrantor = (token: string, callerDid: string, cache: MandateCacheApi | undefined): Effect.Effect<void, AgentForbidden> => {
-  const decoded = decodeUnverified(token, cache)
-  if (Either.isLeft(decoded)) return Effect.void
-  const grantor = normalizeDid(decoded.right.grantor) ?? decoded.right.grantor
-  return grantor === callerDid
-    ? Effect.void
-    : Effect.fail(forbidden("MANDATE_GRANTOR_MISMATCH", `the mandate was granted by ${grantor}, not by the caller ${callerDid}`))
-}
 
 /** The run errors answered with a 5xx status. */
 const SERVER_FAILURES: ReadonlySet<string> = new Set(["HandlerFailed", "ProviderFailed", "AgentUnavailable"])
@@ -154,7 +137,7 @@ const runs = Effect.gen(function* () {
       memory.mode === "none"
         ? Effect.succeed(stateWith(payload.history ?? []))
         : Effect.map(Effect.mapError(memory.load(did, caller.principal, sessionId), storeUnavailable), stateWith)
-    return payload.mandate !== undefined && caller.did !== undefined ? Effect.zipRight(presentedByGrantor(payload.mandate, caller.did, mandateCache), state) : state
+    return payload.mandate !== undefined && caller.did !== undefined ? Effect.zipRight(presentedByGrantor(payload.mandate, caller, mandateCache), state) : state
   }
 
   const run = (payload: RunRequest, req: HttpServerRequest.HttpServerRequest) =>
