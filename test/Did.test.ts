@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
-import { Did, DidFromString, didHash, didHashOf, extractPublicKey, generateDid, importIdentity, isNormalizedDid, parseDid, publicKeyMultibase } from "../src/core/Did.js"
+import { Did, DidFromString, didHash, didHashOf, extractPublicKey, generateDid, importIdentity, isNormalizedDid, parseDid, parseDidHash, publicKeyMultibase } from "../src/core/Did.js"
 import { isRecord } from "../src/core/internal/record.js"
 import * as KeysNative from "../src/node/KeysNative.js"
 import { fromBase64 } from "../src/core/internal/bytes.js"
@@ -103,5 +103,16 @@ describe("Did", () => {
       assert.strictEqual(didHash(yield* parseDid("did:mesh:alice")), h)
       // Pinned (first 15 bytes of SHA-256, base32): changing the derivation would orphan every registered agent.
       assert.strictEqual(h, "y7mftsv4pls3arzqmbjjuhz7")
+    }))
+
+  it.effect("parseDidHash takes what didHash writes, in any case, and nothing else: no URL, path or near miss", () =>
+    Effect.gen(function* () {
+      const h = yield* didHashOf("did:mesh:alice")
+      assert.strictEqual(yield* parseDidHash(h), h)
+      assert.strictEqual(yield* parseDidHash(h.toUpperCase()), h)
+      for (const bad of ["http://127.0.0.1:80/x#", `https://${h}`, `${h}#`, `${h}/`, h.slice(1), `${h}a`, "0".repeat(24), "../../v1/agents", "", 42, undefined]) {
+        const e = yield* Effect.flip(parseDidHash(bad))
+        assert.strictEqual(e.code, "INVALID_DID_HASH", String(bad))
+      }
     }))
 })

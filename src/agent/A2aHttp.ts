@@ -22,7 +22,7 @@ import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import { AgentApi, type Caller, CurrentCaller } from "./AgentApi.js"
 import { AgentForbidden, type RunError } from "./AgentError.js"
-import { presentedByGrantor } from "./AgentHttp.js"
+import { presentedByGrantor } from "./Auth.js"
 import { A2aCard } from "./A2aCard.js"
 import {
   Codes,
@@ -207,7 +207,7 @@ const handlers = Effect.gen(function* () {
     // Nothing to check and nothing to load (the usual case) costs no effect at all.
     if ((mandate === undefined || caller.did === undefined) && memory.mode === "none") return Effect.succeed(build([]))
     return Effect.gen(function* () {
-      if (mandate !== undefined && caller.did !== undefined) yield* presentedByGrantor(mandate, caller.did, mandateCache)
+      if (mandate !== undefined && caller.did !== undefined) yield* presentedByGrantor(mandate, caller, mandateCache)
       return build(memory.mode === "none" ? [] : yield* Effect.mapError(memory.load(did, caller.principal, task.contextId), storeUnavailable))
     })
   }

@@ -16,6 +16,7 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import { AgentApi, type ApprovalRequired, type Caller, CurrentCaller, type RunReply, type RunRequest } from "./AgentApi.js"
 import { AgentBadRequest, type AgentForbidden, AgentUnavailable } from "./AgentError.js"
+import { presentedByGrantor } from "./Auth.js"
 import { Discovery } from "./Discovery.js"
 import { Execution, type Outcome } from "./Execution.js"
 import { type Approval, forbidden, Gates, storeUnavailable, type TaskState } from "./Gates.js"
@@ -55,21 +56,6 @@ const paused = (state: TaskState, outcome: Extract<Outcome, { _tag: "Paused" }>)
   sessionId: state.sessionId,
   approvalRequired: outcome.request
 })
-
-/**
- * Under mesh-sig a task mandate is bound to its presenter: the leaf is granted to this agent (`aud`, checked by
- * the guard) by the one who calls with it (`iss`). Otherwise a mandate seen once could be replayed by anyone to
- * make this agent act on its grantor's authority. Under bearer and none the caller has no DID: the token is a
- * bearer credential (docs/agent.md §4). A token that does not decode is refused by the guard on first use.
- */
-export const presentedByGrantor = (token: string, callerDid: string, cache: MandateCacheApi | undefined): Effect.Effect<void, AgentForbidden> => {
-  const decoded = decodeUnverified(token, cache)
-  if (Either.isLeft(decoded)) return Effect.void
-  const grantor = normalizeDid(decoded.right.grantor) ?? decoded.right.grantor
-  return grantor === callerDid
-    ? Effect.void
-    : Effect.fail(forbidden("MANDATE_GRANTOR_MISMATCH", `the mandate was granted by ${grantor}, not by the caller ${callerDid}`))
-}
 
 /**
  * Who a relaying caller acts for. A payment mandate presented under mesh-sig (a saga runner's step) is verified whole,
@@ -191,7 +177,7 @@ const runs = Effect.gen(function* () {
       memory.mode === "none"
         ? Effect.succeed(stateWith(payload.history ?? []))
         : Effect.map(Effect.mapError(memory.load(did, caller.principal, sessionId), storeUnavailable), stateWith)
-    return payload.mandate !== undefined && caller.did !== undefined ? Effect.zipRight(presentedByGrantor(payload.mandate, caller.did, mandateCache), state) : state
+    return payload.mandate !== undefined && caller.did !== undefined ? Effect.zipRight(presentedByGrantor(payload.mandate, caller, mandateCache), state) : state
   }
 
   const run = (payload: RunRequest, req: HttpServerRequest.HttpServerRequest) =>

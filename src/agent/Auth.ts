@@ -6,10 +6,16 @@
  * a caller is checked against `allowedCallers` before its nonce is recorded, so callers that are not allowed hold no
  * room in the nonce store.
  *
+ * Every mandate a caller presents to this agent (the task mandate of a run, a model-budget mandate in its context)
+ * is bound to its presenter by one check, `presentedByGrantor`, so the kinds cannot drift apart: under mesh-sig the
+ * leaf's grantor must be the calling DID, or a token seen once could be replayed by anyone to make this agent act or
+ * spend on its grantor's authority.
+ *
  * Floor: agent (docs/architecture.md §3).
  */
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as crypto from "node:crypto"
@@ -17,6 +23,8 @@ import { AgentAuth, type AuthMode, type Caller } from "./AgentApi.js"
 import { AgentForbidden, AgentRateLimited, AgentUnauthorized, AgentUnavailable } from "./AgentError.js"
 import { Identity } from "./Identity.js"
 import { normalizeDid } from "../core/Did.js"
+import { decodeUnverified } from "../core/Mandate.js"
+import type { MandateCacheApi } from "../core/MandateCache.js"
 import { type CallerNotAllowed, checkRequestAt, type HttpSignatureError, HttpSignatureRefusalCode, HttpSignatureThrottledCode, recordNonce } from "../core/HttpSignature.js"
 import { KeyResolver } from "../core/KeyResolver.js"
 import { Keys } from "../core/Keys.js"
@@ -40,6 +48,21 @@ type AuthError = AgentUnauthorized | AgentForbidden | AgentRateLimited | AgentUn
 type Authenticate = Effect.Effect<Caller, AuthError, HttpServerRequest.HttpServerRequest>
 
 const ANONYMOUS: Caller = { auth: "none", principal: "anonymous" }
+
+/**
+ * Refuses (403 MANDATE_GRANTOR_MISMATCH) a mandate whose leaf grantor (`iss`) is not the mesh-sig caller presenting
+ * it. Under bearer and none the caller has no DID to compare, so the token is a bearer credential (docs/agent.md §4).
+ * A token that does not decode passes here: its verifier refuses it on first use, with the code of its kind.
+ */
+export const presentedByGrantor = (token: string, caller: Caller, cache?: MandateCacheApi): Effect.Effect<void, AgentForbidden> => {
+  if (caller.did === undefined) return Effect.void
+  const decoded = decodeUnverified(token, cache)
+  if (Either.isLeft(decoded)) return Effect.void
+  const grantor = normalizeDid(decoded.right.grantor) ?? decoded.right.grantor
+  return grantor === caller.did
+    ? Effect.void
+    : Effect.fail(new AgentForbidden({ code: "MANDATE_GRANTOR_MISMATCH", message: `the mandate was granted by ${grantor}, not by the caller ${caller.did}` }))
+}
 
 const isRefusal = Schema.is(HttpSignatureRefusalCode)
 const isThrottled = Schema.is(HttpSignatureThrottledCode)

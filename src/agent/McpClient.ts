@@ -17,6 +17,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
+import { parseDidHash } from "../core/Did.js"
 import { Keys } from "../core/Keys.js"
 import * as MeshClient from "../hub/MeshClient.js"
 import { VERSION } from "../core/Version.js"
@@ -83,8 +84,6 @@ interface Connection {
   tools: ReadonlyArray<McpToolInfo> | undefined
 }
 
-const DID_HASH = /^[A-Za-z0-9_-]{8,128}$/
-
 const messageOf = (e: unknown): string => (e instanceof Error ? e.message : String(e))
 
 const asTool = (t: { readonly name: string; readonly description?: string | undefined; readonly inputSchema: unknown }): McpToolInfo => ({
@@ -112,16 +111,18 @@ export const make = (options: McpClientOptions): Effect.Effect<McpClientApi, nev
     const locate = (server: string): Effect.Effect<LocalMcpServer, McpError> => {
       const configured = local(server)
       if (configured !== undefined) return Effect.succeed(configured)
-      if (!DID_HASH.test(server)) return Effect.fail(new McpError({ code: "MCP_NOT_FOUND", message: `no MCP server named ${JSON.stringify(server)} is configured` }))
-      if (hub === undefined) return Effect.fail(new McpError({ code: "MCP_NOT_CONFIGURED", message: `MCP server ${server} is not configured and no hub is set to resolve it` }))
-      return hub.resolveMcp(server).pipe(
-        Effect.map((record): LocalMcpServer => ({ url: record.endpointUrl })),
-        Effect.mapError((e) =>
-          e.code === "NOT_FOUND"
-            ? new McpError({ code: "MCP_NOT_FOUND", message: `no MCP server ${server} in the registry` })
-            : new McpError({ code: "MCP_UNREACHABLE", message: `could not resolve MCP server ${server}: ${e.message}` })
+      const notConfigured = () => new McpError({ code: "MCP_NOT_FOUND", message: `no MCP server named ${JSON.stringify(server)} is configured` })
+      return Effect.flatMap(Effect.mapError(parseDidHash(server), notConfigured), (h) => {
+        if (hub === undefined) return Effect.fail(new McpError({ code: "MCP_NOT_CONFIGURED", message: `MCP server ${server} is not configured and no hub is set to resolve it` }))
+        return hub.resolveMcp(h).pipe(
+          Effect.map((record): LocalMcpServer => ({ url: record.endpointUrl })),
+          Effect.mapError((e) =>
+            e.code === "NOT_FOUND"
+              ? new McpError({ code: "MCP_NOT_FOUND", message: `no MCP server ${server} in the registry` })
+              : new McpError({ code: "MCP_UNREACHABLE", message: `could not resolve MCP server ${server}: ${e.message}` })
+          )
         )
-      )
+      })
     }
 
     const open = async (where: LocalMcpServer): Promise<Connection> => {

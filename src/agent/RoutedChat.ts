@@ -3,8 +3,11 @@
  * with a catalogue answers each message with the router's pick, escalating while the answer scores below the bar.
  *
  * A caller bounds what the agent spends on their behalf by presenting a `model-budget` mandate granted to this
- * agent, as `context.modelBudgetMandate` of the run (the token). It is verified (signature chain, expiry,
- * revocation, grantee = this agent) on every run, and its budget is one `ModelBudget` per mandate, kept across runs
+ * agent, as `context.modelBudgetMandate` of the run (the token). Under mesh-sig it is bound to its presenter as a
+ * task mandate is (`Auth.presentedByGrantor`: granted by the calling DID, else 403 MANDATE_GRANTOR_MISMATCH before a
+ * model is asked), so a token seen once cannot be replayed by someone else to spend its grantor's budget; under
+ * bearer and none it is a bearer credential. It is verified (signature chain, expiry, revocation, grantee = this
+ * agent) on every run, and its budget is one `ModelBudget` per mandate, kept across runs
  * while the mandate lives, so presenting it again spends what is left rather than a fresh budget. At most
  * `MAX_MANDATE_BUDGETS` live mandates are tracked; beyond that a new one is refused with AGENT_BUSY rather than
  * forgetting what a live one spent (in memory: a restart forgets, so keep mandates short-lived). A run that no model
@@ -27,15 +30,18 @@
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import type { KeyResolver } from "../core/KeyResolver.js"
 import type { Keys } from "../core/Keys.js"
 import { type Mandate, verifyMandateChain } from "../core/Mandate.js"
+import { MandateCache } from "../core/MandateCache.js"
 import { type ChatMessage, type ChatRequest, type ModelError, type ModelProviderApi } from "../core/ModelProvider.js"
 import { usdMicros } from "../core/Constraints.js"
 import { make as makeBudget, type ModelBudget, type ModelBudgetExhausted, type Amount, available } from "../model/ModelBudget.js"
 import { ModelRouter } from "../model/ModelRouter.js"
 import { AgentConflict, AgentForbidden, AgentUnavailable, ProviderFailed } from "./AgentError.js"
+import { presentedByGrantor } from "./Auth.js"
 import { AgentHandler, type ChatOptions, DEFAULT_METERED_MAX_TOKENS, type HandlerOutput, meteredChat, meteredStream, type RunInput } from "./Handler.js"
 import { Identity } from "./Identity.js"
 import * as ToolLoop from "./ToolLoop.js"
@@ -69,6 +75,8 @@ export const layer = (options: ChatOptions = {}): Layer.Layer<AgentHandler, neve
     const router = yield* ModelRouter
     const { did } = yield* Identity
     const context = yield* Effect.context<KeyResolver | Keys>()
+    // The verifier parses the same token through this cache: the presenter check costs no second parse.
+    const mandateCache = Option.getOrUndefined(yield* Effect.serviceOption(MandateCache))
     const tracked = new Map<string, Tracked>()
 
     /** The budget of a verified mandate: the one already tracked, or a new one (after dropping expired ones). */
@@ -128,6 +136,7 @@ export const layer = (options: ChatOptions = {}): Layer.Layer<AgentHandler, neve
         if (typeof token !== "string") {
           return yield* Effect.fail(new AgentForbidden({ code: "MANDATE_INVALID", message: `context.${MANDATE_CONTEXT_KEY} must be a mandate token` }))
         }
+        yield* presentedByGrantor(token, input.caller, mandateCache)
         const mandate = (yield* verifyMandateChain(token, { expectedGrantee: did, kinds: ["model-budget"] }).pipe(
           Effect.provide(context),
           Effect.mapError((e) => new AgentForbidden({ code: "MANDATE_INVALID", message: e.message, reason: e.reason }))

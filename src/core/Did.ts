@@ -110,6 +110,26 @@ export const didHash = (did: Did): string => base32.baseEncode(sha256(utf8(did))
 /** `didHash` of any-case DID input. */
 export const didHashOf = (input: string): Effect.Effect<string, InvalidDid> => Effect.map(parseDid(input), didHash)
 
+/** What `didHash` writes: 24 characters of lower-case base32. */
+export const DID_HASH_PATTERN = /^[a-z2-7]{24}$/
+
+/** Input that is not a `didHash`. */
+export class InvalidDidHash extends Schema.TaggedError<InvalidDidHash>()("InvalidDidHash", {
+  code: Schema.Literal("INVALID_DID_HASH"),
+  message: Schema.String
+}) {}
+
+/**
+ * Checks that the input has the shape `didHash` writes (any case in, lower case out), so a name taken from outside
+ * can be handed to the registry and never stands for an address of its own.
+ */
+export const parseDidHash = (input: unknown): Effect.Effect<string, InvalidDidHash> => {
+  const h = typeof input === "string" ? input.toLowerCase() : undefined
+  return h !== undefined && DID_HASH_PATTERN.test(h)
+    ? Effect.succeed(h)
+    : Effect.fail(new InvalidDidHash({ code: "INVALID_DID_HASH", message: `${JSON.stringify(input)} is not a didHash (24 characters of base32, a-z and 2-7)` }))
+}
+
 /** A W3C DID Core verification method of type Multikey. */
 export const VerificationMethod = Schema.Struct({
   id: Schema.String,

@@ -7,6 +7,10 @@
  * code. `mesh mcp` runs it over stdio, or over Streamable HTTP with `--port` (docs/bridges.md, "MCP: MCP clients use
  * mesh agents").
  *
+ * A tool's target is a didHash and nothing else (`parseDidHash`, else INVALID_DID_HASH before anything is sent): the
+ * agent client takes a URL as a target too, and a bridge that passed one on would sign requests as its identity to
+ * any address an MCP client (or a prompt-injected model) names. A didHash reaches only what the hub registered.
+ *
  * Served with `@modelcontextprotocol/sdk`'s server, not `@effect/ai`'s `McpServer`: the latter (0.37) hands a tool
  * handler the arguments only, without the request's `_meta.progressToken`, and its HTTP transport answers each
  * request with one JSON body, so partial results could not be sent while an agent streams.
@@ -33,6 +37,7 @@ import type { AddressInfo } from "node:net"
 import { z } from "zod"
 import * as AgentClient from "../agent/AgentClient.js"
 import type { ApprovalRequired } from "../agent/AgentApi.js"
+import { parseDidHash } from "../core/Did.js"
 import type { Keys, PrivateKeyInput } from "../core/Keys.js"
 import { VERSION } from "../core/Version.js"
 import { requireCsprng } from "../core/Entropy.js"
@@ -141,7 +146,7 @@ const register = (
   )
 
   const CallArgs = {
-    didHash: z.string().min(1).max(128).describe("the agent's didHash (from search_agents or list_agents)"),
+    didHash: z.string().min(1).max(128).describe("the agent's didHash (24 characters, from search_agents or list_agents); never a URL"),
     message: z.string().max(1_000_000),
     sessionId: z.string().max(256).optional().describe("continue a conversation"),
     mandate: z.string().max(16_384).optional().describe("a task mandate granted to the agent"),
@@ -165,12 +170,17 @@ const register = (
         ...(capability === undefined ? {} : { capability })
       }
       if (progressToken === undefined) {
-        return settle(Effect.map(agents.call(didHash, message, call), (r) => ("approvalRequired" in r ? approvalResult(didHash, r) : text(r.message, false, { status: "completed", ...r }))), extra.signal)
+        return settle(
+          Effect.flatMap(parseDidHash(didHash), (target) =>
+            Effect.map(agents.call(target, message, call), (r) => ("approvalRequired" in r ? approvalResult(target, r) : text(r.message, false, { status: "completed", ...r })))
+          ),
+          extra.signal
+        )
       }
       let progress = 0
       // A stream that ends without its last event is the agent's fault, reported as such.
       const unfinished = failed({ code: "BAD_RESPONSE", message: `the agent ${didHash} ended its stream without a reply` })
-      const streamed = Stream.runFoldEffect(agents.stream(didHash, message, call), unfinished, (last, event) => {
+      const streamed = (target: string) => Stream.runFoldEffect(agents.stream(target, message, call), unfinished, (last, event) => {
         if (event.type === "chunk") {
           progress += 1
           return Effect.as(
@@ -185,9 +195,9 @@ const register = (
           return Effect.succeed(text(event.message, false, { status: "completed", ...done }))
         }
         const { type: _, ...paused } = event
-        return Effect.succeed(approvalResult(didHash, paused))
+        return Effect.succeed(approvalResult(target, paused))
       })
-      return settle(streamed, extra.signal)
+      return settle(Effect.flatMap(parseDidHash(didHash), streamed), extra.signal)
     }
   )
 
@@ -200,8 +210,10 @@ const register = (
     },
     ({ didHash, taskId, approval }, extra) =>
       settle(
-        Effect.map(agents.resume(didHash, taskId, approval, signAs === undefined ? {} : { signAs }), (r) =>
-          "approvalRequired" in r ? approvalResult(didHash, r) : text(r.message, false, { status: "completed", ...r })
+        Effect.flatMap(parseDidHash(didHash), (target) =>
+          Effect.map(agents.resume(target, taskId, approval, signAs === undefined ? {} : { signAs }), (r) =>
+            "approvalRequired" in r ? approvalResult(target, r) : text(r.message, false, { status: "completed", ...r })
+          )
         ),
         extra.signal
       )

@@ -1,6 +1,7 @@
 /**
- * Abuse resistance of an agent server: a task mandate is bound to its presenter under mesh-sig, an authentic but
- * unwelcome caller cannot fill the nonce store, and one caller cannot take another's share of it.
+ * Abuse resistance of an agent server: a task mandate and a model-budget mandate are each bound to their presenter
+ * under mesh-sig, an authentic but unwelcome caller cannot fill the nonce store, and one caller cannot take another's
+ * share of it.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
@@ -8,7 +9,9 @@ import * as AgentServer from "../../src/agent/AgentServer.js"
 import { generateDid, type MeshIdentity, verificationMethodId } from "../../src/core/Did.js"
 import { signRequest } from "../../src/core/HttpSignature.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
-import { issueTaskMandate } from "../../src/core/Mandate.js"
+import { issueModelBudgetMandate, issueTaskMandate } from "../../src/core/Mandate.js"
+import { makeScripted } from "../../src/core/ModelProvider.js"
+import { MANDATE_CONTEXT_KEY } from "../../src/agent/RoutedChat.js"
 import { makeMemory } from "../../src/core/NonceStore.js"
 import { post } from "./support.js"
 
@@ -60,6 +63,45 @@ describe("agent server abuse resistance", () => {
         assert.strictEqual(own.status, 200, JSON.stringify(own.body))
         assert.strictEqual(own.body.message, "read")
         assert.strictEqual(ran, 1)
+      })
+    ))
+
+  it.live("mesh-sig: a model-budget mandate presented by anyone but its grantor is 403 MANDATE_GRANTOR_MISMATCH before a model is asked", () =>
+    provide(
+      Effect.gen(function* () {
+        const user = yield* generateDid("user")
+        const mallory = yield* generateDid("mallory")
+        const assistant = yield* generateDid("assistant")
+        const provider = makeScripted(() => "an answer")
+        const agent = yield* AgentServer.make({
+          name: "assistant",
+          did: assistant.did,
+          privateKey: assistant.privateKey,
+          auth: "mesh-sig",
+          database: ":memory:",
+          provider,
+          catalogue: { models: [{ id: "m", provider: "local", tier: 1, inputUsdPerMTok: 1, outputUsdPerMTok: 2, contextWindow: 8192, maxOutputTokens: 64 }] },
+          resolveCallerKey: keyring([user, mallory, assistant])
+        })
+        const { token } = yield* issueModelBudgetMandate({
+          grantorDid: user.did,
+          granteeDid: assistant.did,
+          privateKey: user.privateKey,
+          constraints: { token_budget: 10_000, cost_budget_usd: 1, quality_threshold: 0, task_type: "REASONING", expected_steps: 1 }
+        })
+        const body = { message: "spend the user's budget", context: { [MANDATE_CONTEXT_KEY]: token } }
+        const stolen = yield* signedPost(agent.url, mallory, body)
+        assert.strictEqual(stolen.status, 403, JSON.stringify(stolen.body))
+        assert.strictEqual(stolen.body.code, "MANDATE_GRANTOR_MISMATCH")
+        // A streamed run with a mandate is answered whole: the refusal is its error event.
+        const streamed = yield* signedPost(agent.url, mallory, body, { accept: "text/event-stream" })
+        assert.include(String(streamed.body.text), `"code":"MANDATE_GRANTOR_MISMATCH"`)
+        assert.strictEqual(provider.requests.length, 0)
+
+        const own = yield* signedPost(agent.url, user, body)
+        assert.strictEqual(own.status, 200, JSON.stringify(own.body))
+        assert.strictEqual(own.body.message, "an answer")
+        assert.strictEqual(provider.requests.length, 1)
       })
     ))
 

@@ -2,7 +2,8 @@
  * MCP clients use mesh agents: the bridge (`MeshMcpServer`, `mesh mcp`) tested with the official SDK's client over
  * Streamable HTTP and over stdio (the `mesh` command spawned): search, list, a signed call whose streamed chunks
  * arrive as progress notifications, a pause at a human gate surfaced as a result and resumed, failures as `isError`
- * results, and bad input answered as JSON-RPC errors, never a 500.
+ * results, bad input answered as JSON-RPC errors, never a 500, and a target that is not a didHash (a URL above all)
+ * refused before anything is sent, so the bridge signs for no address a client names.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
@@ -12,6 +13,7 @@ import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import type * as HttpClient from "@effect/platform/HttpClient"
 import type * as Scope from "effect/Scope"
+import type { AddressInfo } from "node:net"
 import type { Keys } from "../../src/core/Keys.js"
 import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
@@ -23,7 +25,7 @@ import * as Option from "effect/Option"
 import * as AgentServer from "../../src/agent/AgentServer.js"
 import * as Cli from "../../src/cli/Cli.js"
 import { signApproval } from "../../src/core/Approval.js"
-import type { MeshIdentity } from "../../src/core/Did.js"
+import { generateDid, type MeshIdentity } from "../../src/core/Did.js"
 import { issueTaskMandate } from "../../src/core/Mandate.js"
 import * as MeshMcpServer from "../../src/mesh/MeshMcpServer.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
@@ -97,7 +99,7 @@ const conversation = (m: Mesh, client: Client) =>
     })
     const plain = await client.callTool({ name: "call_agent", arguments: { didHash: m.story, message: "plain" } })
     const paused = (await client.callTool({ name: "call_agent", arguments: { didHash: m.mailer, message: "hi bob", mandate: m.mandate } })) as ToolResult
-    const missing = (await client.callTool({ name: "call_agent", arguments: { didHash: "nosuchagent0000000000", message: "x" } })) as ToolResult
+    const missing = (await client.callTool({ name: "call_agent", arguments: { didHash: "a".repeat(24), message: "x" } })) as ToolResult
     const badArgs = (await client.callTool({ name: "call_agent", arguments: { message: 42 } }).catch((e: { code?: number }) => ({ code: e.code }))) as ToolResult | { code: number }
     return { tools, search, listed, progress, called, plain, paused, missing, badArgs }
   })
@@ -186,6 +188,40 @@ describe("MCP server: MCP clients use mesh agents", () => {
       )
       assert.isAtLeast(foreign, 400)
       assert.isBelow(foreign, 500)
+    })))
+
+  it.live("a target that is not a didHash (a URL, a path) is refused INVALID_DID_HASH by call_agent and resume_task; nothing is sent", () =>
+    run(Effect.gen(function* () {
+      const { hub } = yield* startHub()
+      const me = yield* generateDid("bridge")
+      // Whatever reaches this listener would carry a request signed as the bridge's identity.
+      const reached: Array<string> = []
+      const listener = http.createServer((req, res) => {
+        reached.push(`${req.method} ${req.url} ${req.headers["signature-input"] ?? "unsigned"}`)
+        res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ message: "served", sessionId: "s" }))
+      })
+      const port = yield* Effect.acquireRelease(
+        Effect.async<number>((resume) => void listener.listen(0, "127.0.0.1", () => resume(Effect.succeed((listener.address() as AddressInfo).port)))),
+        () => Effect.async<void>((resume) => void listener.close(() => resume(Effect.void)))
+      )
+      const bridge = yield* MeshMcpServer.serveHttp({ hubUrl: hub.url, identity: { did: me.did, privateKey: me.privateKey } })
+      const client = yield* connected(new StreamableHTTPClientTransport(new URL(bridge.url)))
+      const targets = [`http://127.0.0.1:${port}/anything#`, `HTTPS://127.0.0.1:${port}/x`, `127.0.0.1:${port}`, "../../v1/agents", "a".repeat(23), `${"a".repeat(24)}#`]
+      const results = yield* Effect.promise(async () => {
+        const all: Array<ToolResult> = []
+        for (const didHash of targets) {
+          all.push((await client.callTool({ name: "call_agent", arguments: { didHash, message: "hi" } })) as ToolResult)
+          all.push((await client.callTool({ name: "call_agent", arguments: { didHash, message: "hi" } }, undefined, { onprogress: () => undefined })) as ToolResult)
+          all.push((await client.callTool({ name: "resume_task", arguments: { didHash, taskId: "task_1", approval: {} } })) as ToolResult)
+        }
+        return all
+      })
+      assert.deepStrictEqual(reached, [])
+      assert.strictEqual(results.length, targets.length * 3)
+      for (const r of results) {
+        assert.strictEqual(r.isError, true, textOf(r))
+        assert.strictEqual(r.structuredContent?.code, "INVALID_DID_HASH", textOf(r))
+      }
     })))
 
   it.live("mesh mcp refuses to serve HTTP with an identity on a non-loopback address", () =>
