@@ -1,23 +1,8 @@
 import * as HttpClient from "@effect/platform/HttpClient"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as http from "node:http"
-import type { AddressInfo } from "node:net"
 import { isNonPublicAddress, layerHttpClient } from "../../src/hub/OutboundAddress.js"
-
-/** A listener on `host` counting the requests that reached it (scoped). */
-const listener = (host: string) =>
-  Effect.acquireRelease(
-    Effect.async<{ readonly port: number; readonly hits: () => number; readonly server: http.Server }>((resume) => {
-      let hits = 0
-      const server = http.createServer((_, res) => {
-        hits++
-        res.end("{}")
-      })
-      server.listen(0, host, () => resume(Effect.succeed({ port: (server.address() as AddressInfo).port, hits: () => hits, server })))
-    }),
-    (l) => Effect.async<void>((resume) => void l.server.close(() => resume(Effect.void)))
-  )
+import { countingListener } from "../support/countingListener.js"
 
 /** What a GET of `url` through the outbound client under `urls` ends with: the status, or the failure's cause code. */
 const get = (url: string, urls: "public" | "any") =>
@@ -52,7 +37,7 @@ describe("OutboundAddress", () => {
   it.live("refused at connect time: IPv4 and IPv6 literals in every loopback form, and a name that resolves to loopback; allowed under any", () =>
     Effect.scoped(
       Effect.gen(function* () {
-        const v4 = yield* listener("127.0.0.1")
+        const v4 = yield* countingListener()
         for (const url of [`http://127.0.0.1:${v4.port}/`, `http://[::ffff:127.0.0.1]:${v4.port}/`, `http://[::ffff:7f00:1]:${v4.port}/`, `http://localhost:${v4.port}/`]) {
           assert.strictEqual(yield* get(url, "public"), "ENOTPUBLIC", url)
         }

@@ -7,8 +7,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import * as http from "node:http"
-import type { AddressInfo } from "node:net"
 import * as AgentServer from "../../src/agent/AgentServer.js"
 import type { RunInput } from "../../src/agent/Handler.js"
 import * as CommitToken from "../../src/core/CommitToken.js"
@@ -16,27 +14,10 @@ import { generateDid } from "../../src/core/Did.js"
 import { issueIntentMandate } from "../../src/core/Mandate.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
 import { request } from "../hub/support.js"
+import { countingListener } from "../support/countingListener.js"
 import { countingHandler, register, signedRequest, step, world } from "./support.js"
 
 const provide = <A, E, R>(e: Effect.Effect<A, E, R>) => e.pipe(Effect.scoped, Effect.provide(KeysNative.layer))
-
-/** A plain listener on 127.0.0.1 that answers every request with `reply` and counts what reached it (scoped). */
-const listener = (reply: unknown) =>
-  Effect.acquireRelease(
-    Effect.async<{ readonly url: string; readonly hits: () => number; readonly server: http.Server }>((resume) => {
-      let hits = 0
-      const server = http.createServer((req, res) => {
-        hits++
-        req.resume()
-        req.on("end", () => {
-          res.writeHead(200, { "content-type": "application/json" })
-          res.end(JSON.stringify(reply))
-        })
-      })
-      server.listen(0, "127.0.0.1", () => resume(Effect.succeed({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, hits: () => hits, server })))
-    }),
-    (l) => Effect.async<void>((resume) => void l.server.close(() => resume(Effect.void)))
-  )
 
 /** Waits until the saga the buyer started has ended, reading it as the buyer. */
 const ended = (url: string, signer: Parameters<typeof signedRequest>[2]) =>
@@ -71,7 +52,7 @@ describe("saga attacks", { timeout: 60_000 }, () => {
     provide(
       Effect.gen(function* () {
         const w = yield* world({ agents: [], outboundUrls: "public" })
-        const internal = yield* listener({ secret: "internal admin answer" })
+        const internal = yield* countingListener({ secret: "internal admin answer" })
         const insider = yield* generateDid("insider")
         yield* register(w.client, insider, `${internal.url}/json?x=`)
         const mandate = yield* w.mandate()
@@ -91,7 +72,7 @@ describe("saga attacks", { timeout: 60_000 }, () => {
     provide(
       Effect.gen(function* () {
         const w = yield* world({ agents: [{ name: "airline" }] })
-        const receiptless = yield* listener({ message: "booked, trust me", sessionId: "s" })
+        const receiptless = yield* countingListener({ message: "booked, trust me", sessionId: "s" })
         const liar = yield* generateDid("liar")
         yield* register(w.client, liar, receiptless.url)
         const mandate = yield* w.mandate()
