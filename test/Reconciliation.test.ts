@@ -3,7 +3,7 @@ import * as Effect from "effect/Effect"
 import { digestResult, sign } from "../src/core/CommitToken.js"
 import { Keys, type PrivateKey } from "../src/core/Keys.js"
 import { makeStatic } from "../src/core/KeyResolver.js"
-import { type ListedAllocation, verify } from "../src/core/Reconciliation.js"
+import { type ListedAllocation, verify, verifyPools } from "../src/core/Reconciliation.js"
 import { toBase64Url, utf8 } from "../src/core/internal/bytes.js"
 
 const FLIGHTS = "did:mesh:flights"
@@ -19,10 +19,10 @@ const cleanRun = Effect.gen(function* () {
       Effect.orDie(sign({ sagaId: "saga_1", step, capability: `book-${step}`, amountUsd, resultDigest, at: "2026-11-26T08:00:00.000Z", issuer }, key))
     )
   const allocations: Array<ListedAllocation> = [
-    { allocationId: "a1", amountUsd: 30, usedUsd: 25.5, status: "released", commitToken: yield* token(flights, FLIGHTS, "flight", "25.5") },
-    { allocationId: "a2", amountUsd: 50, usedUsd: 50, status: "released", commitToken: yield* token(hotel, HOTEL, "hotel", "50") },
-    { allocationId: "a3", amountUsd: 20, usedUsd: 0, status: "released" },
-    { allocationId: "a4", amountUsd: 10, usedUsd: null, status: "active" }
+    { allocationId: "a1", grantee: FLIGHTS, idempotencyKey: "saga_1:flight", amountUsd: 30, usedUsd: 25.5, status: "released", commitToken: yield* token(flights, FLIGHTS, "flight", "25.5") },
+    { allocationId: "a2", grantee: HOTEL, idempotencyKey: "saga_1:hotel", amountUsd: 50, usedUsd: 50, status: "released", commitToken: yield* token(hotel, HOTEL, "hotel", "50") },
+    { allocationId: "a3", grantee: HOTEL, idempotencyKey: "saga_1:spa", amountUsd: 20, usedUsd: 0, status: "released" },
+    { allocationId: "a4", grantee: FLIGHTS, idempotencyKey: "saga_1:car", amountUsd: 10, usedUsd: null, status: "active" }
   ]
   const resolver = makeStatic({ [FLIGHTS]: { publicKey: flights.publicKey, keyVersion: 1 }, [HOTEL]: { publicKey: hotel.publicKey, keyVersion: 1 } })
   return { allocations, pool: { poolId: "pool_1", allocatedUsd: 85.5 }, resolver, token, flights }
@@ -83,7 +83,7 @@ describe("Reconciliation.verify", () => {
         const { commitToken: _dropped, ...bare } = allocations[1]!
         const list = [allocations[0]!, bare, allocations[2]!, { ...allocations[3]!, commitToken: allocations[0]!.commitToken }]
         const report = yield* verify(list, pool, resolver)
-        assert.deepStrictEqual(codes(report.failures), ["a2:MISSING_COMMIT_TOKEN", "a4:AMOUNT_MISMATCH", "a4:DUPLICATE_RECEIPT"])
+        assert.deepStrictEqual(codes(report.failures), ["a2:MISSING_COMMIT_TOKEN", "a4:STEP_MISMATCH", "a4:AMOUNT_MISMATCH", "a4:DUPLICATE_RECEIPT"])
       })
     ))
 
@@ -94,6 +94,31 @@ describe("Reconciliation.verify", () => {
         const twice = [...allocations, { ...allocations[0]!, allocationId: "a5" }]
         const report = yield* verify(twice, { poolId: "pool_1", allocatedUsd: 111 }, resolver)
         assert.deepStrictEqual(codes(report.failures), ["a5:DUPLICATE_RECEIPT"])
+      })
+    ))
+
+  it.effect("a receipt proves only its own allocation: another agent's token is ISSUER_MISMATCH, an invented saga or step STEP_MISMATCH", () =>
+    provide(
+      Effect.gen(function* () {
+        const { allocations, pool, resolver, token, flights } = yield* cleanRun
+        // The hotel's allocation released with a receipt the flights agent signed for work it made up.
+        const invented = yield* token(flights, FLIGHTS, "made-up", "50")
+        const list = [allocations[0]!, { ...allocations[1]!, commitToken: invented }, ...allocations.slice(2)]
+        const report = yield* verify(list, pool, resolver)
+        assert.deepStrictEqual(codes(report.failures), ["a2:ISSUER_MISMATCH", "a2:STEP_MISMATCH"])
+        assert.isFalse(report.ok)
+      })
+    ))
+
+  it.effect("the same receipt released in two pools reconciles in each alone, and is DUPLICATE_RECEIPT when the pools are checked together", () =>
+    provide(
+      Effect.gen(function* () {
+        const { allocations, pool, resolver } = yield* cleanRun
+        const second = { pool: { poolId: "pool_2", allocatedUsd: 25.5 }, allocations: [{ ...allocations[0]!, allocationId: "b1" }] }
+        assert.isTrue((yield* verify(second.allocations, second.pool, resolver)).ok)
+        const [first, other] = yield* verifyPools([{ allocations, pool }, second], resolver)
+        assert.isTrue(first!.ok)
+        assert.deepStrictEqual(codes(other!.failures), ["b1:DUPLICATE_RECEIPT"])
       })
     ))
 })

@@ -87,7 +87,7 @@ from .mandate import (
 from .money import InvalidAmount, format_usd_string, parse_usd
 from .nonce import NonceRecordError, NonceRegistry, NonceStore, SqliteNonceRegistry
 from .proof import ProofInvalid, sign_message, verify_message
-from .reconciliation import reconcile
+from .reconciliation import reconcile, reconcile_pools
 
 __version__ = "1.0.0"
 

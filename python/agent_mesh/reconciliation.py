@@ -1,7 +1,11 @@
 """Billing reconciliation, offline (docs/protocol.md §13.4): given a pool's allocations as the ledger lists them
 (``GET /v1/spending/pools/:poolId/allocations``, docs/hub.md) and the agents' keys, check that every charge is backed
 by the signed receipt of the agent that did the work and that the ledger's total agrees with its rows. Nothing here
-trusts the hub; every problem is one line of the report."""
+trusts the hub; every problem is one line of the report.
+
+A receipt proves the work of its own allocation only: its issuer is the allocation's ``grantee`` and its saga and step
+are the allocation's ``idempotencyKey`` (``<sagaId>:<step>``); one receipt backs one allocation, which
+``reconcile_pools`` checks across the pools given together."""
 
 from __future__ import annotations
 
@@ -11,16 +15,26 @@ from typing import Any, Mapping, Sequence
 from . import commit_token
 from .money import InvalidAmount, format_usd_string, parse_usd
 
-__all__ = ["reconcile"]
+__all__ = ["reconcile", "reconcile_pools"]
 
 
 def reconcile(allocations: Sequence[Mapping[str, Any]], pool: Mapping[str, Any], keys: Any) -> dict[str, Any]:
-    """Checks a pool's allocation list (``allocationId``, ``amountUsd``, ``usedUsd``, ``status``, ``commitToken?``)
-    against its pool (``poolId``, ``allocatedUsd``); never raises. Returns ``{ok, poolId, receipts, allocatedUsd,
-    usedUsd, failures}`` with one failure ``{code, allocationId?, message}`` per problem found."""
+    """Checks a pool's allocation list (``allocationId``, ``grantee``, ``idempotencyKey``, ``amountUsd``, ``usedUsd``,
+    ``status``, ``commitToken?``) against its pool (``poolId``, ``allocatedUsd``); never raises. Returns ``{ok, poolId,
+    receipts, allocatedUsd, usedUsd, failures}`` with one failure ``{code, allocationId?, message}`` per problem found."""
+    return _check(allocations, pool, keys, {})
+
+
+def reconcile_pools(trails: Sequence[tuple[Sequence[Mapping[str, Any]], Mapping[str, Any]]], keys: Any) -> list[dict[str, Any]]:
+    """Checks several pools' ``(allocations, pool)`` together, one report each: a receipt billed in two pools is a
+    ``DUPLICATE_RECEIPT`` on the second, which checking each pool alone cannot see."""
+    billed: dict[str, str] = {}
+    return [_check(allocations, pool, keys, billed) for allocations, pool in trails]
+
+
+def _check(allocations: Sequence[Mapping[str, Any]], pool: Mapping[str, Any], keys: Any, billed: dict[str, str]) -> dict[str, Any]:
     failures: list[dict[str, Any]] = []
     receipts: dict[str, dict[str, Any]] = {}
-    billed: dict[str, str] = {}
     allocated = 0
     used = 0
 
@@ -67,6 +81,22 @@ def reconcile(allocations: Sequence[Mapping[str, Any]], pool: Mapping[str, Any],
             )
             continue
         receipts[aid] = r
+        if r["issuer"] != str(a.get("grantee", "")).lower():
+            failures.append(
+                {
+                    "code": "ISSUER_MISMATCH",
+                    "allocationId": aid,
+                    "message": "the token is signed by another agent than the allocation's grantee",
+                }
+            )
+        if f"{r['sagaId']}:{r['step']}" != a.get("idempotencyKey"):
+            failures.append(
+                {
+                    "code": "STEP_MISMATCH",
+                    "allocationId": aid,
+                    "message": "the token's saga and step (<sagaId>:<step>) are not the allocation's idempotency key",
+                }
+            )
         try:
             signed: int | None = parse_usd(r["amountUsd"])
         except InvalidAmount:
@@ -92,7 +122,7 @@ def reconcile(allocations: Sequence[Mapping[str, Any]], pool: Mapping[str, Any],
                 }
             )
         else:
-            billed[receipt_id] = aid
+            billed[receipt_id] = f"{pool.get('poolId')}/{aid}"
     total = micros(pool.get("allocatedUsd"), "the pool's allocatedUsd")
     if total is not None and total != allocated:
         failures.append(

@@ -104,9 +104,10 @@ def test_spending_allocation_from_python_against_the_typescript_ledger(hub, admi
         assert ledger.open_pool(intent.token)["poolId"] == pool["poolId"]
 
         cart = attenuate_to_cart(intent, shop["did"], {"spendLimitUsd": 60}, buyer["private_key"])
-        allocation = ledger.allocate(pool["poolId"], cart.token, "step-1")
+        # The key names the saga step the receipt will prove (<sagaId>:<step>), the only receipt the ledger takes for it.
+        allocation = ledger.allocate(pool["poolId"], cart.token, "saga-py:pay")
         assert (allocation["amountUsd"], allocation["status"], allocation["childJti"]) == (60, "active", cart.jti)
-        assert ledger.allocate(pool["poolId"], cart.token, "step-1")["allocationId"] == allocation["allocationId"]
+        assert ledger.allocate(pool["poolId"], cart.token, "saga-py:pay")["allocationId"] == allocation["allocationId"]
         assert ledger.get_pool(pool["poolId"])["remainingUsd"] == 40
 
         too_much = attenuate_to_cart(intent, shop["did"], {"spendLimitUsd": 50}, buyer["private_key"])
@@ -114,7 +115,7 @@ def test_spending_allocation_from_python_against_the_typescript_ledger(hub, admi
             ledger.allocate(pool["poolId"], too_much.token, "step-2")
         assert (e.value.code, e.value.status) == ("BUDGET_EXHAUSTED", 409)
         with pytest.raises(HubError) as e:
-            ledger.allocate(pool["poolId"], too_much.token, "step-1")
+            ledger.allocate(pool["poolId"], too_much.token, "saga-py:pay")
         assert (e.value.code, e.value.status) == ("IDEMPOTENCY_KEY_REUSED", 409)
 
         receipt = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent_mesh import commit_token, generate_did
-from agent_mesh.reconciliation import reconcile
+from agent_mesh.reconciliation import reconcile, reconcile_pools
 
 AGENT = generate_did("flights", namespace="travel")
 OTHER = generate_did("hotels", namespace="travel")
@@ -29,6 +29,8 @@ def trail() -> tuple[list[dict[str, Any]], dict[str, Any]]:
     allocations = [
         {
             "allocationId": "a1",
+            "grantee": AGENT["did"],
+            "idempotencyKey": "s1:flight",
             "amountUsd": 500,
             "usedUsd": 412.5,
             "status": "released",
@@ -36,13 +38,17 @@ def trail() -> tuple[list[dict[str, Any]], dict[str, Any]]:
         },
         {
             "allocationId": "a2",
+            "grantee": OTHER["did"],
+            "idempotencyKey": "s1:spa",
             "amountUsd": 100,
             "usedUsd": 0,
             "status": "released",
         },  # compensated: nothing used, no token
-        {"allocationId": "a3", "amountUsd": 50, "usedUsd": None, "status": "active"},
+        {"allocationId": "a3", "grantee": AGENT["did"], "idempotencyKey": "s1:car", "amountUsd": 50, "usedUsd": None, "status": "active"},
         {
             "allocationId": "a4",
+            "grantee": OTHER["did"],
+            "idempotencyKey": "s1:hotel",
             "amountUsd": 80,
             "usedUsd": 79.99,
             "status": "released",
@@ -72,6 +78,7 @@ def test_every_failure() -> None:
         ("AMOUNT_MISMATCH", "a1")
     ]
     assert codes([a1, a2, {**a3, "commitToken": a1["commitToken"]}, a4], pool) == [
+        ("STEP_MISMATCH", "a3"),
         ("AMOUNT_MISMATCH", "a3"),
         ("DUPLICATE_RECEIPT", "a3"),
     ]
@@ -94,6 +101,7 @@ def test_same_report_as_typescript(node_eval) -> None:  # type: ignore[no-untype
         "duplicate": ([a1, a2, {**a3, "commitToken": a1["commitToken"]}, a4], pool),
         "total": (allocations, {**pool, "allocatedUsd": 1}),
         "amount": ([{**a1, "usedUsd": 400}, a2, a3, a4], pool),
+        "foreign": ([a1, a2, a3, {**a4, "commitToken": token("hotel", "79.99")}], pool),
     }
     for c in cases.values():
         for a in c[0]:
@@ -124,4 +132,24 @@ def test_same_report_as_typescript(node_eval) -> None:  # type: ignore[no-untype
             "failures": [[f["code"], f.get("allocationId")] for f in r["failures"]],
         }
         assert py == ts[name], name
-    assert ts["duplicate"]["failures"] == [["AMOUNT_MISMATCH", "a3"], ["DUPLICATE_RECEIPT", "a3"]]
+    assert ts["duplicate"]["failures"] == [["STEP_MISMATCH", "a3"], ["AMOUNT_MISMATCH", "a3"], ["DUPLICATE_RECEIPT", "a3"]]
+    assert ts["foreign"]["failures"] == [["ISSUER_MISMATCH", "a4"]]
+
+
+def test_a_receipt_proves_only_its_own_allocation() -> None:
+    allocations, pool = trail()
+    a1, a2, a3, a4 = allocations
+    # The hotel's allocation released with a receipt the flights agent signed for work it made up.
+    assert codes([a1, a2, a3, {**a4, "commitToken": token("made-up", "79.99")}], pool) == [
+        ("ISSUER_MISMATCH", "a4"),
+        ("STEP_MISMATCH", "a4"),
+    ]
+
+
+def test_one_receipt_in_two_pools_is_found_when_the_pools_are_checked_together() -> None:
+    allocations, pool = trail()
+    second = ([{**allocations[0], "allocationId": "b1"}], {"poolId": "p2", "allocatedUsd": 412.5})
+    assert reconcile(*second, KEYS)["ok"] is True
+    first, other = reconcile_pools([(allocations, pool), second], KEYS)
+    assert first["ok"] is True
+    assert [(f["code"], f.get("allocationId")) for f in other["failures"]] == [("DUPLICATE_RECEIPT", "b1")]

@@ -5,9 +5,11 @@
  * an amount changed after signing, or a total that does not add up is reported, each failure on its own line.
  *
  * Rules (docs/protocol.md §13.4): a released allocation that used anything carries a commit token; every token
- * present verifies under its issuer's key; its amount is the allocation's used amount; no receipt (issuer, saga,
- * step) is billed twice; and the pool's allocated amount is the sum of the active allocations' amounts and the
- * released allocations' used amounts.
+ * present verifies under its issuer's key; its issuer is the allocation's grantee (the agent the child mandate paid)
+ * and its saga and step are the allocation's idempotency key (`<sagaId>:<step>`), so a receipt proves the work of
+ * this allocation and no other; its amount is the allocation's used amount; no receipt (issuer, saga, step) is billed
+ * twice, in one pool or across the pools checked together (`verifyPools`); and the pool's allocated amount is the sum
+ * of the active allocations' amounts and the released allocations' used amounts.
  *
  * Floor: core (docs/architecture.md §3).
  */
@@ -20,6 +22,10 @@ import { formatUsdString, type Micros, parseUsd } from "./Money.js"
 /** An allocation as the ledger lists it (the fields reconciliation reads; amounts in USD). */
 export interface ListedAllocation {
   readonly allocationId: string
+  /** The DID the allocation's child mandate was granted to: the one agent whose receipt can back it. */
+  readonly grantee: string
+  /** The key the allocation was made under; a receipt backs it only for `<sagaId>:<step>` equal to it. */
+  readonly idempotencyKey: string
   readonly amountUsd: number
   readonly usedUsd: number | null
   readonly status: "active" | "released"
@@ -41,6 +47,8 @@ export type FailureCode =
   | "KEY_REVOKED"
   | "RESOLVER_UNAVAILABLE"
   | "AMOUNT_MISMATCH"
+  | "ISSUER_MISMATCH"
+  | "STEP_MISMATCH"
   | "DUPLICATE_RECEIPT"
   | "INVALID_AMOUNT"
   | "TOTAL_MISMATCH"
@@ -71,11 +79,31 @@ export const verify = (
   allocations: ReadonlyArray<ListedAllocation>,
   pool: ListedPool,
   resolveKey: KeySource
+): Effect.Effect<Report, never, Keys> => check(allocations, pool, resolveKey, new Map())
+
+/**
+ * Checks several pools' lists together, one report each: a receipt billed in two pools (the same signed work released
+ * twice) is a `DUPLICATE_RECEIPT` on the second, which checking each pool alone cannot see.
+ */
+export const verifyPools = (
+  trails: ReadonlyArray<{ readonly allocations: ReadonlyArray<ListedAllocation>; readonly pool: ListedPool }>,
+  resolveKey: KeySource
+): Effect.Effect<ReadonlyArray<Report>, never, Keys> =>
+  Effect.suspend(() => {
+    const billed = new Map<string, string>()
+    return Effect.forEach(trails, (t) => check(t.allocations, t.pool, resolveKey, billed))
+  })
+
+/** One pool's checks, with the receipts already billed (receipt id → where) shared by the pools checked together. */
+const check = (
+  allocations: ReadonlyArray<ListedAllocation>,
+  pool: ListedPool,
+  resolveKey: KeySource,
+  billed: Map<string, string>
 ): Effect.Effect<Report, never, Keys> =>
   Effect.gen(function* () {
     const failures: Array<Failure> = []
     const receipts = new Map<string, CommitReceipt>()
-    const billed = new Map<string, string>()
     let allocated = 0
     let used = 0
     const micros = (usd: number, what: string, allocationId?: string): Micros | undefined => {
@@ -104,6 +132,12 @@ export const verify = (
       }
       const r = receipt.right
       receipts.set(id, r)
+      if (r.issuer !== a.grantee.toLowerCase()) {
+        failures.push({ code: "ISSUER_MISMATCH", allocationId: id, message: "the token is signed by another agent than the allocation's grantee" })
+      }
+      if (`${r.sagaId}:${r.step}` !== a.idempotencyKey) {
+        failures.push({ code: "STEP_MISMATCH", allocationId: id, message: "the token's saga and step (<sagaId>:<step>) are not the allocation's idempotency key" })
+      }
       const signed = Either.getOrUndefined(parseUsd(r.amountUsd))
       if (signed !== (spent ?? -1)) {
         failures.push({
@@ -116,7 +150,7 @@ export const verify = (
       const earlier = billed.get(receiptId)
       if (earlier !== undefined) {
         failures.push({ code: "DUPLICATE_RECEIPT", allocationId: id, message: `saga ${r.sagaId} step ${r.step} by ${r.issuer} is billed on ${earlier} too` })
-      } else billed.set(receiptId, id)
+      } else billed.set(receiptId, `${pool.poolId}/${id}`)
     }
     const ledgerTotal = micros(pool.allocatedUsd, "the pool's allocatedUsd")
     if (ledgerTotal !== undefined && ledgerTotal !== allocated) {

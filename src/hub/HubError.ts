@@ -38,7 +38,7 @@ export class NotFound extends Schema.TaggedError<NotFound>()(
 /** 409: the DID is taken, the budget cannot cover the allocation, or the thing was already done. */
 export class Conflict extends Schema.TaggedError<Conflict>()(
   "Conflict",
-  { code: Schema.Literal("DID_TAKEN", "BUDGET_EXHAUSTED", "ALREADY_REVOKED", "ALREADY_ALLOCATED", "IDEMPOTENCY_KEY_REUSED"), message: Schema.String },
+  { code: Schema.Literal("DID_TAKEN", "BUDGET_EXHAUSTED", "ALREADY_REVOKED", "ALREADY_ALLOCATED", "IDEMPOTENCY_KEY_REUSED", "COMMIT_TOKEN_REUSED"), message: Schema.String },
   HttpApiSchema.annotations({ status: 409 })
 ) {}
 

@@ -69,7 +69,7 @@ const httpOf = {
   NotGrantee: ({ code, message }) => new Forbidden({ code, message }),
   MandateRefused: ({ code, message }) => new Unprocessable({ code, message }),
   InvalidAmount: ({ code, message }) => new Unprocessable({ code, message }),
-  CommitTokenRefused: ({ code, message }) => new Unprocessable({ code, message }),
+  CommitTokenRefused: ({ code, message }) => (code === "COMMIT_TOKEN_REUSED" ? new Conflict({ code, message }) : new Unprocessable({ code, message })),
   InvalidIdempotencyKey: ({ code, message }) => new BadRequest({ code, message }),
   BudgetExhausted: ({ code, message }) => new Conflict({ code, message }),
   AlreadyAllocated: ({ code, message }) => new Conflict({ code, message }),

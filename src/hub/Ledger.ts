@@ -29,6 +29,7 @@ import { traced } from "../http/Tracing.js"
 import { HotReads, PgHotStatements } from "../sql/Database.js"
 import { classify, isReason, isTriggerAbort, type PersistenceError, summarize } from "../sql/SqlFailure.js"
 import * as CommitToken from "../core/CommitToken.js"
+import { normalizeDid } from "../core/Did.js"
 import { KeyResolver } from "../core/KeyResolver.js"
 import type { Keys } from "../core/Keys.js"
 import { decodeUnverified, type Mandate, verifyMandate } from "../core/Mandate.js"
@@ -68,8 +69,16 @@ export class AlreadyAllocated extends Data.TaggedError("AlreadyAllocated")<{ rea
 /** The idempotency key was used for another child mandate (`IDEMPOTENCY_KEY_REUSED`). */
 export class IdempotencyKeyReused extends Data.TaggedError("IdempotencyKeyReused")<{ readonly code: "IDEMPOTENCY_KEY_REUSED"; readonly message: string }> {}
 
-/** A commit token given with a release does not decode as one, or names another amount than `usedUsd` (`INVALID_COMMIT_TOKEN`). */
-export class CommitTokenRefused extends Data.TaggedError("CommitTokenRefused")<{ readonly code: "INVALID_COMMIT_TOKEN"; readonly message: string }> {}
+/**
+ * A commit token given with a release proves nothing about this allocation (`INVALID_COMMIT_TOKEN`: it does not
+ * verify under its issuer's key, its issuer is not the allocation's grantee, its saga and step are not the
+ * allocation's idempotency key, or its amount is not `usedUsd`), or it already backs another allocation
+ * (`COMMIT_TOKEN_REUSED`).
+ */
+export class CommitTokenRefused extends Data.TaggedError("CommitTokenRefused")<{
+  readonly code: "INVALID_COMMIT_TOKEN" | "COMMIT_TOKEN_REUSED"
+  readonly message: string
+}> {}
 
 /** The allocation was already released (`ALREADY_REVOKED`). */
 export class AlreadyReleased extends Data.TaggedError("AlreadyReleased")<{ readonly code: "ALREADY_REVOKED"; readonly message: string }> {}
@@ -175,7 +184,8 @@ export const AllocationRow = Schema.Struct({
   used_micros: Schema.NullOr(Schema.Number),
   created_at: Schema.Number,
   released_at: Schema.NullOr(Schema.Number),
-  commit_token: Schema.optional(Schema.NullOr(Schema.String))
+  commit_token: Schema.optional(Schema.NullOr(Schema.String)),
+  receipt: Schema.optional(Schema.NullOr(Schema.String))
 })
 /** An allocation as stored. */
 export type AllocationRow = typeof AllocationRow.Type
@@ -249,6 +259,27 @@ export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyReso
       // A resolver that could not answer says nothing about the mandate: 503, so the caller retries.
       Effect.mapError((e) => (e.reason === "RESOLVER_UNAVAILABLE" ? unavailable(e.message) : mandateInvalid(`${e.reason}: ${e.message}`)))
     )
+
+  /**
+   * The receipt a release's commit token proves, as stored: the token verifies under its issuer's registered key, the
+   * issuer is the allocation's grantee (the agent its child mandate paid), its saga and step are the allocation's
+   * idempotency key (`<sagaId>:<step>`), and its amount is what the release says was used.
+   */
+  const receiptFor = (token: string, alloc: AllocationRow, used: Micros): Effect.Effect<string, CommitTokenRefused | LedgerUnavailable> =>
+    Effect.gen(function* () {
+      const refused = (message: string) => new CommitTokenRefused({ code: "INVALID_COMMIT_TOKEN", message })
+      const r = yield* CommitToken.verify(token, resolver).pipe(
+        Effect.provide(context),
+        Effect.mapError((e) => (e.code === "RESOLVER_UNAVAILABLE" ? unavailable(e.message) : refused(`${e.code}: ${e.message}`)))
+      )
+      if (r.issuer !== (normalizeDid(alloc.grantee) ?? alloc.grantee)) return yield* Effect.fail(refused("the commit token is signed by another agent than the allocation's grantee"))
+      if (`${r.sagaId}:${r.step}` !== alloc.idempotency_key) {
+        return yield* Effect.fail(refused("the commit token's saga and step (<sagaId>:<step>) are not the allocation's idempotency key"))
+      }
+      const amount = parseUsd(r.amountUsd)
+      if (Either.isLeft(amount) || amount.right !== used) return yield* Effect.fail(refused(`the commit token is for ${r.amountUsd} USD, the release for ${formatUsd(used)} USD`))
+      return JSON.stringify([r.issuer, r.sagaId, r.step])
+    })
 
   const poolRow = (id: string) =>
     read("mesh_pool_by_id", "SELECT * FROM mesh_pools WHERE id = $1", sql`SELECT * FROM mesh_pools WHERE id = ${id}`, id).pipe(
@@ -338,9 +369,17 @@ export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyReso
           return yield* Effect.fail(invalidAmount("usedUsd exceeds the allocation"))
         }
         const commitToken = input.commitToken ?? null
-        if (commitToken !== null) yield* commitTokenFor(commitToken, used.right)
+        const receipt = commitToken === null ? null : yield* receiptFor(commitToken, alloc, used.right)
+        if (receipt !== null) {
+          const holder = yield* q(sql<{ id: string }>`SELECT id FROM mesh_allocations WHERE receipt = ${receipt} AND id <> ${allocationId}`)
+          if (holder.length > 0) return yield* Effect.fail(reused())
+        }
         const now = yield* Clock.currentTimeMillis
-        const released = yield* Effect.mapError(releaseStatement(sql, allocationId, used.right, now, commitToken), storeFailed)
+        const released = yield* releaseStatement(sql, allocationId, used.right, now, commitToken, receipt).pipe(
+          // Two releases racing with one receipt: the unique index lets one through.
+          Effect.catchIf(isReason("UniqueViolation"), () => Effect.fail(reused())),
+          Effect.mapError((e) => (e instanceof CommitTokenRefused ? e : storeFailed(e)))
+        )
         if (released.length === 0) return yield* Effect.fail(new AlreadyReleased({ code: "ALREADY_REVOKED", message: `allocation ${allocationId} was already released` }))
         return { allocation: toAllocation(decodeAllocation(released[0])), pool: toPool(yield* poolRow(alloc.pool_id)) }
       }),
@@ -376,17 +415,7 @@ const instrument = (api: LedgerApi): LedgerApi => ({
   allocations: (actor, poolId) => traced("ledger.allocations", { attributes: { "mesh.pool_id": poolId } })(api.allocations(actor, poolId))
 })
 
-/** Refuses a commit token that does not decode, or whose amount is not the used amount it comes with. */
-const commitTokenFor = (token: string, used: Micros): Effect.Effect<void, CommitTokenRefused> => {
-  const refused = (message: string) => Effect.fail(new CommitTokenRefused({ code: "INVALID_COMMIT_TOKEN", message }))
-  const receipt = CommitToken.decodeUnverified(token)
-  if (Either.isLeft(receipt)) return refused(`${receipt.left.code}: ${receipt.left.message}`)
-  const amount = parseUsd(receipt.right.amountUsd)
-  if (Either.isLeft(amount) || amount.right !== used) {
-    return refused(`the commit token is for ${receipt.right.amountUsd} USD, the release for ${formatUsd(used)} USD`)
-  }
-  return Effect.void
-}
+const reused = () => new CommitTokenRefused({ code: "COMMIT_TOKEN_REUSED", message: "the commit token already backs another allocation" })
 
 /** What one allocation statement did: inserted, lost a race on its idempotency key, or was refused. */
 export type ReserveOutcome = "allocated" | "raced" | "exhausted" | "duplicate-child"
@@ -461,12 +490,13 @@ export const releaseStatement = (
   allocationId: string,
   usedMicros: number,
   now: number,
-  commitToken: string | null
+  commitToken: string | null,
+  receipt: string | null = null
 ): Effect.Effect<ReadonlyArray<unknown>, PersistenceError> =>
   sql.onDialectOrElse({
     pg: () =>
       sql`WITH released AS (
-          UPDATE mesh_allocations SET used_micros = ${usedMicros}, released_at = ${now}, commit_token = ${commitToken}
+          UPDATE mesh_allocations SET used_micros = ${usedMicros}, released_at = ${now}, commit_token = ${commitToken}, receipt = ${receipt}
           WHERE id = ${allocationId} AND released_at IS NULL RETURNING *
         ), returned AS (
           UPDATE mesh_pools p SET allocated_micros = p.allocated_micros - (r.amount_micros - r.used_micros)
@@ -474,7 +504,7 @@ export const releaseStatement = (
         )
         SELECT * FROM released`,
     orElse: () =>
-      sql`UPDATE mesh_allocations SET used_micros = ${usedMicros}, released_at = ${now}, commit_token = ${commitToken}
+      sql`UPDATE mesh_allocations SET used_micros = ${usedMicros}, released_at = ${now}, commit_token = ${commitToken}, receipt = ${receipt}
         WHERE id = ${allocationId} AND released_at IS NULL RETURNING *`
   }).pipe(Effect.mapError(classify))
 

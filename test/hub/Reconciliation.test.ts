@@ -24,11 +24,11 @@ describe("hub: release with a commit token, the allocation list, and offline rec
           constraints: { spendLimitUsd: 100 },
           privateKey: buyer.identity.privateKey
         })
-        const cart = (usd: number) =>
-          attenuateToCart({ parent: intent, granteeDid: merchant.did, narrowed: { spendLimitUsd: usd }, grantorPrivateKey: planner.identity.privateKey })
+        const cart = (usd: number, granteeDid = merchant.did) =>
+          attenuateToCart({ parent: intent, granteeDid, narrowed: { spendLimitUsd: usd }, grantorPrivateKey: planner.identity.privateKey })
         const as = { apiKey: planner.apiKey }
         const pool = yield* client.openPool(intent.token, as)
-        const booked = yield* client.allocate({ poolId: pool.poolId, childMandate: (yield* cart(30)).token, idempotencyKey: "saga_1:flight", ...as })
+        const booked = yield* client.allocate({ poolId: pool.poolId, childMandate: (yield* cart(30, flights.identity.did)).token, idempotencyKey: "saga_1:flight", ...as })
         const failed = yield* client.allocate({ poolId: pool.poolId, childMandate: (yield* cart(20)).token, idempotencyKey: "saga_1:hotel", ...as })
         const open = yield* client.allocate({ poolId: pool.poolId, childMandate: (yield* cart(10)).token, idempotencyKey: "saga_1:car", ...as })
         const token = yield* sign(
@@ -70,6 +70,47 @@ describe("hub: release with a commit token, the allocation list, and offline rec
         assert.strictEqual(stranger.code, "NOT_OWNER")
         const missing = yield* request(`${hub.url}/v1/spending/pools/pool_nope/allocations`, "GET", undefined, planner.apiKey)
         assert.deepStrictEqual([missing.status, missing.body.code], [404, "NOT_FOUND"])
+      })
+    ))
+
+  it.live("a release carries only the allocation's own receipt: another agent's token, an invented step and a token already released in another pool are refused", () =>
+    provide(
+      Effect.gen(function* () {
+        const { hub, client } = yield* startHub()
+        const buyer = yield* registeredAgent(client, "buyer")
+        const planner = yield* registeredAgent(client, "planner")
+        const carrier = yield* registeredAgent(client, "carrier")
+        const other = yield* registeredAgent(client, "other")
+        const as = { apiKey: planner.apiKey }
+        const intent = (usd: number) =>
+          issueIntentMandate({ grantorDid: buyer.identity.did, granteeDid: planner.identity.did, constraints: { spendLimitUsd: usd }, privateKey: buyer.identity.privateKey })
+        const cartFor = (parent: Effect.Effect.Success<ReturnType<typeof intent>>) =>
+          attenuateToCart({ parent, granteeDid: carrier.identity.did, narrowed: { spendLimitUsd: 10 }, grantorPrivateKey: planner.identity.privateKey })
+        const receipt = (signer: typeof carrier, sagaId: string, step: string) =>
+          Effect.flatMap(digestResult("done"), (resultDigest) =>
+            sign({ sagaId, step, capability: "carry", amountUsd: "10", resultDigest, at: "2026-11-26T08:00:00.000Z", issuer: signer.identity.did }, signer.identity.privateKey)
+          )
+        const first = yield* intent(100)
+        const pool = yield* client.openPool(first.token, as)
+        const allocation = yield* client.allocate({ poolId: pool.poolId, childMandate: (yield* cartFor(first)).token, idempotencyKey: "saga_a:carry", ...as })
+        const release = (allocationId: string, commitToken: string) => Effect.flip(client.release({ allocationId, usedUsd: 10, commitToken, ...as }))
+        // Granted to the carrier, released with a token another agent signed for an invented saga: nothing is released.
+        const foreign = yield* release(allocation.allocationId, yield* receipt(other, "saga_x", "invented"))
+        assert.strictEqual(foreign.code, "INVALID_COMMIT_TOKEN")
+        const inventedStep = yield* release(allocation.allocationId, yield* receipt(carrier, "saga_a", "elsewhere"))
+        assert.strictEqual(inventedStep.code, "INVALID_COMMIT_TOKEN")
+        assert.strictEqual((yield* client.getPool(pool.poolId, as)).allocatedUsd, 10)
+        const own = yield* receipt(carrier, "saga_a", "carry")
+        yield* client.release({ allocationId: allocation.allocationId, usedUsd: 10, commitToken: own, ...as })
+
+        // The same receipt in a second pool, under an allocation made to match it: one receipt, one allocation.
+        const second = yield* intent(50)
+        const pool2 = yield* client.openPool(second.token, as)
+        const again = yield* client.allocate({ poolId: pool2.poolId, childMandate: (yield* cartFor(second)).token, idempotencyKey: "saga_a:carry", ...as })
+        const reused = yield* request(`${hub.url}/v1/spending/allocations/${again.allocationId}/release`, "POST", { usedUsd: 10, commitToken: own }, planner.apiKey)
+        assert.deepStrictEqual([reused.status, reused.body.code], [409, "COMMIT_TOKEN_REUSED"])
+        const listed = yield* client.listAllocations(pool.poolId, as)
+        assert.isTrue((yield* reconcile(listed.allocations, listed.pool, client.keyResolver)).ok)
       })
     ))
 })

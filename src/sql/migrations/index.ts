@@ -27,6 +27,7 @@ import m0017 from "./0017_agent_last_seen.js"
 import m0018 from "./0018_run_events.js"
 import m0019 from "./0019_rate_limits.js"
 import m0020 from "./0020_saga_running_index.js"
+import m0021 from "./0021_commit_receipts.js"
 import postgresBaseline from "./postgres_baseline.js"
 
 type Migration = Effect.Effect<void, unknown, SqlClient.SqlClient>
@@ -59,5 +60,6 @@ export const migrations: Record<string, Migration> = {
   "0017_agent_last_seen": m0017,
   "0018_run_events": m0018,
   "0019_rate_limits": m0019,
-  "0020_saga_running_index": m0020
+  "0020_saga_running_index": m0020,
+  "0021_commit_receipts": m0021
 }
