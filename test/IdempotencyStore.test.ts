@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as TestClock from "effect/TestClock"
-import { IdempotencyStore, layerMemory } from "../src/core/IdempotencyStore.js"
+import { type IdempotencyQuota, IdempotencyStore, layerMemory } from "../src/core/IdempotencyStore.js"
 import * as Database from "../src/sql/Database.js"
 import * as IdempotencyStoreSql from "../src/sql/IdempotencyStoreSql.js"
 
@@ -13,7 +13,7 @@ const layers: ReadonlyArray<readonly [string, () => Layer.Layer<IdempotencyStore
 ]
 
 const DAY = 24 * 60 * 60 * 1000
-const claimOf = (over: Partial<{ scope: string; key: string; fingerprint: string; holder: string; expiresAt: number }> = {}) => ({
+const claimOf = (over: Partial<{ scope: string; key: string; fingerprint: string; holder: string; expiresAt: number; quota: IdempotencyQuota }> = {}) => ({
   scope: "did:mesh:agent|bearer:1",
   key: "k1",
   fingerprint: "f1",
@@ -72,6 +72,31 @@ for (const [name, layerOf] of layers) {
         yield* TestClock.adjust(1)
         assert.deepStrictEqual(yield* store.claim(claimOf({ expiresAt: 3 * DAY })), { _tag: "Claimed" })
       }).pipe(Effect.provide(layerOf())))
+
+    it.effect("a caller at its quota of keys or reply bytes is refused a new key (retry when its first expires); its held keys still answer; another caller goes on", () =>
+      Effect.gen(function* () {
+        const store = yield* IdempotencyStore
+        const quota = { entries: 3, bytes: 2_000 }
+        const big = { status: 200, body: "é".repeat(600) } // 1,200 bytes of UTF-8
+        for (const key of ["k1", "k2"]) {
+          yield* store.claim(claimOf({ key, quota }))
+          yield* store.complete("did:mesh:agent|bearer:1", key, "h1", big)
+        }
+        // 2,400 bytes stored: past the byte bound with two keys of three.
+        const refused = yield* Effect.flip(store.claim(claimOf({ key: "k3", quota })))
+        assert.strictEqual(refused._tag, "IdempotencyQuotaExceeded")
+        assert.strictEqual(refused._tag === "IdempotencyQuotaExceeded" ? refused.retryAfterMs : -1, DAY)
+        assert.strictEqual((yield* store.claim(claimOf({ key: "k1", quota, holder: "h2" })))._tag, "Completed")
+        assert.deepStrictEqual(yield* store.claim(claimOf({ scope: "did:mesh:agent|bearer:2", key: "k3", quota })), { _tag: "Claimed" })
+        // Small replies: the entry bound.
+        const few = { entries: 2, bytes: 1_000_000 }
+        yield* store.claim(claimOf({ scope: "s3", key: "a", quota: few }))
+        yield* store.claim(claimOf({ scope: "s3", key: "b", quota: few }))
+        assert.strictEqual((yield* Effect.flip(store.claim(claimOf({ scope: "s3", key: "c", quota: few }))))._tag, "IdempotencyQuotaExceeded")
+        // Expired keys make room again.
+        yield* TestClock.adjust(DAY)
+        assert.deepStrictEqual(yield* store.claim(claimOf({ key: "k3", quota, expiresAt: 2 * DAY })), { _tag: "Claimed" })
+      }).pipe(Effect.provide(layerOf())))
   })
 }
 
@@ -85,4 +110,16 @@ describe("IdempotencyStore memory bound", () => {
       yield* TestClock.setTime(10)
       assert.deepStrictEqual(yield* store.claim(claimOf({ key: "c" })), { _tag: "Claimed" })
     }).pipe(Effect.provide(layerMemory({ capacity: 2 }))))
+})
+
+describe("IdempotencyStore memory bytes", () => {
+  it.effect("past its bytes of stored replies in all it refuses a new key (503) rather than forget an answer", () =>
+    Effect.gen(function* () {
+      const store = yield* IdempotencyStore
+      yield* store.claim(claimOf({ scope: "a" }))
+      yield* store.complete("a", "k1", "h1", { status: 200, body: "x".repeat(1_000) })
+      const refused = yield* Effect.flip(store.claim(claimOf({ scope: "b" })))
+      assert.strictEqual(refused._tag, "IdempotencyStoreUnavailable")
+      assert.strictEqual((yield* store.claim(claimOf({ scope: "a", holder: "h2" })))._tag, "Completed")
+    }).pipe(Effect.provide(layerMemory({ maxBytes: 1_000 }))))
 })

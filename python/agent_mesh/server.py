@@ -365,6 +365,12 @@ class AgentOptions:
     max_live_runs: int = 256
     nonce_store: hs.SignatureNonceStore | None = None
     idempotency_ttl_seconds: float = 24 * 3600.0
+    #: What one caller may hold for ``Idempotency-Key`` at once (live keys, bytes of stored replies), and the server
+    #: in all; a new key beyond is 429 ``IDEMPOTENCY_QUOTA_EXCEEDED`` (a caller) or 503 ``STORE_UNAVAILABLE`` (all).
+    idempotency_max_keys_per_caller: int = 1_000
+    idempotency_max_bytes_per_caller: int = 8 * 1024 * 1024
+    idempotency_max_keys: int = 10_000
+    idempotency_max_bytes: int = 64 * 1024 * 1024
     allowed_hosts: Iterable[str] = ()
     allowed_origins: Iterable[str] = ()
 
@@ -797,9 +803,42 @@ class AgentApp:
             headers["idempotent-replayed"] = "true"
         return Response(text, status_code=status, media_type="application/json", headers=headers)
 
+    @staticmethod
+    def _stored_bytes(entry: tuple[str, asyncio.Task[tuple[int, str]], float]) -> int:
+        task = entry[1]
+        if not task.done() or task.cancelled() or task.exception() is not None:
+            return 0
+        return len(task.result()[1].encode("utf-8"))
+
+    def _admit_key(self, principal: str, now: float) -> None:
+        """Refuses a new key when its caller, or the server, holds its bound of live keys or stored reply bytes."""
+        o = self.options
+        mine = [e for (p, _), e in self._idempotent.items() if p == principal]
+        if len(mine) >= o.idempotency_max_keys_per_caller or sum(map(self._stored_bytes, mine)) >= o.idempotency_max_bytes_per_caller:
+            retry = max(1.0, min(e[2] for e in mine) - now)
+            raise AgentError(
+                429,
+                "AgentRateLimited",
+                "IDEMPOTENCY_QUOTA_EXCEEDED",
+                f"this caller holds its quota of {o.idempotency_max_keys_per_caller} idempotency keys or "
+                f"{o.idempotency_max_bytes_per_caller} bytes of stored replies; retry when earlier ones expire",
+                retryAfterSeconds=retry,
+            )
+        everyone = list(self._idempotent.values())
+        if len(everyone) >= o.idempotency_max_keys or sum(map(self._stored_bytes, everyone)) >= o.idempotency_max_bytes:
+            raise AgentError(
+                503,
+                "AgentUnavailable",
+                "STORE_UNAVAILABLE",
+                f"the idempotency store holds {o.idempotency_max_keys} live keys or {o.idempotency_max_bytes} bytes of replies",
+            )
+
     async def _once(self, caller: Caller, key: str, parsed: Any, streaming: bool, run: Callable[[], Awaitable[tuple[int, str]]], cid: str) -> Response:
         """``Idempotency-Key`` (docs/protocol.md §14): the first request with a key runs, later ones with the same
-        request get its stored reply. Kept in this process's memory for ``idempotency_ttl_seconds``."""
+        request get its stored reply. Kept in this process's memory for ``idempotency_ttl_seconds``, bounded per caller
+        and in all (keys and bytes of stored replies): a new key beyond a caller's bound is 429
+        ``IDEMPOTENCY_QUOTA_EXCEEDED`` with ``Retry-After`` (when its earliest key expires), beyond the server's 503
+        ``STORE_UNAVAILABLE``; a key already held is answered as before."""
         if caller.auth == "none":
             raise _bad_request("Idempotency-Key needs an authenticated caller (bearer or mesh-sig)")
         if streaming:
@@ -820,6 +859,7 @@ class AgentApp:
                 raise AgentError(409, "AgentConflict", "IDEMPOTENCY_KEY_REUSED", "this Idempotency-Key was sent with another request")
             status, text = await asyncio.shield(held[1])
             return self._text(status, text, cid, replayed=True)
+        self._admit_key(caller.principal, now)
         # The run belongs to the server: a caller that goes away does not cancel it, and its reply is kept.
         future: asyncio.Task[tuple[int, str]] = asyncio.get_running_loop().create_task(run())
         self._idempotent[scope] = (digest, future, now + self.options.idempotency_ttl_seconds)

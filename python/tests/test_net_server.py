@@ -188,6 +188,31 @@ def test_idempotency_key_runs_once_per_caller():
             assert (r.status_code, r.json()["code"]) == (400, "INVALID_REQUEST")
 
 
+def test_stored_replies_are_bounded_per_caller_and_in_all():
+    big = "x" * 20_000
+
+    async def large(message, session_id, history, context):
+        return big
+
+    options = {"idempotency_max_bytes_per_caller": 50_000, "idempotency_max_keys": 8}
+    with serve(large, name="py-idem-bound", auth="bearer", bearer_tokens=["a", "b", "c"], **options) as agent:
+        url = f"{agent.url}/v1/run"
+
+        def keyed(token: str, key: str) -> httpx.Response:
+            return httpx.post(url, json={"message": key}, headers={"authorization": f"Bearer {token}", "idempotency-key": key})
+
+        # 20 KB replies: the third puts caller a past 50 KB, so its fourth new key is refused.
+        assert [keyed("a", f"k{i}").status_code for i in range(5)] == [200, 200, 200, 429, 429]
+        refused = keyed("a", "k9")
+        assert refused.json()["code"] == "IDEMPOTENCY_QUOTA_EXCEEDED" and int(refused.headers["retry-after"]) > 0
+        replay = keyed("a", "k0")
+        assert replay.status_code == 200 and replay.headers["idempotent-replayed"] == "true"
+        # Another caller goes on, until the server's bound of keys in all (8) is reached.
+        assert [keyed("b", f"k{i}").status_code for i in range(3)] == [200, 200, 200]
+        assert [keyed("c", f"k{i}").status_code for i in range(3)] == [200, 200, 503]
+        assert keyed("c", "k9").json()["code"] == "STORE_UNAVAILABLE"
+
+
 def test_commit_token_signed_by_the_agent():
     from agent_mesh import commit_token
 

@@ -77,10 +77,13 @@ export class AgentConflict extends Schema.TaggedError<AgentConflict>()(
   HttpApiSchema.annotations({ status: 409 })
 ) {}
 
-/** 429: this caller holds its quota of live signature nonces; the others are not affected. Retry after `retryAfterSeconds`. */
+/**
+ * 429: this caller holds its quota (of live signature nonces, or of idempotency keys and stored replies); the others
+ * are not affected. Retry after `retryAfterSeconds`.
+ */
 export class AgentRateLimited extends Schema.TaggedError<AgentRateLimited>()(
   "AgentRateLimited",
-  { code: HttpSignatureThrottledCode, message: Schema.String, retryAfterSeconds: Schema.Number },
+  { code: Schema.Literal(...HttpSignatureThrottledCode.literals, "IDEMPOTENCY_QUOTA_EXCEEDED"), message: Schema.String, retryAfterSeconds: Schema.Number },
   HttpApiSchema.annotations({ status: 429 })
 ) {}
 

@@ -136,6 +136,11 @@ export interface AgentServerOptions {
   /** How long a reply to a request with an `Idempotency-Key` is kept for retries (in the agent's database); default 24 hours. */
   readonly idempotencyTtlMs?: number
   /**
+   * What one caller may hold in the idempotency store at once: live keys and bytes of stored replies; a new key
+   * beyond is 429 `IDEMPOTENCY_QUOTA_EXCEEDED` with `Retry-After`. Default 1,000 keys and 8 MiB.
+   */
+  readonly idempotencyQuota?: { readonly entries: number; readonly bytes: number }
+  /**
    * Local MCP servers by the name handlers use in `input.mcp(name)`: a command spoken to over stdio, or a Streamable
    * HTTP URL. Registered servers need no entry: `input.mcp(didHash)` resolves them through `hubUrl`.
    */

@@ -20,10 +20,10 @@ import * as FiberId from "effect/FiberId"
 import * as Layer from "effect/Layer"
 import * as crypto from "node:crypto"
 import type { Caller } from "./AgentApi.js"
-import { AgentBadRequest, AgentConflict, AgentUnavailable } from "./AgentError.js"
+import { AgentBadRequest, AgentConflict, AgentRateLimited, AgentUnavailable } from "./AgentError.js"
 import { Identity } from "./Identity.js"
 import { canonicalJson } from "../core/Canonical.js"
-import { IdempotencyStore, type StoredReply } from "../core/IdempotencyStore.js"
+import { DEFAULT_QUOTA, type IdempotencyQuota, IdempotencyStore, type StoredReply } from "../core/IdempotencyStore.js"
 import { Entropy } from "../core/Entropy.js"
 
 /** How long a stored reply is kept by default: 24 hours. */
@@ -36,6 +36,11 @@ export const KEY_PATTERN = /^[\x21-\x7e]{1,200}$/
 export interface Options {
   /** How long a reply is kept for retries; default 24 hours. */
   readonly idempotencyTtlMs?: number
+  /**
+   * What one caller may hold at once: live keys and bytes of stored replies; a new key beyond is 429
+   * `IDEMPOTENCY_QUOTA_EXCEEDED` with `Retry-After`. Default 1,000 keys and 8 MiB.
+   */
+  readonly idempotencyQuota?: IdempotencyQuota
 }
 
 /** A reply, and whether it came from the store. */
@@ -57,7 +62,7 @@ export interface IdempotencyApi {
     key: string,
     request: { readonly body: unknown; readonly streaming: boolean },
     work: Effect.Effect<StoredReply, E>
-  ) => Effect.Effect<Answered, E | AgentBadRequest | AgentConflict | AgentUnavailable>
+  ) => Effect.Effect<Answered, E | AgentBadRequest | AgentConflict | AgentUnavailable | AgentRateLimited>
 }
 
 /** The idempotent runs of one agent server. */
@@ -82,6 +87,7 @@ export const make = (options: Options) =>
     const { did } = yield* Identity
     const scope = yield* Effect.scope
     const ttl = options.idempotencyTtlMs ?? DEFAULT_TTL_MS
+    const quota = options.idempotencyQuota ?? DEFAULT_QUOTA
     // One id per running server: a pending entry under another holder was left by a server that stopped.
     const holder = (yield* Entropy).uuid()
     // Keyed work running in this process, by (scope, key): later requests wait for it, then read the store.
@@ -111,7 +117,11 @@ export const make = (options: Options) =>
         const started = yield* Effect.uninterruptible(
           Effect.gen(function* () {
             const now = yield* Clock.currentTimeMillis
-            const claim = yield* Effect.mapError(store.claim({ scope: keyScope, key, fingerprint, holder, expiresAt: now + ttl }), unavailable)
+            const claim = yield* Effect.mapError(store.claim({ scope: keyScope, key, fingerprint, holder, expiresAt: now + ttl, quota }), (e) =>
+              e._tag === "IdempotencyQuotaExceeded"
+                ? new AgentRateLimited({ code: "IDEMPOTENCY_QUOTA_EXCEEDED", message: e.message, retryAfterSeconds: Math.max(1, Math.ceil(e.retryAfterMs / 1000)) })
+                : unavailable(e)
+            )
             if (claim._tag !== "Claimed") return Either.left(claim)
             // Forked into the server's scope, not the request's: the caller leaving does not cancel the work.
             return Either.right(yield* Effect.interruptible(work).pipe(Effect.onExit(stored), Effect.ensuring(settle), Effect.forkIn(scope)))

@@ -1,7 +1,8 @@
 /**
  * The SQL layer of `IdempotencyStore`: stored replies survive a restart of the server, so a retry after it is still
  * answered from the store. A claim is one conditional upsert, so the database picks the one holder; expired rows
- * are taken over in the same statement and purged as the store goes.
+ * are taken over in the same statement and purged as the store goes. A new key is refused while its scope holds its
+ * quota of live rows or reply bytes (`IdempotencyQuotaExceeded`); a key already held is answered as before.
  *
  * Floor: sql (docs/architecture.md §3).
  */
@@ -9,7 +10,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { type Claim, type ClaimRequest, IdempotencyStore, type IdempotencyStoreApi, IdempotencyStoreUnavailable } from "../core/IdempotencyStore.js"
+import { type Claim, type ClaimRequest, type IdempotencyQuotaExceeded, IdempotencyStore, type IdempotencyStoreApi, IdempotencyStoreUnavailable, quotaExceeded } from "../core/IdempotencyStore.js"
 import { summarize } from "./SqlFailure.js"
 
 /** Delete expired rows once every this many claims. */
@@ -29,12 +30,22 @@ export const make: Effect.Effect<IdempotencyStoreApi, never, SqlClient.SqlClient
   let sinceP = 0
   const unavailable = (e: unknown) => new IdempotencyStoreUnavailable({ message: summarize(e) })
 
-  const claim = (r: ClaimRequest): Effect.Effect<Claim | undefined, IdempotencyStoreUnavailable> =>
+  const claim = (r: ClaimRequest): Effect.Effect<Claim | undefined, IdempotencyStoreUnavailable | IdempotencyQuotaExceeded> =>
     Effect.gen(function* () {
       const now = yield* Clock.currentTimeMillis
       if (++sinceP >= PURGE_EVERY) {
         sinceP = 0
         yield* sql`DELETE FROM mesh_idempotency WHERE expires_at <= ${now}`.pipe(Effect.mapError(unavailable))
+      }
+      if (r.quota !== undefined) {
+        const bytes = sql.onDialectOrElse({ pg: () => sql.literal("octet_length(reply_body)"), orElse: () => sql.literal("length(CAST(reply_body AS BLOB))") })
+        const use = (yield* sql<{ n: number | bigint | string; b: number | bigint | string | null; first: number | bigint | string | null }>`
+          SELECT COUNT(*) AS n, SUM(${bytes}) AS b, MIN(expires_at) AS first FROM mesh_idempotency
+          WHERE scope = ${r.scope} AND expires_at > ${now}`.pipe(Effect.mapError(unavailable)))[0]
+        if (use !== undefined && (Number(use.n) >= r.quota.entries || Number(use.b ?? 0) >= r.quota.bytes)) {
+          const held = yield* sql`SELECT key FROM mesh_idempotency WHERE scope = ${r.scope} AND key = ${r.key} AND expires_at > ${now}`.pipe(Effect.mapError(unavailable))
+          if (held.length === 0) return yield* Effect.fail(quotaExceeded(r.quota, Number(use.first ?? now), now))
+        }
       }
       // One statement: insert, or take over an expired row or one left pending by another holder for this very request.
       const claimed = yield* sql<{ key: string }>`
@@ -57,7 +68,7 @@ export const make: Effect.Effect<IdempotencyStoreApi, never, SqlClient.SqlClient
       return { _tag: "Pending", fingerprint: row.fingerprint, holder: row.holder } satisfies Claim
     })
 
-  const claimUntilSettled = (r: ClaimRequest, attempts: number): Effect.Effect<Claim, IdempotencyStoreUnavailable> =>
+  const claimUntilSettled = (r: ClaimRequest, attempts: number): Effect.Effect<Claim, IdempotencyStoreUnavailable | IdempotencyQuotaExceeded> =>
     Effect.flatMap(claim(r), (c) =>
       c !== undefined
         ? Effect.succeed(c)

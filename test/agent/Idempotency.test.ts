@@ -232,4 +232,25 @@ describe("Idempotency-Key on /v1/run", () => {
         assert.strictEqual((yield* verify(done?.type === "done" ? (done.commitToken ?? "") : "", fromBase64(agent.publicKeyB64))).step, "hotel")
       }).pipe(Effect.provide(FetchHttpClient.layer))
     ))
+
+  it.live("stored replies are bounded per caller: past its keys or bytes a caller gets 429 IDEMPOTENCY_QUOTA_EXCEEDED with Retry-After, its stored keys still answer, another caller goes on", () =>
+    provide(
+      Effect.gen(function* () {
+        const big = "x".repeat(20_000)
+        const agent = yield* AgentServer.make({ ...counting().options, handler: () => big, idempotencyQuota: { entries: 100, bytes: 50_000 } })
+        const url = `${agent.url}/v1/run`
+        // 20 KB replies: the third puts the caller past 50 KB, so the fourth new key is refused.
+        const statuses: Array<number> = []
+        for (let i = 0; i < 6; i++) statuses.push((yield* post(url, { message: `m${i}` }, keyed(`k${i}`))).status)
+        assert.deepStrictEqual(statuses, [200, 200, 200, 429, 429, 429])
+        const refused = yield* post(url, { message: "m9" }, keyed("k9"))
+        assert.strictEqual(refused.body.code, "IDEMPOTENCY_QUOTA_EXCEEDED")
+        assert.isAbove(Number(refused.headers.get("retry-after")), 0)
+        // A retry of a stored key is still answered from the store; another caller is not affected.
+        const replay = yield* post(url, { message: "m0" }, keyed("k0"))
+        assert.deepStrictEqual([replay.status, replay.headers.get("idempotent-replayed")], [200, "true"])
+        const other = yield* post(url, { message: "m0" }, { authorization: "Bearer secret-2", "idempotency-key": "k0" })
+        assert.strictEqual(other.status, 200)
+      })
+    ))
 })

@@ -132,6 +132,21 @@ const suite = (url: () => string) => {
       })
     ))
 
+  it.live("idempotency: one caller's quota of reply bytes holds across processes; its stored key still answers", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const [a, b] = yield* twoProcesses(url())
+        const scope = unique("scope")
+        const quota = { entries: 10, bytes: 1_000 }
+        const req = { scope, key: "k1", fingerprint: "f", holder: "A", expiresAt: 4_000_000_000_000, quota }
+        yield* Context.get(a, IdempotencyStore).claim(req)
+        yield* Context.get(a, IdempotencyStore).complete(scope, "k1", "A", { status: 200, body: "ü".repeat(600) })
+        const refused = yield* Effect.flip(Context.get(b, IdempotencyStore).claim({ ...req, key: "k2", holder: "B" }))
+        assert.strictEqual(refused._tag, "IdempotencyQuotaExceeded")
+        assert.strictEqual((yield* Context.get(b, IdempotencyStore).claim({ ...req, holder: "B" }))._tag, "Completed")
+      })
+    ))
+
   it.live("memory written by one process is loaded by the other, in order", () =>
     Effect.scoped(
       Effect.gen(function* () {
