@@ -1,8 +1,10 @@
 /**
  * The A2A tasks of one agent server: each task's state, history and reply so far, the fiber running it and whoever
  * follows its stream. A task outlives the request that started it (a client that drops its stream subscribes again),
- * and memory stays bounded: at most `maxTasks` are kept, finished ones let go first (oldest first) and after
- * `runRetentionMs`; while running tasks alone fill it, a new streamed task is refused as busy. A task is found only by
+ * and memory stays bounded: at most `maxTasks` are kept, and at most `maxA2aTaskBytes` of their messages and replies
+ * (`maxA2aTaskBytesPerCaller` per principal), finished ones let go first (oldest first) and after `runRetentionMs`;
+ * while running tasks alone fill a bound, a new background task is refused as busy (503 `AGENT_BUSY`), and an ended
+ * one that does not fit is not kept. A task's bytes are counted when it is kept and again when it ends. A task is found only by
  * the principal that started it, so nobody learns another caller's task ids.
  *
  * Floor: agent (docs/architecture.md §3).
@@ -54,6 +56,10 @@ export interface Options {
   readonly runRetentionMs?: number
   /** A2A tasks kept at most (running, waiting and finished); default 10 000. */
   readonly maxA2aTasks?: number
+  /** Bytes of A2A task messages and replies kept in all; default 64 MiB. */
+  readonly maxA2aTaskBytes?: number
+  /** Bytes of A2A task messages and replies kept for one principal; default 8 MiB. */
+  readonly maxA2aTaskBytesPerCaller?: number
 }
 
 /** The tasks: make, keep, find, run and follow them. */
@@ -76,6 +82,8 @@ export interface A2aTasksApi {
   readonly follow: (task: A2aTask, first: () => ReadonlyArray<StreamResult>) => Stream.Stream<StreamResult>
   /** Interrupts every running task. */
   readonly stopAll: Effect.Effect<void>
+  /** The tasks kept and the bytes they were counted for. */
+  readonly stats: () => { readonly a2aTasks: number; readonly a2aTaskBytes: number }
 }
 
 /** The A2A tasks of one agent server. */
@@ -83,6 +91,13 @@ export class A2aTasks extends Context.Tag("agent-mesh/agent/A2aTasks")<A2aTasks,
 
 const DEFAULT_RETENTION_MS = 5 * 60_000
 const DEFAULT_MAX_TASKS = 10_000
+const DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+const DEFAULT_MAX_BYTES_PER_CALLER = 8 * 1024 * 1024
+
+const encoder = new TextEncoder()
+/** What a kept task holds: its messages, status message and reply, as UTF-8 JSON. */
+const sizeOf = (t: A2aTask): number =>
+  encoder.encode(JSON.stringify(t.history)).length + encoder.encode(t.text).length + (t.statusMessage === undefined ? 0 : encoder.encode(JSON.stringify(t.statusMessage)).length)
 
 const ended = (s: TaskState) => isTerminal(s) || isInterrupted(s)
 
@@ -92,7 +107,31 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
     const retention = options.runRetentionMs ?? DEFAULT_RETENTION_MS
     const entropy = yield* Entropy
     const max = Math.max(1, options.maxA2aTasks ?? DEFAULT_MAX_TASKS)
+    const maxBytes = options.maxA2aTaskBytes ?? DEFAULT_MAX_BYTES
+    const maxBytesPerCaller = options.maxA2aTaskBytesPerCaller ?? DEFAULT_MAX_BYTES_PER_CALLER
     const tasks = new Map<string, A2aTask>()
+    // Bytes each kept task was counted for, in all and per principal.
+    const sizes = new Map<string, number>()
+    const byPrincipal = new Map<string, number>()
+    let bytes = 0
+    const held = (principal: string) => byPrincipal.get(principal) ?? 0
+    const count = (task: A2aTask, size: number) => {
+      const before = sizes.get(task.id) ?? 0
+      sizes.set(task.id, size)
+      bytes += size - before
+      byPrincipal.set(task.principal, held(task.principal) + size - before)
+    }
+    const forget = (id: string) => {
+      const t = tasks.get(id)
+      tasks.delete(id)
+      const size = sizes.get(id)
+      if (t === undefined || size === undefined) return
+      sizes.delete(id)
+      bytes -= size
+      const left = held(t.principal) - size
+      if (left <= 0) byPrincipal.delete(t.principal)
+      else byPrincipal.set(t.principal, left)
+    }
     // When each ended task ended, and the order they ended in (oldest first). A queue of its own, not the Map's
     // insertion order: V8 skips a Map's deleted entries one by one when iterating from its start, so a Map used as a
     // queue costs more per request the more it holds. An entry whose task ended again later is stale and skipped.
@@ -105,13 +144,13 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
     }
     const live = yield* FiberSet.make<void>()
 
-    const prune = (now: number, room: number) => {
+    const prune = (now: number, room: number, roomBytes = 0) => {
       while (head < order.length) {
         const { at, id } = order[head]!
         if (endedAt.get(id) === at) {
-          if (now - at <= retention && tasks.size + room <= max) break
+          if (now - at <= retention && tasks.size + room <= max && bytes + roomBytes <= maxBytes) break
           endedAt.delete(id)
-          tasks.delete(id)
+          forget(id)
         }
         head++
       }
@@ -137,19 +176,43 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
         listeners: undefined
       })
 
+    /** Lets `principal`'s ended tasks go, oldest first, until `need` more bytes fit its share. */
+    const pruneOwn = (principal: string, need: number) => {
+      for (let i = head; i < order.length && held(principal) + need > maxBytesPerCaller; i++) {
+        const { at, id } = order[i]!
+        if (endedAt.get(id) === at && tasks.get(id)?.principal === principal) {
+          endedAt.delete(id)
+          forget(id)
+        }
+      }
+    }
+
+    /** Makes room for `task` (ended tasks let go); whether it fits every bound. */
+    const room = (task: A2aTask, size: number, now: number) => {
+      prune(now, 1, size)
+      pruneOwn(task.principal, size)
+      return tasks.size < max && bytes + size <= maxBytes && held(task.principal) + size <= maxBytesPerCaller
+    }
+
     const keep: A2aTasksApi["keep"] = (task) =>
       Effect.flatMap(Clock.currentTimeMillis, (now) => {
-        prune(now, 1)
-        if (tasks.size >= max) {
-          return Effect.fail(new AgentUnavailable({ code: "AGENT_BUSY", message: `${tasks.size} A2A tasks are running; retry shortly`, retryAfterSeconds: 1 }))
+        const size = sizeOf(task)
+        if (!room(task, size, now)) {
+          return Effect.fail(
+            new AgentUnavailable({ code: "AGENT_BUSY", message: "the A2A tasks in progress hold this agent's bound of tasks or bytes; retry shortly", retryAfterSeconds: 1 })
+          )
         }
         tasks.set(task.id, task)
+        count(task, size)
         return Effect.void
       })
 
     const keepEnded: A2aTasksApi["keepEnded"] = (task, now) => {
-      prune(now, 1)
+      const size = sizeOf(task)
+      // Its answer was given in its own request; one that does not fit is not kept for GetTask.
+      if (!room(task, size, now)) return
       tasks.set(task.id, task)
+      count(task, size)
       markEnded(task.id, now)
       prune(now, 0)
     }
@@ -170,7 +233,13 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
         if (message !== undefined) task.history.push(message)
         // Kept by when it ended; a task that goes on again (an approval resumed it) is not let go while it runs.
         endedAt.delete(task.id)
-        if (ended(state) && tasks.get(task.id) === task) markEnded(task.id, now)
+        if (ended(state) && tasks.get(task.id) === task) {
+          // Its reply grew while it ran: counted again, and room made for it.
+          count(task, sizeOf(task))
+          markEnded(task.id, now)
+          prune(now, 0)
+          pruneOwn(task.principal, 0)
+        }
         if (task.listeners !== undefined && task.listeners.size > 0) {
           publish(task, { statusUpdate: { taskId: task.id, contextId: task.contextId, status: { state, timestamp: task.timestamp, ...(message === undefined ? {} : { message }) } } })
         }
@@ -200,7 +269,8 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
         return Effect.sync(() => void listeners.delete(listener))
       })
 
-    return { make, keep, keepEnded, find, settle, publish, run, follow, stopAll: FiberSet.clear(live) }
+    const stats = () => ({ a2aTasks: tasks.size, a2aTaskBytes: bytes })
+    return { make, keep, keepEnded, find, settle, publish, run, follow, stopAll: FiberSet.clear(live), stats }
   })
 
 /** `A2aTasks` with these settings. */

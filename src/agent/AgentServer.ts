@@ -71,7 +71,7 @@ export interface RunningAgent {
   readonly didHash: string
   readonly publicKeyB64: string
   /** Streamed runs kept for reconnects, and the bytes of their events. */
-  readonly stats: () => { readonly streamedRuns: number; readonly retainedEventBytes: number }
+  readonly stats: () => { readonly streamedRuns: number; readonly retainedEventBytes: number; readonly a2aTasks: number; readonly a2aTaskBytes: number }
   readonly close: Effect.Effect<void>
 }
 
@@ -160,7 +160,7 @@ const serve = (options: AgentServerOptions) =>
       did: identity.did,
       didHash: identity.didHash,
       publicKeyB64: identity.publicKeyB64,
-      stats: streams.stats,
+      stats: () => ({ ...streams.stats(), ...a2a.stats() }),
       close: server.close
     } satisfies RunningAgent
   })

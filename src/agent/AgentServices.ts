@@ -114,6 +114,10 @@ export interface AgentServerOptions {
   readonly skills?: ReadonlyArray<A2aCard.A2aSkill>
   /** A2A tasks kept at most (running, waiting for input and finished); default 10 000. */
   readonly maxA2aTasks?: number
+  /** Bytes of A2A task messages and replies kept in all (ended tasks let go first); default 64 MiB. */
+  readonly maxA2aTaskBytes?: number
+  /** Bytes of A2A task messages and replies kept for one caller (its ended tasks let go first); default 8 MiB. */
+  readonly maxA2aTaskBytesPerCaller?: number
   /** Whether this runtime is sandboxed (mandates with `sandbox: true` need it). Default false. */
   readonly sandboxed?: boolean
   /** Allowed clock skew for signatures and approvals; default 30 s. */

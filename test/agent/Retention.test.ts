@@ -83,7 +83,7 @@ describe("streamed-run retention", () => {
         yield* TestClock.adjust("61 seconds")
         assert.strictEqual(agent.stats().streamedRuns, 1)
         yield* TestClock.adjust("60 seconds")
-        assert.deepStrictEqual(agent.stats(), { streamedRuns: 0, retainedEventBytes: 0 })
+        assert.deepStrictEqual(agent.stats(), { streamedRuns: 0, retainedEventBytes: 0, a2aTasks: 0, a2aTaskBytes: 0 })
       })
     ))
 
