@@ -11,12 +11,12 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type { AuthMode } from "./AgentApi.js"
-import { cardSigningInput, VERSION_0_3, VERSION_1_0 } from "./A2aProtocol.js"
+import { VERSION_0_3, VERSION_1_0 } from "./A2aProtocol.js"
+import { signCard } from "../core/A2aCardSignature.js"
 import { Identity } from "./Identity.js"
 import { verificationMethodId } from "../core/Did.js"
 import { Keys } from "../core/Keys.js"
 import { VERSION } from "../core/Version.js"
-import { toBase64Url, utf8 } from "../core/internal/bytes.js"
 
 /** A skill as the card lists it. */
 export interface A2aSkill {
@@ -86,12 +86,10 @@ export const make = (options: Options): Effect.Effect<{ readonly text: Effect.Ef
         defaultOutputModes: ["text/plain"],
         skills: skills.map((s) => ({ id: s.id, name: s.name, description: s.description ?? s.name, tags: [...(s.tags ?? [])], ...(s.examples === undefined ? {} : { examples: [...s.examples] }) }))
       }
-      const header = toBase64Url(utf8(JSON.stringify({ alg: "EdDSA", typ: "JOSE", kid: verificationMethodId(identity.did) })))
-      const payload = toBase64Url(utf8(cardSigningInput(card)))
-      const signature = toBase64Url(yield* keys.sign(identity.privateKey, utf8(`${header}.${payload}`)))
+      const signature = yield* signCard(card, verificationMethodId(identity.did), identity.privateKey).pipe(Effect.provideService(Keys, keys))
       // The 0.3 fields sit outside the 1.0 schema (so outside what the signature covers) and let 0.3 clients find
       // the endpoint; a 1.0 client reads `supportedInterfaces` first.
-      return JSON.stringify({ ...card, signatures: [{ protected: header, signature }], url: endpoint, protocolVersion: VERSION_0_3, preferredTransport: "JSONRPC" })
+      return JSON.stringify({ ...card, signatures: [signature], url: endpoint, protocolVersion: VERSION_0_3, preferredTransport: "JSONRPC" })
     })
     return { text: yield* Effect.cached(sign) }
   })

@@ -47,7 +47,7 @@ import {
   VERSION_1_0,
   VERSION_HEADER
 } from "./A2aProtocol.js"
-import { type A2aTask, A2aTasks, REPLY_ARTIFACT, snapshot } from "./A2aTasks.js"
+import { type A2aTask, A2aTasks, holderOf, REPLY_ARTIFACT, snapshot } from "./A2aTasks.js"
 import { Execution, type Outcome } from "./Execution.js"
 import { type Approval, Gates, storeUnavailable, type TaskState } from "./Gates.js"
 import { Identity } from "./Identity.js"
@@ -213,7 +213,7 @@ const handlers = Effect.gen(function* () {
   }
 
   /** `SendMessage` and `SendStreamingMessage`: a new task, or the next message of a task waiting for input. */
-  const send = (id: RpcId, dialect: Dialect, params: Readonly<Record<string, unknown>>, streaming: boolean, caller: Caller) =>
+  const send = (id: RpcId, dialect: Dialect, params: Readonly<Record<string, unknown>>, streaming: boolean, caller: Caller, holder: string) =>
     Effect.gen(function* () {
       const message = readMessage(dialect, params.message)
       if (typeof message === "string") return yield* fail(Codes.INVALID_PARAMS, message)
@@ -245,7 +245,7 @@ const handlers = Effect.gen(function* () {
       } else {
         const contextId = message.contextId ?? entropy.uuid()
         if (!isSessionId(contextId)) return yield* fail(Codes.INVALID_PARAMS, "message.contextId must be 1 to 128 of A-Z a-z 0-9 . _ : -")
-        task = tasks.make(contextId, caller.principal, message, yield* Clock.currentTimeMillis)
+        task = tasks.make(contextId, caller.principal, message, yield* Clock.currentTimeMillis, holder)
         state = yield* Effect.mapError(stateOf(task, message, meta, caller), asRpc)
       }
 
@@ -323,9 +323,9 @@ const handlers = Effect.gen(function* () {
         if (!isRecord(params)) return yield* fail(Codes.INVALID_PARAMS, "params must be an object")
         switch (method.op) {
           case "send":
-            return yield* send(id, dialect, params, false, caller)
+            return yield* send(id, dialect, params, false, caller, holderOf(caller, Option.getOrUndefined(req.remoteAddress)))
           case "stream":
-            return yield* send(id, dialect, params, true, caller)
+            return yield* send(id, dialect, params, true, caller, holderOf(caller, Option.getOrUndefined(req.remoteAddress)))
           case "get":
             return yield* get(id, dialect, params, caller)
           case "cancel":

@@ -379,40 +379,6 @@ export const taskText = (t: Task): string => {
 
 // --- the agent card ----------------------------------------------------------------------------------------------
 
-/**
- * The form a card's signature covers (A2A 1.0 §8.4.1): the card without `signatures`, with empty strings, arrays and
- * objects left out, keys in JCS order. Cards written here hold no field outside the 1.0 schema, so this is the same
- * text the official SDKs canonicalize.
- */
-export const cardSigningInput = (card: Readonly<Record<string, unknown>>): string => {
-  const { signatures: _, ...rest } = card
-  return jcs(cleanEmpty(rest) ?? {})
-}
-
-const cleanEmpty = (v: unknown): unknown => {
-  if (v === "" || v === null || v === undefined) return undefined
-  if (Array.isArray(v)) {
-    const kept = v.map(cleanEmpty).filter((x) => x !== undefined)
-    return kept.length > 0 ? kept : undefined
-  }
-  if (isRecord(v)) {
-    const out: Record<string, unknown> = {}
-    for (const [k, x] of Object.entries(v)) {
-      const c = cleanEmpty(x)
-      if (c !== undefined) out[k] = c
-    }
-    return Object.keys(out).length > 0 ? out : undefined
-  }
-  return v
-}
-
-const jcs = (v: unknown): string => {
-  if (v === null || typeof v !== "object") return JSON.stringify(v)
-  if (Array.isArray(v)) return `[${v.map(jcs).join(",")}]`
-  const r = v as Record<string, unknown>
-  return `{${Object.keys(r).sort().map((k) => `${JSON.stringify(k)}:${jcs(r[k])}`).join(",")}}`
-}
-
 /** The JSON-RPC interface of a card a client should use: 1.0 first, else 0.3; undefined when it has none. */
 export const jsonRpcInterface = (card: unknown): { readonly url: string; readonly dialect: Dialect } | undefined => {
   if (!isRecord(card)) return undefined

@@ -2,7 +2,7 @@
  * The A2A tasks of one agent server: each task's state, history and reply so far, the fiber running it and whoever
  * follows its stream. A task outlives the request that started it (a client that drops its stream subscribes again),
  * and memory stays bounded: at most `maxTasks` are kept, and at most `maxA2aTaskBytes` of their messages and replies
- * (`maxA2aTaskBytesPerCaller` per principal), finished ones let go first (oldest first) and after `runRetentionMs`;
+ * (`maxA2aTaskBytesPerCaller` per caller: its principal, or an anonymous caller's address), finished ones let go first (oldest first) and after `runRetentionMs`;
  * while running tasks alone fill a bound, a new background task is refused as busy (503 `AGENT_BUSY`), and an ended
  * one that does not fit is not kept. A task's bytes are counted when it is kept and again when it ends. A task is found only by
  * the principal that started it, so nobody learns another caller's task ids.
@@ -20,12 +20,15 @@ import * as Stream from "effect/Stream"
 import { AgentUnavailable } from "./AgentError.js"
 import { isInterrupted, isTerminal, type Message, type StreamResult, type Task, type TaskState } from "./A2aProtocol.js"
 import { Entropy } from "../core/Entropy.js"
+import { clientKey } from "../core/internal/clientKey.js"
 
 /** One task, as the server holds it. */
 export interface A2aTask {
   readonly id: string
   readonly contextId: string
   readonly principal: string
+  /** Whose share of the task bytes it counts against: the principal, or for an anonymous caller its address. */
+  readonly holder: string
   state: TaskState
   statusMessage: Message | undefined
   timestamp: string
@@ -38,6 +41,10 @@ export interface A2aTask {
   /** Whoever follows its stream; made on first follow (most tasks are never followed, and many are kept). */
   listeners: Set<(r: StreamResult) => void> | undefined
 }
+
+/** Whose share an A2A caller's task bytes count against: its principal, or an anonymous caller's address (an IPv6 one by its /64). */
+export const holderOf = (caller: { readonly auth: string; readonly principal: string }, remoteAddress: string | undefined): string =>
+  caller.auth === "none" ? `anonymous:${clientKey(remoteAddress ?? "unknown")}` : caller.principal
 
 /** The artifact every reply is written to. */
 export const REPLY_ARTIFACT = "reply"
@@ -58,14 +65,17 @@ export interface Options {
   readonly maxA2aTasks?: number
   /** Bytes of A2A task messages and replies kept in all; default 64 MiB. */
   readonly maxA2aTaskBytes?: number
-  /** Bytes of A2A task messages and replies kept for one principal; default 8 MiB. */
+  /** Bytes of A2A task messages and replies kept for one caller (an anonymous one: per address); default 8 MiB. */
   readonly maxA2aTaskBytesPerCaller?: number
 }
 
 /** The tasks: make, keep, find, run and follow them. */
 export interface A2aTasksApi {
-  /** A new task in the working state at `now`, started by `principal` with `message` (not kept yet). */
-  readonly make: (contextId: string, principal: string, message: Message, now: number) => A2aTask
+  /**
+   * A new task in the working state at `now`, started by `principal` with `message` (not kept yet); its bytes count
+   * against `holder`'s share (default the principal).
+   */
+  readonly make: (contextId: string, principal: string, message: Message, now: number, holder?: string) => A2aTask
   /** Keeps a task that will run in the background; busy when running tasks alone fill the store. */
   readonly keep: (task: A2aTask) => Effect.Effect<void, AgentUnavailable>
   /** Keeps a task that finished (or paused) in its request at `now`, for `GetTask`. */
@@ -110,16 +120,16 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
     const maxBytes = options.maxA2aTaskBytes ?? DEFAULT_MAX_BYTES
     const maxBytesPerCaller = options.maxA2aTaskBytesPerCaller ?? DEFAULT_MAX_BYTES_PER_CALLER
     const tasks = new Map<string, A2aTask>()
-    // Bytes each kept task was counted for, in all and per principal.
+    // Bytes each kept task was counted for, in all and per holder.
     const sizes = new Map<string, number>()
-    const byPrincipal = new Map<string, number>()
+    const byHolder = new Map<string, number>()
     let bytes = 0
-    const held = (principal: string) => byPrincipal.get(principal) ?? 0
+    const held = (holder: string) => byHolder.get(holder) ?? 0
     const count = (task: A2aTask, size: number) => {
       const before = sizes.get(task.id) ?? 0
       sizes.set(task.id, size)
       bytes += size - before
-      byPrincipal.set(task.principal, held(task.principal) + size - before)
+      byHolder.set(task.holder, held(task.holder) + size - before)
     }
     const forget = (id: string) => {
       const t = tasks.get(id)
@@ -128,9 +138,9 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
       if (t === undefined || size === undefined) return
       sizes.delete(id)
       bytes -= size
-      const left = held(t.principal) - size
-      if (left <= 0) byPrincipal.delete(t.principal)
-      else byPrincipal.set(t.principal, left)
+      const left = held(t.holder) - size
+      if (left <= 0) byHolder.delete(t.holder)
+      else byHolder.set(t.holder, left)
     }
     // When each ended task ended, and the order they ended in (oldest first). A queue of its own, not the Map's
     // insertion order: V8 skips a Map's deleted entries one by one when iterating from its start, so a Map used as a
@@ -162,10 +172,11 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
 
     const iso = (ms: number) => new Date(ms).toISOString()
 
-    const make: A2aTasksApi["make"] = (contextId, principal, message, now) => ({
+    const make: A2aTasksApi["make"] = (contextId, principal, message, now, holder = principal) => ({
         id: entropy.uuid(),
         contextId,
         principal,
+        holder,
         state: "TASK_STATE_WORKING",
         statusMessage: undefined,
         timestamp: iso(now),
@@ -176,11 +187,11 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
         listeners: undefined
       })
 
-    /** Lets `principal`'s ended tasks go, oldest first, until `need` more bytes fit its share. */
-    const pruneOwn = (principal: string, need: number) => {
-      for (let i = head; i < order.length && held(principal) + need > maxBytesPerCaller; i++) {
+    /** Lets `holder`'s ended tasks go, oldest first, until `need` more bytes fit its share. */
+    const pruneOwn = (holder: string, need: number) => {
+      for (let i = head; i < order.length && held(holder) + need > maxBytesPerCaller; i++) {
         const { at, id } = order[i]!
-        if (endedAt.get(id) === at && tasks.get(id)?.principal === principal) {
+        if (endedAt.get(id) === at && tasks.get(id)?.holder === holder) {
           endedAt.delete(id)
           forget(id)
         }
@@ -190,8 +201,8 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
     /** Makes room for `task` (ended tasks let go); whether it fits every bound. */
     const room = (task: A2aTask, size: number, now: number) => {
       prune(now, 1, size)
-      pruneOwn(task.principal, size)
-      return tasks.size < max && bytes + size <= maxBytes && held(task.principal) + size <= maxBytesPerCaller
+      pruneOwn(task.holder, size)
+      return tasks.size < max && bytes + size <= maxBytes && held(task.holder) + size <= maxBytesPerCaller
     }
 
     const keep: A2aTasksApi["keep"] = (task) =>
@@ -238,7 +249,7 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
           count(task, sizeOf(task))
           markEnded(task.id, now)
           prune(now, 0)
-          pruneOwn(task.principal, 0)
+          pruneOwn(task.holder, 0)
         }
         if (task.listeners !== undefined && task.listeners.size > 0) {
           publish(task, { statusUpdate: { taskId: task.id, contextId: task.contextId, status: { state, timestamp: task.timestamp, ...(message === undefined ? {} : { message }) } } })

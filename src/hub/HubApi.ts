@@ -132,8 +132,8 @@ export class RegistryGroup extends HttpApiGroup.make("registry")
   .add(HttpApiEndpoint.get("resolveA2a", "/a2a/:didHash").setPath(DidHashPath).addSuccess(A2aRecord).addError(NotFound))
   .add(
     HttpApiEndpoint.post("refreshA2a", "/a2a/:didHash/refresh").setPath(DidHashPath)
-      .addSuccess(A2aRecord).addError(NotFound).addError(Unprocessable).addError(RateLimited).middleware(ApiKeyAuth)
-      .annotate(OpenApi.Description, "Fetches the A2A agent's card again and keeps the new one.")
+      .addSuccess(A2aRecord).addError(NotFound).addError(Forbidden).addError(Unprocessable).addError(RateLimited).middleware(ApiKeyAuth)
+      .annotate(OpenApi.Description, "Fetches the A2A agent's card again and keeps the new one: for the key that registered it (or the admin); a card signed by another DID than before only when its signature verifies under that DID's key.")
   )
   .add(
     HttpApiEndpoint.post("registerSkill", "/skills")

@@ -144,12 +144,7 @@ export const RegistryLive = ApiGroup.group(HubApi, "registry", (handlers) =>
       .handle("resolveA2a", ({ path }) => Effect.mapError(registry.resolveA2a(path.didHash), hubHttp))
       .handle("refreshA2a", ({ path }) =>
         Effect.flatMap(write, ({ caller, ctx }) =>
-          Effect.mapError(
-            Effect.flatMap(registry.resolveA2a(path.didHash), (record) =>
-              Effect.flatMap(fetchCardAt(record.cardUrl, cardFetch), (card) => registry.refreshA2a(caller, path.didHash, card, ctx))
-            ),
-            hubHttp
-          )
+          Effect.mapError(registry.refreshA2a(caller, path.didHash, (cardUrl) => fetchCardAt(cardUrl, cardFetch), ctx), hubHttp)
         )
       )
       .handle("registerSkill", ({ payload }) => Effect.flatMap(write, ({ caller, ctx }) => Effect.mapError(registry.registerSkill(caller, payload, ctx), hubHttp)))

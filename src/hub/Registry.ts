@@ -37,6 +37,8 @@ import { equalBytes, toBase64, toBase64Url, toHex, utf8 } from "../core/internal
 import { Entropy } from "../core/Entropy.js"
 import { acceptablePublicKeyB64, canonicalPublicKeyB64, decodePublicKeyB64 } from "../core/internal/ed25519.js"
 import { Lru } from "../core/internal/lru.js"
+import { tryParseJsonStrict } from "../core/internal/json.js"
+import { cardSigners, verifyCardSigner } from "../core/A2aCardSignature.js"
 import {
   A2aRecord,
   AgentRecord,
@@ -342,13 +344,18 @@ export interface RegistryApi {
     ctx: WriteContext
   ) => Effect.Effect<A2aRecord, InvalidCard | InvalidEndpoint | InvalidDid | RecordTooLarge | DidTaken | NotOwner | LimitReached | RegistryUnavailable>
   readonly resolveA2a: (didHash: string) => Effect.Effect<A2aRecord, EntryNotFound | RegistryUnavailable>
-  /** Replaces the stored card of an A2A agent with one fetched again; counted against the caller's write quota. */
+  /**
+   * Replaces the stored card of an A2A agent with one fetched again (`fetch`, run once the caller is known to own the
+   * entry); counted against the caller's write quota. Only the key that registered it, or the admin, refreshes it
+   * (`NOT_OWNER`, nothing fetched), and a card signed by other DIDs than the stored one is kept only when its
+   * signature verifies under the key the hub holds for each new signer (`INVALID_CARD` otherwise).
+   */
   readonly refreshA2a: (
     caller: Caller,
     didHash: string,
-    card: unknown,
+    fetch: (cardUrl: string) => Effect.Effect<unknown, InvalidCard>,
     ctx: WriteContext
-  ) => Effect.Effect<A2aRecord, InvalidCard | EntryNotFound | RecordTooLarge | LimitReached | RegistryUnavailable>
+  ) => Effect.Effect<A2aRecord, InvalidCard | EntryNotFound | NotOwner | RecordTooLarge | LimitReached | RegistryUnavailable>
   readonly listMcp: (limit: number, cursor?: string) => Effect.Effect<{ readonly items: ReadonlyArray<McpRecord>; readonly nextCursor: string | null }, RegistryUnavailable>
   readonly registerSkill: (
     caller: Caller,
@@ -609,6 +616,29 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
       .slice(0, limits.maxTools)
     return Effect.succeed({ name: c.name.slice(0, limits.maxNameLength), skills, text })
   }
+  /**
+   * A refreshed card names the same signers as the stored one, or proves each new one: its signature by that DID
+   * verifies under the key the hub holds for it. Otherwise whoever controls the card's URL could hand the hub's
+   * readers another key in the entry's name.
+   */
+  const sameSignersOrProven = (did: string, card: unknown) =>
+    Effect.gen(function* () {
+      const stored = yield* q(store.a2aCard(did))
+      const parsed = Option.isSome(stored) ? tryParseJsonStrict(stored.value.card) : undefined
+      const before = parsed?.ok === true ? cardSigners(parsed.value) : []
+      const after = cardSigners(card)
+      if (after.length === before.length && after.every((s, i) => s === before[i])) return
+      const refused = (message: string) => Effect.fail(new InvalidCard({ code: "INVALID_CARD", message }))
+      if (after.length === 0) return yield* refused("the stored card is signed; a refreshed card without a signature is not kept")
+      for (const signer of after) {
+        if (before.includes(signer)) continue
+        const row = yield* q(store.entryByDid(signer))
+        const key = Option.isSome(row) && row.value.public_key_b64 !== null ? currentKey(row.value) : undefined
+        const ok = key === undefined ? false : yield* verifyCardSigner(card as Record<string, unknown>, signer, key).pipe(Effect.provideService(Keys, keys))
+        if (!ok) return yield* refused("the card's signing key changed and its signature does not verify under the key the hub holds for the signer's DID")
+      }
+    })
+
   const toSkill = (r: EntryRow): SkillRecord => ({
     did: r.did,
     didHash: r.did_hash,
@@ -946,10 +976,12 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
         const card = yield* q(store.a2aCard(row.did))
         return toA2a(row, Option.isSome(card) ? card.value.card : "{}", Option.isSome(card) ? card.value.fetched_at : row.created_at)
       }),
-    refreshA2a: (caller, h, card, ctx) =>
+    refreshA2a: (caller, h, fetch, ctx) =>
       Effect.gen(function* () {
-        const row = yield* entry("a2a", h)
+        const row = yield* owned(caller, "a2a", h)
+        const card = yield* fetch(row.endpoint_url ?? "")
         const { text } = yield* checkCard(card)
+        yield* sameSignersOrProven(row.did, card)
         yield* charge(caller, ctx, 1, text.length)
         const now = yield* Clock.currentTimeMillis
         yield* q(store.putA2aCard(row.did, text, now))

@@ -8,6 +8,7 @@ import { type AgentCard, Role, TaskState, verifyAgentCardSignature } from "@a2a-
 import { type Client, ClientFactory, JsonRpcTransportFactory } from "@a2a-js/sdk/client"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import { holderOf } from "../../src/agent/A2aTasks.js"
 import * as AgentServer from "../../src/agent/AgentServer.js"
 import { signApproval } from "../../src/core/Approval.js"
 import { generateDid } from "../../src/core/Did.js"
@@ -410,4 +411,11 @@ describe("A2A server", () => {
         for (const r of release) r()
       })
     ))
+
+  it("task bytes count against the caller's principal, an anonymous caller's against its address (IPv6 by /64)", () => {
+    assert.strictEqual(holderOf({ auth: "bearer", principal: "bearer:abc" }, "10.0.0.1"), "bearer:abc")
+    assert.strictEqual(holderOf({ auth: "none", principal: "anonymous" }, "10.0.0.1"), "anonymous:10.0.0.1")
+    assert.strictEqual(holderOf({ auth: "none", principal: "anonymous" }, "2001:db8:1:2::5"), holderOf({ auth: "none", principal: "anonymous" }, "2001:db8:1:2::9"))
+    assert.notStrictEqual(holderOf({ auth: "none", principal: "anonymous" }, "10.0.0.1"), holderOf({ auth: "none", principal: "anonymous" }, "10.0.0.2"))
+  })
 })
