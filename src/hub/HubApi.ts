@@ -22,7 +22,7 @@ import type { Caller as KeyCaller } from "./Registry.js"
 import { A2aRecord, AgentRecord, Heartbeat, McpRecord, McpTool, SearchHit, SkillRecord, SkillType } from "./RegistryWire.js"
 import { VERSION } from "../core/Version.js"
 import { PublishResult } from "../model/LearnerRegistry.js"
-import { LearnerStats } from "../model/ModelLearner.js"
+import { LearnerStats, PublishedLearnerStats } from "../model/ModelLearner.js"
 
 /** Who the request's API key speaks for (`Registry.Caller`: key id, owner, kind), never the stored key row. */
 export class Caller extends Context.Tag("agent-mesh/hub/Caller")<Caller, KeyCaller>() {}
@@ -214,12 +214,13 @@ export class SpendingGroup extends HttpApiGroup.make("spending")
 
 /**
  * The mesh's model-routing statistics (docs/models.md): what Thompson learners observed, counts only, summed over
- * publishers. Anyone may read them; publishing (a publisher's totals, replacing its previous ones) needs an API key.
+ * publishers. Anyone may read them; publishing (a publisher's totals, replacing its previous ones) needs an API key,
+ * and a pair of more than `MAX_ARM_TRIALS` trials is refused with 400 `INVALID_REQUEST` before anything is stored.
  */
 export class LearnerGroup extends HttpApiGroup.make("learner")
   .add(HttpApiEndpoint.get("learnerStats", "/learner-stats").addSuccess(LearnerStats))
   .add(
-    HttpApiEndpoint.post("publishLearnerStats", "/learner-stats").setPayload(LearnerStats).addSuccess(PublishResult)
+    HttpApiEndpoint.post("publishLearnerStats", "/learner-stats").setPayload(PublishedLearnerStats).addSuccess(PublishResult)
       .addError(Unauthorized).middleware(ApiKeyAuth)
   )
   .addError(Unavailable)

@@ -2,8 +2,9 @@
  * The hub's learner statistics over HTTP, from the model floor: `GET {registry}/v1/learner-stats` reads the counts
  * every publisher sent, summed per (model, task type); `POST {registry}/v1/learner-stats` with an API key publishes
  * this learner's own counts (its totals, which replace what it published before, so publishing twice never counts
- * twice). The wire schema is `ModelLearner.LearnerStats`; the hub imports it from here, so both sides read one
- * definition and the model floor never imports the hub.
+ * twice). The wire schemas are `ModelLearner.LearnerStats` (read) and `ModelLearner.PublishedLearnerStats` (publish,
+ * at most `MAX_ARM_TRIALS` trials per pair); the hub imports them from here, so both sides read one definition and
+ * the model floor never imports the hub.
  *
  * Floor: model (docs/architecture.md §3).
  */
@@ -15,7 +16,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
-import { LearnerStats } from "./ModelLearner.js"
+import { LearnerStats, MAX_ARM_TRIALS, scaleCounts } from "./ModelLearner.js"
 
 /** The path of the learner statistics on a hub. */
 export const LEARNER_STATS_PATH = "/v1/learner-stats"
@@ -60,7 +61,10 @@ const url = (registryUrl: string) => `${registryUrl.replace(/\/+$/, "")}${LEARNE
 export const fetchStats = (registryUrl: string): Effect.Effect<LearnerStats, RegistryUnreachable, HttpClient.HttpClient> =>
   send(HttpClientRequest.get(url(registryUrl)), LearnerStats)
 
-/** Publishes this learner's own counts to the hub at `registryUrl` under an API key. */
+/**
+ * Publishes this learner's own counts to the hub at `registryUrl` under an API key, each pair scaled to at most
+ * `MAX_ARM_TRIALS` trials (a long-lived learner's counts outgrow the hub's bound, and the hub weighs no pair by more).
+ */
 export const publishStats = (
   registryUrl: string,
   apiKey: string | Redacted.Redacted,
@@ -68,7 +72,7 @@ export const publishStats = (
 ): Effect.Effect<PublishResult, RegistryUnreachable, HttpClient.HttpClient> =>
   send(
     HttpClientRequest.post(url(registryUrl), {
-      body: HttpBody.unsafeJson(stats),
+      body: HttpBody.unsafeJson({ stats: stats.stats.map((s) => ({ ...s, ...scaleCounts(s.successes, s.failures, MAX_ARM_TRIALS) })) }),
       headers: { authorization: `Bearer ${typeof apiKey === "string" ? apiKey : Redacted.value(apiKey)}` }
     }),
     PublishResult

@@ -35,12 +35,41 @@ export const LearnerStat = Schema.Struct({
 /** Observed counts of one (model, task type). */
 export type LearnerStat = typeof LearnerStat.Type
 
-/** A set of counts, as published to and read from the hub (counts only: no prompts, answers or callers). */
+/** A set of counts, as read from the hub (counts only: no prompts, answers or callers). */
 export const LearnerStats = Schema.Struct({
   stats: Schema.Array(LearnerStat).pipe(Schema.maxItems(10_000))
 })
 /** A set of counts. */
 export type LearnerStats = typeof LearnerStats.Type
+
+/**
+ * Most trials (successes + failures) one publisher may publish for one (model, task type): the hub refuses more with
+ * 400 `INVALID_REQUEST` (docs/security.md §2.2), so a count never nears the largest exact integer.
+ */
+export const MAX_ARM_TRIALS = 1_000_000
+
+const armCount = Schema.NonNegativeInt.pipe(Schema.lessThanOrEqualTo(MAX_ARM_TRIALS))
+
+/** The counts of one (model, task type) as a publisher sends them: `LearnerStat` with at most `MAX_ARM_TRIALS` trials. */
+export const PublishedLearnerStat = Schema.Struct({ ...LearnerStat.fields, successes: armCount, failures: armCount }).pipe(
+  Schema.filter((s) => s.successes + s.failures <= MAX_ARM_TRIALS || `successes + failures must be at most ${MAX_ARM_TRIALS}`)
+)
+
+/** A publish: what the hub accepts on `POST /v1/learner-stats` (docs/hub.md, "Learner statistics"). */
+export const PublishedLearnerStats = Schema.Struct({
+  stats: Schema.Array(PublishedLearnerStat).pipe(Schema.maxItems(10_000))
+})
+
+/**
+ * Counts scaled to at most `cap` trials, keeping their ratio, in integers rounded to nearest (BigInt, so exact for
+ * any safe counts): what a publisher sends under `MAX_ARM_TRIALS`; the hub scales each publisher's rows the same way.
+ */
+export const scaleCounts = (successes: number, failures: number, cap: number): { readonly successes: number; readonly failures: number } => {
+  const total = BigInt(successes) + BigInt(failures)
+  if (total <= BigInt(cap)) return { successes, failures }
+  const scaled = Number((BigInt(successes) * BigInt(cap) + total / 2n) / total)
+  return { successes: scaled, failures: cap - scaled }
+}
 
 /** Most pseudo-observations priors count for, per (model, task type). */
 export const PRIOR_WEIGHT = 50

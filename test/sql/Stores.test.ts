@@ -269,6 +269,33 @@ const suite = (url: () => string) => {
       })
     ))
 
+  it.live("learner stats: each publisher weighs at most 1 000 per pair; rows out of bounds or shape are skipped", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const [a, b] = yield* twoProcesses(url())
+        const sql = Context.get(a, SqlClient.SqlClient)
+        const model = unique("model")
+        yield* Context.get(a, LearnerStatsStore.LearnerStatsStore).publish("p1", [{ modelId: model, taskType: "CODE", successes: 30, failures: 70 }])
+        yield* Context.get(b, LearnerStatsStore.LearnerStatsStore).publish("p2", [
+          { modelId: model, taskType: "CODE", successes: 1_000_000, failures: 0 },
+          { modelId: model, taskType: "REASONING", successes: 333_333, failures: 666_667 }
+        ])
+        // Rows no publish may store any more: the largest counts either engine's INTEGER column holds, another task type.
+        const plant = (publisher: string, taskType: string, successes: number, failures: number) =>
+          sql`INSERT INTO mesh_learner_stats (publisher, model, task_type, successes, failures, updated_at)
+            VALUES (${publisher}, ${model}, ${taskType}, ${successes}, ${failures}, 0)`
+        yield* plant("old-1", "CODE", 2_147_483_647, 2_147_483_647)
+        yield* plant("old-2", "CODE", 2_147_483_647, 0)
+        yield* plant("old-3", "CODE", 600_000, 400_001)
+        yield* plant("old-4", "POETRY", 1, 0)
+        const all = yield* Context.get(b, LearnerStatsStore.LearnerStatsStore).aggregate
+        assert.deepStrictEqual(all.filter((s) => s.modelId === model), [
+          { modelId: model, taskType: "CODE", successes: 1_030, failures: 70 },
+          { modelId: model, taskType: "REASONING", successes: 333, failures: 667 }
+        ])
+      })
+    ))
+
   const allocation = (pool: string, id: string, amount: number, child = id): typeof AllocationRow.Encoded => ({
     id, pool_id: pool, idempotency_key: id, child_jti: child, grantee: "did:mesh:c", amount_micros: amount, used_micros: null, created_at: 1_700_000_000_000, released_at: null
   })
