@@ -617,9 +617,10 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
     return Effect.succeed({ name: c.name.slice(0, limits.maxNameLength), skills, text })
   }
   /**
-   * A refreshed card names the same signers as the stored one, or proves each new one: its signature by that DID
-   * verifies under the key the hub holds for it. Otherwise whoever controls the card's URL could hand the hub's
-   * readers another key in the entry's name.
+   * A refreshed card's signatures hold: each by a DID the hub holds a key for verifies under that key, a signer the
+   * hub does not know is taken only as the stored card already named it, and a signed card is not replaced by an
+   * unsigned one. Otherwise whoever controls the card's URL could hand the hub's readers another key in the entry's
+   * name.
    */
   const sameSignersOrProven = (did: string, card: unknown) =>
     Effect.gen(function* () {
@@ -627,15 +628,19 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
       const parsed = Option.isSome(stored) ? tryParseJsonStrict(stored.value.card) : undefined
       const before = parsed?.ok === true ? cardSigners(parsed.value) : []
       const after = cardSigners(card)
-      if (after.length === before.length && after.every((s, i) => s === before[i])) return
       const refused = (message: string) => Effect.fail(new InvalidCard({ code: "INVALID_CARD", message }))
-      if (after.length === 0) return yield* refused("the stored card is signed; a refreshed card without a signature is not kept")
+      if (after.length === 0 && before.length > 0) return yield* refused("the stored card is signed; a refreshed card without a signature is not kept")
+      // A signer the hub holds a key for is always checked (a copied header proves nothing); one it does not know is
+      // taken only as the stored card named it.
       for (const signer of after) {
-        if (before.includes(signer)) continue
         const row = yield* q(store.entryByDid(signer))
         const key = Option.isSome(row) && row.value.public_key_b64 !== null ? currentKey(row.value) : undefined
-        const ok = key === undefined ? false : yield* verifyCardSigner(card as Record<string, unknown>, signer, key).pipe(Effect.provideService(Keys, keys))
-        if (!ok) return yield* refused("the card's signing key changed and its signature does not verify under the key the hub holds for the signer's DID")
+        if (key === undefined) {
+          if (before.includes(signer)) continue
+          return yield* refused("the card names a new signing key that the hub holds no key for")
+        }
+        const ok = yield* verifyCardSigner(card as Record<string, unknown>, signer, key).pipe(Effect.provideService(Keys, keys))
+        if (!ok) return yield* refused("the card's signature does not verify under the key the hub holds for the signer's DID")
       }
     })
 

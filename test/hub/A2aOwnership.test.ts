@@ -63,6 +63,10 @@ describe("A2A entries: ownership and signing keys on refresh", () => {
         host.set(yield* signed({ ...card, description: "swapped" }, verificationMethodId(other.identity.did), impostor.privateKey))
         const unproven = yield* Effect.flip(client.refreshA2a(entry.didHash, travel.apiKey))
         assert.strictEqual(unproven.code, "INVALID_CARD")
+        // The stored signer's header copied onto another card: the hub holds the travel DID's key, so it checks.
+        const stored = (yield* client.resolveA2a(entry.didHash)).card as { signatures: ReadonlyArray<unknown> }
+        host.set({ ...card, description: "copied header", signatures: stored.signatures })
+        assert.strictEqual((yield* Effect.flip(client.refreshA2a(entry.didHash, travel.apiKey))).code, "INVALID_CARD")
         host.set({ ...card, description: "unsigned now" })
         const unsigned = yield* Effect.flip(client.refreshA2a(entry.didHash, travel.apiKey))
         assert.strictEqual(unsigned.code, "INVALID_CARD")

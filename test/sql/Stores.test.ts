@@ -334,6 +334,27 @@ const suite = (url: () => string) => {
       })
     ))
 
+  it.live("one receipt, one allocation: releases in two pools from two processes carrying one receipt, exactly one stands", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const [a, b] = yield* twoProcesses(url())
+        const sa = Context.get(a, SqlClient.SqlClient)
+        const sb = Context.get(b, SqlClient.SqlClient)
+        const pools = [unique("pool"), unique("pool")]
+        yield* Effect.forEach(pools, (p) => Effect.andThen(openPool(sa, p, 100), reserve(sa, allocation(p, `${p}-a`, 40))))
+        // The receipt the ledger stores for a verified token (issuer, saga, step), the same in both pools.
+        const receipt = JSON.stringify(["did:mesh:c", unique("saga"), "pay"])
+        const outcomes = yield* Effect.forEach(pools, (p, i) =>
+          Effect.either(releaseStatement(i === 0 ? sa : sb, `${p}-a`, 10, 1_700_000_000_001, "token", receipt)), { concurrency: "unbounded" })
+        const stood = outcomes.filter((o) => o._tag === "Right" && o.right.length === 1)
+        const refused = outcomes.flatMap((o) => (o._tag === "Left" ? [o.left.reason] : []))
+        assert.deepStrictEqual([stood.length, refused], [1, ["UniqueViolation"]])
+        // The refused release changed nothing: its allocation is still held whole.
+        const held = yield* Effect.forEach(pools, (p) => totals(sa, p))
+        assert.sameDeepMembers(held, [{ allocated: 10, count: 1, held: 10 }, { allocated: 40, count: 1, held: 40 }])
+      })
+    ))
+
   it.live("ledger under many writers: 300 concurrent allocations of 1 from two processes against a pool of 100", () =>
     Effect.scoped(
       Effect.gen(function* () {
