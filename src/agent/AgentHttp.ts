@@ -76,7 +76,10 @@ export const withOnBehalfOf = (
   if (caller.did === undefined || Either.isLeft(decoded) || decoded.right.kind !== "payment") return Effect.succeed(caller)
   return verifyMandate(token, resolver, { kinds: ["payment"], expectedGrantee: agentDid, ...(cache === undefined ? {} : { cache }) }).pipe(
     Effect.provideService(Keys, keys),
-    Effect.map((m): Caller => ({ ...caller, onBehalfOf: normalizeDid(chainOf(m)[0]!.grantor) ?? chainOf(m)[0]!.grantor })),
+    Effect.map((m): Caller => {
+      const root = chainOf(m)[0]!.grantor
+      return { ...caller, onBehalfOf: normalizeDid(root) ?? root }
+    }),
     Effect.mapError((e) =>
       e.reason === "RESOLVER_UNAVAILABLE"
         ? new AgentUnavailable({ code: "RESOLVER_UNAVAILABLE", message: e.message })

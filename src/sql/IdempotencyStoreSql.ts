@@ -10,7 +10,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { type Claim, type ClaimRequest, type IdempotencyQuotaExceeded, IdempotencyStore, type IdempotencyStoreApi, IdempotencyStoreUnavailable, quotaExceeded } from "../core/IdempotencyStore.js"
+import { type Claim, type ClaimRequest, type IdempotencyQuotaExceeded, IdempotencyStore, type IdempotencyStoreApi, IdempotencyStoreUnavailable, quotaExceeded, replyBytes } from "../core/IdempotencyStore.js"
 import { summarize } from "./SqlFailure.js"
 
 /** Delete expired rows once every this many claims. */
@@ -38,9 +38,8 @@ export const make: Effect.Effect<IdempotencyStoreApi, never, SqlClient.SqlClient
         yield* sql`DELETE FROM mesh_idempotency WHERE expires_at <= ${now}`.pipe(Effect.mapError(unavailable))
       }
       if (r.quota !== undefined) {
-        const bytes = sql.onDialectOrElse({ pg: () => sql.literal("octet_length(reply_body)"), orElse: () => sql.literal("length(CAST(reply_body AS BLOB))") })
         const use = (yield* sql<{ n: number | bigint | string; b: number | bigint | string | null; first: number | bigint | string | null }>`
-          SELECT COUNT(*) AS n, SUM(${bytes}) AS b, MIN(expires_at) AS first FROM mesh_idempotency
+          SELECT COUNT(*) AS n, SUM(reply_bytes) AS b, MIN(expires_at) AS first FROM mesh_idempotency
           WHERE scope = ${r.scope} AND expires_at > ${now}`.pipe(Effect.mapError(unavailable)))[0]
         if (use !== undefined && (Number(use.n) >= r.quota.entries || Number(use.b ?? 0) >= r.quota.bytes)) {
           const held = yield* sql`SELECT key FROM mesh_idempotency WHERE scope = ${r.scope} AND key = ${r.key} AND expires_at > ${now}`.pipe(Effect.mapError(unavailable))
@@ -52,7 +51,7 @@ export const make: Effect.Effect<IdempotencyStoreApi, never, SqlClient.SqlClient
         INSERT INTO mesh_idempotency (scope, key, fingerprint, holder, status, reply_status, reply_body, expires_at)
         VALUES (${r.scope}, ${r.key}, ${r.fingerprint}, ${r.holder}, 'pending', NULL, NULL, ${r.expiresAt})
         ON CONFLICT (scope, key) DO UPDATE SET fingerprint = excluded.fingerprint, holder = excluded.holder, status = 'pending',
-          reply_status = NULL, reply_body = NULL, expires_at = excluded.expires_at
+          reply_status = NULL, reply_body = NULL, reply_bytes = NULL, expires_at = excluded.expires_at
         WHERE mesh_idempotency.expires_at <= ${now}
           OR (mesh_idempotency.status = 'pending' AND mesh_idempotency.holder <> excluded.holder AND mesh_idempotency.fingerprint = excluded.fingerprint)
         RETURNING key`.pipe(Effect.mapError(unavailable))
@@ -80,7 +79,7 @@ export const make: Effect.Effect<IdempotencyStoreApi, never, SqlClient.SqlClient
   return {
     claim: (r) => claimUntilSettled(r, 3),
     complete: (scope, key, holder, reply) =>
-      sql`UPDATE mesh_idempotency SET status = 'completed', reply_status = ${reply.status}, reply_body = ${reply.body}
+      sql`UPDATE mesh_idempotency SET status = 'completed', reply_status = ${reply.status}, reply_body = ${reply.body}, reply_bytes = ${replyBytes(reply)}
         WHERE scope = ${scope} AND key = ${key} AND holder = ${holder} AND status = 'pending'`.pipe(Effect.asVoid, Effect.mapError(unavailable)),
     release: (scope, key, holder) =>
       sql`DELETE FROM mesh_idempotency WHERE scope = ${scope} AND key = ${key} AND holder = ${holder} AND status = 'pending'`.pipe(
