@@ -146,10 +146,26 @@ const outboundUrls = Options.choice("outbound-urls", ["public", "any"]).pipe(
   Options.withDescription("which addresses the hub's calls to registered URLs reach (saga steps' agents, A2A cards): public only (default), or any, its own networks too (env MESH_HUB_OUTBOUND_URLS)")
 )
 
+const runnerAddress = Options.text("runner-address").pipe(
+  Options.withFallbackConfig(setting(Config.string, "MESH_HUB_RUNNER_ADDRESS")),
+  Options.optional,
+  Options.withDescription("host:port the other hubs reach this hub's saga runner at, unique per hub (env MESH_HUB_RUNNER_ADDRESS; default <hostname>:34431). With a Postgres --db every hub given --saga-identity is a runner of one cluster and a saga runs on whichever owns its shard; on SQLite one hub runs every saga")
+)
+const runnerListen = Options.text("runner-listen").pipe(
+  Options.withFallbackConfig(setting(Config.string, "MESH_HUB_RUNNER_LISTEN")),
+  Options.optional,
+  Options.withDescription("host:port the saga runner listens on, when it differs from --runner-address (env MESH_HUB_RUNNER_LISTEN). Reachable by the other hubs only: the runners' protocol has no authentication")
+)
+const sagaFailover = Options.integer("saga-failover").pipe(
+  Options.withFallbackConfig(setting(Config.integer, "MESH_HUB_SAGA_FAILOVER")),
+  Options.optional,
+  Options.withDescription("seconds after a runner stops answering before its sagas move to the other hubs (Postgres; env MESH_HUB_SAGA_FAILOVER; default 10, at least 3)")
+)
+
 const hubCommand = Command.make(
   "hub",
   {
-    port, host, db, publicUrl, newAdminKey, probePort, sagaIdentity, a2aCardUrls, outboundUrls,
+    port, host, db, publicUrl, newAdminKey, probePort, sagaIdentity, a2aCardUrls, outboundUrls, runnerAddress, runnerListen, sagaFailoverSeconds: sagaFailover,
     allowedHosts: allowedHostsOf("MESH_HUB_ALLOWED_HOST"), allowedOrigins: allowedOriginsOf("MESH_HUB_ALLOWED_ORIGIN"),
     logLevel: logLevelOf("MESH_HUB_LOG_LEVEL"), logFormat: logFormatOf("MESH_HUB_LOG_FORMAT"), shutdownTimeoutSeconds: shutdownTimeoutOf("MESH_HUB_SHUTDOWN_TIMEOUT")
   },

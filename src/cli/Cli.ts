@@ -46,6 +46,7 @@ import * as Mandate from "../core/Mandate.js"
 import { type SagaEvent, SagaInput } from "../saga/Saga.js"
 import * as SagaClient from "../saga/SagaClient.js"
 import type * as Serve from "../http/Serve.js"
+import * as NodeOs from "node:os"
 import * as NodePath from "node:path"
 import { pathToFileURL } from "node:url"
 
@@ -197,6 +198,12 @@ export const runHub = (
     readonly a2aCardUrls?: "public" | "any"
     /** Which addresses the hub's calls to registered URLs reach (saga steps, A2A cards): `public` (default) or `any`. */
     readonly outboundUrls?: "public" | "any"
+    /** `host:port` the other saga runners reach this hub's runner at (Postgres only; default `<hostname>:34431`). */
+    readonly runnerAddress?: Option.Option<string>
+    /** `host:port` the runner listens on, when it differs from `runnerAddress`. */
+    readonly runnerListen?: Option.Option<string>
+    /** Seconds after a runner's last heartbeat its sagas move to the other runners (Postgres only; default 10). */
+    readonly sagaFailoverSeconds?: Option.Option<number>
   } & ServingFlags
 ) =>
   Effect.scoped(
@@ -220,11 +227,24 @@ export const runHub = (
       }
       const sagaFile = Option.getOrUndefined(args.sagaIdentity ?? Option.none())
       const runner = sagaFile === undefined ? undefined : yield* readIdentityFile(sagaFile)
+      const clusterFlags = { address: some(args.runnerAddress), listen: some(args.runnerListen), failoverSeconds: some(args.sagaFailoverSeconds) }
+      const clusterFlagGiven = Object.values(clusterFlags).some((v) => v !== undefined)
+      if (clusterFlagGiven && runner === undefined) {
+        return yield* Effect.fail(new CliError({ code: "INVALID_ARGUMENT", message: "--runner-address, --runner-listen and --saga-failover need --saga-identity" }))
+      }
+      if (clusterFlagGiven && !Database.isPostgresUrl(args.db)) {
+        return yield* Effect.fail(new CliError({ code: "INVALID_ARGUMENT", message: "--runner-address, --runner-listen and --saga-failover need a Postgres --db: a hub on SQLite runs every saga itself" }))
+      }
       // Loaded only for a hub with sagas, so a plain `mesh hub` does not load the workflow engine (the bin is chunked).
-      const hub = runner === undefined
-        ? yield* Hub.start(options)
-        : yield* Effect.flatMap(Effect.promise(() => import("../saga/SagaHub.js")), (SagaHub) =>
-          SagaHub.start({ ...options, runner: { did: runner.did, privateKey: runner.privateKeyPkcs8B64 } }))
+      const sagaHub = runner === undefined
+        ? undefined
+        : yield* Effect.gen(function* () {
+          const [SagaHub, SagaEngine] = yield* Effect.promise(() => Promise.all([import("../saga/SagaHub.js"), import("../saga/SagaEngine.js")]))
+          const cluster = Database.isPostgresUrl(args.db) ? yield* clusterOf(SagaEngine, clusterFlags) : undefined
+          const hub = yield* SagaHub.start({ ...options, runner: { did: runner.did, privateKey: runner.privateKeyPkcs8B64 }, ...(cluster === undefined ? {} : { cluster }) })
+          return { hub, cluster }
+        })
+      const hub = sagaHub === undefined ? yield* Hub.start(options) : sagaHub.hub
       if (Option.isSome(hub.admin)) {
         yield* Console.log(`admin credential (shown once, store it now; send as "Authorization: Bearer <key>"):\n${hub.admin.value.apiKey}\n`)
       }
@@ -235,6 +255,14 @@ export const runHub = (
       yield* Console.log(`  docs       ${hub.url}/docs  (OpenAPI: ${hub.url}/openapi.json)`)
       yield* Console.log(`  page       ${hub.url}/  (chat: ${hub.url}/chat/<didHash>)`)
       if (runner !== undefined) yield* Console.log(`  sagas      ${hub.url}/v1/sagas  (runner ${runner.did}: grant mandates to it)`)
+      const cluster = sagaHub?.cluster
+      if (runner !== undefined) {
+        yield* Console.log(
+          cluster === undefined
+            ? "  runner     this hub runs every saga (SQLite: one runner)"
+            : `  runner     one of a cluster on the database, reached at ${cluster.runnerAddress.host}:${cluster.runnerAddress.port}; a dead runner's sagas move after ${(cluster.failoverMs ?? 0) / 1000} s`
+        )
+      }
       if (hub.probeUrl !== undefined) yield* Console.log(`  probe      ${hub.probeUrl}/health`)
       yield* Console.log(`  database   ${Database.describe(args.db)}`)
       // Added after the server's finalizers, so it prints first, when the graceful close begins.
@@ -243,6 +271,31 @@ export const runHub = (
       return yield* Effect.never
     })
   ).pipe(Effect.onInterrupt(() => Console.log("hub stopped")))
+
+/** The cluster settings of a hub's saga runner on Postgres, from its flags (docs/scaling.md §7). */
+const clusterOf = (
+  SagaEngine: typeof import("../saga/SagaEngine.js"),
+  flags: { readonly address: string | undefined; readonly listen: string | undefined; readonly failoverSeconds: number | undefined }
+) =>
+  Effect.gen(function* () {
+    const read = (flag: string, text: string) => {
+      const address = SagaEngine.parseAddress(text)
+      return address === undefined
+        ? Effect.fail(new CliError({ code: "INVALID_ARGUMENT", message: `${flag} ${JSON.stringify(text)} is not host:port` }))
+        : Effect.succeed(address)
+    }
+    // The host's name is what other machines of a deployment usually reach it by; two hubs on one host need their own.
+    const runnerAddress = yield* read("--runner-address", flags.address ?? `${NodeOs.hostname()}:${SagaEngine.DEFAULT_RUNNER_PORT}`)
+    const listenAddress = flags.listen === undefined ? undefined : yield* read("--runner-listen", flags.listen)
+    if (flags.failoverSeconds !== undefined && !(flags.failoverSeconds >= 3)) {
+      return yield* Effect.fail(new CliError({ code: "INVALID_ARGUMENT", message: "--saga-failover is at least 3 seconds" }))
+    }
+    return {
+      runnerAddress,
+      ...(listenAddress === undefined ? {} : { listenAddress }),
+      failoverMs: (flags.failoverSeconds ?? SagaEngine.DEFAULT_FAILOVER_MS / 1000) * 1000
+    }
+  })
 
 /** Runs a platform apart from its registry until interrupted. */
 export const runPlatform = (

@@ -17,13 +17,18 @@
  *
  * Floor: saga (docs/architecture.md §3).
  */
-import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
-import * as SingleRunner from "@effect/cluster/SingleRunner"
 import type * as SqlClient from "@effect/sql/SqlClient"
+import * as ClusterSchema from "@effect/cluster/ClusterSchema"
+import { EntityAddress } from "@effect/cluster/EntityAddress"
+import { EntityId } from "@effect/cluster/EntityId"
+import { EntityType } from "@effect/cluster/EntityType"
+import * as MessageStorage from "@effect/cluster/MessageStorage"
+import * as Sharding from "@effect/cluster/Sharding"
 import * as Activity from "@effect/workflow/Activity"
 import * as Workflow from "@effect/workflow/Workflow"
 import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
 import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -59,6 +64,7 @@ import {
   type SagaResult,
   SagaUnavailable
 } from "./Saga.js"
+import * as SagaEngine from "./SagaEngine.js"
 import * as SagaStore from "./SagaStore.js"
 
 /** The identity that runs sagas: the grantee of callers' mandates, owner of their pools, signer of step mandates and calls. */
@@ -80,6 +86,13 @@ export interface SchedulerOptions {
    * more of the process than this and requests keep being served. Default 8.
    */
   readonly maxStepsInFlight?: number
+  /**
+   * Run as one runner of a cluster sharing the sagas through the (Postgres) database, instead of owning them all
+   * (`layer` only; docs/scaling.md §7).
+   */
+  readonly cluster?: SagaEngine.ClusterOptions
+  /** How long after its creation a saga that was never handed to the engine is ended `NOT_STARTED`; default 30 s. */
+  readonly notStartedAfterMs?: number
 }
 
 /** The bounds' defaults (docs/sagas.md §1, docs/security.md). */
@@ -88,6 +101,18 @@ export const DEFAULT_MAX_RUNNING_PER_CALLER = 8
 export const DEFAULT_MAX_RUNNING = 64
 /** The bounds' defaults (docs/sagas.md §1, docs/security.md). */
 export const DEFAULT_MAX_STEPS_IN_FLIGHT = 8
+/**
+ * How long a reader waits for news before reading the saga again anyway. News arrives in this process for sagas run
+ * here, and on Postgres for sagas run by any hub (`SagaStore.changes`), so this only covers news that was lost: a
+ * dropped listening connection, or another process writing the same SQLite file.
+ */
+const FALLBACK_WAIT = "5 seconds"
+/**
+ * A saga stored but never handed to the engine (its hub died between the two, before answering the submitter) is
+ * ended `compensated` with code `NOT_STARTED` this long after it was created; no step of it ran, and its submitter
+ * was never told it started. Every hub looks for such sagas a third of this often.
+ */
+export const DEFAULT_NOT_STARTED_AFTER_MS = 30_000
 /** How long a refused submission is told to wait: a running saga's steps take seconds. */
 const BUSY_RETRY_AFTER_SECONDS = 5
 
@@ -351,6 +376,35 @@ export const make = (options: SchedulerOptions) =>
     const admission = yield* Effect.makeSemaphore(1)
     const notFound = new SagaNotFound({ code: "NOT_FOUND", message: "no such saga" })
 
+    // Only the durable engines keep the messages that say whether a saga's workflow was ever started.
+    const notStartedAfter = options.notStartedAfterMs ?? DEFAULT_NOT_STARTED_AFTER_MS
+    const sharding = yield* Effect.serviceOption(Sharding.Sharding)
+    const messages = yield* Effect.serviceOption(MessageStorage.MessageStorage)
+    if (Option.isSome(sharding) && Option.isSome(messages)) {
+      const shardGroup = Context.get(SagaWorkflow.annotations, ClusterSchema.ShardGroup)
+      const entityType = EntityType.make(`Workflow/${SagaWorkflow.name}`)
+      const started = (sagaId: string) =>
+        Effect.gen(function* () {
+          // The engine names the workflow's entity by its execution id, derived from the saga id.
+          const entityId = EntityId.make(yield* SagaWorkflow.executionId({ sagaId }))
+          const address = new EntityAddress({ entityType, entityId, shardId: sharding.value.getShardId(entityId, shardGroup(entityId)) })
+          return Option.isSome(yield* messages.value.requestIdForPrimaryKey({ address, tag: "run", id: "" }))
+        })
+      const sweep = Effect.gen(function* () {
+        const now = yield* Clock.currentTimeMillis
+        for (const sagaId of yield* store.runningSince(now - notStartedAfter)) {
+          if (yield* started(sagaId)) continue
+          // Conditional on the saga still running, so of several hubs sweeping at once one ends it and says so.
+          if (yield* store.finish(sagaId, "compensated", null, "NOT_STARTED")) yield* store.append(sagaId, "saga_compensated", null, { code: "NOT_STARTED" })
+        }
+      })
+      yield* sweep.pipe(
+        Effect.catchAllCause((cause) => Effect.logWarning("saga sweep failed; trying again later", cause)),
+        Effect.repeat(Schedule.spaced(Math.ceil(notStartedAfter / 3))),
+        Effect.forkScoped
+      )
+    }
+
     const get = (sagaId: string, caller?: string) =>
       Effect.gen(function* () {
         if (caller !== undefined) {
@@ -371,8 +425,7 @@ export const make = (options: SchedulerOptions) =>
           while (true) {
             const r = yield* get(sagaId)
             if (r.status !== "running") return r
-            // Another process may write the end (a hub restarted on the same file): look again at least every second.
-            yield* Effect.raceFirst(ended, Effect.sleep("1 second"))
+            yield* Effect.raceFirst(ended, Effect.sleep(FALLBACK_WAIT))
           }
         })
       )
@@ -422,7 +475,7 @@ export const make = (options: SchedulerOptions) =>
                 if (batch.some((e) => isFinal(e.type))) done = true
                 return batch
               }
-              yield* Effect.raceFirst(ownNews, Effect.sleep("1 second"))
+              yield* Effect.raceFirst(ownNews, Effect.sleep(FALLBACK_WAIT))
             }
           })
           return Stream.repeatEffectOption(Effect.suspend(() => (done ? Effect.fail(Option.none()) : Effect.mapError(next, Option.some)))).pipe(
@@ -456,7 +509,7 @@ const layerOn = (options: SchedulerOptions) =>
       const privateKey = yield* Effect.orElseSucceed(keys.importPrivateKey(options.runner.privateKey), () => options.runner.privateKey)
       const imported: SchedulerOptions = { ...options, runner: { ...options.runner, privateKey } }
       const permits = yield* Effect.makeSemaphore(options.maxStepsInFlight ?? DEFAULT_MAX_STEPS_IN_FLIGHT)
-      return Layer.effect(SagaScheduler, make(imported)).pipe(
+      return Layer.scoped(SagaScheduler, make(imported)).pipe(
         Layer.provideMerge(layerWorkflow(imported, permits)),
         Layer.provideMerge(SagaStore.layer)
       )
@@ -464,12 +517,12 @@ const layerOn = (options: SchedulerOptions) =>
   )
 
 /**
- * The durable scheduler: @effect/cluster's `SingleRunner` over the same SQL database (its tables are its own), with
- * runner storage in memory, since one process owns every shard and a restart must not wait out a dead runner's lock.
+ * The durable scheduler: @effect/cluster's workflow engine over the same SQL database (its tables are its own), as the
+ * one runner of every saga, or with `options.cluster` as one runner of a cluster on Postgres (`SagaEngine`).
  */
 export const layer = (options: SchedulerOptions): Layer.Layer<SagaScheduler | SagaStore.SagaStore, never, SchedulerRequirements> =>
   layerOn(options).pipe(
-    Layer.provide(ClusterWorkflowEngine.layer.pipe(Layer.provide(Layer.orDie(SingleRunner.layer({ runnerStorage: "memory" })))))
+    Layer.provide(options.cluster === undefined ? SagaEngine.layerSingle : SagaEngine.layerCluster(options.cluster))
   ) as Layer.Layer<SagaScheduler | SagaStore.SagaStore, never, SchedulerRequirements>
 
 /** The scheduler on the in-memory engine (not durable): for tests. */

@@ -13,7 +13,11 @@ import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as PubSub from "effect/PubSub"
+import * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
 import { formatUsdString, type Micros } from "../core/Money.js"
 import { classify, summarize } from "../sql/SqlFailure.js"
 import { type SagaEvent, type SagaEventType, type SagaPlan, type SagaResult, type SagaStatus, SagaUnavailable, type StepStatus } from "./Saga.js"
@@ -46,6 +50,8 @@ export interface SagaStoreApi {
   readonly load: (id: string) => Effect.Effect<StoredSaga | undefined, SagaUnavailable>
   /** How many sagas are running: all of them, and those `caller` started. */
   readonly running: (caller: string) => Effect.Effect<{ readonly total: number; readonly caller: number }, SagaUnavailable>
+  /** The running sagas created before `createdBefore` (ms since the epoch). */
+  readonly runningSince: (createdBefore: number) => Effect.Effect<ReadonlyArray<string>, SagaUnavailable>
   /** The step's child mandate: the one stored, or `make`'s, stored first-writer-wins. */
   readonly childToken: <E>(id: string, idx: number, make: Effect.Effect<string, E>) => Effect.Effect<string, E | SagaUnavailable>
   readonly updateStep: (id: string, idx: number, update: StepUpdate) => Effect.Effect<void, SagaUnavailable>
@@ -54,7 +60,10 @@ export interface SagaStoreApi {
   readonly append: (id: string, type: SagaEventType, step: string | null, data: Readonly<Record<string, unknown>>) => Effect.Effect<void, SagaUnavailable>
   readonly eventsAfter: (id: string, seq: number) => Effect.Effect<ReadonlyArray<SagaEvent>, SagaUnavailable>
   readonly result: (id: string) => Effect.Effect<SagaResult | undefined, SagaUnavailable>
-  /** Each event appended (its saga and type), for readers waiting in this process. */
+  /**
+   * Each event appended (its saga and type), for readers waiting in this process. On Postgres it also carries the
+   * events other processes append (LISTEN/NOTIFY), so a reader on one hub hears of a saga running on another.
+   */
   readonly changes: PubSub.PubSub<SagaChange>
 }
 
@@ -99,10 +108,42 @@ interface EventRow {
   readonly at: number
 }
 
+/** The Postgres channel on which every append is announced to the other processes on the database. */
+export const CHANNEL = "mesh_saga_events"
+
+/**
+ * On Postgres, forwards the appends other processes announce into `changes` for as long as the scope lives; the
+ * listening connection is opened again when it drops.
+ */
+const forwardNotifications = (sql: SqlClient.SqlClient, changes: PubSub.PubSub<SagaChange>) =>
+  sql.onDialectOrElse({
+    orElse: () => Effect.void,
+    pg: () =>
+      Effect.gen(function* () {
+        const { PgClient } = yield* Effect.promise(() => import("@effect/sql-pg"))
+        const pg = yield* Effect.serviceOption(PgClient.PgClient)
+        if (Option.isNone(pg)) return
+        yield* pg.value.listen(CHANNEL).pipe(
+          Stream.runForEach((payload) => {
+            const space = payload.indexOf(" ")
+            return space < 0 ? Effect.void : PubSub.publish(changes, { sagaId: payload.slice(0, space), type: payload.slice(space + 1) as SagaEventType })
+          }),
+          Effect.catchAllCause((cause) => Effect.logWarning("saga notifications: listening connection lost; listening again", cause)),
+          Effect.repeat(Schedule.spaced("1 second")),
+          Effect.forkScoped
+        )
+      })
+  })
+
 /** The store on a migrated `SqlClient`. */
-export const make: Effect.Effect<SagaStoreApi, never, SqlClient.SqlClient> = Effect.gen(function* () {
+export const make: Effect.Effect<SagaStoreApi, never, SqlClient.SqlClient | Scope.Scope> = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const changes = yield* PubSub.unbounded<SagaChange>()
+  yield* forwardNotifications(sql, changes)
+  const announce = sql.onDialectOrElse({
+    orElse: () => () => Effect.void,
+    pg: () => (id: string, type: SagaEventType) => Effect.ignore(sql`SELECT pg_notify(${CHANNEL}, ${`${id} ${type}`})`)
+  })
   const q = <A>(e: Effect.Effect<A, unknown>): Effect.Effect<A, SagaUnavailable> =>
     Effect.mapError(e, (f) => new SagaUnavailable({ code: "STORE_UNAVAILABLE", message: summarize(classify(f)) }))
 
@@ -132,6 +173,8 @@ export const make: Effect.Effect<SagaStoreApi, never, SqlClient.SqlClient> = Eff
     running: (caller) =>
       q(sql<{ total: number | string; mine: number | string | null }>`SELECT COUNT(*) AS total, SUM(CASE WHEN caller = ${caller} THEN 1 ELSE 0 END) AS mine
         FROM mesh_sagas WHERE status = 'running'`).pipe(Effect.map((rows) => ({ total: Number(rows[0]?.total ?? 0), caller: Number(rows[0]?.mine ?? 0) }))),
+    runningSince: (createdBefore) =>
+      q(sql<{ id: string }>`SELECT id FROM mesh_sagas WHERE status = 'running' AND created_at < ${createdBefore}`).pipe(Effect.map((rows) => rows.map((r) => r.id))),
     childToken: (id, idx, mint) =>
       Effect.gen(function* () {
         const read = q(sql<{ child_token: string | null }>`SELECT child_token FROM mesh_saga_steps WHERE saga_id = ${id} AND idx = ${idx}`)
@@ -168,6 +211,7 @@ export const make: Effect.Effect<SagaStoreApi, never, SqlClient.SqlClient> = Eff
         yield* q(sql`INSERT INTO mesh_saga_events (saga_id, seq, type, step, data, at)
           SELECT ${id}, COALESCE(MAX(seq), 0) + 1, ${type}, ${step}, ${JSON.stringify(data)}, CAST(${now} AS BIGINT) FROM mesh_saga_events WHERE saga_id = ${id}`)
         yield* PubSub.publish(changes, { sagaId: id, type })
+        yield* announce(id, type)
       }),
     eventsAfter: (id, seq) =>
       q(sql<EventRow>`SELECT * FROM mesh_saga_events WHERE saga_id = ${id} AND seq > ${seq} ORDER BY seq`).pipe(
@@ -217,4 +261,4 @@ export const make: Effect.Effect<SagaStoreApi, never, SqlClient.SqlClient> = Eff
 })
 
 /** The store on SQL; needs a migrated `SqlClient`. */
-export const layer: Layer.Layer<SagaStore, never, SqlClient.SqlClient> = Layer.effect(SagaStore, make)
+export const layer: Layer.Layer<SagaStore, never, SqlClient.SqlClient> = Layer.scoped(SagaStore, make)

@@ -5,9 +5,13 @@
 import { assert, it } from "@effect/vitest"
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as PubSub from "effect/PubSub"
 import * as Stream from "effect/Stream"
 import * as CommitToken from "../../src/core/CommitToken.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
+import * as SagaStore from "../../src/saga/SagaStore.js"
+import * as Database from "../../src/sql/Database.js"
 import { describePostgres, probeNow, scopedDatabase } from "../support/postgres.js"
 import { step, world } from "./support.js"
 
@@ -56,6 +60,30 @@ describePostgres("sagas on Postgres (the durable engine)", () => {
         const events = Chunk.toReadonlyArray(yield* Stream.runCollect(w.hub.scheduler.events(result.sagaId)))
         assert.deepStrictEqual(events.filter((e) => e.type === "step_compensated").map((e) => e.step), ["s1", "s0"])
         assert.strictEqual([...w.effects.keys()].filter((k) => k.includes("|undo-")).length, 2)
+      })
+    ))
+
+  it.live("a saga's events appended by one process reach the readers of another (LISTEN/NOTIFY), not only its own", () =>
+    provide(
+      Effect.gen(function* () {
+        const db = yield* scopedDatabase
+        // Two stores on two connection pools: two hubs' worth, as a saga run by one hub and awaited on another.
+        const storeOn = Effect.map(Layer.build(SagaStore.layer.pipe(Layer.provide(Database.layer(db.url)))), (ctx) => ctx.unsafeMap.get(SagaStore.SagaStore.key) as SagaStore.SagaStoreApi)
+        const writer = yield* storeOn
+        const reader = yield* storeOn
+        const news = yield* PubSub.subscribe(reader.changes)
+        const plan = {
+          mandate: "m", grantor: "did:mesh:buyer",
+          steps: [{ name: "s0", agentDid: "did:mesh:a", didHash: "h", endpointUrl: "http://127.0.0.1:9", capability: "c", params: {}, budgetMicros: 1, compensation: undefined }]
+        }
+        yield* writer.create({ id: "saga_x", caller: "did:mesh:buyer", runner: "did:mesh:runner", poolId: "pool_x", plan })
+        // The listening connection is opened as the store starts; an append right after may precede it, so the
+        // writer appends until the reader hears (the reader's first news is what is asserted, whatever the count).
+        const heard = yield* news.take.pipe(
+          Effect.raceFirst(Effect.forever(Effect.zipRight(writer.append("saga_x", "saga_committed", null, {}), Effect.sleep("200 millis"))).pipe(Effect.as(undefined))),
+          Effect.timeout("20 seconds")
+        )
+        assert.deepStrictEqual(heard, { sagaId: "saga_x", type: "saga_committed" })
       })
     ))
 })

@@ -65,6 +65,7 @@ export const world = (options: {
   readonly outboundUrls?: "public" | "any"
   readonly maxRunningPerCaller?: number
   readonly maxRunning?: number
+  readonly notStartedAfterMs?: number
   /** The agents' handler, in place of the counting one. */
   readonly handler?: (effects: Effects, spec: AgentSpec) => (input: RunInput) => string | Promise<string>
 }) =>
@@ -78,6 +79,7 @@ export const world = (options: {
       outboundUrls: options.outboundUrls ?? "any",
       ...(options.maxRunningPerCaller === undefined ? {} : { maxRunningPerCaller: options.maxRunningPerCaller }),
       ...(options.maxRunning === undefined ? {} : { maxRunning: options.maxRunning }),
+      ...(options.notStartedAfterMs === undefined ? {} : { notStartedAfterMs: options.notStartedAfterMs }),
       ...(options.memoryEngine === true ? { memoryEngine: true } : {}),
       ...(options.compensationRetry === undefined ? {} : { compensationRetry: options.compensationRetry })
     })
