@@ -39,7 +39,7 @@ import { median, report, type Measurement } from "./harness.js"
 import { DEFAULT_ROUNDS, measureAll, reportLatency, serveChild, spawnServer, type BenchServer } from "./load.js"
 
 /** The slice of node-postgres this file uses (the package ships no types of its own here). */
-interface PgPool {
+export interface PgPool {
   query: <R>(text: string, values?: ReadonlyArray<unknown>) => Promise<{ rows: Array<R> }>
   end: () => Promise<void>
   on: (event: "error", listener: (e: unknown) => void) => unknown
@@ -55,14 +55,14 @@ const databaseUrl = (name: string) => {
 }
 
 /** A raw pool whose idle connections may be ended under it (a database dropped WITH (FORCE)) without crashing the run. */
-const quietPool = (config: { connectionString: string; max?: number }): PgPool => {
+export const quietPool = (config: { connectionString: string; max?: number }): PgPool => {
   const pool = new pg.Pool(config)
   pool.on("error", () => {})
   return pool
 }
 
 /** A fresh database for `f`, dropped afterwards. */
-const withDatabase = async <A>(f: (url: string) => Promise<A>): Promise<A> => {
+export const withDatabase = async <A>(f: (url: string) => Promise<A>): Promise<A> => {
   const name = `mesh_bench_${crypto.randomBytes(5).toString("hex")}`
   const admin = quietPool({ connectionString: ADMIN_URL, max: 1 })
   await admin.query(`CREATE DATABASE ${name}`)

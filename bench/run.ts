@@ -18,6 +18,7 @@ const suites: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
   ledger: () => import("./ledger.js"),
   start: () => import("./start.js"),
   saga: () => import("./saga.js"),
+  "saga-cluster": () => import("./sagaCluster.js"),
   router: () => import("./router.js"),
   a2a: () => import("./a2a.js"),
   postgres: () => import("./postgres.js"),
