@@ -2,17 +2,22 @@
 /**
  * A2A tasks live in the agent's database (docs/scaling.md): two replicas on one Postgres answer each other's tasks
  * (`GetTask`, `SubscribeToTask` streaming until the task ends on the other, the approval of a task waiting for input,
- * taken exactly once when both are asked), only to the caller that started them; and one agent on a SQLite file keeps
- * its tasks across a restart.
+ * taken exactly once when both are asked), only to the caller that started them, as two `mesh agent` processes and as
+ * two servers in one process; and one agent on a SQLite file keeps its tasks across a restart.
  */
 import { assert, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import { spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import { describe } from "vitest"
 import * as AgentServer from "../../src/agent/AgentServer.js"
 import { signApproval } from "../../src/core/Approval.js"
 import { generateDid } from "../../src/core/Did.js"
 import { issueTaskMandate } from "../../src/core/Mandate.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
+import { ensureBin } from "../support/bin.js"
 import { describePostgres, probeNow } from "../support/postgres.js"
 import { post, readSse, tempDatabase } from "./support.js"
 
@@ -73,7 +78,70 @@ const gated = (sent: Array<string>) =>
     return { options, mandate, approve }
   })
 
+/** A `mesh agent` process of `module` on the database at `db`; its URL once it listens. Killed when the scope closes. */
+const meshAgent = (module: string, db: string) =>
+  Effect.gen(function* () {
+    const proc = yield* Effect.acquireRelease(
+      Effect.sync(() => {
+        const env: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: "1" }
+        for (const k of Object.keys(env)) if (k.startsWith("MESH_")) delete env[k]
+        return spawn(process.execPath, [ensureBin(), "agent", module, "--port", "0", "--db", db, "--log-level", "warning"], { stdio: ["ignore", "pipe", "pipe"], env })
+      }),
+      (p) => Effect.sync(() => void p.kill("SIGKILL"))
+    )
+    return yield* Effect.async<string, Error>((resume) => {
+      let out = ""
+      const onData = (d: Buffer) => {
+        out += d.toString()
+        const m = /\n {2}discovery +(http:\/\/\S+)\/\.well-known/.exec(out)
+        if (m !== null) {
+          proc.stdout!.off("data", onData)
+          resume(Effect.succeed(m[1]!))
+        }
+      }
+      proc.stdout!.on("data", onData)
+      proc.stderr!.on("data", (d: Buffer) => void (out += d.toString()))
+      proc.on("exit", () => resume(Effect.fail(new Error(`mesh agent exited: ${out}`))))
+    })
+  })
+
 describePostgres("A2A tasks on agent replicas on one Postgres", (url) => {
+  it.live("two mesh agent processes: a task streamed on one is read, followed to its end and found finished on the other", () =>
+    provide(
+      Effect.gen(function* () {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "mesh-a2a-replicas-"))
+        const go = path.join(dir, "go")
+        // The handler waits for a file the test writes once the other replica follows the task.
+        const module = path.join(dir, "agent.mjs")
+        fs.writeFileSync(module, `import * as fs from "node:fs"
+export default {
+  name: "a2a-processes",
+  handler: async function* () {
+    yield "one "
+    while (!fs.existsSync(${JSON.stringify(go)})) await new Promise((r) => setTimeout(r, 20))
+    yield "two"
+  }
+}
+`)
+        const [a, b] = yield* Effect.all([meshAgent(module, url()), meshAgent(module, url())], { concurrency: "unbounded" })
+        const started = yield* readSse(`${a}/`, { jsonrpc: "2.0", id: 1, method: "SendStreamingMessage", params: { message: message([{ text: "go" }]) } }, V1, (e) => "artifactUpdate" in (e.data.result ?? {}))
+        const id: string = started.events[0]!.data.result.task.id
+        const got = yield* rpc(b, "GetTask", { id })
+        assert.strictEqual(got.body.result?.status.state, "TASK_STATE_WORKING", JSON.stringify(got.body))
+        const followed = yield* readSse(`${b}/`, { jsonrpc: "2.0", id: 1, method: "SubscribeToTask", params: { id } }, V1, (_e, all) => {
+          if (all.length === 1) fs.writeFileSync(go, "")
+          return false
+        })
+        const results = followed.events.map((e) => e.data.result)
+        const streamed = textOf(results[0].task) + results.flatMap((r) => (r.artifactUpdate === undefined ? [] : r.artifactUpdate.artifact.parts.map((p: any) => p.text))).join("")
+        assert.strictEqual(streamed, "one two")
+        assert.strictEqual(results.at(-1).statusUpdate?.status.state, "TASK_STATE_COMPLETED", JSON.stringify(results))
+        const done = yield* rpc(b, "GetTask", { id })
+        assert.strictEqual(done.body.result.status.state, "TASK_STATE_COMPLETED")
+        assert.strictEqual(textOf(done.body.result), "one two")
+      })
+    ))
+
   it.live("a task streamed on one replica is read and followed to its end on the other, only by its caller", () =>
     provide(
       Effect.gen(function* () {
