@@ -56,7 +56,10 @@ export interface A2aTaskBounds {
 export interface A2aTaskStoreApi {
   /** Keeps a new task at `now` if it fits once ended tasks are let go; whether it was kept. */
   readonly insert: (record: A2aTaskRecord, now: number) => Effect.Effect<boolean, A2aTaskStoreUnavailable>
-  /** Applies writes in order (one transaction where the store can); a task no longer kept is not brought back. */
+  /**
+   * Applies writes in order (one transaction where the store can); a task no longer kept is not brought back, and
+   * a canceled one stays canceled (its run may still be going on another replica).
+   */
   readonly write: (writes: ReadonlyArray<A2aTaskWrite>) => Effect.Effect<void, A2aTaskStoreUnavailable>
   /** The task `id` of `principal`, if kept. */
   readonly find: (id: string, principal: string) => Effect.Effect<A2aTaskRecord | undefined, A2aTaskStoreUnavailable>
@@ -117,6 +120,8 @@ export const toLetGo = (
   }
   return out
 }
+
+const CANCELED = "TASK_STATE_CANCELED"
 
 /** A store in this process's memory, with these bounds. */
 export const makeMemory = (bounds: A2aTaskBounds = DEFAULT_BOUNDS): A2aTaskStoreApi => {
@@ -185,7 +190,7 @@ export const makeMemory = (bounds: A2aTaskBounds = DEFAULT_BOUNDS): A2aTaskStore
 
   const save = (record: A2aTaskRecord, at: number) => {
     const t = tasks.get(record.id)
-    if (t === undefined) return
+    if (t === undefined || t.record.state === CANCELED) return
     count(record.holder, record.bytes - t.record.bytes)
     t.record = record
     // Kept by when it ended; a task that goes on again (an approval resumed it) is not let go while it runs.

@@ -44,6 +44,9 @@ interface Body {
 const bodyOf = (r: A2aTaskRecord): string =>
   JSON.stringify({ ...(r.statusMessage === undefined ? {} : { statusMessage: r.statusMessage }), timestamp: r.timestamp, history: r.history, text: r.text } satisfies Body)
 
+/** A task canceled (here or on another replica) stays canceled: the run still going elsewhere does not overwrite it. */
+const CANCELED = "TASK_STATE_CANCELED"
+
 /** An arbitrary constant naming the lock replicas take while they make room. */
 const LOCK_KEY = 7_402_023
 
@@ -132,15 +135,20 @@ export const make = (bounds: A2aTaskBounds = DEFAULT_BOUNDS): Effect.Effect<A2aT
       const r = w.record
       return Effect.zipRight(
         sql`UPDATE mesh_a2a_tasks SET state = ${r.state}, gate_task_id = ${r.gateTaskId ?? null}, body = ${bodyOf(r)}, bytes = ${r.bytes}, seq = ${r.seq},
-          ended = ${r.ended ? 1 : 0}, ended_at = ${r.ended ? w.at : null}, updated_at = ${w.at} WHERE task_id = ${r.id}`,
+          ended = ${r.ended ? 1 : 0}, ended_at = ${r.ended ? w.at : null}, updated_at = ${w.at} WHERE task_id = ${r.id} AND state <> ${CANCELED}`,
         // Its reply grew while it ran: room is made for it among the ended tasks (it may be the one let go).
-        r.ended ? Effect.asVoid(Effect.zipRight(lock, makeRoom(w.at, r.holder, 0, 0))) : Effect.void
+        r.ended ? Effect.asVoid(makeRoom(w.at, r.holder, 0, 0)) : Effect.void
       )
     }
 
     return {
       insert,
-      write: (writes) => (writes.length === 0 ? Effect.void : Effect.forEach(writes, one, { discard: true }).pipe(sql.withTransaction, Effect.mapError(unavailable))),
+      write: (writes) => {
+        if (writes.length === 0) return Effect.void
+        // A batch that makes room takes the lock first, before any row lock of its own: the order `insert` takes them in.
+        const locks = writes.some((w) => w._tag === "Save" && w.record.ended)
+        return Effect.zipRight(locks ? lock : Effect.void, Effect.forEach(writes, one, { discard: true })).pipe(sql.withTransaction, Effect.mapError(unavailable))
+      },
       find: (id, principal) =>
         sql<Row>`SELECT * FROM mesh_a2a_tasks WHERE task_id = ${id} AND principal = ${principal}`.pipe(
           Effect.mapError(unavailable),

@@ -110,6 +110,11 @@ const a2aTaskContract = (a: A2aTaskStoreApi, b: A2aTaskStoreApi) =>
     assert.isTrue(yield* a.insert(rec(id(), "erin", 10, false), 50 + 1001))
     assert.isUndefined(yield* a.find(t5, "p-carl"))
     assert.isDefined(yield* a.find(t2, "p-alice"))
+    // Canceled by one process, a task stays canceled when the run on the other ends.
+    const canceled = { ...rec(t2, "alice", 100, true, 1), state: "TASK_STATE_CANCELED" }
+    yield* b.write([{ _tag: "Save", record: canceled, at: 1100 }])
+    yield* a.write([{ _tag: "Event", id: t2, seq: 1, event: "late" }, { _tag: "Save", record: rec(t2, "alice", 100, true, 2), at: 1101 }])
+    assert.deepStrictEqual(yield* b.find(t2, "p-alice"), canceled)
   })
 
 it.effect("A2A tasks in memory: bounds per holder and in all, ended tasks let go first and after their retention", () =>
