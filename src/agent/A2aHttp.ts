@@ -16,7 +16,6 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
@@ -140,7 +139,7 @@ const handlers = Effect.gen(function* () {
   const entropy = yield* Entropy
 
   /** Applies how a run ended (at `now`) to its task. */
-  const conclude = (task: A2aTask, result: Either.Either<Outcome, RunError>, now: number): void => {
+  const conclude = (task: A2aTask, result: Either.Either<Outcome, RunError>, now: number): Effect.Effect<void> => {
     if (Either.isLeft(result)) {
       const e = result.left
       return tasks.settle(task, now, e instanceof AgentForbidden ? "TASK_STATE_REJECTED" : "TASK_STATE_FAILED", failureMessage(task, e, entropy.uuid()))
@@ -157,10 +156,7 @@ const handlers = Effect.gen(function* () {
 
   /** How a run ended, applied to its task at the clock's time. */
   const concludeNow = (task: A2aTask, result: Either.Either<Outcome, RunError>) =>
-    Effect.map(Clock.currentTimeMillis, (now) => {
-      conclude(task, result, now)
-      return now
-    })
+    Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.as(conclude(task, result, now), now))
 
   /** The run of a task in the background: chunks go to its followers as the reply artifact grows. */
   const background = (task: A2aTask, state: TaskState, approval: Approval | undefined, streaming: boolean) =>
@@ -227,7 +223,7 @@ const handlers = Effect.gen(function* () {
       let approval: Approval | undefined
       let kept = false
       if (message.taskId !== undefined) {
-        const found = tasks.find(message.taskId, caller.principal)
+        const found = yield* Effect.mapError(tasks.find(message.taskId, caller.principal), asRpc)
         if (found === undefined) return yield* fail(Codes.TASK_NOT_FOUND, `no task ${message.taskId}`, "TASK_NOT_FOUND")
         if (found.state !== "TASK_STATE_INPUT_REQUIRED" || found.gateTaskId === undefined) {
           return yield* fail(Codes.UNSUPPORTED_OPERATION, `task ${found.id} is ${found.state}: only a task waiting for input takes another message`, "TASK_NOT_PAUSED")
@@ -238,7 +234,7 @@ const handlers = Effect.gen(function* () {
         task = found
         task.gateTaskId = undefined
         task.history.push({ ...message, contextId: task.contextId })
-        tasks.settle(task, yield* Clock.currentTimeMillis, "TASK_STATE_WORKING")
+        yield* tasks.settle(task, yield* Clock.currentTimeMillis, "TASK_STATE_WORKING")
         state = claimed.state
         approval = claimed.approval
         kept = true
@@ -251,7 +247,7 @@ const handlers = Effect.gen(function* () {
 
       if (!background_) {
         const now = yield* concludeNow(task, yield* Effect.either(execution.execute(state, approval, false, () => undefined)))
-        if (!kept) tasks.keepEnded(task, now)
+        if (!kept) yield* tasks.keepEnded(task, now)
         return rpcResponse(resultText(id, sendResult(dialect, snapshot(task, historyLength))), versionOf(dialect))
       }
       if (!kept) yield* Effect.mapError(tasks.keep(task), asRpc)
@@ -267,8 +263,8 @@ const handlers = Effect.gen(function* () {
 
   const taskParam = (params: Readonly<Record<string, unknown>>, caller: Caller) => {
     if (typeof params.id !== "string" || params.id.length === 0) return fail(Codes.INVALID_PARAMS, "params.id must be a task id")
-    const task = tasks.find(params.id, caller.principal)
-    return task === undefined ? fail(Codes.TASK_NOT_FOUND, `no task ${params.id}`, "TASK_NOT_FOUND") : Effect.succeed(task)
+    return Effect.flatMap(Effect.mapError(tasks.find(params.id, caller.principal), asRpc), (task) =>
+      task === undefined ? fail(Codes.TASK_NOT_FOUND, `no task ${params.id}`, "TASK_NOT_FOUND") : Effect.succeed(task))
   }
 
   const get = (id: RpcId, dialect: Dialect, params: Readonly<Record<string, unknown>>, caller: Caller) =>
@@ -280,10 +276,9 @@ const handlers = Effect.gen(function* () {
     Effect.gen(function* () {
       const task = yield* taskParam(params, caller)
       if (isTerminal(task.state)) return yield* fail(Codes.TASK_NOT_CANCELABLE, `task ${task.id} is ${task.state}`, "TASK_NOT_CANCELABLE")
-      const running = task.fiber
-      if (running !== undefined) yield* Fiber.interrupt(running)
+      yield* tasks.interrupt(task)
       task.gateTaskId = undefined
-      tasks.settle(task, yield* Clock.currentTimeMillis, "TASK_STATE_CANCELED")
+      yield* tasks.settle(task, yield* Clock.currentTimeMillis, "TASK_STATE_CANCELED")
       return rpcResponse(resultText(id, taskResult(dialect, snapshot(task))), versionOf(dialect))
     })
 

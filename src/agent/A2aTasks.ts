@@ -1,24 +1,35 @@
 /**
  * The A2A tasks of one agent server: each task's state, history and reply so far, the fiber running it and whoever
- * follows its stream. A task outlives the request that started it (a client that drops its stream subscribes again),
- * and memory stays bounded: at most `maxTasks` are kept, and at most `maxA2aTaskBytes` of their messages and replies
- * (`maxA2aTaskBytesPerCaller` per caller: its principal, or an anonymous caller's address), finished ones let go first (oldest first) and after `runRetentionMs`;
- * while running tasks alone fill a bound, a new background task is refused as busy (503 `AGENT_BUSY`), and an ended
- * one that does not fit is not kept. A task's bytes are counted when it is kept and again when it ends. A task is found only by
- * the principal that started it, so nobody learns another caller's task ids.
+ * follows its stream. A task outlives the request that started it (a client that drops its stream subscribes again)
+ * and lives in the agent's `A2aTaskStore` (its database: SQLite or Postgres; in memory for a `:memory:` agent), so a
+ * restart or another replica on the same database answers `GetTask`, follows it with `SubscribeToTask` (from the
+ * store's events, until it ends there) and takes the approval of a task waiting for input (the gate's claim picks
+ * the one resume that wins). The store holds the bounds: at most `maxTasks` tasks and `maxA2aTaskBytes` of their
+ * messages and replies (`maxA2aTaskBytesPerCaller` per caller: its principal, or an anonymous caller's address),
+ * finished ones let go first (oldest first) and after `runRetentionMs`; while running tasks alone fill a bound, a new
+ * background task is refused as busy (503 `AGENT_BUSY`), and an ended one that does not fit is not kept. A task's
+ * bytes are counted when it is kept and again when it ends. A task is found only by the principal that started it,
+ * so nobody learns another caller's task ids.
  *
  * Floor: agent (docs/architecture.md §3).
  */
+import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import type * as Fiber from "effect/Fiber"
+import * as Fiber from "effect/Fiber"
 import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
+import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { AgentUnavailable } from "./AgentError.js"
 import { isInterrupted, isTerminal, type Message, type StreamResult, type Task, type TaskState } from "./A2aProtocol.js"
+import { type A2aTaskRecord, A2aTaskStore, type A2aTaskStoreUnavailable, type A2aTaskWrite, boundsOf, makeMemory } from "../core/A2aTaskStore.js"
 import { Entropy } from "../core/Entropy.js"
 import { clientKey } from "../core/internal/clientKey.js"
 
@@ -37,6 +48,12 @@ export interface A2aTask {
   text: string
   /** The human gate's task id while the task waits for an approval. */
   gateTaskId: string | undefined
+  /** Events written to the store for it so far. */
+  seq: number
+  /** Whether the store keeps it (a task answered in its own request is kept once it ended). */
+  stored: boolean
+  /** Set when it is canceled, so the interruption that follows is not taken for the server stopping. */
+  canceling: boolean
   fiber: Fiber.RuntimeFiber<void> | undefined
   /** Whoever follows its stream; made on first follow (most tasks are never followed, and many are kept). */
   listeners: Set<(r: StreamResult) => void> | undefined
@@ -79,15 +96,17 @@ export interface A2aTasksApi {
   /** Keeps a task that will run in the background; busy when running tasks alone fill the store. */
   readonly keep: (task: A2aTask) => Effect.Effect<void, AgentUnavailable>
   /** Keeps a task that finished (or paused) in its request at `now`, for `GetTask`. */
-  readonly keepEnded: (task: A2aTask, now: number) => void
-  /** The task `id` of `principal`, if it is kept. */
-  readonly find: (id: string, principal: string) => A2aTask | undefined
-  /** Sets the task's state (and status message) at `now`, tells its followers, and records when it ended. */
-  readonly settle: (task: A2aTask, now: number, state: TaskState, message?: Message) => void
+  readonly keepEnded: (task: A2aTask, now: number) => Effect.Effect<void>
+  /** The task `id` of `principal`, if it is kept (here or in the store). */
+  readonly find: (id: string, principal: string) => Effect.Effect<A2aTask | undefined, AgentUnavailable>
+  /** Sets the task's state (and status message) at `now`, stores it, then tells its followers. */
+  readonly settle: (task: A2aTask, now: number, state: TaskState, message?: Message) => Effect.Effect<void>
   /** Tells the task's followers of an event that is not a state change (a chunk of the reply). */
   readonly publish: (task: A2aTask, r: StreamResult) => void
   /** Runs `work` for the task in the background; interrupting it (cancel, server stop) ends it. */
   readonly run: (task: A2aTask, work: Effect.Effect<void>) => Effect.Effect<void>
+  /** Interrupts the task's run, if it runs here, as a cancel (it is then settled canceled by the caller). */
+  readonly interrupt: (task: A2aTask) => Effect.Effect<void>
   /** The task's events from when the stream is read on, until it ends or waits for input; `first()`, taken then, comes before them. */
   readonly follow: (task: A2aTask, first: () => ReadonlyArray<StreamResult>) => Stream.Stream<StreamResult>
   /** Interrupts every running task. */
@@ -99,11 +118,6 @@ export interface A2aTasksApi {
 /** The A2A tasks of one agent server. */
 export class A2aTasks extends Context.Tag("agent-mesh/agent/A2aTasks")<A2aTasks, A2aTasksApi>() {}
 
-const DEFAULT_RETENTION_MS = 5 * 60_000
-const DEFAULT_MAX_TASKS = 10_000
-const DEFAULT_MAX_BYTES = 64 * 1024 * 1024
-const DEFAULT_MAX_BYTES_PER_CALLER = 8 * 1024 * 1024
-
 const encoder = new TextEncoder()
 /** What a kept task holds: its messages, status message and reply, as UTF-8 JSON. */
 const sizeOf = (t: A2aTask): number =>
@@ -111,157 +125,212 @@ const sizeOf = (t: A2aTask): number =>
 
 const ended = (s: TaskState) => isTerminal(s) || isInterrupted(s)
 
-/** The tasks with these settings; running tasks are interrupted when the scope closes. */
+/** Events read from the store per query while following it. */
+const EVENT_PAGE = 256
+/** How often a follower of the store looks for new events. */
+const POLL_MS = 200
+
+const recordOf = (t: A2aTask): A2aTaskRecord => ({
+  id: t.id,
+  contextId: t.contextId,
+  principal: t.principal,
+  holder: t.holder,
+  state: t.state,
+  statusMessage: t.statusMessage,
+  timestamp: t.timestamp,
+  history: t.history.slice(),
+  text: t.text,
+  gateTaskId: t.gateTaskId,
+  ended: ended(t.state),
+  bytes: sizeOf(t),
+  seq: t.seq
+})
+
+// The store keeps what this module wrote: a record's state and messages are the wire's.
+const fromRecord = (r: A2aTaskRecord): A2aTask => ({
+  id: r.id,
+  contextId: r.contextId,
+  principal: r.principal,
+  holder: r.holder,
+  state: r.state as TaskState,
+  statusMessage: r.statusMessage as Message | undefined,
+  timestamp: r.timestamp,
+  history: r.history.slice() as Array<Message>,
+  text: r.text,
+  gateTaskId: r.gateTaskId,
+  seq: r.seq,
+  stored: true,
+  canceling: false,
+  fiber: undefined,
+  listeners: undefined
+})
+
+const unavailable = (e: A2aTaskStoreUnavailable) => new AgentUnavailable({ code: "STORE_UNAVAILABLE", message: e.message, retryAfterSeconds: 1 })
+
+/** The status message of a task whose run stopped with the server. */
+const stoppedMessage = (task: A2aTask, messageId: string): Message => ({
+  messageId,
+  role: "ROLE_AGENT",
+  contextId: task.contextId,
+  taskId: task.id,
+  parts: [{ text: "the agent stopped before the task ended" }],
+  metadata: { code: "AGENT_STOPPED" }
+})
+
+/** The events of a task in the store from event `from` on, polling until it ends there (or goes quiet for `quietMs`). */
+const followStore = (read: (from: number) => Effect.Effect<ReadonlyArray<string> | undefined, A2aTaskStoreUnavailable>, from: number, quietMs: number) =>
+  Stream.unfoldChunkEffect({ next: from, quiet: 0, end: false }, (s) =>
+    s.end
+      ? Effect.succeed(Option.none())
+      : read(s.next).pipe(
+        Effect.flatMap((events) => {
+          if (events === undefined) return Effect.succeed(Option.none())
+          const out: Array<StreamResult> = []
+          let end = false
+          for (const e of events) {
+            const r = JSON.parse(e) as StreamResult
+            out.push(r)
+            if ("statusUpdate" in r && ended(r.statusUpdate.status.state)) {
+              end = true
+              break
+            }
+          }
+          if (out.length > 0) return Effect.succeed(Option.some([Chunk.fromIterable(out), { next: s.next + out.length, quiet: 0, end }] as const))
+          if (s.quiet >= quietMs) return Effect.succeed(Option.none())
+          return Effect.as(Effect.sleep(Duration.millis(POLL_MS)), Option.some([Chunk.empty<StreamResult>(), { ...s, quiet: s.quiet + POLL_MS }] as const))
+        }),
+        // A store that stops answering ends the stream; the client subscribes again and is told then.
+        Effect.catchAll(() => Effect.succeed(Option.none()))
+      ))
+
+/** The tasks with these settings, over the `A2aTaskStore` in context (else one in memory); running tasks are interrupted when the scope closes. */
 export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.Scope> =>
   Effect.gen(function* () {
-    const retention = options.runRetentionMs ?? DEFAULT_RETENTION_MS
+    const bounds = boundsOf(options)
     const entropy = yield* Entropy
-    const max = Math.max(1, options.maxA2aTasks ?? DEFAULT_MAX_TASKS)
-    const maxBytes = options.maxA2aTaskBytes ?? DEFAULT_MAX_BYTES
-    const maxBytesPerCaller = options.maxA2aTaskBytesPerCaller ?? DEFAULT_MAX_BYTES_PER_CALLER
-    const tasks = new Map<string, A2aTask>()
-    // Bytes each kept task was counted for, in all and per holder.
-    const sizes = new Map<string, number>()
-    const byHolder = new Map<string, number>()
-    let bytes = 0
-    const held = (holder: string) => byHolder.get(holder) ?? 0
-    const count = (task: A2aTask, size: number) => {
-      const before = sizes.get(task.id) ?? 0
-      sizes.set(task.id, size)
-      bytes += size - before
-      byHolder.set(task.holder, held(task.holder) + size - before)
-    }
-    const forget = (id: string) => {
-      const t = tasks.get(id)
-      tasks.delete(id)
-      const size = sizes.get(id)
-      if (t === undefined || size === undefined) return
-      sizes.delete(id)
-      bytes -= size
-      const left = held(t.holder) - size
-      if (left <= 0) byHolder.delete(t.holder)
-      else byHolder.set(t.holder, left)
-    }
-    // When each ended task ended, and the order they ended in (oldest first). A queue of its own, not the Map's
-    // insertion order: V8 skips a Map's deleted entries one by one when iterating from its start, so a Map used as a
-    // queue costs more per request the more it holds. An entry whose task ended again later is stale and skipped.
-    const endedAt = new Map<string, number>()
-    const order: Array<{ readonly id: string; readonly at: number }> = []
-    let head = 0
-    const markEnded = (id: string, at: number) => {
-      endedAt.set(id, at)
-      order.push({ id, at })
-    }
+    const store = Option.getOrElse(yield* Effect.serviceOption(A2aTaskStore), () => makeMemory(bounds))
+    // Writes reach the store in the order they were made, in batches, from one fiber; a state change waits for its own.
+    const writes = yield* Queue.unbounded<{ readonly write: A2aTaskWrite; readonly done?: Deferred.Deferred<void> }>()
+    yield* Queue.takeBetween(writes, 1, 512).pipe(
+      Effect.flatMap((batch) => {
+        const items = Chunk.toReadonlyArray(batch)
+        return store.write(items.map((i) => i.write)).pipe(
+          Effect.retry(Schedule.exponential(Duration.millis(50)).pipe(Schedule.intersect(Schedule.recurs(5)))),
+          Effect.catchAll((e) => Effect.logWarning(`A2A task store write failed: ${e.message}`)),
+          Effect.ensuring(Effect.forEach(items, (i) => (i.done === undefined ? Effect.void : Deferred.succeed(i.done, undefined)), { discard: true }))
+        )
+      }),
+      Effect.forever,
+      Effect.forkScoped
+    )
+    // Made after the writer, so its tasks stop (and store how they ended) before the writer does.
     const live = yield* FiberSet.make<void>()
-
-    const prune = (now: number, room: number, roomBytes = 0) => {
-      while (head < order.length) {
-        const { at, id } = order[head]!
-        if (endedAt.get(id) === at) {
-          if (now - at <= retention && tasks.size + room <= max && bytes + roomBytes <= maxBytes) break
-          endedAt.delete(id)
-          forget(id)
-        }
-        head++
-      }
-      if (head > 1024 && head * 2 > order.length) {
-        order.splice(0, head)
-        head = 0
-      }
-    }
+    // The tasks running (or resumed) in this process, until they end or wait for input: their followers here are
+    // told at once, and a cancel here reaches their fiber.
+    const local = new Map<string, A2aTask>()
 
     const iso = (ms: number) => new Date(ms).toISOString()
 
     const make: A2aTasksApi["make"] = (contextId, principal, message, now, holder = principal) => ({
-        id: entropy.uuid(),
-        contextId,
-        principal,
-        holder,
-        state: "TASK_STATE_WORKING",
-        statusMessage: undefined,
-        timestamp: iso(now),
-        history: [message.contextId === contextId ? message : { ...message, contextId }],
-        text: "",
-        gateTaskId: undefined,
-        fiber: undefined,
-        listeners: undefined
-      })
-
-    /** Lets `holder`'s ended tasks go, oldest first, until `need` more bytes fit its share. */
-    const pruneOwn = (holder: string, need: number) => {
-      for (let i = head; i < order.length && held(holder) + need > maxBytesPerCaller; i++) {
-        const { at, id } = order[i]!
-        if (endedAt.get(id) === at && tasks.get(id)?.holder === holder) {
-          endedAt.delete(id)
-          forget(id)
-        }
-      }
-    }
-
-    /** Makes room for `task` (ended tasks let go); whether it fits every bound. */
-    const room = (task: A2aTask, size: number, now: number) => {
-      prune(now, 1, size)
-      pruneOwn(task.holder, size)
-      return tasks.size < max && bytes + size <= maxBytes && held(task.holder) + size <= maxBytesPerCaller
-    }
+      id: entropy.uuid(),
+      contextId,
+      principal,
+      holder,
+      state: "TASK_STATE_WORKING",
+      statusMessage: undefined,
+      timestamp: iso(now),
+      history: [message.contextId === contextId ? message : { ...message, contextId }],
+      text: "",
+      gateTaskId: undefined,
+      seq: 0,
+      stored: false,
+      canceling: false,
+      fiber: undefined,
+      listeners: undefined
+    })
 
     const keep: A2aTasksApi["keep"] = (task) =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) => {
-        const size = sizeOf(task)
-        if (!room(task, size, now)) {
-          return Effect.fail(
+      Effect.gen(function* () {
+        const fits = yield* Effect.mapError(store.insert(recordOf(task), yield* Clock.currentTimeMillis), unavailable)
+        if (!fits) {
+          return yield* Effect.fail(
             new AgentUnavailable({ code: "AGENT_BUSY", message: "the A2A tasks in progress hold this agent's bound of tasks or bytes; retry shortly", retryAfterSeconds: 1 })
           )
         }
-        tasks.set(task.id, task)
-        count(task, size)
-        return Effect.void
+        task.stored = true
+        local.set(task.id, task)
       })
 
-    const keepEnded: A2aTasksApi["keepEnded"] = (task, now) => {
-      const size = sizeOf(task)
-      // Its answer was given in its own request; one that does not fit is not kept for GetTask.
-      if (!room(task, size, now)) return
-      tasks.set(task.id, task)
-      count(task, size)
-      markEnded(task.id, now)
-      prune(now, 0)
-    }
+    // Its answer was given in its own request; one that does not fit (or a store that fails) leaves it unkept for GetTask.
+    const keepEnded: A2aTasksApi["keepEnded"] = (task, now) =>
+      store.insert(recordOf(task), now).pipe(
+        Effect.map((fits) => void (task.stored = fits)),
+        Effect.catchAll((e) => Effect.logWarning(`A2A task ${task.id} not kept: ${e.message}`))
+      )
 
     const find: A2aTasksApi["find"] = (id, principal) => {
-      const t = tasks.get(id)
-      return t !== undefined && t.principal === principal ? t : undefined
+      const here = local.get(id)
+      if (here !== undefined) return Effect.succeed(here.principal === principal ? here : undefined)
+      return store.find(id, principal).pipe(
+        Effect.map((r) => (r === undefined ? undefined : fromRecord(r))),
+        Effect.mapError(unavailable)
+      )
     }
 
-    const publish: A2aTasksApi["publish"] = (task, r) => {
+    const tell = (task: A2aTask, r: StreamResult) => {
       if (task.listeners !== undefined) for (const l of task.listeners) l(r)
     }
 
-    const settle: A2aTasksApi["settle"] = (task, now, state, message) => {
+    const publish: A2aTasksApi["publish"] = (task, r) => {
+      if (task.stored) Queue.unsafeOffer(writes, { write: { _tag: "Event", id: task.id, seq: task.seq++, event: JSON.stringify(r) } })
+      tell(task, r)
+    }
+
+    const settle: A2aTasksApi["settle"] = (task, now, state, message) =>
+      Effect.suspend(() => {
         task.state = state
         task.statusMessage = message
         task.timestamp = iso(now)
         if (message !== undefined) task.history.push(message)
-        // Kept by when it ended; a task that goes on again (an approval resumed it) is not let go while it runs.
-        endedAt.delete(task.id)
-        if (ended(state) && tasks.get(task.id) === task) {
-          // Its reply grew while it ran: counted again, and room made for it.
-          count(task, sizeOf(task))
-          markEnded(task.id, now)
-          prune(now, 0)
-          pruneOwn(task.holder, 0)
+        const update: StreamResult = {
+          statusUpdate: { taskId: task.id, contextId: task.contextId, status: { state, timestamp: task.timestamp, ...(message === undefined ? {} : { message }) } }
         }
-        if (task.listeners !== undefined && task.listeners.size > 0) {
-          publish(task, { statusUpdate: { taskId: task.id, contextId: task.contextId, status: { state, timestamp: task.timestamp, ...(message === undefined ? {} : { message }) } } })
-        }
-    }
-
-    const run: A2aTasksApi["run"] = (task, work) =>
-      Effect.map(FiberSet.run(live, Effect.ensuring(work, Effect.sync(() => void (task.fiber = undefined)))), (fiber) => {
-        if (task.fiber === undefined && fiber.unsafePoll() === null) task.fiber = fiber
+        if (ended(state)) local.delete(task.id)
+        else if (task.stored) local.set(task.id, task)
+        if (!task.stored) return Effect.sync(() => tell(task, update))
+        const event: A2aTaskWrite = { _tag: "Event", id: task.id, seq: task.seq++, event: JSON.stringify(update) }
+        const save: A2aTaskWrite = { _tag: "Save", record: recordOf(task), at: now }
+        return Effect.flatMap(Deferred.make<void>(), (done) => {
+          Queue.unsafeOffer(writes, { write: event })
+          Queue.unsafeOffer(writes, { write: save, done })
+          return Effect.zipRight(Deferred.await(done), Effect.sync(() => tell(task, update)))
+        })
       })
 
-    const follow: A2aTasksApi["follow"] = (task, first) =>
+    const run: A2aTasksApi["run"] = (task, work) =>
+      Effect.map(
+        FiberSet.run(
+          live,
+          work.pipe(
+            // A run stopped with the server ends its task failed, so followers elsewhere are not left waiting.
+            Effect.onInterrupt(() =>
+              task.canceling || ended(task.state) ? Effect.void : Effect.flatMap(Clock.currentTimeMillis, (now) => settle(task, now, "TASK_STATE_FAILED", stoppedMessage(task, entropy.uuid())))
+            ),
+            Effect.ensuring(Effect.sync(() => void (task.fiber = undefined)))
+          )
+        ),
+        (fiber) => {
+          if (task.fiber === undefined && fiber.unsafePoll() === null) task.fiber = fiber
+        }
+      )
+
+    const interrupt: A2aTasksApi["interrupt"] = (task) =>
+      Effect.suspend(() => {
+        task.canceling = true
+        return task.fiber === undefined ? Effect.void : Fiber.interrupt(task.fiber)
+      })
+
+    const followHere = (task: A2aTask, first: () => ReadonlyArray<StreamResult>) =>
       Stream.async<StreamResult>((emit) => {
         for (const r of first()) void emit.single(r)
         if (ended(task.state)) {
@@ -280,9 +349,21 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
         return Effect.sync(() => void listeners.delete(listener))
       })
 
-    const stats = () => ({ a2aTasks: tasks.size, a2aTaskBytes: bytes })
-    return { make, keep, keepEnded, find, settle, publish, run, follow, stopAll: FiberSet.clear(live), stats }
+    const follow: A2aTasksApi["follow"] = (task, first) => {
+      if (!task.stored || local.get(task.id) === task) return followHere(task, first)
+      // Running elsewhere (another replica, or before a restart): the store's events from the ones this copy holds on.
+      return Stream.suspend(() => {
+        const head = Stream.fromIterable(first())
+        return ended(task.state) ? head : Stream.concat(head, followStore((from) => store.events(task.id, from, EVENT_PAGE), task.seq, bounds.retentionMs))
+      })
+    }
+
+    const stats = () => {
+      const s = store.stats()
+      return { a2aTasks: s.tasks, a2aTaskBytes: s.bytes }
+    }
+    return { make, keep, keepEnded, find, settle, publish, run, interrupt, follow, stopAll: FiberSet.clear(live), stats }
   })
 
-/** `A2aTasks` with these settings. */
+/** `A2aTasks` with these settings, over the `A2aTaskStore` in context (else one in memory). */
 export const layer = (options: Options): Layer.Layer<A2aTasks> => Layer.scoped(A2aTasks, make(options))

@@ -36,6 +36,8 @@ import * as NonceStore from "../core/NonceStore.js"
 import * as NonceStoreSql from "../sql/NonceStoreSql.js"
 import type { TaskStore } from "../core/TaskStore.js"
 import * as RunLogSql from "../sql/RunLogSql.js"
+import * as A2aTaskStoreSql from "../sql/A2aTaskStoreSql.js"
+import { boundsOf } from "../core/A2aTaskStore.js"
 import * as TaskStoreSql from "../sql/TaskStoreSql.js"
 import * as Serve from "../http/Serve.js"
 
@@ -78,7 +80,7 @@ export interface RunningAgent {
 /** Where `mesh agent` and `serve` keep an agent's database unless told otherwise. */
 export const defaultDatabase = (name: string): string => `.mesh/agents/${name.replace(/[^A-Za-z0-9._-]/g, "_")}.db`
 
-/** The agent's stores: paused tasks, nonces and persistent memory share one SQLite file; and the key resolver. */
+/** The agent's stores: paused tasks, nonces, persistent memory and A2A tasks share one SQLite file; and the key resolver. */
 export const layerStores = (
   options: AgentServerOptions
 ): Layer.Layer<
@@ -125,7 +127,10 @@ const storesOn = <E>(
   // Replicas on one Postgres database share their streamed runs, so a reconnect may reach any of them. `RunLog` is
   // an optional service of `RunStreams` (found with serviceOption), hence typed away here.
   const runLog = (database !== undefined && Database.isPostgresUrl(database) ? RunLogSql.layer.pipe(Layer.provide(db)) : Layer.empty) as Layer.Layer<never>
-  return Layer.mergeAll(tasks, nonces, memory, replies, runLog, layerResolver(options))
+  // A2A tasks live in the agent's database, so a restart or another replica answers them; a `:memory:` agent keeps
+  // them in (bounded) memory. Optional for `A2aTasks` (found with serviceOption), hence typed away here too.
+  const a2aTasks = (memoryNonces ? Layer.empty : A2aTaskStoreSql.layer(boundsOf(options)).pipe(Layer.provide(db))) as Layer.Layer<never>
+  return Layer.mergeAll(tasks, nonces, memory, replies, runLog, a2aTasks, layerResolver(options))
 }
 
 /** Every service the handlers of an agent server need, composed from its options (the identity is made first). */

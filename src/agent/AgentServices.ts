@@ -319,7 +319,7 @@ export const layerParts = <E>(
     Discovery.layer(options),
     RunStreams.layer(options).pipe(Layer.provide(stores)),
     Idempotency.layer(options).pipe(Layer.provide(stores)),
-    A2aTasks.layer(options),
+    A2aTasks.layer(options).pipe(Layer.provide(stores)),
     A2aCard.layer(options)
   )
   return parts.pipe(Layer.provideMerge(Identity.layer(options)))

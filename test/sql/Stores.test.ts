@@ -26,6 +26,8 @@ import * as IdempotencyStoreSql from "../../src/sql/IdempotencyStoreSql.js"
 import * as NonceStoreSql from "../../src/sql/NonceStoreSql.js"
 import * as RegistryStore from "../../src/sql/RegistryStore.js"
 import * as RunLogSql from "../../src/sql/RunLogSql.js"
+import * as A2aTaskStoreSql from "../../src/sql/A2aTaskStoreSql.js"
+import { type A2aTaskRecord, type A2aTaskStoreApi, makeMemory } from "../../src/core/A2aTaskStore.js"
 import * as RateLimiter from "../../src/hub/RateLimiter.js"
 import * as TaskStoreSql from "../../src/sql/TaskStoreSql.js"
 import { describePostgres, probeNow } from "../support/postgres.js"
@@ -54,7 +56,84 @@ const twoProcesses = (url: string) =>
 let n = 0
 const unique = (prefix: string) => `${prefix}-${process.pid}-${++n}-${Math.floor(performance.now() * 1000)}`
 
+/** Bounds small enough to reach: 3 tasks, 300 bytes, 150 per holder, ended tasks kept 1 s. */
+const A2A_BOUNDS = { maxTasks: 3, maxBytes: 300, maxBytesPerCaller: 150, retentionMs: 1000 }
+
+/** What every `A2aTaskStore` does, seen from two processes `a` and `b` on one store. */
+const a2aTaskContract = (a: A2aTaskStoreApi, b: A2aTaskStoreApi) =>
+  Effect.gen(function* () {
+    const id = () => unique("a2a")
+    const rec = (taskId: string, holder: string, bytes: number, ended: boolean, seq = 0): A2aTaskRecord => ({
+      id: taskId,
+      contextId: "ctx",
+      principal: `p-${holder}`,
+      holder,
+      state: ended ? "TASK_STATE_COMPLETED" : "TASK_STATE_WORKING",
+      statusMessage: undefined,
+      timestamp: "2026-01-01T00:00:00.000Z",
+      history: [{ messageId: "m", role: "ROLE_USER", parts: [{ text: "hi" }] }],
+      text: ended ? "done" : "",
+      gateTaskId: ended ? undefined : "gate-1",
+      ended,
+      bytes,
+      seq
+    })
+    const t1 = id()
+    assert.isTrue(yield* a.insert(rec(t1, "alice", 100, false), 0))
+    assert.deepStrictEqual(yield* b.find(t1, "p-alice"), rec(t1, "alice", 100, false))
+    assert.isUndefined(yield* b.find(t1, "p-bob"), "only its principal finds a task")
+    yield* a.write([
+      { _tag: "Event", id: t1, seq: 0, event: "e0" },
+      { _tag: "Event", id: t1, seq: 1, event: "e1" },
+      { _tag: "Save", record: rec(t1, "alice", 100, true, 2), at: 10 }
+    ])
+    assert.deepStrictEqual(yield* b.events(t1, 1, 10), ["e1"])
+    assert.deepStrictEqual(yield* b.find(t1, "p-alice"), rec(t1, "alice", 100, true, 2))
+    // Alice's share (150) takes a second task of 100 once her ended one goes; a third, with only running ones, does not fit.
+    const t2 = id()
+    assert.isTrue(yield* a.insert(rec(t2, "alice", 100, false), 20))
+    assert.isUndefined(yield* b.find(t1, "p-alice"))
+    assert.isUndefined(yield* b.events(t1, 0, 10))
+    assert.isFalse(yield* b.insert(rec(id(), "alice", 100, false), 20))
+    // The total (300 bytes, 3 tasks): an ended task of another holder gives way, running ones never do.
+    const t4 = id()
+    assert.isTrue(yield* b.insert(rec(t4, "bob", 100, true), 30))
+    const t5 = id()
+    assert.isTrue(yield* b.insert(rec(t5, "carl", 100, false), 30))
+    assert.deepStrictEqual(b.stats(), { tasks: 3, bytes: 300 })
+    assert.isTrue(yield* a.insert(rec(id(), "carol", 10, false), 40))
+    assert.isUndefined(yield* a.find(t4, "p-bob"))
+    assert.isFalse(yield* a.insert(rec(id(), "dave", 10, false), 40))
+    // An ended task is let go once it has been ended for the retention.
+    yield* b.write([{ _tag: "Save", record: rec(t5, "carl", 100, true), at: 50 }])
+    assert.isDefined(yield* a.find(t5, "p-carl"))
+    assert.isTrue(yield* a.insert(rec(id(), "erin", 10, false), 50 + 1001))
+    assert.isUndefined(yield* a.find(t5, "p-carl"))
+    assert.isDefined(yield* a.find(t2, "p-alice"))
+    // Canceled by one process, a task stays canceled when the run on the other ends.
+    const canceled = { ...rec(t2, "alice", 100, true, 1), state: "TASK_STATE_CANCELED" }
+    yield* b.write([{ _tag: "Save", record: canceled, at: 1100 }])
+    yield* a.write([{ _tag: "Event", id: t2, seq: 1, event: "late" }, { _tag: "Save", record: rec(t2, "alice", 100, true, 2), at: 1101 }])
+    assert.deepStrictEqual(yield* b.find(t2, "p-alice"), canceled)
+  })
+
+it.effect("A2A tasks in memory: bounds per holder and in all, ended tasks let go first and after their retention", () =>
+  Effect.gen(function* () {
+    const store = makeMemory(A2A_BOUNDS)
+    yield* a2aTaskContract(store, store)
+  }))
+
 const suite = (url: () => string) => {
+  it.live("A2A tasks: one process keeps a task and its events, the other finds and follows it; the bounds hold in the database", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const [a, b] = yield* twoProcesses(url())
+        const sa = yield* A2aTaskStoreSql.make(A2A_BOUNDS).pipe(Effect.provideService(SqlClient.SqlClient, Context.get(a, SqlClient.SqlClient)))
+        const sb = yield* A2aTaskStoreSql.make(A2A_BOUNDS).pipe(Effect.provideService(SqlClient.SqlClient, Context.get(b, SqlClient.SqlClient)))
+        yield* a2aTaskContract(sa, sb)
+      })
+    ))
+
   it.live("a nonce recorded by one process is a replay to the other; of 20 concurrent records exactly one wins", () =>
     Effect.scoped(
       Effect.gen(function* () {
