@@ -210,8 +210,7 @@ const layerWorkflow = (options: SchedulerOptions, permits: Effect.Semaphore) =>
         const fail = (code: string, message: string) => Effect.fail(new StepFailed({ step: step.name, code, message }))
         // Refused before anything was allocated: nothing to give back.
         const refused = (code: string, message: string) =>
-          Effect.orDie(store.updateStep(sagaId, idx, { status: "failed", errorCode: code, errorMessage: message })).pipe(
-            Effect.zipRight(event("step_failed", step.name, { code, message })),
+          Effect.orDie(store.updateStep(sagaId, idx, { status: "failed", errorCode: code, errorMessage: message }, { type: "step_failed", step: step.name, data: { code, message } })).pipe(
             Effect.zipRight(fail(code, message))
           )
         return Activity.make({
@@ -219,7 +218,7 @@ const layerWorkflow = (options: SchedulerOptions, permits: Effect.Semaphore) =>
           success: StepCommitted,
           error: StepFailed,
           execute: permits.withPermits(1)(Effect.gen(function* () {
-            yield* event("step_started", step.name, { agentDid: step.agentDid, capability: step.capability, budgetUsd: formatUsdString(step.budgetMicros as Micros) })
+            const started = { type: "step_started" as const, step: step.name, data: { agentDid: step.agentDid, capability: step.capability, budgetUsd: formatUsdString(step.budgetMicros as Micros) } }
             const child = yield* store.childToken(
               sagaId,
               idx,
@@ -229,18 +228,26 @@ const layerWorkflow = (options: SchedulerOptions, permits: Effect.Semaphore) =>
                 amountUsd: step.budgetMicros / 1_000_000,
                 merchant: step.agentDid,
                 grantorPrivateKey: runner.privateKey
-              }).pipe(Effect.map((m) => m.token), Effect.provideService(Keys, keys))
-            ).pipe(Effect.catchAll((e) => refused(e.code, e.message)))
+              }).pipe(Effect.map((m) => m.token), Effect.provideService(Keys, keys)),
+              started
+            ).pipe(
+              // A mandate that cannot be made is refused before anything was written (its step_started comes first); the
+              // store failing may have written it already.
+              Effect.catchAll((e) => (e._tag === "SagaUnavailable" ? refused(e.code, e.message) : Effect.zipRight(event(started.type, started.step, started.data), refused(e.code, e.message))))
+            )
             const allocation = yield* ledger.allocate(runner.did, saga.poolId, { childToken: child, idempotencyKey: key }).pipe(
               Effect.catchAll((e) => refused(e.code, e.message))
             )
-            yield* Effect.orDie(store.updateStep(sagaId, idx, { allocationId: allocation.allocationId }))
+            // The allocation's id is written with the step's outcome: a step re-run after a crash allocates again under the
+            // same idempotency key and is answered the same allocation.
             const refund = (code: string, message: string) =>
               ledger.release(runner.did, allocation.allocationId, { usedUsd: 0 }).pipe(
                 Effect.catchTag("AlreadyReleased", () => Effect.void),
                 Effect.ignore,
-                Effect.zipRight(Effect.orDie(store.updateStep(sagaId, idx, { status: "failed", usedMicros: 0, errorCode: code, errorMessage: message }))),
-                Effect.zipRight(event("step_failed", step.name, { code, message })),
+                Effect.zipRight(Effect.orDie(store.updateStep(
+                  sagaId, idx, { status: "failed", allocationId: allocation.allocationId, usedMicros: 0, errorCode: code, errorMessage: message },
+                  { type: "step_failed", step: step.name, data: { code, message } }
+                ))),
                 Effect.zipRight(fail(code, message))
               )
             const reply = yield* agents
@@ -279,8 +286,10 @@ const layerWorkflow = (options: SchedulerOptions, permits: Effect.Semaphore) =>
               Effect.catchTag("CommitTokenRefused", (e) => refund("COMMIT_INVALID", `the agent's commit token does not hold: ${e.message}`)),
               Effect.catchAll((e) => fail(e.code, e.message))
             )
-            yield* Effect.orDie(store.updateStep(sagaId, idx, { status: "committed", usedMicros: used, commitToken, result: reply.message }))
-            yield* event("step_committed", step.name, { usedUsd, commitToken })
+            yield* Effect.orDie(store.updateStep(
+              sagaId, idx, { status: "committed", allocationId: allocation.allocationId, usedMicros: used, commitToken, result: reply.message },
+              { type: "step_committed", step: step.name, data: { usedUsd, commitToken } }
+            ))
             return { allocationId: allocation.allocationId, usedUsd, commitToken }
           }))
         })
@@ -316,13 +325,11 @@ const layerWorkflow = (options: SchedulerOptions, permits: Effect.Semaphore) =>
                       Effect.either
                     )
             if (Either.isRight(outcome)) {
-              yield* Effect.orDie(store.updateStep(sagaId, idx, { status: "compensated" }))
-              yield* event("step_compensated", step.name)
+              yield* Effect.orDie(store.updateStep(sagaId, idx, { status: "compensated" }, { type: "step_compensated", step: step.name, data: {} }))
               return { ok: true, code: null, message: null }
             }
             const { code, message } = outcome.left
-            yield* Effect.orDie(store.updateStep(sagaId, idx, { status: "compensation_failed", errorCode: code, errorMessage: message }))
-            yield* event("step_compensation_failed", step.name, { code, message })
+            yield* Effect.orDie(store.updateStep(sagaId, idx, { status: "compensation_failed", errorCode: code, errorMessage: message }, { type: "step_compensation_failed", step: step.name, data: { code, message } }))
             return { ok: false, code, message }
           }))
         })
@@ -334,7 +341,7 @@ const layerWorkflow = (options: SchedulerOptions, permits: Effect.Semaphore) =>
           // Interrupted only: the process is stopping, and the workflow resumes on the next start.
           if (Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)) return
           if (Exit.isSuccess(exit)) {
-            if (yield* store.finish(sagaId, "committed", null, null)) yield* store.append(sagaId, "saga_committed", null, {})
+            yield* store.finish(sagaId, "committed", null, null, { type: "saga_committed", step: null, data: {} })
             return
           }
           const failure = Cause.failureOption(exit.cause)
@@ -342,11 +349,10 @@ const layerWorkflow = (options: SchedulerOptions, permits: Effect.Semaphore) =>
           const result = yield* store.result(sagaId)
           const broken = result?.steps.find((s) => s.status === "compensation_failed")
           if (broken !== undefined) {
-            if (yield* store.finish(sagaId, "compensation_failed", broken.name, broken.errorCode)) {
-              yield* store.append(sagaId, "saga_compensation_failed", broken.name, { code: broken.errorCode })
-            }
-          } else if (yield* store.finish(sagaId, "compensated", failed?.step ?? null, failed?.code ?? "INTERNAL_ERROR")) {
-            yield* store.append(sagaId, "saga_compensated", failed?.step ?? null, { code: failed?.code ?? "INTERNAL_ERROR" })
+            yield* store.finish(sagaId, "compensation_failed", broken.name, broken.errorCode, { type: "saga_compensation_failed", step: broken.name, data: { code: broken.errorCode } })
+          } else {
+            const code = failed?.code ?? "INTERNAL_ERROR"
+            yield* store.finish(sagaId, "compensated", failed?.step ?? null, code, { type: "saga_compensated", step: failed?.step ?? null, data: { code } })
           }
         }).pipe(Effect.orDie)
       )
@@ -395,7 +401,7 @@ export const make = (options: SchedulerOptions) =>
         for (const sagaId of yield* store.runningSince(now - notStartedAfter)) {
           if (yield* started(sagaId)) continue
           // Conditional on the saga still running, so of several hubs sweeping at once one ends it and says so.
-          if (yield* store.finish(sagaId, "compensated", null, "NOT_STARTED")) yield* store.append(sagaId, "saga_compensated", null, { code: "NOT_STARTED" })
+          yield* store.finish(sagaId, "compensated", null, "NOT_STARTED", { type: "saga_compensated", step: null, data: { code: "NOT_STARTED" } })
         }
       })
       yield* sweep.pipe(
@@ -451,10 +457,12 @@ export const make = (options: SchedulerOptions) =>
             if (running.total >= maxRunning) {
               return yield* Effect.fail(new SagaBusy({ code: "OVERLOADED", message: "the hub runs as many sagas as it takes; retry later", retryAfterSeconds: BUSY_RETRY_AFTER_SECONDS }))
             }
-            yield* store.create({ id: sagaId, caller: owner, runner, poolId: pool.poolId, plan: accepted })
+            yield* store.create(
+              { id: sagaId, caller: owner, runner, poolId: pool.poolId, plan: accepted },
+              { type: "saga_started", step: null, data: { poolId: pool.poolId, steps: accepted.steps.map((s) => s.name) } }
+            )
           })
         )
-        yield* store.append(sagaId, "saga_started", null, { poolId: pool.poolId, steps: accepted.steps.map((s) => s.name) })
         yield* SagaWorkflow.execute({ sagaId }, { discard: true }).pipe(Effect.provideService(WorkflowEngine.WorkflowEngine, engine))
         return yield* Effect.catchTag(get(sagaId), "SagaNotFound", () => Effect.dieMessage(`saga ${sagaId} vanished`))
       })

@@ -46,17 +46,25 @@ export interface StepUpdate {
 
 /** The operations of the saga store. */
 export interface SagaStoreApi {
-  readonly create: (input: { readonly id: string; readonly caller: string; readonly runner: string; readonly poolId: string; readonly plan: SagaPlan }) => Effect.Effect<void, SagaUnavailable>
+  /** Stores the saga, its steps and, in the same transaction, its first event (`saga_started`). */
+  readonly create: (
+    input: { readonly id: string; readonly caller: string; readonly runner: string; readonly poolId: string; readonly plan: SagaPlan },
+    started?: EventInput
+  ) => Effect.Effect<void, SagaUnavailable>
   readonly load: (id: string) => Effect.Effect<StoredSaga | undefined, SagaUnavailable>
   /** How many sagas are running: all of them, and those `caller` started. */
   readonly running: (caller: string) => Effect.Effect<{ readonly total: number; readonly caller: number }, SagaUnavailable>
   /** The running sagas created before `createdBefore` (ms since the epoch). */
   readonly runningSince: (createdBefore: number) => Effect.Effect<ReadonlyArray<string>, SagaUnavailable>
-  /** The step's child mandate: the one stored, or `make`'s, stored first-writer-wins. */
-  readonly childToken: <E>(id: string, idx: number, make: Effect.Effect<string, E>) => Effect.Effect<string, E | SagaUnavailable>
-  readonly updateStep: (id: string, idx: number, update: StepUpdate) => Effect.Effect<void, SagaUnavailable>
-  /** Ends a running saga; false when it had already ended. */
-  readonly finish: (id: string, status: Exclude<SagaStatus, "running">, failedStep: string | null, errorCode: string | null) => Effect.Effect<boolean, SagaUnavailable>
+  /**
+   * The step's child mandate: the one stored, or `make`'s, stored first-writer-wins; `event`, when given, is appended
+   * in the same transaction as the store of a new one.
+   */
+  readonly childToken: <E>(id: string, idx: number, make: Effect.Effect<string, E>, event?: EventInput) => Effect.Effect<string, E | SagaUnavailable>
+  /** Updates a step's row and, in the same transaction, appends `event` when given. */
+  readonly updateStep: (id: string, idx: number, update: StepUpdate, event?: EventInput) => Effect.Effect<void, SagaUnavailable>
+  /** Ends a running saga, appending `event` in the same transaction; false (and no event) when it had already ended. */
+  readonly finish: (id: string, status: Exclude<SagaStatus, "running">, failedStep: string | null, errorCode: string | null, event?: EventInput) => Effect.Effect<boolean, SagaUnavailable>
   readonly append: (id: string, type: SagaEventType, step: string | null, data: Readonly<Record<string, unknown>>) => Effect.Effect<void, SagaUnavailable>
   readonly eventsAfter: (id: string, seq: number) => Effect.Effect<ReadonlyArray<SagaEvent>, SagaUnavailable>
   readonly result: (id: string) => Effect.Effect<SagaResult | undefined, SagaUnavailable>
@@ -65,6 +73,16 @@ export interface SagaStoreApi {
    * events other processes append (LISTEN/NOTIFY), so a reader on one hub hears of a saga running on another.
    */
   readonly changes: PubSub.PubSub<SagaChange>
+}
+
+/**
+ * An event to append with another write: each step's progress is one transaction, one commit (a flush to disk) fewer
+ * per event than writing them apart.
+ */
+export interface EventInput {
+  readonly type: SagaEventType
+  readonly step: string | null
+  readonly data: Readonly<Record<string, unknown>>
 }
 
 /** News of one saga: an event of `type` was appended. */
@@ -141,11 +159,30 @@ export const make: Effect.Effect<SagaStoreApi, never, SqlClient.SqlClient | Scop
   const changes = yield* PubSub.unbounded<SagaChange>()
   yield* forwardNotifications(sql, changes)
   const announce = sql.onDialectOrElse({
-    orElse: () => () => Effect.void,
-    pg: () => (id: string, type: SagaEventType) => Effect.ignore(sql`SELECT pg_notify(${CHANNEL}, ${`${id} ${type}`})`)
+    orElse: () => (_id: string, _type: SagaEventType) => Effect.void,
+    pg: () => (id: string, type: SagaEventType) => Effect.asVoid(sql`SELECT pg_notify(${CHANNEL}, ${`${id} ${type}`})`)
   })
   const q = <A>(e: Effect.Effect<A, unknown>): Effect.Effect<A, SagaUnavailable> =>
     Effect.mapError(e, (f) => new SagaUnavailable({ code: "STORE_UNAVAILABLE", message: summarize(classify(f)) }))
+
+  // The next seq is read and written in one statement: appends of one saga never share a number. On Postgres the
+  // announcement is part of the transaction, so other processes hear of the event once it is committed.
+  const insertEvent = (id: string, e: EventInput) =>
+    Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      sql`INSERT INTO mesh_saga_events (saga_id, seq, type, step, data, at)
+        SELECT ${id}, COALESCE(MAX(seq), 0) + 1, ${e.type}, ${e.step}, ${JSON.stringify(e.data)}, CAST(${now} AS BIGINT) FROM mesh_saga_events WHERE saga_id = ${id}`.pipe(
+        Effect.zipRight(announce(id, e.type))
+      )
+    )
+  /** Wakes this process's readers, after the event's commit. */
+  const published = (id: string, e: EventInput | undefined) => (e === undefined ? Effect.void : Effect.asVoid(PubSub.publish(changes, { sagaId: id, type: e.type })))
+  /** `write`, then the event, in one transaction (or `write` alone); this process's readers woken after the commit. */
+  const withEvent = <A, E>(id: string, write: Effect.Effect<A, E>, e: EventInput | undefined, when: (a: A) => boolean = () => true) =>
+    e === undefined
+      ? q(write)
+      : q(sql.withTransaction(Effect.flatMap(write, (a) => (when(a) ? Effect.as(insertEvent(id, e), a) : Effect.succeed(a))))).pipe(
+        Effect.tap((a) => (when(a) ? published(id, e) : Effect.void))
+      )
 
   const load = (id: string) =>
     q(sql<SagaRow>`SELECT id, caller, runner, pool_id, definition, status, failed_step, error_code FROM mesh_sagas WHERE id = ${id}`).pipe(
@@ -154,7 +191,7 @@ export const make: Effect.Effect<SagaStoreApi, never, SqlClient.SqlClient | Scop
 
   const api: SagaStoreApi = {
     changes,
-    create: ({ id, caller, runner, poolId, plan }) =>
+    create: ({ id, caller, runner, poolId, plan }, started) =>
       Effect.gen(function* () {
         const now = yield* Clock.currentTimeMillis
         // One transaction, so no reader finds a saga without its steps.
@@ -163,8 +200,10 @@ export const make: Effect.Effect<SagaStoreApi, never, SqlClient.SqlClient | Scop
           failed_step: null, error_code: null, created_at: now, updated_at: now
         })}`.pipe(
           Effect.zipRight(sql`INSERT INTO mesh_saga_steps ${sql.insert(plan.steps.map((s, idx) => ({ saga_id: id, idx, name: s.name, status: "pending" })))}`),
+          Effect.zipRight(started === undefined ? Effect.void : insertEvent(id, started)),
           sql.withTransaction
         ))
+        yield* published(id, started)
       }),
     load: (id) =>
       Effect.map(load(id), (row) =>
@@ -175,20 +214,26 @@ export const make: Effect.Effect<SagaStoreApi, never, SqlClient.SqlClient | Scop
         FROM mesh_sagas WHERE status = 'running'`).pipe(Effect.map((rows) => ({ total: Number(rows[0]?.total ?? 0), caller: Number(rows[0]?.mine ?? 0) }))),
     runningSince: (createdBefore) =>
       q(sql<{ id: string }>`SELECT id FROM mesh_sagas WHERE status = 'running' AND created_at < ${createdBefore}`).pipe(Effect.map((rows) => rows.map((r) => r.id))),
-    childToken: (id, idx, mint) =>
+    childToken: (id, idx, mint, e) =>
       Effect.gen(function* () {
         const read = q(sql<{ child_token: string | null }>`SELECT child_token FROM mesh_saga_steps WHERE saga_id = ${id} AND idx = ${idx}`)
         const before = (yield* read)[0]?.child_token
-        if (before !== null && before !== undefined) return before
+        if (before !== null && before !== undefined) {
+          // A re-run step: its token was stored by the first run; the event is appended on its own.
+          if (e !== undefined) yield* withEvent(id, Effect.void, e)
+          return before
+        }
         const token = yield* mint
         // The row answers only when this write won; a concurrent first writer's token is read back instead.
-        const written = yield* q(
-          sql<{ child_token: string }>`UPDATE mesh_saga_steps SET child_token = ${token} WHERE saga_id = ${id} AND idx = ${idx} AND child_token IS NULL RETURNING child_token`
+        const written = yield* withEvent(
+          id,
+          sql<{ child_token: string }>`UPDATE mesh_saga_steps SET child_token = ${token} WHERE saga_id = ${id} AND idx = ${idx} AND child_token IS NULL RETURNING child_token`,
+          e
         )
         if (written.length > 0) return token
         return (yield* read)[0]?.child_token ?? token
       }),
-    updateStep: (id, idx, u) => {
+    updateStep: (id, idx, u, e) => {
       const set: Record<string, string | number | null> = {}
       if (u.status !== undefined) set.status = u.status
       if (u.allocationId !== undefined) set.allocation_id = u.allocationId
@@ -197,22 +242,19 @@ export const make: Effect.Effect<SagaStoreApi, never, SqlClient.SqlClient | Scop
       if (u.result !== undefined) set.result = u.result
       if (u.errorCode !== undefined) set.error_code = u.errorCode
       if (u.errorMessage !== undefined) set.error_message = u.errorMessage
-      return q(sql`UPDATE mesh_saga_steps SET ${sql.update(set)} WHERE saga_id = ${id} AND idx = ${idx}`)
+      return Effect.asVoid(withEvent(id, sql`UPDATE mesh_saga_steps SET ${sql.update(set)} WHERE saga_id = ${id} AND idx = ${idx}`, e))
     },
-    finish: (id, status, failedStep, errorCode) =>
+    finish: (id, status, failedStep, errorCode, e) =>
       Effect.flatMap(Clock.currentTimeMillis, (now) =>
-        q(sql`UPDATE mesh_sagas SET status = ${status}, failed_step = ${failedStep}, error_code = ${errorCode}, updated_at = ${now}
-          WHERE id = ${id} AND status = 'running' RETURNING id`).pipe(Effect.map((rows) => rows.length > 0))
+        withEvent(
+          id,
+          sql`UPDATE mesh_sagas SET status = ${status}, failed_step = ${failedStep}, error_code = ${errorCode}, updated_at = ${now}
+            WHERE id = ${id} AND status = 'running' RETURNING id`,
+          e,
+          (rows) => rows.length > 0
+        ).pipe(Effect.map((rows) => rows.length > 0))
       ),
-    append: (id, type, step, data) =>
-      Effect.gen(function* () {
-        const now = yield* Clock.currentTimeMillis
-        // The next seq is read and written in one statement: appends of one saga never share a number.
-        yield* q(sql`INSERT INTO mesh_saga_events (saga_id, seq, type, step, data, at)
-          SELECT ${id}, COALESCE(MAX(seq), 0) + 1, ${type}, ${step}, ${JSON.stringify(data)}, CAST(${now} AS BIGINT) FROM mesh_saga_events WHERE saga_id = ${id}`)
-        yield* PubSub.publish(changes, { sagaId: id, type })
-        yield* announce(id, type)
-      }),
+    append: (id, type, step, data) => Effect.asVoid(withEvent(id, Effect.void, { type, step, data })),
     eventsAfter: (id, seq) =>
       q(sql<EventRow>`SELECT * FROM mesh_saga_events WHERE saga_id = ${id} AND seq > ${seq} ORDER BY seq`).pipe(
         Effect.map((rows) =>
