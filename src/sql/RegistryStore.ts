@@ -7,6 +7,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import * as Context from "effect/Context"
+import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -87,6 +88,20 @@ export interface SeenFilter {
   readonly since: number
 }
 
+/** One write-quota budget: its id and what one window of it allows. */
+export interface WriteBudget {
+  readonly id: string
+  readonly entries: number
+  readonly bytes: number
+}
+
+/** A budget's current window as stored: when it started and what was charged in it. */
+export interface WriteWindow {
+  readonly window_start: number
+  readonly entries: number
+  readonly bytes: number
+}
+
 /**
  * The operations of the registry store. Each fails with `PersistenceError` only; a taken DID or key hash is its
  * `UniqueViolation`, which `Registry` turns into `DID_TAKEN`.
@@ -135,6 +150,27 @@ export interface RegistryStoreApi {
   readonly countChallenges: Fx<number>
   /** True when the database answers. */
   readonly ping: Effect.Effect<boolean>
+  /**
+   * Charges `entries` and `bytes` to every budget's window (one older than `windowMs` at `now` starts again at
+   * `now`) only when each stays within its budget, all or none, in one transaction of one conditional upsert per
+   * budget (taken in id order), so writes through several hubs at once never pass a budget together. None when
+   * charged; else the budget that refused, with its window as it stands (none when this charge alone is too large).
+   */
+  readonly chargeWrites: (
+    budgets: ReadonlyArray<WriteBudget>,
+    entries: number,
+    bytes: number,
+    now: number,
+    windowMs: number
+  ) => Fx<Option.Option<{ readonly id: string; readonly window: Option.Option<WriteWindow> }>>
+  /** Deletes the windows that started before `before` (they are over, so they say nothing). */
+  readonly purgeWriteWindows: (before: number) => Fx<void>
+  /** Records a write proof as used until `expiresAt`; false when it is recorded already (one INSERT, so once). */
+  readonly claimProof: (proofValue: string, expiresAt: number) => Fx<boolean>
+  /** Forgets claimed proofs whose write did not happen, so it may be retried as signed. */
+  readonly releaseProofs: (proofValues: ReadonlyArray<string>) => Fx<void>
+  /** Deletes the proofs recorded until `now` or earlier. */
+  readonly purgeProofs: (now: number) => Fx<void>
   /** Stores (or replaces) the card of an A2A agent, as fetched at `at`. */
   readonly putA2aCard: (did: string, card: string, at: number) => Fx<void>
   /** The stored card of an A2A agent and when it was fetched. */
@@ -184,6 +220,9 @@ const pgText = (json: string, field: string) => `(CASE WHEN jsonb_typeof(${json}
 const pgList = (array: string) => `(SELECT string_agg(substr(CASE jsonb_typeof(v) WHEN 'string' THEN v #>> '{}'
   WHEN 'object' THEN (CASE WHEN jsonb_typeof(v -> 'name') = 'string' THEN v ->> 'name' END) END, 1, ${ITEM}), ' ')
   FROM jsonb_array_elements(CASE WHEN jsonb_typeof(${array}) = 'array' THEN ${array} ELSE '[]'::jsonb END) v)`
+
+/** A budget that refused a charge; fails the charge's transaction so nothing of it stays. */
+class Refused extends Data.TaggedError("Refused")<{ readonly id: string; readonly window: Option.Option<WriteWindow> }> {}
 
 /** The store on a migrated `SqlClient`. */
 export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> = Effect.gen(function* () {
@@ -240,6 +279,42 @@ export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> =
       rows
     )
   const isPostgres = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
+  // Every number cast: Postgres would otherwise type a bare parameter in a SELECT list or a comparison as text.
+  const int = (n: number) => sql`CAST(${n} AS BIGINT)`
+  /** One budget's conditional upsert: a row back when charged, none when the sum would pass the budget. */
+  const chargeOne = (b: WriteBudget, entries: number, bytes: number, now: number, windowMs: number) => {
+    const over = sql`excluded.window_start - mesh_write_quotas.window_start >= ${int(windowMs)}`
+    const sum = (column: "entries" | "bytes") =>
+      sql`(CASE WHEN ${over} THEN excluded.${sql.literal(column)} ELSE mesh_write_quotas.${sql.literal(column)} + excluded.${sql.literal(column)} END)`
+    return sql<{ window_start: number }>`
+      INSERT INTO mesh_write_quotas (id, window_start, entries, bytes)
+      SELECT ${b.id}, ${int(now)}, ${int(entries)}, ${int(bytes)} WHERE ${int(entries)} <= ${int(b.entries)} AND ${int(bytes)} <= ${int(b.bytes)}
+      ON CONFLICT (id) DO UPDATE SET
+        window_start = CASE WHEN ${over} THEN excluded.window_start ELSE mesh_write_quotas.window_start END,
+        entries = ${sum("entries")},
+        bytes = ${sum("bytes")}
+      WHERE ${sum("entries")} <= ${int(b.entries)} AND ${sum("bytes")} <= ${int(b.bytes)}
+      RETURNING window_start`
+  }
+  const windowOf = (id: string) =>
+    Effect.map(sql<{ window_start: number; entries: number; bytes: number }>`SELECT window_start, entries, bytes FROM mesh_write_quotas WHERE id = ${id}`, (rows) =>
+      Option.map(Option.fromNullable(rows[0]), (r): WriteWindow => ({ window_start: Number(r.window_start), entries: Number(r.entries), bytes: Number(r.bytes) }))
+    )
+  const chargeWrites = (budgets: ReadonlyArray<WriteBudget>, entries: number, bytes: number, now: number, windowMs: number) =>
+    Effect.forEach(
+      // One lock order for every charge, so two charges sharing budgets wait for each other instead of deadlocking.
+      [...budgets].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)),
+      (b) =>
+        Effect.flatMap(chargeOne(b, entries, bytes, now, windowMs), (rows) =>
+          rows.length > 0 ? Effect.void : Effect.flatMap(windowOf(b.id), (window) => Effect.fail(new Refused({ id: b.id, window })))
+        ),
+      { discard: true }
+    ).pipe(
+      sql.withTransaction,
+      Effect.as(Option.none<{ readonly id: string; readonly window: Option.Option<WriteWindow> }>()),
+      Effect.catchTag("Refused", (r) => Effect.succeed(Option.some({ id: r.id, window: r.window }))),
+      Effect.mapError(classify)
+    )
 
   return {
     insertApiKey: (row) => sql`INSERT INTO mesh_api_keys ${sql.insert(row)}`.pipe(Effect.asVoid, Effect.mapError(classify)),
@@ -334,6 +409,19 @@ export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> =
       ) RETURNING id`.pipe(Effect.map((rows) => rows.length), Effect.mapError(classify)),
     countChallenges: sql<{ n: number }>`SELECT count(*) AS n FROM mesh_challenges`.pipe(Effect.map((rows) => Number(rows[0]?.n ?? 0)), Effect.mapError(classify)),
     ping: sql`SELECT 1`.pipe(Effect.as(true), Effect.catchAll(() => Effect.succeed(false))),
+    chargeWrites,
+    purgeWriteWindows: (before) => sql`DELETE FROM mesh_write_quotas WHERE window_start < ${int(before)}`.pipe(Effect.asVoid, Effect.mapError(classify)),
+    claimProof: (proofValue, expiresAt) =>
+      sql<{ proof_value: string }>`INSERT INTO mesh_used_proofs (proof_value, expires_at) VALUES (${proofValue}, ${int(expiresAt)})
+        ON CONFLICT (proof_value) DO NOTHING RETURNING proof_value`.pipe(
+        Effect.map((rows) => rows.length > 0),
+        Effect.mapError(classify)
+      ),
+    releaseProofs: (proofValues) =>
+      proofValues.length === 0
+        ? Effect.void
+        : sql`DELETE FROM mesh_used_proofs WHERE proof_value IN ${sql.in(proofValues)}`.pipe(Effect.asVoid, Effect.mapError(classify)),
+    purgeProofs: (now) => sql`DELETE FROM mesh_used_proofs WHERE expires_at <= ${int(now)}`.pipe(Effect.asVoid, Effect.mapError(classify)),
     putA2aCard: (did, card, at) =>
       sql`INSERT INTO mesh_a2a_cards (did, card, fetched_at) VALUES (${did}, ${card}, ${at})
         ON CONFLICT (did) DO UPDATE SET card = excluded.card, fetched_at = excluded.fetched_at`.pipe(Effect.asVoid, Effect.mapError(classify)),
