@@ -207,19 +207,26 @@ export const ftsQuery = (terms: ReadonlyArray<string>): string => {
   return kept.map((p) => `"${p.replace(/"/g, '""')}"`).join(" ")
 }
 
-// Migration 0010's sizes, which the Postgres search cuts the same fields to.
-const NAME = 256
-const DESCRIPTION = 1024
-const ITEM = 128
-const LIST = 2048
+/** A term as a LIKE pattern matching it anywhere: `%`, `_` and the escape character `\\` stand for themselves. */
+const containing = (term: string) => `%${term.toLowerCase().replace(/[\\%_]/g, "\\$&")}%`
 
-/** A JSON string field of `json` as text, NULL when it is anything else (Postgres). */
-const pgText = (json: string, field: string) => `(CASE WHEN jsonb_typeof(${json} -> '${field}') = 'string' THEN ${json} ->> '${field}' END)`
+/**
+ * The Postgres search: every term a lower-case substring of the entry's search text (migration 0025: the same
+ * bounded fields as SQLite's docs), which its pg_trgm GIN index answers; `e` is the entry.
+ */
+export const pgSearchStatement = (sql: SqlClient.SqlClient, terms: ReadonlyArray<string>, limit: number, seen?: SeenFilter) =>
+  sql`
+  SELECT e.* FROM mesh_search_text d JOIN mesh_entries e ON e.did = d.did
+  WHERE ${sql.and(terms.map((t) => sql`d.doc LIKE ${containing(t)}`))} ${seenClauseOf(sql, seen)}
+  ORDER BY e.created_at, e.did LIMIT ${limit}`
 
-/** The names of a JSON array's items (strings, or objects' `name`), each cut, space-separated (Postgres). */
-const pgList = (array: string) => `(SELECT string_agg(substr(CASE jsonb_typeof(v) WHEN 'string' THEN v #>> '{}'
-  WHEN 'object' THEN (CASE WHEN jsonb_typeof(v -> 'name') = 'string' THEN v ->> 'name' END) END, 1, ${ITEM}), ' ')
-  FROM jsonb_array_elements(CASE WHEN jsonb_typeof(${array}) = 'array' THEN ${array} ELSE '[]'::jsonb END) v)`
+/** The liveness condition on alias `e`; none when unfiltered. */
+const seenClauseOf = (sql: SqlClient.SqlClient, seen: SeenFilter | undefined) =>
+  seen === undefined
+    ? sql.literal("")
+    : seen.live
+      ? sql`AND e.kind = 'agent' AND e.last_seen_at >= ${seen.since}`
+      : sql`AND e.kind = 'agent' AND (e.last_seen_at IS NULL OR e.last_seen_at < ${seen.since})`
 
 /** A budget that refused a charge; fails the charge's transaction so nothing of it stays. */
 class Refused extends Data.TaggedError("Refused")<{ readonly id: string; readonly window: Option.Option<WriteWindow> }> {}
@@ -240,13 +247,7 @@ export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> =
   const tombstone = SqlSchema.findOne({ Request: Schema.String, Result: TombstoneRow, execute: (d) => sql`SELECT * FROM mesh_tombstones WHERE did = ${d}` })
   const challengeById = SqlSchema.findOne({ Request: Schema.String, Result: ChallengeRow, execute: (id) => sql`SELECT * FROM mesh_challenges WHERE id = ${id}` })
   const rows = Schema.decodeUnknown(Schema.Array(EntryRow))
-  // The liveness condition on alias `e`; none when unfiltered.
-  const seenClause = (seen: SeenFilter | undefined) =>
-    seen === undefined
-      ? sql.literal("")
-      : seen.live
-        ? sql`AND e.kind = 'agent' AND e.last_seen_at >= ${seen.since}`
-        : sql`AND e.kind = 'agent' AND (e.last_seen_at IS NULL OR e.last_seen_at < ${seen.since})`
+  const seenClause = (seen: SeenFilter | undefined) => seenClauseOf(sql, seen)
   const listEntries = (kind: EntryKind, limit: number, cursor: string, seen: SeenFilter | undefined) =>
     Effect.flatMap(
       sql`SELECT * FROM mesh_entries e WHERE e.kind = ${kind} AND e.did_hash > ${cursor} ${seenClause(seen)} ORDER BY e.did_hash LIMIT ${limit}`,
@@ -261,23 +262,8 @@ export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> =
       WHERE mesh_search MATCH ${match} ${seenClause(seen)} ORDER BY s.rowid LIMIT ${limit}`,
       rows
     )
-  // Postgres: the same bounded fields as migration 0010's docs, matched as lower-case substrings.
   const searchPostgres = (terms: ReadonlyArray<string>, limit: number, seen: SeenFilter | undefined) =>
-    Effect.flatMap(
-      sql`
-      SELECT e.* FROM mesh_entries e
-      LEFT JOIN mesh_manifests m ON m.cid = e.manifest_cid
-      CROSS JOIN LATERAL (SELECT m.body::jsonb AS j) mj
-      CROSS JOIN LATERAL (SELECT lower(concat_ws(chr(1),
-        substr(e.name, 1, ${NAME}) || coalesce(' ' || substr(${sql.literal(pgText("mj.j", "name"))}, 1, ${NAME}), ''),
-        substr(${sql.literal(pgText("mj.j", "description"))}, 1, ${DESCRIPTION}),
-        substr(trim(coalesce(e.skill_type, '') || ' ' || coalesce(${sql.literal(pgList("mj.j -> 'capabilities'"))}, '') || ' ' || coalesce(${sql.literal(pgList("mj.j -> 'tags'"))}, '')), 1, ${LIST}),
-        substr(${sql.literal(pgList("CASE WHEN e.tools IS NULL THEN NULL ELSE e.tools::jsonb END"))}, 1, ${LIST})
-      )) AS doc) d
-      WHERE ${sql.and(terms.map((t) => sql`strpos(d.doc, ${t.toLowerCase()}) > 0`))} ${seenClause(seen)}
-      ORDER BY e.created_at, e.did LIMIT ${limit}`,
-      rows
-    )
+    Effect.flatMap(pgSearchStatement(sql, terms, limit, seen), rows)
   const isPostgres = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
   // Every number cast: Postgres would otherwise type a bare parameter in a SELECT list or a comparison as text.
   const int = (n: number) => sql`CAST(${n} AS BIGINT)`
