@@ -135,8 +135,8 @@ export interface RegistryStoreApi {
   /** Records a one-time setting; false when it was already recorded. */
   readonly claimSetting: (name: string, value: string) => Fx<boolean>
   /**
-   * Entries whose search doc (bounded name, description, tags and tool names; migration 0010) contains every term,
-   * case-insensitive, at most `limit`, in index order. Terms are text, never query syntax.
+   * Entries whose search doc (bounded name, description, tags and tool names; migration 0010, on Postgres 0025)
+   * contains every term, case-insensitive, at most `limit`, in index order. Terms are text, never query syntax.
    */
   readonly search: (terms: ReadonlyArray<string>, limit: number, seen?: SeenFilter) => Fx<ReadonlyArray<EntryRow>>
   /** Records a mandate revocation; false when it was already revoked. */
