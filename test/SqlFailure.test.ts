@@ -7,10 +7,13 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import BetterSqlite3 from "better-sqlite3"
 import { AgentMemory } from "../src/core/AgentMemory.js"
-import { generateDid } from "../src/core/Did.js"
+import { generateDid, verificationMethodId } from "../src/core/Did.js"
+import type { Keys } from "../src/core/Keys.js"
+import { signMessage } from "../src/core/Proof.js"
 import { NonceStore } from "../src/core/NonceStore.js"
 import { TaskStore } from "../src/core/TaskStore.js"
 import * as Registry from "../src/hub/Registry.js"
@@ -169,6 +172,49 @@ describe("Registry: only a unique violation reads as DID_TAKEN", () => {
 
   it.effect("a CheckViolation is RegistryUnavailable (STORE_UNAVAILABLE)", () =>
     Effect.map(registerSkillWith(failure("CheckViolation")), (e) => assert.deepStrictEqual([e._tag, e.code], ["RegistryUnavailable", "STORE_UNAVAILABLE"])))
+})
+
+describe("Registry: used write proofs fail closed, and a failed write gives its proof back", () => {
+  const admin: Registry.Caller = { keyId: "key_admin", owner: "admin", kind: "admin" }
+  const ctx = { hub: "http://hub.test", client: "127.0.0.1" }
+  const unavailable = new PersistenceError({ reason: "Unavailable", constraint: undefined, message: "down", cause: undefined })
+  /** A registry whose store is `patch`ed, and a signed registration of a fresh DID with its manifest pinned. */
+  const signedRegistration = (patch: (real: RegistryStore.RegistryStoreApi) => Partial<RegistryStore.RegistryStoreApi>) =>
+    Effect.gen(function* () {
+      const real = yield* RegistryStore.RegistryStore
+      const registry = yield* Registry.make.pipe(Effect.provideService(RegistryStore.RegistryStore, { ...real, ...patch(real) }))
+      const identity = yield* generateDid("closed")
+      const { cid } = yield* registry.pinManifest(admin, { name: "m", meshProtocolVersion: "1.0" }, ctx)
+      const fields = { did: identity.did, manifestCID: cid, publicKeyB64: identity.publicKey, endpointUrl: "http://127.0.0.1:9/a" }
+      const signed = yield* Effect.orDie(signMessage(Registry.registrationDocument({ ...fields, hub: ctx.hub }), identity.privateKey, verificationMethodId(identity.did), {
+        proofPurpose: Registry.WRITE_PROOF_PURPOSE
+      }))
+      return { registry, real, input: { ...fields, proof: signed.proof } }
+    })
+  const run = <A, E>(e: Effect.Effect<A, E, RegistryStore.RegistryStore | Keys>) =>
+    e.pipe(Effect.provide(Layer.mergeAll(RegistryStore.layer.pipe(Layer.provide(memory)), KeysNative.layer)))
+
+  it.effect("a proof store that cannot answer refuses the write with STORE_UNAVAILABLE, writing nothing", () =>
+    run(Effect.gen(function* () {
+      const { input, real, registry } = yield* signedRegistration(() => ({ claimProof: () => Effect.fail(unavailable) }))
+      const e = yield* Effect.flip(registry.registerAgent(admin, input, ctx))
+      assert.deepStrictEqual([e._tag, e.code], ["RegistryUnavailable", "STORE_UNAVAILABLE"])
+      assert.isTrue(Option.isNone(yield* real.entryByDid(input.did)))
+    })))
+
+  it.effect("a write that fails after its proof was claimed gives the claim back: the same proof then applies, once", () =>
+    run(Effect.gen(function* () {
+      let failures = 1
+      const { input, registry } = yield* signedRegistration((real) => ({
+        insertEntry: (row) => (failures-- > 0 ? Effect.fail(unavailable) : real.insertEntry(row))
+      }))
+      const first = yield* Effect.flip(registry.registerAgent(admin, input, ctx))
+      assert.strictEqual(first.code, "STORE_UNAVAILABLE")
+      assert.strictEqual((yield* registry.registerAgent(admin, input, ctx)).did, input.did)
+      const replay = yield* Effect.flip(registry.registerAgent(admin, input, ctx))
+      assert.strictEqual(replay.code, "SIGNATURE_INVALID")
+      assert.include(replay.message, "already used")
+    })))
 })
 
 describe("the core stores' SQL layers tell the classified failure", () => {

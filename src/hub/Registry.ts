@@ -7,9 +7,9 @@
  * registered, rotating needs proofs by the current and the new key, and updating or deleting a proof by the current
  * key, because a bearer key alone (anyone can get one from the challenge exchange) must not be enough to claim, change
  * or take over a DID. Every proof names the hub it is meant for, so it cannot be replayed on another hub, and an
- * applied proof is refused here for the rest of its freshness window. A key issued to a DID (`agent` kind) registers
+ * applied proof is refused by every hub on the database for the rest of its freshness window. A key issued to a DID (`agent` kind) registers
  * only that DID, and MCP servers and skills only under it (`<did>.<name>`) once it registered that DID's agent. Writes are counted per API key, per DID of agent keys and per client address in fixed
- * windows; a deleted agent leaves a tombstone so its key version never restarts at 1 and nothing else takes its DID.
+ * windows kept in the database (shared by the hubs on it); a deleted agent leaves a tombstone so its key version never restarts at 1 and nothing else takes its DID.
  *
  * The registry fails with errors named after what happened (`DidTaken`, `NotOwner`, `InvalidSignature`, …), each
  * carrying the spec's `code`; it knows no HTTP (`HubHttp` chooses the status). Callers reach it as a `Caller` built
@@ -455,8 +455,17 @@ export interface RegistryOptions {
 
 const API_KEY_PREFIX = "mk_"
 const MAX_LIMIT = 200
-const MAX_QUOTA_KEYS = 30_000
-const MAX_USED_PROOFS = 50_000
+/** Purge over windows (or expired proofs) once every this many charges (or claims). */
+const PURGE_EVERY = 256
+
+/** Verifies a write proof and claims it for the write running it (`proven`). */
+type CheckProof = (
+  document: Record<string, unknown>,
+  proof: unknown,
+  publicKey: Uint8Array,
+  did: string,
+  what: string
+) => Effect.Effect<void, InvalidSignature | RegistryUnavailable>
 
 const iso = (ms: number) => new Date(ms).toISOString()
 const storeError = (e: Store) => RegistryUnavailable.of(e)
@@ -719,41 +728,34 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
       Option.isSome(tomb) ? Effect.fail(new DidTaken({ code: "DID_TAKEN", message: `${did} was deleted as an agent; only its last key may register it again` })) : Effect.void
     )
 
-  // Fixed windows per budget (API key, DID of agent keys, client address), in memory (per hub process). Bounded:
-  // past `MAX_QUOTA_KEYS` the oldest window is forgotten, which only ever errs toward letting a write through.
-  const usage = new Map<string, { start: number; entries: number; bytes: number }>()
-  const window = (id: string, now: number) => {
-    let u = usage.get(id)
-    if (u === undefined || now - u.start >= quota.windowMs) {
-      usage.delete(id)
-      if (usage.size >= MAX_QUOTA_KEYS) usage.delete(usage.keys().next().value as string)
-      u = { start: now, entries: 0, bytes: 0 }
-      usage.set(id, u)
-    }
-    return u
-  }
-  const charge = (caller: Caller, ctx: WriteContext, entries: number, bytes: number) =>
-    Effect.flatMap(Clock.currentTimeMillis, (now): Effect.Effect<void, LimitReached> => {
-      if (caller.kind === "admin") return Effect.void
+  // Fixed windows per budget (API key, DID of agent keys, client address), in the database, so hubs sharing one count
+  // each write once (docs/scaling.md §2). A store that cannot answer refuses the write (the write would meet the
+  // same failure next). Windows over are purged every PURGE_EVERY charges, so the table holds about one window's.
+  let chargesSincePurge = 0
+  const charge = (caller: Caller, ctx: WriteContext, entries: number, bytes: number): Effect.Effect<void, LimitReached | RegistryUnavailable> =>
+    Effect.gen(function* () {
+      if (caller.kind === "admin") return
+      const now = yield* Clock.currentTimeMillis
       const own = ownDid(caller)
       const budgets = [
         { id: `key ${caller.keyId}`, of: "this API key", entries: quota.entries, bytes: quota.manifestBytes },
         ...(own === undefined ? [] : [{ id: `did ${own}`, of: `the keys of ${own}`, entries: quota.entries, bytes: quota.manifestBytes }]),
         { id: `address ${ctx.client}`, of: "this client address", entries: quota.perAddress.entries, bytes: quota.perAddress.manifestBytes }
-      ].map((b) => ({ ...b, u: window(b.id, now) }))
-      // Every budget is checked before any is charged, so a refused write costs nothing.
-      for (const b of budgets) {
-        if (b.u.entries + entries > b.entries || b.u.bytes + bytes > b.bytes) {
-          const retryAfterSeconds = Math.max(1, Math.ceil((b.u.start + quota.windowMs - now) / 1000))
-          const what = b.u.entries + entries > b.entries ? `${b.entries} registrations` : `${b.bytes} manifest bytes`
-          return Effect.fail(LimitReached.of(`write quota of ${b.of} spent (${what} per window)`, retryAfterSeconds))
-        }
+      ]
+      if (++chargesSincePurge >= PURGE_EVERY) {
+        chargesSincePurge = 0
+        yield* Effect.ignore(store.purgeWriteWindows(now - quota.windowMs))
       }
-      for (const b of budgets) {
-        b.u.entries += entries
-        b.u.bytes += bytes
-      }
-      return Effect.void
+      // Every budget is checked before any is charged (one transaction), so a refused write costs nothing.
+      const refused = yield* q(store.chargeWrites(budgets.map(({ bytes, entries, id }) => ({ id, entries, bytes })), entries, bytes, now, quota.windowMs))
+      if (Option.isNone(refused)) return
+      const b = budgets.find((x) => x.id === refused.value.id) ?? budgets[0]!
+      const w = Option.filter(refused.value.window, (x) => now - x.window_start < quota.windowMs)
+      const start = Option.isSome(w) ? w.value.window_start : now
+      const used = Option.isSome(w) ? w.value.entries : 0
+      const retryAfterSeconds = Math.max(1, Math.ceil((start + quota.windowMs - now) / 1000))
+      const what = used + entries > b.entries ? `${b.entries} registrations` : `${b.bytes} manifest bytes`
+      return yield* Effect.fail(LimitReached.of(`write quota of ${b.of} spent (${what} per window)`, retryAfterSeconds))
     })
 
   const signatureInvalid = (message: string) => new InvalidSignature({ code: "SIGNATURE_INVALID", message })
@@ -762,46 +764,48 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
     ctx.hub === undefined ? Effect.fail(signatureInvalid("the hub cannot tell its own URL, so no write proof can name it; start the hub with publicUrl")) : Effect.succeed(ctx.hub)
   // decodePublicKeyB64 reads padded and unpadded spellings alike (rows from before keys were normalized).
   const currentKey = (row: { readonly public_key_b64: string | null }) => decodePublicKeyB64(row.public_key_b64 ?? "") ?? new Uint8Array()
-  /** Checks an eddsa-jcs-2022 proof by `did#key-1` under `publicKey` over `document`, created near the hub's clock. */
-  const checkProof = (document: Record<string, unknown>, proof: unknown, publicKey: Uint8Array, did: string, what: string) =>
-    Effect.gen(function* () {
-      yield* verifyMessage({ ...document, proof }, publicKey, { verificationMethod: verificationMethodId(did), proofPurpose: WRITE_PROOF_PURPOSE }).pipe(
-        Effect.provideService(Keys, keys),
-        Effect.mapError(() =>
-          signatureInvalid(`${what} is missing or does not verify under that key${typeof document.hub === "string" ? ` over the document naming hub ${document.hub}` : ""}`)
-        )
-      )
-      const created = typeof proof === "object" && proof !== null ? (proof as { created?: unknown }).created : undefined
-      const at = typeof created === "string" ? Date.parse(created) : Number.NaN
-      const now = yield* Clock.currentTimeMillis
-      if (!Number.isFinite(at) || Math.abs(now - at) > proofMaxAgeMs) {
-        return yield* Effect.fail(signatureInvalid(`${what} must be created within ${proofMaxAgeMs / 1000} s of the hub's clock; sign again`))
-      }
-      const value = proofValueOf(proof)
-      if (value !== undefined && (usedProofs.get(value) ?? 0) > now) return yield* Effect.fail(signatureInvalid(`${what} was already used here; sign again`))
-    })
-  // Proof values of writes applied within the freshness window, so a captured write is not applied twice on this hub
-  // (in memory, per process). Recorded once the write succeeded, so a refused write (quota, conflict) may be retried
-  // as signed. Bounded: past MAX_USED_PROOFS the oldest is forgotten, which errs toward accepting a replay.
-  const usedProofs = new Map<string, number>()
   const proofValueOf = (proof: unknown) => {
     const v = typeof proof === "object" && proof !== null ? (proof as { proofValue?: unknown }).proofValue : undefined
     return typeof v === "string" ? v : undefined
   }
-  const spend = (...proofs: ReadonlyArray<unknown>) =>
-    Effect.map(Clock.currentTimeMillis, (now) => {
-      // Every entry lives equally long, so the oldest are first: drop the expired from the front.
-      for (const [v, until] of usedProofs) {
-        if (until > now) break
-        usedProofs.delete(v)
-      }
-      for (const proof of proofs) {
-        const value = proofValueOf(proof)
-        if (value === undefined) continue
-        if (usedProofs.size >= MAX_USED_PROOFS) usedProofs.delete(usedProofs.keys().next().value as string)
-        // A proof is accepted until `created + maxAge`, and `created` may lie up to maxAge ahead of now.
-        usedProofs.set(value, now + 2 * proofMaxAgeMs)
-      }
+  // Proof values of applied writes are kept in the database until the proof could no longer be fresh, so a captured
+  // write is applied once by whichever hub on it sees it first. A proof is accepted until `created + maxAge`, and
+  // `created` may lie up to maxAge ahead of now. Expired ones are purged every PURGE_EVERY claims.
+  let claimsSincePurge = 0
+  /**
+   * Runs a write whose proofs `check` verifies (eddsa-jcs-2022 by `did#key-1` under `publicKey` over `document`,
+   * created near the hub's clock) and claims, one INSERT each, before the write. A claim the store refuses is a
+   * replay; a store that cannot answer refuses the write (a replay is never let through). When the write then fails,
+   * its claims are given back, so a write refused for another reason (quota, conflict) may be retried as signed; an
+   * interrupted one keeps them (it may have been applied).
+   */
+  const proven = <A, E>(write: (check: CheckProof) => Effect.Effect<A, E>) =>
+    Effect.suspend(() => {
+      const held: Array<string> = []
+      const check: CheckProof = (document, proof, publicKey, did, what) =>
+        Effect.gen(function* () {
+          yield* verifyMessage({ ...document, proof }, publicKey, { verificationMethod: verificationMethodId(did), proofPurpose: WRITE_PROOF_PURPOSE }).pipe(
+            Effect.provideService(Keys, keys),
+            Effect.mapError(() =>
+              signatureInvalid(`${what} is missing or does not verify under that key${typeof document.hub === "string" ? ` over the document naming hub ${document.hub}` : ""}`)
+            )
+          )
+          const created = typeof proof === "object" && proof !== null ? (proof as { created?: unknown }).created : undefined
+          const at = typeof created === "string" ? Date.parse(created) : Number.NaN
+          const now = yield* Clock.currentTimeMillis
+          if (!Number.isFinite(at) || Math.abs(now - at) > proofMaxAgeMs) {
+            return yield* Effect.fail(signatureInvalid(`${what} must be created within ${proofMaxAgeMs / 1000} s of the hub's clock; sign again`))
+          }
+          const value = proofValueOf(proof)
+          if (value === undefined) return
+          if (++claimsSincePurge >= PURGE_EVERY) {
+            claimsSincePurge = 0
+            yield* Effect.ignore(store.purgeProofs(now))
+          }
+          if (!(yield* q(store.claimProof(value, now + 2 * proofMaxAgeMs)))) return yield* Effect.fail(signatureInvalid(`${what} was already used here; sign again`))
+          held.push(value)
+        })
+      return Effect.tapError(write(check), () => (held.length === 0 ? Effect.void : Effect.ignore(store.releaseProofs(held))))
     })
 
   const api: RegistryApi = {
@@ -852,7 +856,7 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
     manifest: (cid) =>
       Effect.flatMap(q(store.manifest(cid)), (o) => (Option.isSome(o) ? Effect.succeed(JSON.parse(o.value) as unknown) : Effect.fail(new ManifestNotFound({ code: "NOT_FOUND", message: `no manifest ${cid}` })))),
     registerAgent: (caller, input, ctx) =>
-      Effect.gen(function* () {
+      proven((checkProof) => Effect.gen(function* () {
         const did = yield* validDid(input.did)
         yield* mayRegisterAgent(caller, did)
         const publicKey = acceptablePublicKeyB64(input.publicKeyB64)
@@ -874,9 +878,8 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
           created_at: now, updated_at: now, last_seen_at: now
         }
         yield* insert(row)
-        yield* spend(input.proof)
         return toAgent(row, now)
-      }),
+      })),
     // The clock read directly: a resolve then needs no fiber, and is answered on the request's own stack (Serve).
     resolveAgent: (h) => Effect.map(entry("agent", h), (row) => toAgent(row, clock.unsafeCurrentTimeMillis())),
     listAgents: page("agent", toAgent),
@@ -889,7 +892,7 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
         return { didHash: row.did_hash, lastSeenAt: iso(now), live: true, staleAfterSeconds: Math.round(staleAfterMs / 1000) }
       }),
     updateAgent: (caller, h, patch, ctx) =>
-      Effect.gen(function* () {
+      proven((checkProof) => Effect.gen(function* () {
         const row = yield* owned(caller, "agent", h)
         if (patch.endpointUrl !== undefined && !isHttpUrl(patch.endpointUrl)) return yield* Effect.fail(invalidEndpoint())
         if (patch.manifestCID !== undefined) yield* pinnedOrFail(patch.manifestCID)
@@ -903,11 +906,10 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
         const now = yield* Clock.currentTimeMillis
         const next = { ...row, endpoint_url: patch.endpointUrl ?? row.endpoint_url, manifest_cid: patch.manifestCID ?? row.manifest_cid, updated_at: now, last_seen_at: now }
         yield* q(store.updateEntry(row.did, { endpoint_url: next.endpoint_url, manifest_cid: next.manifest_cid, updated_at: now, last_seen_at: now }))
-        yield* spend(patch.proof)
         return toAgent(next, now)
-      }),
+      })),
     rotateAgentKey: (caller, h, input, ctx) =>
-      Effect.gen(function* () {
+      proven((checkProof) => Effect.gen(function* () {
         const row = yield* owned(caller, "agent", h)
         const next = acceptablePublicKeyB64(input.publicKeyB64)
         if (next === undefined) return yield* Effect.fail(invalidKey())
@@ -923,11 +925,10 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
         const now = yield* Clock.currentTimeMillis
         const version = yield* q(store.rotateKey(row.did, publicKeyB64, row.key_version, now))
         if (version === 0) return yield* Effect.fail(signatureInvalid(`the key of ${row.did} changed meanwhile; sign the rotation for the current version again`))
-        yield* spend(input.proof, input.newKeyProof)
         return toAgent({ ...row, public_key_b64: publicKeyB64, key_version: version, updated_at: now }, now)
-      }),
+      })),
     deleteAgent: (caller, h, input, ctx) =>
-      Effect.gen(function* () {
+      proven((checkProof) => Effect.gen(function* () {
         const row = yield* owned(caller, "agent", h)
         // Deleting frees the endpoint and ends the DID's resolution: the current key decides, or the admin.
         if (caller.kind !== "admin" || input.proof !== undefined) {
@@ -935,8 +936,7 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
           yield* checkProof(deletionDocument({ hub, did: row.did, keyVersion: row.key_version }), input.proof, currentKey(row), row.did, "the deletion proof by the current key")
         }
         yield* q(store.deleteAgent(row, yield* Clock.currentTimeMillis))
-        yield* spend(input.proof)
-      }),
+      })),
     registerMcp: (caller, input, ctx) =>
       Effect.gen(function* () {
         if (input.name.trim().length === 0) return yield* Effect.fail(invalidManifest("name must not be empty"))

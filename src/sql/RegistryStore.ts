@@ -7,6 +7,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import * as Context from "effect/Context"
+import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -87,6 +88,20 @@ export interface SeenFilter {
   readonly since: number
 }
 
+/** One write-quota budget: its id and what one window of it allows. */
+export interface WriteBudget {
+  readonly id: string
+  readonly entries: number
+  readonly bytes: number
+}
+
+/** A budget's current window as stored: when it started and what was charged in it. */
+export interface WriteWindow {
+  readonly window_start: number
+  readonly entries: number
+  readonly bytes: number
+}
+
 /**
  * The operations of the registry store. Each fails with `PersistenceError` only; a taken DID or key hash is its
  * `UniqueViolation`, which `Registry` turns into `DID_TAKEN`.
@@ -120,8 +135,8 @@ export interface RegistryStoreApi {
   /** Records a one-time setting; false when it was already recorded. */
   readonly claimSetting: (name: string, value: string) => Fx<boolean>
   /**
-   * Entries whose search doc (bounded name, description, tags and tool names; migration 0010) contains every term,
-   * case-insensitive, at most `limit`, in index order. Terms are text, never query syntax.
+   * Entries whose search doc (bounded name, description, tags and tool names; migration 0010, on Postgres 0025)
+   * contains every term, case-insensitive, at most `limit`, in index order. Terms are text, never query syntax.
    */
   readonly search: (terms: ReadonlyArray<string>, limit: number, seen?: SeenFilter) => Fx<ReadonlyArray<EntryRow>>
   /** Records a mandate revocation; false when it was already revoked. */
@@ -135,6 +150,27 @@ export interface RegistryStoreApi {
   readonly countChallenges: Fx<number>
   /** True when the database answers. */
   readonly ping: Effect.Effect<boolean>
+  /**
+   * Charges `entries` and `bytes` to every budget's window (one older than `windowMs` at `now` starts again at
+   * `now`) only when each stays within its budget, all or none, in one transaction of one conditional upsert per
+   * budget (taken in id order), so writes through several hubs at once never pass a budget together. None when
+   * charged; else the budget that refused, with its window as it stands (none when this charge alone is too large).
+   */
+  readonly chargeWrites: (
+    budgets: ReadonlyArray<WriteBudget>,
+    entries: number,
+    bytes: number,
+    now: number,
+    windowMs: number
+  ) => Fx<Option.Option<{ readonly id: string; readonly window: Option.Option<WriteWindow> }>>
+  /** Deletes the windows that started before `before` (they are over, so they say nothing). */
+  readonly purgeWriteWindows: (before: number) => Fx<void>
+  /** Records a write proof as used until `expiresAt`; false when it is recorded already (one INSERT, so once). */
+  readonly claimProof: (proofValue: string, expiresAt: number) => Fx<boolean>
+  /** Forgets claimed proofs whose write did not happen, so it may be retried as signed. */
+  readonly releaseProofs: (proofValues: ReadonlyArray<string>) => Fx<void>
+  /** Deletes the proofs recorded until `now` or earlier. */
+  readonly purgeProofs: (now: number) => Fx<void>
   /** Stores (or replaces) the card of an A2A agent, as fetched at `at`. */
   readonly putA2aCard: (did: string, card: string, at: number) => Fx<void>
   /** The stored card of an A2A agent and when it was fetched. */
@@ -171,19 +207,29 @@ export const ftsQuery = (terms: ReadonlyArray<string>): string => {
   return kept.map((p) => `"${p.replace(/"/g, '""')}"`).join(" ")
 }
 
-// Migration 0010's sizes, which the Postgres search cuts the same fields to.
-const NAME = 256
-const DESCRIPTION = 1024
-const ITEM = 128
-const LIST = 2048
+/** A term as a LIKE pattern matching it anywhere: `%`, `_` and the escape character `\\` stand for themselves. */
+const containing = (term: string) => `%${term.toLowerCase().replace(/[\\%_]/g, "\\$&")}%`
 
-/** A JSON string field of `json` as text, NULL when it is anything else (Postgres). */
-const pgText = (json: string, field: string) => `(CASE WHEN jsonb_typeof(${json} -> '${field}') = 'string' THEN ${json} ->> '${field}' END)`
+/**
+ * The Postgres search: every term a lower-case substring of the entry's search text (migration 0025: the same
+ * bounded fields as SQLite's docs), which its pg_trgm GIN index answers; `e` is the entry.
+ */
+export const pgSearchStatement = (sql: SqlClient.SqlClient, terms: ReadonlyArray<string>, limit: number, seen?: SeenFilter) =>
+  sql`
+  SELECT e.* FROM mesh_search_text d JOIN mesh_entries e ON e.did = d.did
+  WHERE ${sql.and(terms.map((t) => sql`d.doc LIKE ${containing(t)}`))} ${seenClauseOf(sql, seen)}
+  ORDER BY e.created_at, e.did LIMIT ${limit}`
 
-/** The names of a JSON array's items (strings, or objects' `name`), each cut, space-separated (Postgres). */
-const pgList = (array: string) => `(SELECT string_agg(substr(CASE jsonb_typeof(v) WHEN 'string' THEN v #>> '{}'
-  WHEN 'object' THEN (CASE WHEN jsonb_typeof(v -> 'name') = 'string' THEN v ->> 'name' END) END, 1, ${ITEM}), ' ')
-  FROM jsonb_array_elements(CASE WHEN jsonb_typeof(${array}) = 'array' THEN ${array} ELSE '[]'::jsonb END) v)`
+/** The liveness condition on alias `e`; none when unfiltered. */
+const seenClauseOf = (sql: SqlClient.SqlClient, seen: SeenFilter | undefined) =>
+  seen === undefined
+    ? sql.literal("")
+    : seen.live
+      ? sql`AND e.kind = 'agent' AND e.last_seen_at >= ${seen.since}`
+      : sql`AND e.kind = 'agent' AND (e.last_seen_at IS NULL OR e.last_seen_at < ${seen.since})`
+
+/** A budget that refused a charge; fails the charge's transaction so nothing of it stays. */
+class Refused extends Data.TaggedError("Refused")<{ readonly id: string; readonly window: Option.Option<WriteWindow> }> {}
 
 /** The store on a migrated `SqlClient`. */
 export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> = Effect.gen(function* () {
@@ -201,13 +247,7 @@ export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> =
   const tombstone = SqlSchema.findOne({ Request: Schema.String, Result: TombstoneRow, execute: (d) => sql`SELECT * FROM mesh_tombstones WHERE did = ${d}` })
   const challengeById = SqlSchema.findOne({ Request: Schema.String, Result: ChallengeRow, execute: (id) => sql`SELECT * FROM mesh_challenges WHERE id = ${id}` })
   const rows = Schema.decodeUnknown(Schema.Array(EntryRow))
-  // The liveness condition on alias `e`; none when unfiltered.
-  const seenClause = (seen: SeenFilter | undefined) =>
-    seen === undefined
-      ? sql.literal("")
-      : seen.live
-        ? sql`AND e.kind = 'agent' AND e.last_seen_at >= ${seen.since}`
-        : sql`AND e.kind = 'agent' AND (e.last_seen_at IS NULL OR e.last_seen_at < ${seen.since})`
+  const seenClause = (seen: SeenFilter | undefined) => seenClauseOf(sql, seen)
   const listEntries = (kind: EntryKind, limit: number, cursor: string, seen: SeenFilter | undefined) =>
     Effect.flatMap(
       sql`SELECT * FROM mesh_entries e WHERE e.kind = ${kind} AND e.did_hash > ${cursor} ${seenClause(seen)} ORDER BY e.did_hash LIMIT ${limit}`,
@@ -222,24 +262,45 @@ export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> =
       WHERE mesh_search MATCH ${match} ${seenClause(seen)} ORDER BY s.rowid LIMIT ${limit}`,
       rows
     )
-  // Postgres: the same bounded fields as migration 0010's docs, matched as lower-case substrings.
   const searchPostgres = (terms: ReadonlyArray<string>, limit: number, seen: SeenFilter | undefined) =>
-    Effect.flatMap(
-      sql`
-      SELECT e.* FROM mesh_entries e
-      LEFT JOIN mesh_manifests m ON m.cid = e.manifest_cid
-      CROSS JOIN LATERAL (SELECT m.body::jsonb AS j) mj
-      CROSS JOIN LATERAL (SELECT lower(concat_ws(chr(1),
-        substr(e.name, 1, ${NAME}) || coalesce(' ' || substr(${sql.literal(pgText("mj.j", "name"))}, 1, ${NAME}), ''),
-        substr(${sql.literal(pgText("mj.j", "description"))}, 1, ${DESCRIPTION}),
-        substr(trim(coalesce(e.skill_type, '') || ' ' || coalesce(${sql.literal(pgList("mj.j -> 'capabilities'"))}, '') || ' ' || coalesce(${sql.literal(pgList("mj.j -> 'tags'"))}, '')), 1, ${LIST}),
-        substr(${sql.literal(pgList("CASE WHEN e.tools IS NULL THEN NULL ELSE e.tools::jsonb END"))}, 1, ${LIST})
-      )) AS doc) d
-      WHERE ${sql.and(terms.map((t) => sql`strpos(d.doc, ${t.toLowerCase()}) > 0`))} ${seenClause(seen)}
-      ORDER BY e.created_at, e.did LIMIT ${limit}`,
-      rows
-    )
+    Effect.flatMap(pgSearchStatement(sql, terms, limit, seen), rows)
   const isPostgres = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
+  // Every number cast: Postgres would otherwise type a bare parameter in a SELECT list or a comparison as text.
+  const int = (n: number) => sql`CAST(${n} AS BIGINT)`
+  /** One budget's conditional upsert: a row back when charged, none when the sum would pass the budget. */
+  const chargeOne = (b: WriteBudget, entries: number, bytes: number, now: number, windowMs: number) => {
+    const over = sql`excluded.window_start - mesh_write_quotas.window_start >= ${int(windowMs)}`
+    const sum = (column: "entries" | "bytes") =>
+      sql`(CASE WHEN ${over} THEN excluded.${sql.literal(column)} ELSE mesh_write_quotas.${sql.literal(column)} + excluded.${sql.literal(column)} END)`
+    return sql<{ window_start: number }>`
+      INSERT INTO mesh_write_quotas (id, window_start, entries, bytes)
+      SELECT ${b.id}, ${int(now)}, ${int(entries)}, ${int(bytes)} WHERE ${int(entries)} <= ${int(b.entries)} AND ${int(bytes)} <= ${int(b.bytes)}
+      ON CONFLICT (id) DO UPDATE SET
+        window_start = CASE WHEN ${over} THEN excluded.window_start ELSE mesh_write_quotas.window_start END,
+        entries = ${sum("entries")},
+        bytes = ${sum("bytes")}
+      WHERE ${sum("entries")} <= ${int(b.entries)} AND ${sum("bytes")} <= ${int(b.bytes)}
+      RETURNING window_start`
+  }
+  const windowOf = (id: string) =>
+    Effect.map(sql<{ window_start: number; entries: number; bytes: number }>`SELECT window_start, entries, bytes FROM mesh_write_quotas WHERE id = ${id}`, (rows) =>
+      Option.map(Option.fromNullable(rows[0]), (r): WriteWindow => ({ window_start: Number(r.window_start), entries: Number(r.entries), bytes: Number(r.bytes) }))
+    )
+  const chargeWrites = (budgets: ReadonlyArray<WriteBudget>, entries: number, bytes: number, now: number, windowMs: number) =>
+    Effect.forEach(
+      // One lock order for every charge, so two charges sharing budgets wait for each other instead of deadlocking.
+      [...budgets].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)),
+      (b) =>
+        Effect.flatMap(chargeOne(b, entries, bytes, now, windowMs), (rows) =>
+          rows.length > 0 ? Effect.void : Effect.flatMap(windowOf(b.id), (window) => Effect.fail(new Refused({ id: b.id, window })))
+        ),
+      { discard: true }
+    ).pipe(
+      sql.withTransaction,
+      Effect.as(Option.none<{ readonly id: string; readonly window: Option.Option<WriteWindow> }>()),
+      Effect.catchTag("Refused", (r) => Effect.succeed(Option.some({ id: r.id, window: r.window }))),
+      Effect.mapError(classify)
+    )
 
   return {
     insertApiKey: (row) => sql`INSERT INTO mesh_api_keys ${sql.insert(row)}`.pipe(Effect.asVoid, Effect.mapError(classify)),
@@ -334,6 +395,19 @@ export const make: Effect.Effect<RegistryStoreApi, never, SqlClient.SqlClient> =
       ) RETURNING id`.pipe(Effect.map((rows) => rows.length), Effect.mapError(classify)),
     countChallenges: sql<{ n: number }>`SELECT count(*) AS n FROM mesh_challenges`.pipe(Effect.map((rows) => Number(rows[0]?.n ?? 0)), Effect.mapError(classify)),
     ping: sql`SELECT 1`.pipe(Effect.as(true), Effect.catchAll(() => Effect.succeed(false))),
+    chargeWrites,
+    purgeWriteWindows: (before) => sql`DELETE FROM mesh_write_quotas WHERE window_start < ${int(before)}`.pipe(Effect.asVoid, Effect.mapError(classify)),
+    claimProof: (proofValue, expiresAt) =>
+      sql<{ proof_value: string }>`INSERT INTO mesh_used_proofs (proof_value, expires_at) VALUES (${proofValue}, ${int(expiresAt)})
+        ON CONFLICT (proof_value) DO NOTHING RETURNING proof_value`.pipe(
+        Effect.map((rows) => rows.length > 0),
+        Effect.mapError(classify)
+      ),
+    releaseProofs: (proofValues) =>
+      proofValues.length === 0
+        ? Effect.void
+        : sql`DELETE FROM mesh_used_proofs WHERE proof_value IN ${sql.in(proofValues)}`.pipe(Effect.asVoid, Effect.mapError(classify)),
+    purgeProofs: (now) => sql`DELETE FROM mesh_used_proofs WHERE expires_at <= ${int(now)}`.pipe(Effect.asVoid, Effect.mapError(classify)),
     putA2aCard: (did, card, at) =>
       sql`INSERT INTO mesh_a2a_cards (did, card, fetched_at) VALUES (${did}, ${card}, ${at})
         ON CONFLICT (did) DO UPDATE SET card = excluded.card, fetched_at = excluded.fetched_at`.pipe(Effect.asVoid, Effect.mapError(classify)),

@@ -335,6 +335,63 @@ const suite = (url: () => string) => {
       })
     ))
 
+  it.live("write quotas: 40 concurrent charges from two processes against a budget of 10 pass 10 times; a refusal charges no budget", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const [a, b] = yield* twoProcesses(url())
+        const ra = Context.get(a, RegistryStore.RegistryStore)
+        const rb = Context.get(b, RegistryStore.RegistryStore)
+        const key = unique("key")
+        const address = unique("address")
+        // An instant past 32 bits, as every epoch-ms time is.
+        const now = 4_000_000_000_000
+        const hour = 3_600_000
+        const budgets = [{ id: key, entries: 10, bytes: 1_000 }, { id: address, entries: 100, bytes: 100_000 }]
+        const outcomes = yield* Effect.forEach(Array.from({ length: 40 }, (_, i) => (i % 2 === 0 ? ra : rb)), (s) => s.chargeWrites(budgets, 1, 0, now, hour), {
+          concurrency: "unbounded"
+        })
+        assert.strictEqual(outcomes.filter(Option.isNone).length, 10)
+        for (const o of outcomes) {
+          if (Option.isSome(o)) assert.deepStrictEqual(o.value, { id: key, window: Option.some({ window_start: now, entries: 10, bytes: 0 }) })
+        }
+        // The refused charges left the address's budget as the ten charged it: 90 more pass, the 91st does not.
+        const address2 = [{ id: address, entries: 100, bytes: 100_000 }]
+        for (let i = 0; i < 90; i++) assert.isTrue(Option.isNone(yield* ra.chargeWrites(address2, 1, 0, now + 1, hour)))
+        assert.strictEqual(Option.getOrThrow(yield* rb.chargeWrites(address2, 1, 0, now + 2, hour)).id, address)
+        // Bytes count against their own limit; a charge larger than the budget alone is refused without a window.
+        const bytesId = unique("bytes")
+        assert.deepStrictEqual(yield* ra.chargeWrites([{ id: bytesId, entries: 10, bytes: 100 }], 0, 101, now, hour), Option.some({ id: bytesId, window: Option.none() }))
+        assert.isTrue(Option.isNone(yield* ra.chargeWrites([{ id: bytesId, entries: 10, bytes: 100 }], 0, 60, now, hour)))
+        assert.deepStrictEqual(yield* rb.chargeWrites([{ id: bytesId, entries: 10, bytes: 100 }], 0, 41, now, hour), Option.some({ id: bytesId, window: Option.some({ window_start: now, entries: 0, bytes: 60 }) }))
+        // A window over starts again: the budget is whole, and the old window's rows can be purged.
+        assert.isTrue(Option.isNone(yield* rb.chargeWrites(budgets, 10, 0, now + hour, hour)))
+        assert.strictEqual(Option.getOrThrow(yield* ra.chargeWrites(budgets, 1, 0, now + hour, hour)).id, key)
+        yield* ra.purgeWriteWindows(now + hour)
+        assert.deepStrictEqual(Option.getOrThrow(yield* ra.chargeWrites(budgets, 1, 0, now + hour, hour)).window, Option.some({ window_start: now + hour, entries: 10, bytes: 0 }))
+        assert.isTrue(Option.isNone(yield* rb.chargeWrites([{ id: bytesId, entries: 10, bytes: 100 }], 0, 41, now, hour)), "the purged window is gone")
+      })
+    ))
+
+  it.live("used write proofs: of 20 concurrent claims from two processes one wins; a released claim may be made again; expired ones are purged", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const [a, b] = yield* twoProcesses(url())
+        const ra = Context.get(a, RegistryStore.RegistryStore)
+        const rb = Context.get(b, RegistryStore.RegistryStore)
+        const proof = unique("z3proof")
+        const until = 4_000_000_000_000
+        const claims = yield* Effect.forEach(Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? ra : rb)), (s) => s.claimProof(proof, until), { concurrency: "unbounded" })
+        assert.strictEqual(claims.filter((c) => c).length, 1)
+        yield* rb.releaseProofs([proof])
+        assert.isTrue(yield* ra.claimProof(proof, until))
+        assert.isFalse(yield* rb.claimProof(proof, until))
+        yield* ra.purgeProofs(until - 1)
+        assert.isFalse(yield* rb.claimProof(proof, until))
+        yield* ra.purgeProofs(until)
+        assert.isTrue(yield* rb.claimProof(proof, until))
+      })
+    ))
+
   it.live("learner stats: a republish replaces, the aggregate sums publishers", () =>
     Effect.scoped(
       Effect.gen(function* () {

@@ -30,6 +30,8 @@ import m0020 from "./0020_saga_running_index.js"
 import m0021 from "./0021_commit_receipts.js"
 import m0022 from "./0022_idempotency_reply_bytes.js"
 import m0023 from "./0023_a2a_tasks.js"
+import m0024 from "./0024_write_quotas.js"
+import m0025 from "./0025_search_trigram.js"
 import postgresBaseline from "./postgres_baseline.js"
 
 type Migration = Effect.Effect<void, unknown, SqlClient.SqlClient>
@@ -65,5 +67,7 @@ export const migrations: Record<string, Migration> = {
   "0020_saga_running_index": m0020,
   "0021_commit_receipts": m0021,
   "0022_idempotency_reply_bytes": m0022,
-  "0023_a2a_tasks": m0023
+  "0023_a2a_tasks": m0023,
+  "0024_write_quotas": m0024,
+  "0025_search_trigram": m0025
 }

@@ -9,7 +9,7 @@
  *   takes from the pool row and writes the allocation, or aborts both), exact under READ COMMITTED because the
  *   conditional UPDATE re-reads the locked pool row; the CHECK on the pool stays as the last line of defence;
  * - the registry's search has no FTS5 index: `RegistryStore` matches the same bounded fields with `position()` over
- *   the entries (docs/scaling.md says when that needs an index);
+ *   the entries (migration 0025 later gives them a pg_trgm index);
  * - the unique constraints of allocations are named, so a violation says which one fired.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
