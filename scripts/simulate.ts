@@ -41,6 +41,7 @@ const run = (schedule: Sim.Schedule) => Effect.runPromise(Sim.run(spec, schedule
 
 const printReport = (report: Sim.Report, trace: boolean) => {
   for (const a of report.actions) console.log(`  action ${a}`)
+  for (const c of report.crashes) console.log(`  crash: ${c}`)
   if (trace) for (const l of report.network) console.log(`  t=${l.at} #${l.seq} ${l.method} ${l.origin}${l.path} ${l.faults.join(",")} -> ${l.outcome}`)
   console.log(report.violation === undefined ? "  every invariant held" : `  VIOLATION ${report.violation.invariant} after action ${report.violation.action}: ${report.violation.message}`)
   console.log(`  digest ${report.digest}`)

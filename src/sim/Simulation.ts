@@ -25,7 +25,6 @@
  * Floor: sim (docs/architecture.md §3).
  */
 import * as HttpClient from "@effect/platform/HttpClient"
-import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
 import { createHash } from "node:crypto"
 import { rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -53,7 +52,7 @@ import * as Entropy from "../core/Entropy.js"
 import { importIdentity, type MeshIdentity } from "../core/Did.js"
 import * as IdempotencyStore from "../core/IdempotencyStore.js"
 import { KeyResolver } from "../core/KeyResolver.js"
-import type { Keys } from "../core/Keys.js"
+import { Keys } from "../core/Keys.js"
 import { signApproval } from "../core/Approval.js"
 import { issueIntentMandate, issueModelBudgetMandate, issueTaskMandate } from "../core/Mandate.js"
 import { ModelError, type ModelErrorCode, type ScriptStep } from "../core/ModelProvider.js"
@@ -70,8 +69,11 @@ import * as ModelRouter from "../model/ModelRouter.js"
 import * as ModelSession from "../model/ModelSession.js"
 import { SagaHubApi } from "../saga/SagaApi.js"
 import { SagaHubHandlers } from "../saga/SagaHttp.js"
+import type { SagaResult } from "../saga/Saga.js"
 import * as SagaScheduler from "../saga/SagaScheduler.js"
+import * as SagaStore from "../saga/SagaStore.js"
 import * as KeysNative from "../node/KeysNative.js"
+import * as JournalEngine from "./JournalEngine.js"
 import * as Network from "./Network.js"
 import * as SimClock from "./SimClock.js"
 
@@ -136,6 +138,12 @@ export type FaultEvent =
   | { readonly _tag: "Net"; readonly request: number; readonly fault: Network.Fault }
   /** The hub or an agent crashes before action `before` and comes back on its durable stores. */
   | { readonly _tag: "Crash"; readonly target: string; readonly before: number }
+  /**
+   * The hub or an agent crashes as the workload's `request`-th request is sent (in the middle of an action: a hub
+   * mid-saga) and comes back at once on its durable stores; the request goes on to the restarted process, or dies with
+   * its sender.
+   */
+  | { readonly _tag: "CrashDuring"; readonly target: string; readonly request: number }
   /** The clock jumps forward before action `before`. */
   | { readonly _tag: "ClockJump"; readonly before: number; readonly millis: number }
   /** The model provider's `call`-th call fails with `code`. */
@@ -159,6 +167,8 @@ export interface Report {
   /** One line per action: what it was and how it ended. */
   readonly actions: ReadonlyArray<string>
   readonly network: ReadonlyArray<Network.TraceLine>
+  /** One line per crash in the middle of an action: which process, on which request, and the sagas it left in flight. */
+  readonly crashes: ReadonlyArray<string>
   /** The first violation; the run stops there. */
   readonly violation: Violation | undefined
   /** SHA-256 of the actions and the network trace: equal for two runs of one schedule. */
@@ -230,15 +240,19 @@ export interface ScheduleBounds {
 
 const PROVIDER_CODES: ReadonlyArray<ModelErrorCode> = ["PROVIDER_UNAVAILABLE", "PROVIDER_RATE_LIMITED", "PROVIDER_BAD_RESPONSE"]
 
-/** One event drawn from `rng`: mostly network faults, some crashes, clock jumps and provider errors. */
+/**
+ * One event drawn from `rng`: mostly network faults, some crashes (between actions, or of the hub as a request goes
+ * out, which lands in a saga about half the time), clock jumps and provider errors.
+ */
 export const drawEvent = (rng: PCGRandom, spec: MeshSpec, bounds: ScheduleBounds = {}): FaultEvent => {
   const actions = spec.workload.length
   const kind = rng.integer(10)
-  if (kind < 6) return { _tag: "Net", request: rng.integer(bounds.requests ?? 120), fault: netFault(rng) }
-  if (kind < 8) {
+  if (kind < 5) return { _tag: "Net", request: rng.integer(bounds.requests ?? 120), fault: netFault(rng) }
+  if (kind < 7) {
     const targets = ["hub", ...spec.agents.map((a) => a.name)]
     return { _tag: "Crash", target: targets[rng.integer(targets.length)]!, before: rng.integer(actions) }
   }
+  if (kind < 8) return { _tag: "CrashDuring", target: "hub", request: rng.integer(bounds.requests ?? 120) }
   if (kind < 9) return { _tag: "ClockJump", before: rng.integer(actions), millis: [1_000, 60_000, 600_000, 7_200_000][rng.integer(4)]! }
   return { _tag: "ProviderError", call: rng.integer(bounds.providerCalls ?? 8), code: PROVIDER_CODES[rng.integer(PROVIDER_CODES.length)]! }
 }
@@ -261,6 +275,8 @@ export const describeEvent = (e: FaultEvent): string => {
       return `request ${e.request}: ${Network.faultName(e.fault)}`
     case "Crash":
       return `before action ${e.before}: crash and restart ${e.target}`
+    case "CrashDuring":
+      return `request ${e.request}: ${e.target} crashes as it is sent, and restarts`
     case "ClockJump":
       return `before action ${e.before}: clock jumps ${e.millis} ms`
     case "ProviderError":
@@ -417,6 +433,8 @@ interface World {
   readonly effects: Effects
   /** Gated calls by id → approvals signed by their grantor and sent to the agent. */
   readonly approvals: Map<string, number>
+  /** The saga engine's journal: the hub's durable workflow state, which a crash of the hub keeps. */
+  readonly journal: JournalEngine.Journal
 }
 
 /** A process of the mesh: its scope, closed when it crashes. */
@@ -432,8 +450,9 @@ const startHub = (world: World) =>
     const runner = { did: world.runner.did, privateKey: world.runner.privateKey }
     // The hub's purges a day apart: every wake-up is a step of the driver, and a run spans minutes to hours.
     const services = Hub.layerServicesWithDatabase({ database: world.database, nonces: { purgeIntervalMs: DAY }, challengePurge: { intervalMs: DAY } })
-    const scheduler = SagaScheduler.layerTest({ runner }).pipe(
-      Layer.provide(WorkflowEngine.layerMemory),
+    // The engine's journal is the world's, so a saga in flight when the hub crashed resumes in the next hub.
+    const scheduler = SagaScheduler.layerOn({ runner }).pipe(
+      Layer.provideMerge(JournalEngine.layer(world.journal)),
       Layer.provide(Layer.mergeAll(SagaScheduler.layerAgentsFromRegistry, AgentClient.layer().pipe(Layer.provide(Layer.succeed(HttpClient.HttpClient, world.http))))),
       Layer.provideMerge(services)
     )
@@ -445,6 +464,8 @@ const startHub = (world: World) =>
     )
     yield* world.network.register(HUB, handler)
     const admin = yield* Effect.orDie(Context.get(context, Registry.Registry).ensureAdmin)
+    // Once it serves, as a durable engine's runner picks up its workflows on start.
+    yield* JournalEngine.resumeAll(world.journal, SagaScheduler.SagaWorkflow).pipe(Effect.provide(context))
     return { scope, value: { context, admin } } satisfies Process<unknown>
   })
 
@@ -495,7 +516,7 @@ const setup = (spec: MeshSpec, providerErrors: ReadonlyMap<number, ModelErrorCod
       )
       agents.set(a.name, { spec: a, identity, stores })
     }
-    const world: World = { network, http, database, runner, buyer, chatter, agents, effects: new Map(), approvals: new Map() }
+    const world: World = { network, http, database, runner, buyer, chatter, agents, effects: new Map(), approvals: new Map(), journal: JournalEngine.makeJournal() }
     const hub = yield* startHub(world)
     const processes = new Map<string, Process<unknown>>([["hub", hub]])
     for (const name of agents.keys()) processes.set(name, yield* startAgent(world, name))
@@ -536,6 +557,9 @@ const setup = (spec: MeshSpec, providerErrors: ReadonlyMap<number, ModelErrorCod
 /** How often a saga action looks whether its saga has ended. */
 const SAGA_POLL = Duration.millis(100)
 
+/** How many failed reads of its saga a saga action takes (a hub restarting) before it reports the saga unreadable. */
+const SAGA_UNREADABLE = 50
+
 /** Two models on one scripted provider: a cheap one and a dear one. */
 const CATALOGUE = fromSpecs([
   { id: "small", provider: "a", tier: 1, inputMicrosPerMTok: 1_000_000, outputMicrosPerMTok: 2_000_000, contextWindow: 8192, maxOutputTokens: 256 },
@@ -565,22 +589,44 @@ const runIn = (spec: MeshSpec, schedule: Schedule, database: string, driver: Dri
     // The hub's and agents' scopes are their own (a crash closes one alone): closed here when the run ends, or each run
     // would keep its database connection and its processes' fibers for the life of the process.
     yield* Effect.addFinalizer(() => Effect.forEach(processes.values(), (p) => Scope.close(p.scope, Exit.void), { discard: true }))
-    yield* world.network.reset(netPlan(schedule))
     const actions: Array<string> = []
-    const pools = new Set<string>()
-    const sagas: Array<string> = []
     let violation: Violation | undefined = undefined
 
     const hubContext = () => (processes.get("hub") as HubProcess).value.context
 
+    // One crash at a time: a crash triggered while another restarts the same process waits for it to be up.
+    const restarting = yield* Effect.makeSemaphore(1)
     const restart = (target: string) =>
-      Effect.gen(function* () {
+      restarting.withPermits(1)(Effect.gen(function* () {
         const p = processes.get(target)
         if (p === undefined) return
         yield* world.network.unregister(target === "hub" ? HUB : originOf(target))
         yield* Scope.close(p.scope, Exit.void)
         processes.set(target, target === "hub" ? yield* startHub(world) : yield* startAgent(world, target))
-      })
+      }))
+
+    // A crash in the middle of an action runs in a fiber of the run's, not of the process it kills (whose scope it
+    // closes); the request that set it off waits for the restart, or is interrupted with its sender.
+    const runScope = yield* Effect.scope
+    const keys = yield* Keys
+    const crashes: Array<Fiber.RuntimeFiber<void>> = []
+    const crashLog: Array<string> = []
+    const crashDuring = (target: string, request: number): Effect.Effect<void> =>
+      Effect.flatMap(
+        Effect.forkIn(
+          Effect.zipRight(
+            Effect.sync(() => void crashLog.push(`${target} crashed on request ${request} with ${JournalEngine.inFlight(world.journal).length} saga(s) in flight`)),
+            Effect.orDie(restart(target)).pipe(Effect.provideService(Keys, keys))
+          ),
+          runScope
+        ),
+        (fiber) => Effect.zipRight(Effect.sync(() => void crashes.push(fiber)), Fiber.join(fiber))
+      )
+    const triggers = new Map<number, Effect.Effect<void>>()
+    for (const e of schedule) if (e._tag === "CrashDuring" && processes.has(e.target)) triggers.set(e.request, crashDuring(e.target, e.request))
+    yield* world.network.reset(netPlan(schedule), triggers)
+    /** Waits for the crashes an action set off to have restarted their process. */
+    const restarted = Effect.suspend(() => Effect.forEach(crashes.splice(0), Fiber.await, { discard: true }))
 
     const perform = (action: Action, index: number): Effect.Effect<string, never, Keys> => {
       switch (action._tag) {
@@ -589,7 +635,6 @@ const runIn = (spec: MeshSpec, schedule: Schedule, database: string, driver: Dri
             const mandate = yield* Effect.orDie(
               issueIntentMandate({ grantorDid: world.buyer.did, granteeDid: world.runner.did, constraints: { spendLimitUsd: action.spendLimitUsd }, privateKey: world.buyer.privateKey, ttlSeconds: 3600 })
             )
-            const scheduler = Context.get(hubContext(), SagaScheduler.SagaScheduler)
             const steps = action.steps.map((s, i) => ({
               name: `s${i}-${s.capability}`,
               agentDid: world.agents.get(s.agent)!.identity.did,
@@ -598,16 +643,18 @@ const runIn = (spec: MeshSpec, schedule: Schedule, database: string, driver: Dri
               budgetUsd: s.budgetUsd,
               compensation: { capability: `undo-${s.capability}` }
             }))
-            const submitted = yield* Effect.either(scheduler.submit(world.buyer.did, { mandate: mandate.token, steps }))
-            if (submitted._tag === "Left") return `saga refused ${submitted.left.code}`
-            pools.add(submitted.right.poolId)
-            sagas.push(submitted.right.sagaId)
+            const submitted = yield* Effect.exit(Context.get(hubContext(), SagaScheduler.SagaScheduler).submit(world.buyer.did, { mandate: mandate.token, steps }))
+            if (Exit.isFailure(submitted)) {
+              const failure = Cause.failureOption(submitted.cause)
+              return Option.isSome(failure) ? `saga refused ${failure.value.code}` : "saga submission died"
+            }
             // Polled rather than `scheduler.await`: its wait on the store's news sometimes misses the final event and
-            // falls back to its one-second look, which would make the time a run takes depend on fiber order.
-            while (true) {
-              const r = yield* Effect.either(scheduler.get(submitted.right.sagaId))
-              if (r._tag === "Left") return `saga unreadable ${r.left.code}`
-              if (r.right.status !== "running") return `saga ${r.right.status}`
+            // falls back to its one-second look, which would make the time a run takes depend on fiber order. Read
+            // from whichever hub runs now: one that crashed mid-saga is asked again once its successor is up.
+            for (let unreadable = 0; ; ) {
+              const r = yield* Effect.exit(Context.get(hubContext(), SagaScheduler.SagaScheduler).get(submitted.value.sagaId))
+              if (Exit.isSuccess(r) && r.value.status !== "running") return `saga ${r.value.status}`
+              if (Exit.isFailure(r) && ++unreadable > SAGA_UNREADABLE) return "saga unreadable"
               yield* Effect.sleep(SAGA_POLL)
             }
           })
@@ -674,8 +721,31 @@ const runIn = (spec: MeshSpec, schedule: Schedule, database: string, driver: Dri
             ? fail("replay", `a signed request ran its handler ${n} times (${key})`)
             : fail("saga", `a saga step's work ran ${n} times (${key})`)
         }
+        // Every saga the hub was given, from the engine's journal: one submitted just before a crash counts too.
+        const scheduler = Context.get(hubContext(), SagaScheduler.SagaScheduler)
+        const store = Context.get(hubContext(), SagaStore.SagaStore)
         const ledger = Context.get(hubContext(), Ledger)
-        for (const poolId of pools) {
+        const sagaIds = [...world.journal.executions.values()].map((e) => (e.payload as { readonly sagaId: string }).sagaId)
+        const running = yield* Effect.either(store.running(world.buyer.did))
+        if (running._tag === "Left") return fail("saga", `the saga store cannot be read: ${running.left.message}`)
+        if (running.right.total > 0) return fail("saga", `${running.right.total} saga(s) still running after the action`)
+        const pools = new Map<string, Array<SagaResult>>()
+        for (const sagaId of sagaIds) {
+          const r = yield* Effect.either(scheduler.get(sagaId))
+          if (r._tag === "Left") return fail("saga", `saga ${sagaId} cannot be read: ${r.left.code}`)
+          const saga = r.right
+          if (saga.status === "running") return fail("saga", `saga ${sagaId} did not end`)
+          pools.set(saga.poolId, [...(pools.get(saga.poolId) ?? []), saga])
+          // Each step's work exactly once if it committed (and its undo once if it was compensated), at most once otherwise.
+          for (const step of saga.steps) {
+            const ran = world.effects.get(`${sagaId}:${step.name}|${step.capability}`) ?? 0
+            const undone = world.effects.get(`${sagaId}:${step.name}|undo-${step.capability}`) ?? 0
+            const expected = step.status === "committed" || step.status === "compensated" ? 1 : undefined
+            if (expected !== undefined ? ran !== expected : ran > 1) return fail("saga", `step ${sagaId}:${step.name} (${step.status}) ran its work ${ran} times`)
+            if (step.status === "compensated" ? undone !== 1 : undone > 1) return fail("saga", `step ${sagaId}:${step.name} (${step.status}) ran its compensation ${undone} times`)
+          }
+        }
+        for (const [poolId, sagasOfPool] of pools) {
           const trail = yield* Effect.either(ledger.allocations(world.runner.did, poolId))
           if (trail._tag === "Left") return fail("ledger", `pool ${poolId} cannot be read: ${trail.left.code}`)
           const { allocations, pool } = trail.right
@@ -683,19 +753,21 @@ const runIn = (spec: MeshSpec, schedule: Schedule, database: string, driver: Dri
           const perStep = new Map<string, number>()
           for (const a of allocations) {
             if (a.usedUsd !== null && micros(a.usedUsd) > micros(a.amountUsd)) return fail("ledger", `allocation ${a.allocationId} used ${a.usedUsd} of ${a.amountUsd}`)
-            held += a.status === "active" ? micros(a.amountUsd) : micros(a.usedUsd ?? 0)
+            // Every saga of the pool has ended: nothing may still be held.
+            if (a.status === "active") return fail("ledger", `allocation ${a.allocationId} of an ended saga is still active`)
+            held += micros(a.usedUsd ?? 0)
             perStep.set(a.idempotencyKey, (perStep.get(a.idempotencyKey) ?? 0) + 1)
           }
           if (held > micros(pool.limitUsd)) return fail("ledger", `pool ${poolId} holds ${held / 1e6} USD of a ${pool.limitUsd} USD limit`)
           if (micros(pool.allocatedUsd) !== held) return fail("ledger", `pool ${poolId} reports ${pool.allocatedUsd} USD allocated, its allocations hold ${held / 1e6}`)
           if (micros(pool.remainingUsd) < 0) return fail("ledger", `pool ${poolId} has ${pool.remainingUsd} USD left`)
+          // Balanced to the micro-dollar: what the pool gave out is what the sagas' steps report they used, and the rest is left.
+          if (micros(pool.allocatedUsd) + micros(pool.remainingUsd) !== micros(pool.limitUsd)) {
+            return fail("ledger", `pool ${poolId}: ${pool.allocatedUsd} allocated and ${pool.remainingUsd} left of ${pool.limitUsd} USD`)
+          }
+          const reported = sagasOfPool.reduce((sum, saga) => sum + saga.steps.reduce((n, step) => n + (step.usedUsd === null ? 0 : micros(Number(step.usedUsd))), 0), 0)
+          if (reported !== held) return fail("ledger", `pool ${poolId} released ${held / 1e6} USD, its sagas' steps report ${reported / 1e6}`)
           for (const [key, n] of perStep) if (n > 1) return fail("saga", `step ${key} was charged ${n} allocations`)
-        }
-        const scheduler = Context.get(hubContext(), SagaScheduler.SagaScheduler)
-        for (const sagaId of sagas) {
-          const r = yield* Effect.either(scheduler.get(sagaId))
-          if (r._tag === "Left") return fail("saga", `saga ${sagaId} cannot be read: ${r.left.code}`)
-          if (r.right.status === "running") return fail("saga", `saga ${sagaId} did not end`)
         }
         const summary = yield* session.summary
         if (summary.totalTokens > spec.modelBudget.tokens) return fail("model-budget", `the session used ${summary.totalTokens} of ${spec.modelBudget.tokens} tokens`)
@@ -722,14 +794,19 @@ const runIn = (spec: MeshSpec, schedule: Schedule, database: string, driver: Dri
         violation = { invariant: "progress", action: index, message: `action ${index} (${action._tag}) never ended` }
         break
       }
+      const up = yield* drive(restarted, driver)
+      if (up === "stuck") {
+        violation = { invariant: "progress", action: index, message: "a process that crashed during the action did not restart" }
+        break
+      }
       actions.push(`${index} ${action._tag}: ${Exit.isSuccess(outcome) ? outcome.value : "died"}`)
       const checked = yield* drive(check(index), driver)
       violation = checked === "stuck" ? { invariant: "progress", action: index, message: "the invariants could not be read" } : Exit.isSuccess(checked) ? checked.value : undefined
       if (violation !== undefined) break
     }
     const trace = yield* world.network.trace
-    const digest = createHash("sha256").update(JSON.stringify({ actions, trace, violation })).digest("hex")
-    return { actions, network: trace, violation, digest } satisfies Report
+    const digest = createHash("sha256").update(JSON.stringify({ actions, trace, crashes: crashLog, violation })).digest("hex")
+    return { actions, network: trace, crashes: crashLog, violation, digest } satisfies Report
   })
 
 let databases = 0
