@@ -26,10 +26,11 @@
  */
 import * as HttpClient from "@effect/platform/HttpClient"
 import { createHash } from "node:crypto"
-import { rmSync } from "node:fs"
+import { readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -49,9 +50,9 @@ import type { Stores } from "../agent/AgentServices.js"
 import * as AgentWeb from "../agent/AgentWeb.js"
 import * as AgentMemory from "../core/AgentMemory.js"
 import * as Entropy from "../core/Entropy.js"
-import { importIdentity, type MeshIdentity } from "../core/Did.js"
+import { extractPublicKey, importIdentity, type MeshIdentity, verificationMethodId } from "../core/Did.js"
 import * as IdempotencyStore from "../core/IdempotencyStore.js"
-import { KeyResolver } from "../core/KeyResolver.js"
+import { KeyNotFound, KeyResolver, type KeyResolverApi, KeyResolverUnavailable, type ResolvedKey } from "../core/KeyResolver.js"
 import { Keys } from "../core/Keys.js"
 import { signApproval } from "../core/Approval.js"
 import { issueIntentMandate, issueModelBudgetMandate, issueTaskMandate } from "../core/Mandate.js"
@@ -492,34 +493,78 @@ const startAgent = (world: World, name: string) =>
     return { scope, value: undefined } satisfies Process<unknown>
   })
 
-/** The mesh set up: identities, the hub, the agents registered, the model session; nothing faulted yet. */
-const setup = (spec: MeshSpec, providerErrors: ReadonlyMap<number, ModelErrorCode>, database: string, network: Network.NetworkApi) =>
+/**
+ * What every run of a mesh with these agents starts from, made once per process: the identities, and the hub's
+ * database migrated with every party registered (as bytes, written afresh for each run). A run then starts the hub
+ * and the agents over it instead of migrating a database and registering five parties over the network each time.
+ */
+interface Prepared {
+  readonly runner: MeshIdentity
+  readonly buyer: MeshIdentity
+  readonly chatter: MeshIdentity
+  readonly agents: ReadonlyMap<string, MeshIdentity>
+  readonly database: Uint8Array
+  /**
+   * Each agent's client of the hub, for looking up caller keys: built once, since building a client of the hub's API
+   * costs more than a run's saga, and sending over the current run's network. Its own key cache is not used: its
+   * entries would outlive the run (`cachedKeys` keeps a run's).
+   */
+  readonly hubClients: ReadonlyMap<string, MeshClient.MeshClientApi>
+  /** The network the resolvers' requests go over: the current run's. */
+  readonly route: { network: Network.NetworkApi }
+}
+
+/** How long an agent keeps a caller's key: `MeshClient`'s default. */
+const KEY_CACHE_MS = 30_000
+
+/**
+ * Caller keys from the hub's DID resolver through `hub`, cached for `KEY_CACHE_MS` by the run's clock in a cache of
+ * the run's own (revocations not cached), as `MeshClient.keyResolver` does: what an agent's `hubUrl` gives it.
+ */
+const cachedKeys = (hub: MeshClient.MeshClientApi): KeyResolverApi => {
+  const cache = new Map<string, { readonly key: ResolvedKey; readonly until: number }>()
+  const fetch = (did: string) =>
+    hub.resolveDid(did).pipe(
+      Effect.mapError((e) =>
+        e.code === "NOT_FOUND" || e.code === "INVALID_DID"
+          ? new KeyNotFound({ code: "KEY_NOT_FOUND", message: e.message, did })
+          : new KeyResolverUnavailable({ code: "RESOLVER_UNAVAILABLE", message: e.message, did })
+      ),
+      Effect.flatMap((r) =>
+        extractPublicKey(r.document, verificationMethodId(did)).pipe(
+          Effect.catchTags({
+            MalformedDidDocument: (e) => Effect.fail(new KeyNotFound({ code: "KEY_NOT_FOUND", message: e.message, did })),
+            MalformedKey: (e) => Effect.fail(new KeyNotFound({ code: "KEY_NOT_FOUND", message: `${e.code}: ${e.message}`, did }))
+          }),
+          Effect.map((publicKey): ResolvedKey => ({ publicKey, keyVersion: r.keyVersion }))
+        )
+      )
+    )
+  return {
+    resolve: (did) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        const hit = cache.get(did)
+        if (hit !== undefined && hit.until > now) return Effect.succeed(hit.key)
+        return Effect.tap(fetch(did), (key) => Effect.sync(() => void cache.set(did, { key, until: now + KEY_CACHE_MS })))
+      }),
+    // A revocation list that cannot be read must not let a revoked mandate through.
+    isMandateRevoked: (jti, issuer) => Effect.orElseSucceed(hub.isMandateRevoked(jti, issuer), () => true)
+  }
+}
+
+/** Identities and a registered database for the agents named `names`: a hub is started once, then stopped. */
+const prepare = (names: ReadonlyArray<string>, database: string) =>
   Effect.gen(function* () {
+    const network = yield* Network.make
     const http = Network.client(network)
     const withHttp = Effect.provideService(HttpClient.HttpClient, http)
     const runner = yield* importIdentity("did:mesh:saga-runner", keySeed(0))
     const buyer = yield* importIdentity("did:mesh:buyer", keySeed(1))
     const chatter = yield* importIdentity("did:mesh:chatter", keySeed(2))
-    const agents = new Map<string, { spec: AgentSpec; identity: MeshIdentity; stores: Context.Context<Stores> }>()
-    for (const [i, a] of spec.agents.entries()) {
-      const identity = yield* importIdentity(`did:mesh:${a.name}`, keySeed(3 + i))
-      // Caller keys come from the hub over the network, as an agent elsewhere would get them.
-      const hubClient = yield* withHttp(MeshClient.make({ hubUrl: HUB, retry: { times: 0 } }))
-      const stores = yield* Layer.build(
-        Layer.mergeAll(
-          TaskStore.layerMemory,
-          a.flaws?.includes("ignores-nonces") === true ? Layer.succeed(NonceStore.NonceStore, ignoringNonces) : NonceStore.layerMemory(),
-          AgentMemory.layerNone,
-          a.flaws?.includes("forgets-replies") === true ? Layer.succeed(IdempotencyStore.IdempotencyStore, forgettingReplies) : IdempotencyStore.layerMemory(),
-          Layer.succeed(KeyResolver, hubClient.keyResolver)
-        )
-      )
-      agents.set(a.name, { spec: a, identity, stores })
-    }
-    const world: World = { network, http, database, runner, buyer, chatter, agents, effects: new Map(), approvals: new Map(), journal: JournalEngine.makeJournal() }
+    const agents = new Map<string, MeshIdentity>()
+    for (const [i, name] of names.entries()) agents.set(name, yield* importIdentity(`did:mesh:${name}`, keySeed(3 + i)))
+    const world: World = { network, http, database, runner, buyer, chatter, agents: new Map(), effects: new Map(), approvals: new Map(), journal: JournalEngine.makeJournal() }
     const hub = yield* startHub(world)
-    const processes = new Map<string, Process<unknown>>([["hub", hub]])
-    for (const name of agents.keys()) processes.set(name, yield* startAgent(world, name))
     const admin = Option.getOrThrow(hub.value.admin).apiKey
     const client = yield* withHttp(MeshClient.make({ hubUrl: HUB, apiKey: admin, retry: { times: 0 } }))
     const register = (identity: MeshIdentity, endpointUrl: string) =>
@@ -535,7 +580,42 @@ const setup = (spec: MeshSpec, providerErrors: ReadonlyMap<number, ModelErrorCod
     yield* register(runner, "http://saga-runner.sim")
     yield* register(buyer, "http://buyer.sim")
     yield* register(chatter, "http://chatter.sim")
-    for (const [name, a] of agents) yield* register(a.identity, originOf(name))
+    for (const [name, identity] of agents) yield* register(identity, originOf(name))
+    const route = { network }
+    const routed = HttpClient.make((request, url) => Effect.suspend(() => route.network.send(request, url)))
+    const hubClients = new Map<string, MeshClient.MeshClientApi>()
+    for (const name of names) hubClients.set(name, yield* MeshClient.make({ hubUrl: HUB, retry: { times: 0 } }).pipe(Effect.provideService(HttpClient.HttpClient, routed)))
+    // Closing the hub closes its connections, the last of which writes the WAL back into the file.
+    yield* Scope.close(hub.scope, Exit.void)
+    const bytes = new Uint8Array(readFileSync(database))
+    return { runner, buyer, chatter, agents, database: bytes, hubClients, route } satisfies Prepared
+  })
+
+/** The mesh started from what was prepared: the hub and the agents up, the model session; nothing faulted yet. */
+const setup = (spec: MeshSpec, prepared: Prepared, providerErrors: ReadonlyMap<number, ModelErrorCode>, database: string, network: Network.NetworkApi) =>
+  Effect.gen(function* () {
+    const http = Network.client(network)
+    const { buyer, chatter, runner } = prepared
+    prepared.route.network = network
+    const agents = new Map<string, { spec: AgentSpec; identity: MeshIdentity; stores: Context.Context<Stores> }>()
+    for (const a of spec.agents) {
+      const stores = yield* Layer.build(
+        Layer.mergeAll(
+          TaskStore.layerMemory,
+          a.flaws?.includes("ignores-nonces") === true ? Layer.succeed(NonceStore.NonceStore, ignoringNonces) : NonceStore.layerMemory(),
+          AgentMemory.layerNone,
+          a.flaws?.includes("forgets-replies") === true ? Layer.succeed(IdempotencyStore.IdempotencyStore, forgettingReplies) : IdempotencyStore.layerMemory(),
+          // Caller keys come from the hub over the network, as an agent elsewhere would get them.
+          Layer.succeed(KeyResolver, cachedKeys(prepared.hubClients.get(a.name)!))
+        )
+      )
+      agents.set(a.name, { spec: a, identity: prepared.agents.get(a.name)!, stores })
+    }
+    writeFileSync(database, prepared.database)
+    const world: World = { network, http, database, runner, buyer, chatter, agents, effects: new Map(), approvals: new Map(), journal: JournalEngine.makeJournal() }
+    const hub = yield* startHub(world)
+    const processes = new Map<string, Process<unknown>>([["hub", hub]])
+    for (const name of agents.keys()) processes.set(name, yield* startAgent(world, name))
     const script = (_: unknown, index: number): ScriptStep => {
       const code = providerErrors.get(index)
       return code === undefined
@@ -576,12 +656,12 @@ const netPlan = (schedule: Schedule): ReadonlyMap<number, ReadonlyArray<Network.
 }
 
 /** Runs the mesh's workload under `schedule` and checks the invariants after each action; needs `Keys` and a test clock. */
-const runIn = (spec: MeshSpec, schedule: Schedule, database: string, driver: Driver) =>
+const runIn = (spec: MeshSpec, schedule: Schedule, prepared: Prepared, database: string, driver: Driver) =>
   Effect.gen(function* () {
     const providerErrors = new Map<number, ModelErrorCode>()
     for (const e of schedule) if (e._tag === "ProviderError") providerErrors.set(e.call, e.code)
     const network = yield* Network.make
-    const ready = yield* drive(setup(spec, providerErrors, database, network), driver)
+    const ready = yield* drive(setup(spec, prepared, providerErrors, database, network), driver)
     if (ready === "stuck" || Exit.isFailure(ready)) {
       return yield* Effect.dieMessage(`the mesh did not start: ${ready === "stuck" ? "stuck" : String(Cause.pretty(ready.cause))}`)
     }
@@ -818,11 +898,11 @@ let databases = 0
  * (`alone`), so no other code sees it.
  */
 /* eslint-disable no-restricted-properties -- Math.random is replaced and restored here, never read for secrets or ids */
-const withSeededMathRandom = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+const withSeededMathRandom = (seed: number) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.acquireUseRelease(
     Effect.sync(() => {
       const original = Math.random
-      const rng = new PCGRandom(RANDOM_SEED)
+      const rng = new PCGRandom(seed)
       Math.random = () => rng.number()
       return original
     }),
@@ -851,31 +931,65 @@ const alone = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> 
 /** The seed of Effect's `Random` in every run: what varies between runs is the schedule. */
 const RANDOM_SEED = 0x5eed
 
+/** The seed of the preparation: another than the runs', so no id or nonce of a run repeats one in the prepared database. */
+const PREPARE_SEED = 0x9e9a
+
+/** Runs `effect` the simulation's way: on `driver`'s clock, on microtasks, with every source of randomness seeded by `seed`. */
+const simulated = (driver: Driver, seed: number) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  effect.pipe(
+    (e) => withTrackedDigest(driver.outside, e),
+    withSeededMathRandom(seed),
+    // Effect's own randomness (retry jitter, the router's draws) seeded, so retries wait the same from run to run.
+    Effect.withRandom(Random.make(seed)),
+    // Every id, nonce and key outside Effect's Random from one seeded generator: the same requests in every run.
+    Effect.provideService(Entropy.Entropy, Entropy.seeded(seed)),
+    Effect.withClock(driver.clock),
+    Effect.withScheduler(microtaskScheduler),
+    // An agent's failing handler logs at ERROR; thousands of runs would drown what the run reports.
+    Logger.withMinimumLogLevel(LogLevel.None)
+  )
+
+/** What was prepared, by the agents' names (flaws and handlers do not change it). */
+const preparedMeshes = new Map<string, Prepared>()
+
+const removeDatabase = (database: string) => {
+  for (const suffix of ["", "-wal", "-shm"]) rmSync(database + suffix, { force: true })
+}
+
+/** The preparation for `spec`'s agents: made on the first run of a mesh with these agents, on a clock of its own. */
+const preparedFor = (spec: MeshSpec): Effect.Effect<Prepared, never, Keys> =>
+  Effect.suspend(() => {
+    const names = spec.agents.map((a) => a.name)
+    const key = JSON.stringify(names)
+    const hit = preparedMeshes.get(key)
+    if (hit !== undefined) return Effect.succeed(hit)
+    const database = join(tmpdir(), `agent-mesh-sim-${process.pid}-${databases++}.db`)
+    const driver: Driver = { clock: SimClock.make(), outside: { pending: new Set() } }
+    return drive(Effect.scoped(prepare(names, database)), driver).pipe(
+      simulated(driver, PREPARE_SEED),
+      Effect.flatMap((exit) =>
+        exit === "stuck" || Exit.isFailure(exit)
+          ? Effect.dieMessage(`the mesh could not be prepared: ${exit === "stuck" ? "stuck" : String(Cause.pretty(exit.cause))}`)
+          : Effect.succeed(exit.value)
+      ),
+      Effect.tap((p) => Effect.sync(() => void preparedMeshes.set(key, p))),
+      Effect.ensuring(Effect.sync(() => removeDatabase(database)))
+    )
+  })
+
 /**
- * Runs `spec` under `schedule` in a fresh mesh of its own (a test clock, a SQLite file removed afterwards) and
- * reports what happened; the same spec and schedule give the same report.
+ * Runs `spec` under `schedule` in a fresh mesh of its own (a clock, a SQLite file written from the prepared one and
+ * removed afterwards) and reports what happened; the same spec and schedule give the same report.
  */
 export const run = (spec: MeshSpec, schedule: Schedule): Effect.Effect<Report> =>
   // Made afresh each time the effect runs: a clock, a generator or a file shared by two runs would tie them together.
   Effect.suspend(() => {
     const database = join(tmpdir(), `agent-mesh-sim-${process.pid}-${databases++}.db`)
     const driver: Driver = { clock: SimClock.make(), outside: { pending: new Set() } }
-    return Effect.scoped(runIn(spec, schedule, database, driver)).pipe(
-      (effect) => withTrackedDigest(driver.outside, effect),
-      withSeededMathRandom,
+    return Effect.flatMap(preparedFor(spec), (prepared) => Effect.scoped(runIn(spec, schedule, prepared, database, driver)).pipe(simulated(driver, RANDOM_SEED))).pipe(
       alone,
       Effect.provide(KeysNative.layer),
-      // Effect's own randomness (retry jitter, the router's draws) seeded, so retries wait the same from run to run.
-      Effect.withRandom(Random.make(RANDOM_SEED)),
-      // Every id, nonce and key outside Effect's Random from one seeded generator: the same requests in every run.
-      Effect.provideService(Entropy.Entropy, Entropy.seeded(RANDOM_SEED)),
-      Effect.withClock(driver.clock),
-      Effect.withScheduler(microtaskScheduler),
-      // An agent's failing handler logs at ERROR; thousands of runs would drown what the run reports.
-      Logger.withMinimumLogLevel(LogLevel.None),
-      Effect.ensuring(Effect.sync(() => {
-        for (const suffix of ["", "-wal", "-shm"]) rmSync(database + suffix, { force: true })
-      }))
+      Effect.ensuring(Effect.sync(() => removeDatabase(database)))
     )
   })
 
