@@ -26,7 +26,7 @@
  */
 import * as HttpClient from "@effect/platform/HttpClient"
 import { createHash } from "node:crypto"
-import { readFileSync, rmSync, writeFileSync } from "node:fs"
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Cause from "effect/Cause"
@@ -787,6 +787,7 @@ const runIn = (spec: MeshSpec, schedule: Schedule, prepared: Prepared, database:
       }
     }
 
+    const settled = new Set<string>()
     const check = (index: number) =>
       Effect.gen(function* () {
         const fail = (invariant: Invariant, message: string): Violation => ({ invariant, action: index, message })
@@ -805,7 +806,8 @@ const runIn = (spec: MeshSpec, schedule: Schedule, prepared: Prepared, database:
         const scheduler = Context.get(hubContext(), SagaScheduler.SagaScheduler)
         const store = Context.get(hubContext(), SagaStore.SagaStore)
         const ledger = Context.get(hubContext(), Ledger)
-        const sagaIds = [...world.journal.executions.values()].map((e) => (e.payload as { readonly sagaId: string }).sagaId)
+        // A saga found ended and its pool balanced stays so (nothing moves an ended saga or its pool): not read again.
+        const sagaIds = [...world.journal.executions.values()].map((e) => (e.payload as { readonly sagaId: string }).sagaId).filter((id) => !settled.has(id))
         const running = yield* Effect.either(store.running(world.buyer.did))
         if (running._tag === "Left") return fail("saga", `the saga store cannot be read: ${running.left.message}`)
         if (running.right.total > 0) return fail("saga", `${running.right.total} saga(s) still running after the action`)
@@ -848,6 +850,7 @@ const runIn = (spec: MeshSpec, schedule: Schedule, prepared: Prepared, database:
           const reported = sagasOfPool.reduce((sum, saga) => sum + saga.steps.reduce((n, step) => n + (step.usedUsd === null ? 0 : micros(Number(step.usedUsd))), 0), 0)
           if (reported !== held) return fail("ledger", `pool ${poolId} released ${held / 1e6} USD, its sagas' steps report ${reported / 1e6}`)
           for (const [key, n] of perStep) if (n > 1) return fail("saga", `step ${key} was charged ${n} allocations`)
+          for (const saga of sagasOfPool) settled.add(saga.sagaId)
         }
         const summary = yield* session.summary
         if (summary.totalTokens > spec.modelBudget.tokens) return fail("model-budget", `the session used ${summary.totalTokens} of ${spec.modelBudget.tokens} tokens`)
@@ -890,6 +893,12 @@ const runIn = (spec: MeshSpec, schedule: Schedule, prepared: Prepared, database:
   })
 
 let databases = 0
+
+/**
+ * Where runs keep their SQLite files: in memory (`/dev/shm`) where the platform has it, since a run opens, writes and
+ * closes its database a few times and a disk's syncs would cost more than the run.
+ */
+const scratch = existsSync("/dev/shm") ? "/dev/shm" : tmpdir()
 
 /**
  * Effect hashes objects with no hash of their own by a number from `Math.random` (`Hash.random`), and some of its
@@ -963,7 +972,7 @@ const preparedFor = (spec: MeshSpec): Effect.Effect<Prepared, never, Keys> =>
     const key = JSON.stringify(names)
     const hit = preparedMeshes.get(key)
     if (hit !== undefined) return Effect.succeed(hit)
-    const database = join(tmpdir(), `agent-mesh-sim-${process.pid}-${databases++}.db`)
+    const database = join(scratch, `agent-mesh-sim-${process.pid}-${databases++}.db`)
     const driver: Driver = { clock: SimClock.make(), outside: { pending: new Set() } }
     return drive(Effect.scoped(prepare(names, database)), driver).pipe(
       simulated(driver, PREPARE_SEED),
@@ -984,7 +993,7 @@ const preparedFor = (spec: MeshSpec): Effect.Effect<Prepared, never, Keys> =>
 export const run = (spec: MeshSpec, schedule: Schedule): Effect.Effect<Report> =>
   // Made afresh each time the effect runs: a clock, a generator or a file shared by two runs would tie them together.
   Effect.suspend(() => {
-    const database = join(tmpdir(), `agent-mesh-sim-${process.pid}-${databases++}.db`)
+    const database = join(scratch, `agent-mesh-sim-${process.pid}-${databases++}.db`)
     const driver: Driver = { clock: SimClock.make(), outside: { pending: new Set() } }
     return Effect.flatMap(preparedFor(spec), (prepared) => Effect.scoped(runIn(spec, schedule, prepared, database, driver)).pipe(simulated(driver, RANDOM_SEED))).pipe(
       alone,
