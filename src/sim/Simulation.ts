@@ -1,6 +1,6 @@
 /**
  * A whole mesh in one process, run on a simulated clock (`SimClock`) over the in-memory `Network`: a hub with a saga runner (its
- * registry, ledger and saga store on one SQLite file that outlives a crash of the hub), agents served by their fetch
+ * registry, ledger and saga store on one SQLite file, and its saga engine's journal, outliving a crash of the hub), agents served by their fetch
  * handlers over stores that outlive a crash of the agent, and a model session over scripted providers. A run takes
  * a workload (sagas, signed calls, model turns, calls behind a human gate) and a fault schedule (network faults by request number, crashes and
  * restarts, clock jumps, provider errors), runs the workload one action at a time, and checks the invariants after
@@ -9,8 +9,9 @@
  * - `ledger`: no pool allocates more than its mandate's limit, no allocation uses more than it was given, and what a
  *   pool reports allocated is what its allocations add up to;
  * - `replay`: a signed request runs its handler at most once, however often the network delivers it;
- * - `saga`: every saga ends committed, compensated or compensation_failed, runs each step's work at most once and is
- *   charged at most one allocation per step;
+ * - `saga`: every saga ends committed, compensated or compensation_failed (a hub crash mid-saga included), runs each
+ *   committed or compensated step's work exactly once (others at most once) and is charged at most one allocation
+ *   per step; its pool, once its sagas ended, balances to the micro-dollar;
  * - `gate`: a capability behind a human gate runs no more often than its grantor approved it (never when the
  *   approval was denied, forged or withheld);
  * - `model-budget`: a model session never spends more tokens or dollars than its mandate grants.
