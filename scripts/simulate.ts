@@ -41,6 +41,7 @@ const run = (schedule: Sim.Schedule) => Effect.runPromise(Sim.run(spec, schedule
 
 const printReport = (report: Sim.Report, trace: boolean) => {
   for (const a of report.actions) console.log(`  action ${a}`)
+  for (const c of report.crashes) console.log(`  crash: ${c}`)
   if (trace) for (const l of report.network) console.log(`  t=${l.at} #${l.seq} ${l.method} ${l.origin}${l.path} ${l.faults.join(",")} -> ${l.outcome}`)
   console.log(report.violation === undefined ? "  every invariant held" : `  VIOLATION ${report.violation.invariant} after action ${report.violation.action}: ${report.violation.message}`)
   console.log(`  digest ${report.digest}`)
@@ -60,11 +61,13 @@ const explore = async () => {
   const from = int("from", 1)
   const stopAt = int("stop-at", 1)
   const started = performance.now()
+  const cpu = process.cpuUsage()
   let failures = 0
+  let done = 0
   for (let seed = from; seed < from + runs; seed++) {
     const schedule = Sim.scheduleOf(seed, spec, bounds)
     const report = await run(schedule)
-    const done = seed - from + 1
+    done = seed - from + 1
     if (done % 10 === 0 || done === runs) {
       const seconds = (performance.now() - started) / 1000
       console.log(`${done}/${runs} runs, ${failures} failing, ${(done / seconds).toFixed(2)} runs/s`)
@@ -80,7 +83,10 @@ const explore = async () => {
     if (stopAt > 0 && failures >= stopAt) break
   }
   const seconds = (performance.now() - started) / 1000
-  console.log(`explored in ${seconds.toFixed(1)} s: ${failures} failing`)
+  // CPU time as well as wall time: on a machine other work shares, the first says what a run costs.
+  const used = process.cpuUsage(cpu)
+  const cpuMs = (used.user + used.system) / 1000 / Math.max(done, 1)
+  console.log(`explored in ${seconds.toFixed(1)} s: ${failures} failing; ${(done / seconds).toFixed(2)} runs/s, ${cpuMs.toFixed(0)} ms of CPU a run`)
   process.exitCode = failures === 0 ? 0 : 1
 }
 

@@ -510,7 +510,7 @@ export type SchedulerRequirements = Ledger | AgentClient | KeyResolver | Keys | 
  * here rather than at every step's mandate and call; a key that does not import is passed on as given, so each step
  * refuses it (MALFORMED_KEY) as before.
  */
-const layerOn = (options: SchedulerOptions) =>
+export const layerOn = (options: SchedulerOptions) =>
   Layer.unwrapEffect(
     Effect.gen(function* () {
       const keys = yield* Keys

@@ -52,8 +52,12 @@ export interface NetworkApi {
   readonly register: (origin: string, handler: Handler) => Effect.Effect<void>
   /** Stops routing to `origin`: its requests fail as a refused connection does (a crashed process). */
   readonly unregister: (origin: string) => Effect.Effect<void>
-  /** Faults for the requests to come, by sequence number; replaces the previous plan and restarts the count. */
-  readonly reset: (plan: ReadonlyMap<number, ReadonlyArray<Fault>>) => Effect.Effect<void>
+  /**
+   * Faults for the requests to come, by sequence number; replaces the previous plan and restarts the count.
+   * `triggers` run as their request is sent, before it goes on (a process crashing as it goes out): the request waits
+   * for its trigger to end, or dies with its sender.
+   */
+  readonly reset: (plan: ReadonlyMap<number, ReadonlyArray<Fault>>, triggers?: ReadonlyMap<number, Effect.Effect<void>>) => Effect.Effect<void>
   /** The trace since the network was made. */
   readonly trace: Effect.Effect<ReadonlyArray<TraceLine>>
   /** Requests sent since the last `reset`. */
@@ -119,6 +123,7 @@ const drain = (response: Response): Promise<void> =>
 export const make: Effect.Effect<NetworkApi> = Effect.sync(() => {
   const handlers = new Map<string, Handler>()
   let plan: ReadonlyMap<number, ReadonlyArray<Fault>> = new Map()
+  let triggers: ReadonlyMap<number, Effect.Effect<void>> = new Map()
   let seq = 0
   let sinceReset = 0
   let inFlight = 0
@@ -126,9 +131,10 @@ export const make: Effect.Effect<NetworkApi> = Effect.sync(() => {
   return {
     register: (origin, handler) => Effect.sync(() => void handlers.set(origin, handler)),
     unregister: (origin) => Effect.sync(() => void handlers.delete(origin)),
-    reset: (next) =>
+    reset: (next, nextTriggers = new Map()) =>
       Effect.sync(() => {
         plan = next
+        triggers = nextTriggers
         sinceReset = 0
       }),
     trace: Effect.sync(() => lines.slice()),
@@ -138,6 +144,8 @@ export const make: Effect.Effect<NetworkApi> = Effect.sync(() => {
       Effect.gen(function* () {
         const n = sinceReset++
         const line = { seq: seq++, at: yield* Clock.currentTimeMillis, method: request.method, origin: url.origin, path: tracePath(url.pathname) }
+        const trigger = triggers.get(n)
+        if (trigger !== undefined) yield* trigger
         const faults = plan.get(n) ?? []
         const names = faults.map(faultName)
         const record = (outcome: TraceLine["outcome"]) => Effect.sync(() => void lines.push({ ...line, faults: names, outcome }))

@@ -1,6 +1,6 @@
 /**
  * A whole mesh in one process, run on a simulated clock (`SimClock`) over the in-memory `Network`: a hub with a saga runner (its
- * registry, ledger and saga store on one SQLite file that outlives a crash of the hub), agents served by their fetch
+ * registry, ledger and saga store on one SQLite file, and its saga engine's journal, outliving a crash of the hub), agents served by their fetch
  * handlers over stores that outlive a crash of the agent, and a model session over scripted providers. A run takes
  * a workload (sagas, signed calls, model turns, calls behind a human gate) and a fault schedule (network faults by request number, crashes and
  * restarts, clock jumps, provider errors), runs the workload one action at a time, and checks the invariants after
@@ -9,8 +9,9 @@
  * - `ledger`: no pool allocates more than its mandate's limit, no allocation uses more than it was given, and what a
  *   pool reports allocated is what its allocations add up to;
  * - `replay`: a signed request runs its handler at most once, however often the network delivers it;
- * - `saga`: every saga ends committed, compensated or compensation_failed, runs each step's work at most once and is
- *   charged at most one allocation per step;
+ * - `saga`: every saga ends committed, compensated or compensation_failed (a hub crash mid-saga included), runs each
+ *   committed or compensated step's work exactly once (others at most once) and is charged at most one allocation
+ *   per step; its pool, once its sagas ended, balances to the micro-dollar;
  * - `gate`: a capability behind a human gate runs no more often than its grantor approved it (never when the
  *   approval was denied, forged or withheld);
  * - `model-budget`: a model session never spends more tokens or dollars than its mandate grants.
@@ -25,12 +26,12 @@
  * Floor: sim (docs/architecture.md §3).
  */
 import * as HttpClient from "@effect/platform/HttpClient"
-import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
 import { createHash } from "node:crypto"
-import { rmSync } from "node:fs"
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -50,10 +51,10 @@ import type { Stores } from "../agent/AgentServices.js"
 import * as AgentWeb from "../agent/AgentWeb.js"
 import * as AgentMemory from "../core/AgentMemory.js"
 import * as Entropy from "../core/Entropy.js"
-import { importIdentity, type MeshIdentity } from "../core/Did.js"
+import { extractPublicKey, importIdentity, type MeshIdentity, verificationMethodId } from "../core/Did.js"
 import * as IdempotencyStore from "../core/IdempotencyStore.js"
-import { KeyResolver } from "../core/KeyResolver.js"
-import type { Keys } from "../core/Keys.js"
+import { KeyNotFound, KeyResolver, type KeyResolverApi, KeyResolverUnavailable, type ResolvedKey } from "../core/KeyResolver.js"
+import { Keys } from "../core/Keys.js"
 import { signApproval } from "../core/Approval.js"
 import { issueIntentMandate, issueModelBudgetMandate, issueTaskMandate } from "../core/Mandate.js"
 import { ModelError, type ModelErrorCode, type ScriptStep } from "../core/ModelProvider.js"
@@ -70,8 +71,11 @@ import * as ModelRouter from "../model/ModelRouter.js"
 import * as ModelSession from "../model/ModelSession.js"
 import { SagaHubApi } from "../saga/SagaApi.js"
 import { SagaHubHandlers } from "../saga/SagaHttp.js"
+import type { SagaResult } from "../saga/Saga.js"
 import * as SagaScheduler from "../saga/SagaScheduler.js"
+import * as SagaStore from "../saga/SagaStore.js"
 import * as KeysNative from "../node/KeysNative.js"
+import * as JournalEngine from "./JournalEngine.js"
 import * as Network from "./Network.js"
 import * as SimClock from "./SimClock.js"
 
@@ -136,6 +140,12 @@ export type FaultEvent =
   | { readonly _tag: "Net"; readonly request: number; readonly fault: Network.Fault }
   /** The hub or an agent crashes before action `before` and comes back on its durable stores. */
   | { readonly _tag: "Crash"; readonly target: string; readonly before: number }
+  /**
+   * The hub or an agent crashes as the workload's `request`-th request is sent (in the middle of an action: a hub
+   * mid-saga) and comes back at once on its durable stores; the request goes on to the restarted process, or dies with
+   * its sender.
+   */
+  | { readonly _tag: "CrashDuring"; readonly target: string; readonly request: number }
   /** The clock jumps forward before action `before`. */
   | { readonly _tag: "ClockJump"; readonly before: number; readonly millis: number }
   /** The model provider's `call`-th call fails with `code`. */
@@ -159,6 +169,8 @@ export interface Report {
   /** One line per action: what it was and how it ended. */
   readonly actions: ReadonlyArray<string>
   readonly network: ReadonlyArray<Network.TraceLine>
+  /** One line per crash in the middle of an action: which process, on which request, and the sagas it left in flight. */
+  readonly crashes: ReadonlyArray<string>
   /** The first violation; the run stops there. */
   readonly violation: Violation | undefined
   /** SHA-256 of the actions and the network trace: equal for two runs of one schedule. */
@@ -230,15 +242,19 @@ export interface ScheduleBounds {
 
 const PROVIDER_CODES: ReadonlyArray<ModelErrorCode> = ["PROVIDER_UNAVAILABLE", "PROVIDER_RATE_LIMITED", "PROVIDER_BAD_RESPONSE"]
 
-/** One event drawn from `rng`: mostly network faults, some crashes, clock jumps and provider errors. */
+/**
+ * One event drawn from `rng`: mostly network faults, some crashes (between actions, or of the hub as a request goes
+ * out, which lands in a saga about half the time), clock jumps and provider errors.
+ */
 export const drawEvent = (rng: PCGRandom, spec: MeshSpec, bounds: ScheduleBounds = {}): FaultEvent => {
   const actions = spec.workload.length
   const kind = rng.integer(10)
-  if (kind < 6) return { _tag: "Net", request: rng.integer(bounds.requests ?? 120), fault: netFault(rng) }
-  if (kind < 8) {
+  if (kind < 5) return { _tag: "Net", request: rng.integer(bounds.requests ?? 120), fault: netFault(rng) }
+  if (kind < 7) {
     const targets = ["hub", ...spec.agents.map((a) => a.name)]
     return { _tag: "Crash", target: targets[rng.integer(targets.length)]!, before: rng.integer(actions) }
   }
+  if (kind < 8) return { _tag: "CrashDuring", target: "hub", request: rng.integer(bounds.requests ?? 120) }
   if (kind < 9) return { _tag: "ClockJump", before: rng.integer(actions), millis: [1_000, 60_000, 600_000, 7_200_000][rng.integer(4)]! }
   return { _tag: "ProviderError", call: rng.integer(bounds.providerCalls ?? 8), code: PROVIDER_CODES[rng.integer(PROVIDER_CODES.length)]! }
 }
@@ -261,6 +277,8 @@ export const describeEvent = (e: FaultEvent): string => {
       return `request ${e.request}: ${Network.faultName(e.fault)}`
     case "Crash":
       return `before action ${e.before}: crash and restart ${e.target}`
+    case "CrashDuring":
+      return `request ${e.request}: ${e.target} crashes as it is sent, and restarts`
     case "ClockJump":
       return `before action ${e.before}: clock jumps ${e.millis} ms`
     case "ProviderError":
@@ -417,6 +435,8 @@ interface World {
   readonly effects: Effects
   /** Gated calls by id → approvals signed by their grantor and sent to the agent. */
   readonly approvals: Map<string, number>
+  /** The saga engine's journal: the hub's durable workflow state, which a crash of the hub keeps. */
+  readonly journal: JournalEngine.Journal
 }
 
 /** A process of the mesh: its scope, closed when it crashes. */
@@ -432,8 +452,9 @@ const startHub = (world: World) =>
     const runner = { did: world.runner.did, privateKey: world.runner.privateKey }
     // The hub's purges a day apart: every wake-up is a step of the driver, and a run spans minutes to hours.
     const services = Hub.layerServicesWithDatabase({ database: world.database, nonces: { purgeIntervalMs: DAY }, challengePurge: { intervalMs: DAY } })
-    const scheduler = SagaScheduler.layerTest({ runner }).pipe(
-      Layer.provide(WorkflowEngine.layerMemory),
+    // The engine's journal is the world's, so a saga in flight when the hub crashed resumes in the next hub.
+    const scheduler = SagaScheduler.layerOn({ runner }).pipe(
+      Layer.provideMerge(JournalEngine.layer(world.journal)),
       Layer.provide(Layer.mergeAll(SagaScheduler.layerAgentsFromRegistry, AgentClient.layer().pipe(Layer.provide(Layer.succeed(HttpClient.HttpClient, world.http))))),
       Layer.provideMerge(services)
     )
@@ -445,6 +466,8 @@ const startHub = (world: World) =>
     )
     yield* world.network.register(HUB, handler)
     const admin = yield* Effect.orDie(Context.get(context, Registry.Registry).ensureAdmin)
+    // Once it serves, as a durable engine's runner picks up its workflows on start.
+    yield* JournalEngine.resumeAll(world.journal, SagaScheduler.SagaWorkflow).pipe(Effect.provide(context))
     return { scope, value: { context, admin } } satisfies Process<unknown>
   })
 
@@ -471,34 +494,78 @@ const startAgent = (world: World, name: string) =>
     return { scope, value: undefined } satisfies Process<unknown>
   })
 
-/** The mesh set up: identities, the hub, the agents registered, the model session; nothing faulted yet. */
-const setup = (spec: MeshSpec, providerErrors: ReadonlyMap<number, ModelErrorCode>, database: string, network: Network.NetworkApi) =>
+/**
+ * What every run of a mesh with these agents starts from, made once per process: the identities, and the hub's
+ * database migrated with every party registered (as bytes, written afresh for each run). A run then starts the hub
+ * and the agents over it instead of migrating a database and registering five parties over the network each time.
+ */
+interface Prepared {
+  readonly runner: MeshIdentity
+  readonly buyer: MeshIdentity
+  readonly chatter: MeshIdentity
+  readonly agents: ReadonlyMap<string, MeshIdentity>
+  readonly database: Uint8Array
+  /**
+   * Each agent's client of the hub, for looking up caller keys: built once, since building a client of the hub's API
+   * costs more than a run's saga, and sending over the current run's network. Its own key cache is not used: its
+   * entries would outlive the run (`cachedKeys` keeps a run's).
+   */
+  readonly hubClients: ReadonlyMap<string, MeshClient.MeshClientApi>
+  /** The network the resolvers' requests go over: the current run's. */
+  readonly route: { network: Network.NetworkApi }
+}
+
+/** How long an agent keeps a caller's key: `MeshClient`'s default. */
+const KEY_CACHE_MS = 30_000
+
+/**
+ * Caller keys from the hub's DID resolver through `hub`, cached for `KEY_CACHE_MS` by the run's clock in a cache of
+ * the run's own (revocations not cached), as `MeshClient.keyResolver` does: what an agent's `hubUrl` gives it.
+ */
+const cachedKeys = (hub: MeshClient.MeshClientApi): KeyResolverApi => {
+  const cache = new Map<string, { readonly key: ResolvedKey; readonly until: number }>()
+  const fetch = (did: string) =>
+    hub.resolveDid(did).pipe(
+      Effect.mapError((e) =>
+        e.code === "NOT_FOUND" || e.code === "INVALID_DID"
+          ? new KeyNotFound({ code: "KEY_NOT_FOUND", message: e.message, did })
+          : new KeyResolverUnavailable({ code: "RESOLVER_UNAVAILABLE", message: e.message, did })
+      ),
+      Effect.flatMap((r) =>
+        extractPublicKey(r.document, verificationMethodId(did)).pipe(
+          Effect.catchTags({
+            MalformedDidDocument: (e) => Effect.fail(new KeyNotFound({ code: "KEY_NOT_FOUND", message: e.message, did })),
+            MalformedKey: (e) => Effect.fail(new KeyNotFound({ code: "KEY_NOT_FOUND", message: `${e.code}: ${e.message}`, did }))
+          }),
+          Effect.map((publicKey): ResolvedKey => ({ publicKey, keyVersion: r.keyVersion }))
+        )
+      )
+    )
+  return {
+    resolve: (did) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        const hit = cache.get(did)
+        if (hit !== undefined && hit.until > now) return Effect.succeed(hit.key)
+        return Effect.tap(fetch(did), (key) => Effect.sync(() => void cache.set(did, { key, until: now + KEY_CACHE_MS })))
+      }),
+    // A revocation list that cannot be read must not let a revoked mandate through.
+    isMandateRevoked: (jti, issuer) => Effect.orElseSucceed(hub.isMandateRevoked(jti, issuer), () => true)
+  }
+}
+
+/** Identities and a registered database for the agents named `names`: a hub is started once, then stopped. */
+const prepare = (names: ReadonlyArray<string>, database: string) =>
   Effect.gen(function* () {
+    const network = yield* Network.make
     const http = Network.client(network)
     const withHttp = Effect.provideService(HttpClient.HttpClient, http)
     const runner = yield* importIdentity("did:mesh:saga-runner", keySeed(0))
     const buyer = yield* importIdentity("did:mesh:buyer", keySeed(1))
     const chatter = yield* importIdentity("did:mesh:chatter", keySeed(2))
-    const agents = new Map<string, { spec: AgentSpec; identity: MeshIdentity; stores: Context.Context<Stores> }>()
-    for (const [i, a] of spec.agents.entries()) {
-      const identity = yield* importIdentity(`did:mesh:${a.name}`, keySeed(3 + i))
-      // Caller keys come from the hub over the network, as an agent elsewhere would get them.
-      const hubClient = yield* withHttp(MeshClient.make({ hubUrl: HUB, retry: { times: 0 } }))
-      const stores = yield* Layer.build(
-        Layer.mergeAll(
-          TaskStore.layerMemory,
-          a.flaws?.includes("ignores-nonces") === true ? Layer.succeed(NonceStore.NonceStore, ignoringNonces) : NonceStore.layerMemory(),
-          AgentMemory.layerNone,
-          a.flaws?.includes("forgets-replies") === true ? Layer.succeed(IdempotencyStore.IdempotencyStore, forgettingReplies) : IdempotencyStore.layerMemory(),
-          Layer.succeed(KeyResolver, hubClient.keyResolver)
-        )
-      )
-      agents.set(a.name, { spec: a, identity, stores })
-    }
-    const world: World = { network, http, database, runner, buyer, chatter, agents, effects: new Map(), approvals: new Map() }
+    const agents = new Map<string, MeshIdentity>()
+    for (const [i, name] of names.entries()) agents.set(name, yield* importIdentity(`did:mesh:${name}`, keySeed(3 + i)))
+    const world: World = { network, http, database, runner, buyer, chatter, agents: new Map(), effects: new Map(), approvals: new Map(), journal: JournalEngine.makeJournal() }
     const hub = yield* startHub(world)
-    const processes = new Map<string, Process<unknown>>([["hub", hub]])
-    for (const name of agents.keys()) processes.set(name, yield* startAgent(world, name))
     const admin = Option.getOrThrow(hub.value.admin).apiKey
     const client = yield* withHttp(MeshClient.make({ hubUrl: HUB, apiKey: admin, retry: { times: 0 } }))
     const register = (identity: MeshIdentity, endpointUrl: string) =>
@@ -514,7 +581,42 @@ const setup = (spec: MeshSpec, providerErrors: ReadonlyMap<number, ModelErrorCod
     yield* register(runner, "http://saga-runner.sim")
     yield* register(buyer, "http://buyer.sim")
     yield* register(chatter, "http://chatter.sim")
-    for (const [name, a] of agents) yield* register(a.identity, originOf(name))
+    for (const [name, identity] of agents) yield* register(identity, originOf(name))
+    const route = { network }
+    const routed = HttpClient.make((request, url) => Effect.suspend(() => route.network.send(request, url)))
+    const hubClients = new Map<string, MeshClient.MeshClientApi>()
+    for (const name of names) hubClients.set(name, yield* MeshClient.make({ hubUrl: HUB, retry: { times: 0 } }).pipe(Effect.provideService(HttpClient.HttpClient, routed)))
+    // Closing the hub closes its connections, the last of which writes the WAL back into the file.
+    yield* Scope.close(hub.scope, Exit.void)
+    const bytes = new Uint8Array(readFileSync(database))
+    return { runner, buyer, chatter, agents, database: bytes, hubClients, route } satisfies Prepared
+  })
+
+/** The mesh started from what was prepared: the hub and the agents up, the model session; nothing faulted yet. */
+const setup = (spec: MeshSpec, prepared: Prepared, providerErrors: ReadonlyMap<number, ModelErrorCode>, database: string, network: Network.NetworkApi) =>
+  Effect.gen(function* () {
+    const http = Network.client(network)
+    const { buyer, chatter, runner } = prepared
+    prepared.route.network = network
+    const agents = new Map<string, { spec: AgentSpec; identity: MeshIdentity; stores: Context.Context<Stores> }>()
+    for (const a of spec.agents) {
+      const stores = yield* Layer.build(
+        Layer.mergeAll(
+          TaskStore.layerMemory,
+          a.flaws?.includes("ignores-nonces") === true ? Layer.succeed(NonceStore.NonceStore, ignoringNonces) : NonceStore.layerMemory(),
+          AgentMemory.layerNone,
+          a.flaws?.includes("forgets-replies") === true ? Layer.succeed(IdempotencyStore.IdempotencyStore, forgettingReplies) : IdempotencyStore.layerMemory(),
+          // Caller keys come from the hub over the network, as an agent elsewhere would get them.
+          Layer.succeed(KeyResolver, cachedKeys(prepared.hubClients.get(a.name)!))
+        )
+      )
+      agents.set(a.name, { spec: a, identity: prepared.agents.get(a.name)!, stores })
+    }
+    writeFileSync(database, prepared.database)
+    const world: World = { network, http, database, runner, buyer, chatter, agents, effects: new Map(), approvals: new Map(), journal: JournalEngine.makeJournal() }
+    const hub = yield* startHub(world)
+    const processes = new Map<string, Process<unknown>>([["hub", hub]])
+    for (const name of agents.keys()) processes.set(name, yield* startAgent(world, name))
     const script = (_: unknown, index: number): ScriptStep => {
       const code = providerErrors.get(index)
       return code === undefined
@@ -536,6 +638,9 @@ const setup = (spec: MeshSpec, providerErrors: ReadonlyMap<number, ModelErrorCod
 /** How often a saga action looks whether its saga has ended. */
 const SAGA_POLL = Duration.millis(100)
 
+/** How many failed reads of its saga a saga action takes (a hub restarting) before it reports the saga unreadable. */
+const SAGA_UNREADABLE = 50
+
 /** Two models on one scripted provider: a cheap one and a dear one. */
 const CATALOGUE = fromSpecs([
   { id: "small", provider: "a", tier: 1, inputMicrosPerMTok: 1_000_000, outputMicrosPerMTok: 2_000_000, contextWindow: 8192, maxOutputTokens: 256 },
@@ -552,12 +657,12 @@ const netPlan = (schedule: Schedule): ReadonlyMap<number, ReadonlyArray<Network.
 }
 
 /** Runs the mesh's workload under `schedule` and checks the invariants after each action; needs `Keys` and a test clock. */
-const runIn = (spec: MeshSpec, schedule: Schedule, database: string, driver: Driver) =>
+const runIn = (spec: MeshSpec, schedule: Schedule, prepared: Prepared, database: string, driver: Driver) =>
   Effect.gen(function* () {
     const providerErrors = new Map<number, ModelErrorCode>()
     for (const e of schedule) if (e._tag === "ProviderError") providerErrors.set(e.call, e.code)
     const network = yield* Network.make
-    const ready = yield* drive(setup(spec, providerErrors, database, network), driver)
+    const ready = yield* drive(setup(spec, prepared, providerErrors, database, network), driver)
     if (ready === "stuck" || Exit.isFailure(ready)) {
       return yield* Effect.dieMessage(`the mesh did not start: ${ready === "stuck" ? "stuck" : String(Cause.pretty(ready.cause))}`)
     }
@@ -565,22 +670,44 @@ const runIn = (spec: MeshSpec, schedule: Schedule, database: string, driver: Dri
     // The hub's and agents' scopes are their own (a crash closes one alone): closed here when the run ends, or each run
     // would keep its database connection and its processes' fibers for the life of the process.
     yield* Effect.addFinalizer(() => Effect.forEach(processes.values(), (p) => Scope.close(p.scope, Exit.void), { discard: true }))
-    yield* world.network.reset(netPlan(schedule))
     const actions: Array<string> = []
-    const pools = new Set<string>()
-    const sagas: Array<string> = []
     let violation: Violation | undefined = undefined
 
     const hubContext = () => (processes.get("hub") as HubProcess).value.context
 
+    // One crash at a time: a crash triggered while another restarts the same process waits for it to be up.
+    const restarting = yield* Effect.makeSemaphore(1)
     const restart = (target: string) =>
-      Effect.gen(function* () {
+      restarting.withPermits(1)(Effect.gen(function* () {
         const p = processes.get(target)
         if (p === undefined) return
         yield* world.network.unregister(target === "hub" ? HUB : originOf(target))
         yield* Scope.close(p.scope, Exit.void)
         processes.set(target, target === "hub" ? yield* startHub(world) : yield* startAgent(world, target))
-      })
+      }))
+
+    // A crash in the middle of an action runs in a fiber of the run's, not of the process it kills (whose scope it
+    // closes); the request that set it off waits for the restart, or is interrupted with its sender.
+    const runScope = yield* Effect.scope
+    const keys = yield* Keys
+    const crashes: Array<Fiber.RuntimeFiber<void>> = []
+    const crashLog: Array<string> = []
+    const crashDuring = (target: string, request: number): Effect.Effect<void> =>
+      Effect.flatMap(
+        Effect.forkIn(
+          Effect.zipRight(
+            Effect.sync(() => void crashLog.push(`${target} crashed on request ${request} with ${JournalEngine.inFlight(world.journal).length} saga(s) in flight`)),
+            Effect.orDie(restart(target)).pipe(Effect.provideService(Keys, keys))
+          ),
+          runScope
+        ),
+        (fiber) => Effect.zipRight(Effect.sync(() => void crashes.push(fiber)), Fiber.join(fiber))
+      )
+    const triggers = new Map<number, Effect.Effect<void>>()
+    for (const e of schedule) if (e._tag === "CrashDuring" && processes.has(e.target)) triggers.set(e.request, crashDuring(e.target, e.request))
+    yield* world.network.reset(netPlan(schedule), triggers)
+    /** Waits for the crashes an action set off to have restarted their process. */
+    const restarted = Effect.suspend(() => Effect.forEach(crashes.splice(0), Fiber.await, { discard: true }))
 
     const perform = (action: Action, index: number): Effect.Effect<string, never, Keys> => {
       switch (action._tag) {
@@ -589,7 +716,6 @@ const runIn = (spec: MeshSpec, schedule: Schedule, database: string, driver: Dri
             const mandate = yield* Effect.orDie(
               issueIntentMandate({ grantorDid: world.buyer.did, granteeDid: world.runner.did, constraints: { spendLimitUsd: action.spendLimitUsd }, privateKey: world.buyer.privateKey, ttlSeconds: 3600 })
             )
-            const scheduler = Context.get(hubContext(), SagaScheduler.SagaScheduler)
             const steps = action.steps.map((s, i) => ({
               name: `s${i}-${s.capability}`,
               agentDid: world.agents.get(s.agent)!.identity.did,
@@ -598,16 +724,18 @@ const runIn = (spec: MeshSpec, schedule: Schedule, database: string, driver: Dri
               budgetUsd: s.budgetUsd,
               compensation: { capability: `undo-${s.capability}` }
             }))
-            const submitted = yield* Effect.either(scheduler.submit(world.buyer.did, { mandate: mandate.token, steps }))
-            if (submitted._tag === "Left") return `saga refused ${submitted.left.code}`
-            pools.add(submitted.right.poolId)
-            sagas.push(submitted.right.sagaId)
+            const submitted = yield* Effect.exit(Context.get(hubContext(), SagaScheduler.SagaScheduler).submit(world.buyer.did, { mandate: mandate.token, steps }))
+            if (Exit.isFailure(submitted)) {
+              const failure = Cause.failureOption(submitted.cause)
+              return Option.isSome(failure) ? `saga refused ${failure.value.code}` : "saga submission died"
+            }
             // Polled rather than `scheduler.await`: its wait on the store's news sometimes misses the final event and
-            // falls back to its one-second look, which would make the time a run takes depend on fiber order.
-            while (true) {
-              const r = yield* Effect.either(scheduler.get(submitted.right.sagaId))
-              if (r._tag === "Left") return `saga unreadable ${r.left.code}`
-              if (r.right.status !== "running") return `saga ${r.right.status}`
+            // falls back to its one-second look, which would make the time a run takes depend on fiber order. Read
+            // from whichever hub runs now: one that crashed mid-saga is asked again once its successor is up.
+            for (let unreadable = 0; ; ) {
+              const r = yield* Effect.exit(Context.get(hubContext(), SagaScheduler.SagaScheduler).get(submitted.value.sagaId))
+              if (Exit.isSuccess(r) && r.value.status !== "running") return `saga ${r.value.status}`
+              if (Exit.isFailure(r) && ++unreadable > SAGA_UNREADABLE) return "saga unreadable"
               yield* Effect.sleep(SAGA_POLL)
             }
           })
@@ -660,6 +788,7 @@ const runIn = (spec: MeshSpec, schedule: Schedule, database: string, driver: Dri
       }
     }
 
+    const settled = new Set<string>()
     const check = (index: number) =>
       Effect.gen(function* () {
         const fail = (invariant: Invariant, message: string): Violation => ({ invariant, action: index, message })
@@ -674,8 +803,32 @@ const runIn = (spec: MeshSpec, schedule: Schedule, database: string, driver: Dri
             ? fail("replay", `a signed request ran its handler ${n} times (${key})`)
             : fail("saga", `a saga step's work ran ${n} times (${key})`)
         }
+        // Every saga the hub was given, from the engine's journal: one submitted just before a crash counts too.
+        const scheduler = Context.get(hubContext(), SagaScheduler.SagaScheduler)
+        const store = Context.get(hubContext(), SagaStore.SagaStore)
         const ledger = Context.get(hubContext(), Ledger)
-        for (const poolId of pools) {
+        // A saga found ended and its pool balanced stays so (nothing moves an ended saga or its pool): not read again.
+        const sagaIds = [...world.journal.executions.values()].map((e) => (e.payload as { readonly sagaId: string }).sagaId).filter((id) => !settled.has(id))
+        const running = yield* Effect.either(store.running(world.buyer.did))
+        if (running._tag === "Left") return fail("saga", `the saga store cannot be read: ${running.left.message}`)
+        if (running.right.total > 0) return fail("saga", `${running.right.total} saga(s) still running after the action`)
+        const pools = new Map<string, Array<SagaResult>>()
+        for (const sagaId of sagaIds) {
+          const r = yield* Effect.either(scheduler.get(sagaId))
+          if (r._tag === "Left") return fail("saga", `saga ${sagaId} cannot be read: ${r.left.code}`)
+          const saga = r.right
+          if (saga.status === "running") return fail("saga", `saga ${sagaId} did not end`)
+          pools.set(saga.poolId, [...(pools.get(saga.poolId) ?? []), saga])
+          // Each step's work exactly once if it committed (and its undo once if it was compensated), at most once otherwise.
+          for (const step of saga.steps) {
+            const ran = world.effects.get(`${sagaId}:${step.name}|${step.capability}`) ?? 0
+            const undone = world.effects.get(`${sagaId}:${step.name}|undo-${step.capability}`) ?? 0
+            const expected = step.status === "committed" || step.status === "compensated" ? 1 : undefined
+            if (expected !== undefined ? ran !== expected : ran > 1) return fail("saga", `step ${sagaId}:${step.name} (${step.status}) ran its work ${ran} times`)
+            if (step.status === "compensated" ? undone !== 1 : undone > 1) return fail("saga", `step ${sagaId}:${step.name} (${step.status}) ran its compensation ${undone} times`)
+          }
+        }
+        for (const [poolId, sagasOfPool] of pools) {
           const trail = yield* Effect.either(ledger.allocations(world.runner.did, poolId))
           if (trail._tag === "Left") return fail("ledger", `pool ${poolId} cannot be read: ${trail.left.code}`)
           const { allocations, pool } = trail.right
@@ -683,19 +836,22 @@ const runIn = (spec: MeshSpec, schedule: Schedule, database: string, driver: Dri
           const perStep = new Map<string, number>()
           for (const a of allocations) {
             if (a.usedUsd !== null && micros(a.usedUsd) > micros(a.amountUsd)) return fail("ledger", `allocation ${a.allocationId} used ${a.usedUsd} of ${a.amountUsd}`)
-            held += a.status === "active" ? micros(a.amountUsd) : micros(a.usedUsd ?? 0)
+            // Every saga of the pool has ended: nothing may still be held.
+            if (a.status === "active") return fail("ledger", `allocation ${a.allocationId} of an ended saga is still active`)
+            held += micros(a.usedUsd ?? 0)
             perStep.set(a.idempotencyKey, (perStep.get(a.idempotencyKey) ?? 0) + 1)
           }
           if (held > micros(pool.limitUsd)) return fail("ledger", `pool ${poolId} holds ${held / 1e6} USD of a ${pool.limitUsd} USD limit`)
           if (micros(pool.allocatedUsd) !== held) return fail("ledger", `pool ${poolId} reports ${pool.allocatedUsd} USD allocated, its allocations hold ${held / 1e6}`)
           if (micros(pool.remainingUsd) < 0) return fail("ledger", `pool ${poolId} has ${pool.remainingUsd} USD left`)
+          // Balanced to the micro-dollar: what the pool gave out is what the sagas' steps report they used, and the rest is left.
+          if (micros(pool.allocatedUsd) + micros(pool.remainingUsd) !== micros(pool.limitUsd)) {
+            return fail("ledger", `pool ${poolId}: ${pool.allocatedUsd} allocated and ${pool.remainingUsd} left of ${pool.limitUsd} USD`)
+          }
+          const reported = sagasOfPool.reduce((sum, saga) => sum + saga.steps.reduce((n, step) => n + (step.usedUsd === null ? 0 : micros(Number(step.usedUsd))), 0), 0)
+          if (reported !== held) return fail("ledger", `pool ${poolId} released ${held / 1e6} USD, its sagas' steps report ${reported / 1e6}`)
           for (const [key, n] of perStep) if (n > 1) return fail("saga", `step ${key} was charged ${n} allocations`)
-        }
-        const scheduler = Context.get(hubContext(), SagaScheduler.SagaScheduler)
-        for (const sagaId of sagas) {
-          const r = yield* Effect.either(scheduler.get(sagaId))
-          if (r._tag === "Left") return fail("saga", `saga ${sagaId} cannot be read: ${r.left.code}`)
-          if (r.right.status === "running") return fail("saga", `saga ${sagaId} did not end`)
+          for (const saga of sagasOfPool) settled.add(saga.sagaId)
         }
         const summary = yield* session.summary
         if (summary.totalTokens > spec.modelBudget.tokens) return fail("model-budget", `the session used ${summary.totalTokens} of ${spec.modelBudget.tokens} tokens`)
@@ -722,17 +878,28 @@ const runIn = (spec: MeshSpec, schedule: Schedule, database: string, driver: Dri
         violation = { invariant: "progress", action: index, message: `action ${index} (${action._tag}) never ended` }
         break
       }
+      const up = yield* drive(restarted, driver)
+      if (up === "stuck") {
+        violation = { invariant: "progress", action: index, message: "a process that crashed during the action did not restart" }
+        break
+      }
       actions.push(`${index} ${action._tag}: ${Exit.isSuccess(outcome) ? outcome.value : "died"}`)
       const checked = yield* drive(check(index), driver)
       violation = checked === "stuck" ? { invariant: "progress", action: index, message: "the invariants could not be read" } : Exit.isSuccess(checked) ? checked.value : undefined
       if (violation !== undefined) break
     }
     const trace = yield* world.network.trace
-    const digest = createHash("sha256").update(JSON.stringify({ actions, trace, violation })).digest("hex")
-    return { actions, network: trace, violation, digest } satisfies Report
+    const digest = createHash("sha256").update(JSON.stringify({ actions, trace, crashes: crashLog, violation })).digest("hex")
+    return { actions, network: trace, crashes: crashLog, violation, digest } satisfies Report
   })
 
 let databases = 0
+
+/**
+ * Where runs keep their SQLite files: in memory (`/dev/shm`) where the platform has it, since a run opens, writes and
+ * closes its database a few times and a disk's syncs would cost more than the run.
+ */
+const scratch = existsSync("/dev/shm") ? "/dev/shm" : tmpdir()
 
 /**
  * Effect hashes objects with no hash of their own by a number from `Math.random` (`Hash.random`), and some of its
@@ -741,11 +908,11 @@ let databases = 0
  * (`alone`), so no other code sees it.
  */
 /* eslint-disable no-restricted-properties -- Math.random is replaced and restored here, never read for secrets or ids */
-const withSeededMathRandom = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+const withSeededMathRandom = (seed: number) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.acquireUseRelease(
     Effect.sync(() => {
       const original = Math.random
-      const rng = new PCGRandom(RANDOM_SEED)
+      const rng = new PCGRandom(seed)
       Math.random = () => rng.number()
       return original
     }),
@@ -774,31 +941,65 @@ const alone = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> 
 /** The seed of Effect's `Random` in every run: what varies between runs is the schedule. */
 const RANDOM_SEED = 0x5eed
 
+/** The seed of the preparation: another than the runs', so no id or nonce of a run repeats one in the prepared database. */
+const PREPARE_SEED = 0x9e9a
+
+/** Runs `effect` the simulation's way: on `driver`'s clock, on microtasks, with every source of randomness seeded by `seed`. */
+const simulated = (driver: Driver, seed: number) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  effect.pipe(
+    (e) => withTrackedDigest(driver.outside, e),
+    withSeededMathRandom(seed),
+    // Effect's own randomness (retry jitter, the router's draws) seeded, so retries wait the same from run to run.
+    Effect.withRandom(Random.make(seed)),
+    // Every id, nonce and key outside Effect's Random from one seeded generator: the same requests in every run.
+    Effect.provideService(Entropy.Entropy, Entropy.seeded(seed)),
+    Effect.withClock(driver.clock),
+    Effect.withScheduler(microtaskScheduler),
+    // An agent's failing handler logs at ERROR; thousands of runs would drown what the run reports.
+    Logger.withMinimumLogLevel(LogLevel.None)
+  )
+
+/** What was prepared, by the agents' names (flaws and handlers do not change it). */
+const preparedMeshes = new Map<string, Prepared>()
+
+const removeDatabase = (database: string) => {
+  for (const suffix of ["", "-wal", "-shm"]) rmSync(database + suffix, { force: true })
+}
+
+/** The preparation for `spec`'s agents: made on the first run of a mesh with these agents, on a clock of its own. */
+const preparedFor = (spec: MeshSpec): Effect.Effect<Prepared, never, Keys> =>
+  Effect.suspend(() => {
+    const names = spec.agents.map((a) => a.name)
+    const key = JSON.stringify(names)
+    const hit = preparedMeshes.get(key)
+    if (hit !== undefined) return Effect.succeed(hit)
+    const database = join(scratch, `agent-mesh-sim-${process.pid}-${databases++}.db`)
+    const driver: Driver = { clock: SimClock.make(), outside: { pending: new Set() } }
+    return drive(Effect.scoped(prepare(names, database)), driver).pipe(
+      simulated(driver, PREPARE_SEED),
+      Effect.flatMap((exit) =>
+        exit === "stuck" || Exit.isFailure(exit)
+          ? Effect.dieMessage(`the mesh could not be prepared: ${exit === "stuck" ? "stuck" : String(Cause.pretty(exit.cause))}`)
+          : Effect.succeed(exit.value)
+      ),
+      Effect.tap((p) => Effect.sync(() => void preparedMeshes.set(key, p))),
+      Effect.ensuring(Effect.sync(() => removeDatabase(database)))
+    )
+  })
+
 /**
- * Runs `spec` under `schedule` in a fresh mesh of its own (a test clock, a SQLite file removed afterwards) and
- * reports what happened; the same spec and schedule give the same report.
+ * Runs `spec` under `schedule` in a fresh mesh of its own (a clock, a SQLite file written from the prepared one and
+ * removed afterwards) and reports what happened; the same spec and schedule give the same report.
  */
 export const run = (spec: MeshSpec, schedule: Schedule): Effect.Effect<Report> =>
   // Made afresh each time the effect runs: a clock, a generator or a file shared by two runs would tie them together.
   Effect.suspend(() => {
-    const database = join(tmpdir(), `agent-mesh-sim-${process.pid}-${databases++}.db`)
+    const database = join(scratch, `agent-mesh-sim-${process.pid}-${databases++}.db`)
     const driver: Driver = { clock: SimClock.make(), outside: { pending: new Set() } }
-    return Effect.scoped(runIn(spec, schedule, database, driver)).pipe(
-      (effect) => withTrackedDigest(driver.outside, effect),
-      withSeededMathRandom,
+    return Effect.flatMap(preparedFor(spec), (prepared) => Effect.scoped(runIn(spec, schedule, prepared, database, driver)).pipe(simulated(driver, RANDOM_SEED))).pipe(
       alone,
       Effect.provide(KeysNative.layer),
-      // Effect's own randomness (retry jitter, the router's draws) seeded, so retries wait the same from run to run.
-      Effect.withRandom(Random.make(RANDOM_SEED)),
-      // Every id, nonce and key outside Effect's Random from one seeded generator: the same requests in every run.
-      Effect.provideService(Entropy.Entropy, Entropy.seeded(RANDOM_SEED)),
-      Effect.withClock(driver.clock),
-      Effect.withScheduler(microtaskScheduler),
-      // An agent's failing handler logs at ERROR; thousands of runs would drown what the run reports.
-      Logger.withMinimumLogLevel(LogLevel.None),
-      Effect.ensuring(Effect.sync(() => {
-        for (const suffix of ["", "-wal", "-shm"]) rmSync(database + suffix, { force: true })
-      }))
+      Effect.ensuring(Effect.sync(() => removeDatabase(database)))
     )
   })
 

@@ -39,6 +39,19 @@ describe("Simulation: determinism", () => {
       assert.isTrue(seen.has("Immediate"))
     }), 60_000)
 
+  it.live("a run does not depend on the runs before it in the process (the prepared mesh keeps nothing of a run)", () =>
+    Effect.gen(function* () {
+      const planted = Sim.withFlaws(Sim.exampleMesh, "shop", ["ignores-nonces", "forgets-replies"])
+      const schedule: Sim.Schedule = [{ _tag: "Net", request: 10, fault: { _tag: "Duplicate" } }]
+      const before = yield* Sim.run(planted, schedule)
+      // Runs that leave a clock hours ahead, keys looked up and cached, a hub crashed mid-saga.
+      for (const seed of [5, 10, 34]) yield* Sim.runSeed(Sim.exampleMesh, seed, { requests: 40 })
+      const after = yield* Sim.run(planted, schedule)
+      assert.strictEqual(after.violation?.invariant, "replay")
+      assert.deepStrictEqual(after.network, before.network)
+      assert.strictEqual(after.digest, before.digest)
+    }), 120_000)
+
   it.live("two runs of one schedule agree while other fibers of the process keep the event loop busy", () =>
     Effect.gen(function* () {
       const schedule = Sim.scheduleOf(8, Sim.exampleMesh, { requests: 40 })

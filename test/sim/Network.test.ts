@@ -89,6 +89,18 @@ describe("Network", () => {
       assert.deepStrictEqual((yield* network.trace).map((l) => l.faults), [[], ["Delay(5000)"]])
     }))
 
+  it.effect("a trigger runs as its request is sent, and the request goes on once it has ended", () =>
+    Effect.gen(function* () {
+      const { network, post, seen } = yield* echo
+      const fired: Array<number> = []
+      yield* network.reset(new Map(), new Map([[1, Effect.sync(() => void fired.push(seen.length))]]))
+      yield* post("a")
+      yield* post("b")
+      // Fired on the second request, before the handler saw it.
+      assert.deepStrictEqual(fired, [1])
+      assert.deepStrictEqual(seen, ["POST /v1/x a", "POST /v1/x b"])
+    }))
+
   it.effect("an origin unregistered (a crash) refuses, and registered again (a restart) serves", () =>
     Effect.gen(function* () {
       const { network, post } = yield* echo

@@ -7,8 +7,11 @@ import * as Sim from "../../src/sim/Simulation.js"
 /** The example mesh with the bug planted in its shop: it ignores its nonce store and forgets its stored replies. */
 const planted = Sim.withFlaws(Sim.exampleMesh, "shop", ["ignores-nonces", "forgets-replies"])
 
-/** Seeds whose schedules hold faults of every kind on the example mesh (drops, duplicates, delays, crashes, jumps). */
-const FIXED_SEEDS = [5, 8]
+/**
+ * Seeds whose schedules hold faults of every kind on the example mesh (drops, duplicates, delays, crashes between
+ * actions, jumps, and, in seed 10, the hub crashing in the middle of the first saga).
+ */
+const FIXED_SEEDS = [5, 8, 10]
 
 describe("Simulation", () => {
   it.live("the example mesh runs its workload with no faults and every invariant holding", () =>
@@ -151,4 +154,59 @@ describe("Simulation: one run at a time", () => {
       const after = yield* Sim.run(Sim.exampleMesh, [])
       assert.strictEqual(after.violation, undefined)
     }), 180_000)
+})
+
+/** What the example mesh's workload reports with no fault at all: a crash of the hub must change none of it. */
+const UNFAULTED = [
+  "0 Saga: saga committed",
+  "1 Call: call answered",
+  "2 Chat: chat answered by large",
+  "3 Saga: saga compensated",
+  "4 Call: call answered",
+  "5 Chat: chat answered by large",
+  "6 Gated: gated call approve, resume answered",
+  "7 Gated: gated call forged, resume failed APPROVAL_WRONG_SIGNER"
+]
+
+describe("Simulation: the hub crashes mid-saga", () => {
+  it.live("each saga resumes in the restarted hub and ends final, each step's work runs once, each pool balances to the micro-dollar", () =>
+    Effect.gen(function* () {
+      // Request 3 is the shop's look-up at the hub while it runs the first saga's first step (the hub dies with the step
+      // call unanswered, and the shop finishes it for nobody); request 18 is the second saga's compensation of its
+      // first step, sent by the hub (it dies as the call goes out, and the next hub compensates again).
+      const schedule: Sim.Schedule = [
+        { _tag: "CrashDuring", target: "hub", request: 3 },
+        { _tag: "CrashDuring", target: "hub", request: 18 }
+      ]
+      const report = yield* Sim.run(Sim.exampleMesh, schedule)
+      assert.strictEqual(report.violation, undefined, report.violation?.message)
+      assert.deepStrictEqual(report.crashes, ["hub crashed on request 3 with 1 saga(s) in flight", "hub crashed on request 18 with 1 saga(s) in flight"])
+      assert.deepStrictEqual(report.actions, UNFAULTED)
+      const again = yield* Sim.run(Sim.exampleMesh, schedule)
+      assert.strictEqual(again.digest, report.digest)
+    }), 120_000)
+
+  it.live("a shop that forgets its stored replies runs the resumed step's work a second time; the run reports it", () =>
+    Effect.gen(function* () {
+      // The hub dies while the shop runs the first step; the next hub calls the step again under the same key.
+      const schedule: Sim.Schedule = [{ _tag: "CrashDuring", target: "hub", request: 3 }]
+      const report = yield* Sim.run(Sim.withFlaws(Sim.exampleMesh, "shop", ["forgets-replies"]), schedule)
+      assert.strictEqual(report.violation?.invariant, "saga")
+      assert.strictEqual(report.violation?.action, 0)
+      assert.match(report.violation?.message ?? "", /s0-reserve\|reserve/)
+    }), 120_000)
+
+  it("generated schedules crash the hub as a request goes out", () => {
+    const crashes = Array.from({ length: 40 }, (_, i) => Sim.scheduleOf(i + 1, Sim.exampleMesh, { requests: 40 }))
+      .flat()
+      .filter((e) => e._tag === "CrashDuring" && e.target === "hub")
+    assert.isAbove(crashes.length, 5)
+  })
+
+  it.live("a generated schedule whose hub crash lands in a saga holds every invariant (seed 34: two crashes, in both sagas)", () =>
+    Effect.gen(function* () {
+      const report = yield* Sim.runSeed(Sim.exampleMesh, 34, { requests: 40 })
+      assert.strictEqual(report.violation, undefined, report.violation?.message)
+      assert.deepStrictEqual(report.crashes, ["hub crashed on request 14 with 1 saga(s) in flight", "hub crashed on request 21 with 1 saga(s) in flight"])
+    }), 120_000)
 })
