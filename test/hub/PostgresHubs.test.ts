@@ -7,51 +7,17 @@
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import { assert, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import { type ChildProcess, spawn } from "node:child_process"
 import { didHash, generateDid, verificationMethodId } from "../../src/core/Did.js"
 import { attenuateToCart, issueIntentMandate } from "../../src/core/Mandate.js"
 import { signMessage } from "../../src/core/Proof.js"
 import { DEFAULT_WRITE_QUOTA, hubOrigin, updateDocument, WRITE_PROOF_PURPOSE } from "../../src/hub/Registry.js"
 import * as MeshClient from "../../src/hub/MeshClient.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
-import { ensureBin } from "../support/bin.js"
+import { spawnHub } from "../support/meshHub.js"
 import { describePostgres, probeNow, scopedDatabase } from "../support/postgres.js"
 import { registeredAgent, registrationBody, request } from "./support.js"
 
 await probeNow()
-
-/** Starts `mesh hub` as its own process on `db`; resolves once it prints its URL (and admin key on first start). */
-const spawnHub = (db: string, ...args: ReadonlyArray<string>) =>
-  Effect.acquireRelease(
-    Effect.async<{ readonly proc: ChildProcess; readonly url: string; readonly adminKey: string | undefined; readonly out: () => string }, Error>((resume) => {
-      const proc = spawn(process.execPath, [ensureBin(), "hub", "--db", db, "--port", "0", "--log-level", "warning", ...args], {
-        stdio: ["ignore", "pipe", "pipe"]
-      })
-      let out = ""
-      let done = false
-      const timer = setTimeout(() => finish(new Error(`hub did not start: ${out}`)), 20_000)
-      const finish = (e?: Error) => {
-        if (done) return
-        done = true
-        clearTimeout(timer)
-        if (e) return resume(Effect.fail(e))
-        const url = /listening on (http:\/\/\S+)/.exec(out)![1]!
-        const admin = /admin credential[^\n]*\n(mk_\S+)/.exec(out)?.[1]
-        resume(Effect.succeed({ proc, url, adminKey: admin, out: () => out }))
-      }
-      proc.stdout!.on("data", (d: Buffer) => {
-        out += d.toString()
-        if (/\n {2}database [^\n]*\n/.test(out)) finish()
-      })
-      proc.stderr!.on("data", (d: Buffer) => (out += d.toString()))
-      proc.on("exit", (code, signal) => {
-        // A hub that dies after starting (not killed by the test) says why, so a failure later in the test is explained.
-        if (done && signal !== "SIGKILL") console.error(`hub ${proc.pid} exited with ${code ?? signal} after starting:\n${out}`)
-        finish(new Error(`hub exited with ${code}: ${out}`))
-      })
-    }),
-    ({ proc }) => Effect.sync(() => proc.kill("SIGKILL"))
-  )
 
 // Under a burst a hub may shed some requests with OVERLOADED; the client repeats those (they never ran).
 const clientOf = (url: string, apiKey: string, times = 8, publicHubUrl?: string) =>

@@ -9,7 +9,7 @@ import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import { assert, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
-import { type ChildProcess, spawn } from "node:child_process"
+import type { ChildProcess } from "node:child_process"
 import * as fs from "node:fs"
 import * as net from "node:net"
 import * as os from "node:os"
@@ -22,7 +22,7 @@ import { generateDid, type MeshIdentity } from "../../src/core/Did.js"
 import { issueIntentMandate } from "../../src/core/Mandate.js"
 import * as MeshClient from "../../src/hub/MeshClient.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
-import { ensureBin } from "../support/bin.js"
+import { spawnHub } from "../support/meshHub.js"
 import { describePostgres, probeNow, scopedDatabase, withClient } from "../support/postgres.js"
 import { register, signedRequest } from "./support.js"
 
@@ -39,39 +39,10 @@ const freePort = Effect.async<number>((resume) => {
   })
 })
 
-/** Starts `mesh hub` as a saga runner of the cluster on `db`; resolves once it prints its database line. */
+/** Starts `mesh hub` as a saga runner of the cluster on `db`, on a runner port of its own. */
 const spawnRunner = (db: string, identityFile: string) =>
   Effect.flatMap(freePort, (runnerPort) =>
-    Effect.acquireRelease(
-      Effect.async<{ readonly proc: ChildProcess; readonly url: string; readonly adminKey: string | undefined; readonly out: () => string }, Error>((resume) => {
-        const proc = spawn(process.execPath, [
-          ensureBin(), "hub", "--db", db, "--port", "0", "--log-level", "warning", "--saga-identity", identityFile,
-          "--runner-address", `127.0.0.1:${runnerPort}`, "--saga-failover", "3", "--outbound-urls", "any"
-        ], { stdio: ["ignore", "pipe", "pipe"] })
-        let out = ""
-        let done = false
-        const timer = setTimeout(() => finish(new Error(`hub did not start: ${out}`)), 30_000)
-        const finish = (e?: Error) => {
-          if (done) return
-          done = true
-          clearTimeout(timer)
-          if (e) return resume(Effect.fail(e))
-          const url = /listening on (http:\/\/\S+)/.exec(out)![1]!
-          resume(Effect.succeed({ proc, url, adminKey: /admin credential[^\n]*\n(mk_\S+)/.exec(out)?.[1], out: () => out }))
-        }
-        proc.stdout!.on("data", (d: Buffer) => {
-          out += d.toString()
-          if (/\n {2}database [^\n]*\n/.test(out)) finish()
-        })
-        proc.stderr!.on("data", (d: Buffer) => (out += d.toString()))
-        proc.on("exit", (code, signal) => {
-          if (done && signal !== "SIGKILL") console.error(`hub ${proc.pid} exited with ${code ?? signal} after starting:\n${out}`)
-          finish(new Error(`hub exited with ${code}: ${out}`))
-        })
-      }),
-      ({ proc }) => Effect.sync(() => proc.kill("SIGKILL"))
-    )
-  )
+    spawnHub(db, "--saga-identity", identityFile, "--runner-address", `127.0.0.1:${runnerPort}`, "--saga-failover", "3", "--outbound-urls", "any"))
 
 const killed = (proc: ChildProcess) =>
   Effect.async<void>((resume) => {
