@@ -21,6 +21,7 @@ import * as CommitToken from "../../src/core/CommitToken.js"
 import { generateDid, type MeshIdentity } from "../../src/core/Did.js"
 import { issueIntentMandate } from "../../src/core/Mandate.js"
 import * as MeshClient from "../../src/hub/MeshClient.js"
+import { SagaWorkflow } from "../../src/saga/SagaScheduler.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
 import { spawnHub } from "../support/meshHub.js"
 import { describePostgres, probeNow, scopedDatabase, withClient } from "../support/postgres.js"
@@ -168,7 +169,13 @@ const clusterRun = (killAt: KillAt) =>
       withClient(db, (sql) =>
         Effect.all({
           sagas: sql`SELECT status, COUNT(*) AS n FROM mesh_sagas GROUP BY status`,
-          stuck: sql`SELECT s.id, (SELECT type || ' ' || COALESCE(step, '') FROM mesh_saga_events e WHERE e.saga_id = s.id ORDER BY seq DESC LIMIT 1) AS last FROM mesh_sagas s WHERE status = 'running' LIMIT 5`,
+          stuck: sql<{ id: string }>`SELECT s.id, (SELECT type || ' ' || COALESCE(step, '') FROM mesh_saga_events e WHERE e.saga_id = s.id ORDER BY seq DESC LIMIT 1) AS last FROM mesh_sagas s WHERE status = 'running' LIMIT 5`.pipe(
+            // The engine's messages of each stuck saga's workflow and their replies: what it last recorded.
+            Effect.flatMap((rows) => Effect.forEach(rows, (r) => Effect.flatMap(SagaWorkflow.executionId({ sagaId: r.id }), (execution) =>
+              Effect.map(sql`SELECT m.message_id, m.processed, m.shard_id, (SELECT string_agg(LEFT(p.payload, 160), ' | ') FROM cluster_replies p WHERE p.request_id = m.id) AS replies
+                FROM cluster_messages m WHERE m.entity_id = ${execution} ORDER BY m.rowid`, (messages) => ({ ...r, messages }))
+            )))
+          ),
           runners: sql`SELECT address, healthy, last_heartbeat FROM cluster_runners`,
           locks: sql`SELECT pid, COUNT(*) AS shards FROM pg_locks WHERE locktype = 'advisory' AND granted GROUP BY pid`
         })
