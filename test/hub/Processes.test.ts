@@ -2,40 +2,12 @@ import { assert, describe, it } from "@effect/vitest"
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import { type ChildProcess, spawn } from "node:child_process"
 import * as Hub from "../../src/hub/Hub.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
 import { attenuateToCart, issueIntentMandate } from "../../src/core/Mandate.js"
 import * as MeshClient from "../../src/hub/MeshClient.js"
-import { ensureBin } from "../support/bin.js"
+import { spawnHub } from "../support/meshHub.js"
 import { registeredAgent, statusWithHost, tempDatabase } from "./support.js"
-
-/** Starts `mesh hub` as its own process on `db`; resolves once it prints its URL (and admin key on first start). */
-const spawnHub = (db: string, extra: ReadonlyArray<string> = []) =>
-  Effect.acquireRelease(
-    Effect.async<{ readonly proc: ChildProcess; readonly url: string; readonly adminKey: string | undefined; readonly out: string }, Error>((resume) => {
-      const proc = spawn(process.execPath, [ensureBin(), "hub", "--db", db, "--port", "0", "--log-level", "warning", ...extra], { stdio: ["ignore", "pipe", "pipe"] })
-      let out = ""
-      let done = false
-      const timer = setTimeout(() => finish(new Error(`hub did not start: ${out}`)), 20_000)
-      const finish = (e?: Error) => {
-        if (done) return
-        done = true
-        clearTimeout(timer)
-        if (e) return resume(Effect.fail(e))
-        const url = /listening on (http:\/\/\S+)/.exec(out)![1]!
-        const admin = /admin credential[^\n]*\n(mk_\S+)/.exec(out)?.[1]
-        resume(Effect.succeed({ proc, url, adminKey: admin, out }))
-      }
-      proc.stdout!.on("data", (d: Buffer) => {
-        out += d.toString()
-        if (/\n {2}database [^\n]*\n/.test(out)) finish()
-      })
-      proc.stderr!.on("data", (d: Buffer) => (out += d.toString()))
-      proc.on("exit", (code) => finish(new Error(`hub exited with ${code}: ${out}`)))
-    }),
-    ({ proc }) => Effect.sync(() => proc.kill("SIGKILL"))
-  )
 
 // Under a 200-request burst a hub may shed some with OVERLOADED; the client repeats those (they never ran).
 const clientOf = (url: string, apiKey: string) =>
@@ -124,9 +96,9 @@ describe("hub processes", () => {
         assert.isUndefined(again)
         yield* Effect.scoped(
           Effect.gen(function* () {
-            const hub = yield* spawnHub(db, ["--new-admin-key", "--public-url", "https://hub.example.test", "--probe-port", "0"])
+            const hub = yield* spawnHub(db, "--new-admin-key", "--public-url", "https://hub.example.test", "--probe-port", "0")
             // --probe-port: a second listener answering /health.
-            const probe = /\n {2}probe +(http:\/\/\S+)\n/.exec(hub.out)?.[1] ?? assert.fail(`no probe line in ${hub.out}`)
+            const probe = /\n {2}probe +(http:\/\/\S+)\n/.exec(hub.out())?.[1] ?? assert.fail(`no probe line in ${hub.out()}`)
             assert.strictEqual((yield* Effect.promise(() => fetch(probe))).status, 200)
             assert.match(hub.adminKey ?? "", /^mk_/)
             assert.notStrictEqual(hub.adminKey, first)
