@@ -133,7 +133,7 @@ export const CHANNEL = "mesh_saga_events"
  * On Postgres, forwards the appends other processes announce into `changes` for as long as the scope lives; the
  * listening connection is opened again when it drops.
  */
-const forwardNotifications = (sql: SqlClient.SqlClient, changes: PubSub.PubSub<SagaChange>, self: string) =>
+const forwardNotifications = (sql: SqlClient.SqlClient, changes: PubSub.PubSub<SagaChange>) =>
   sql.onDialectOrElse({
     orElse: () => Effect.void,
     pg: () =>
@@ -143,9 +143,8 @@ const forwardNotifications = (sql: SqlClient.SqlClient, changes: PubSub.PubSub<S
         if (Option.isNone(pg)) return
         yield* pg.value.listen(CHANNEL).pipe(
           Stream.runForEach((payload) => {
-            // `<store> <saga> <type>`: this store's own appends woke its readers already, on their commit.
-            const [from, sagaId, type] = payload.split(" ")
-            return from === self || sagaId === undefined || type === undefined ? Effect.void : PubSub.publish(changes, { sagaId, type: type as SagaEventType })
+            const space = payload.indexOf(" ")
+            return space < 0 ? Effect.void : PubSub.publish(changes, { sagaId: payload.slice(0, space), type: payload.slice(space + 1) as SagaEventType })
           }),
           Effect.catchAllCause((cause) => Effect.logWarning("saga notifications: listening connection lost; listening again", cause)),
           Effect.repeat(Schedule.spaced("1 second")),
@@ -158,12 +157,10 @@ const forwardNotifications = (sql: SqlClient.SqlClient, changes: PubSub.PubSub<S
 export const make: Effect.Effect<SagaStoreApi, never, SqlClient.SqlClient | Scope.Scope> = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const changes = yield* PubSub.unbounded<SagaChange>()
-  // Names this store in its announcements, so it does not hear its own (not a secret: any unique name does).
-  const self = globalThis.crypto.randomUUID()
-  yield* forwardNotifications(sql, changes, self)
+  yield* forwardNotifications(sql, changes)
   const announce = sql.onDialectOrElse({
     orElse: () => (_id: string, _type: SagaEventType) => Effect.void,
-    pg: () => (id: string, type: SagaEventType) => Effect.asVoid(sql`SELECT pg_notify(${CHANNEL}, ${`${self} ${id} ${type}`})`)
+    pg: () => (id: string, type: SagaEventType) => Effect.asVoid(sql`SELECT pg_notify(${CHANNEL}, ${`${id} ${type}`})`)
   })
   const q = <A>(e: Effect.Effect<A, unknown>): Effect.Effect<A, SagaUnavailable> =>
     Effect.mapError(e, (f) => new SagaUnavailable({ code: "STORE_UNAVAILABLE", message: summarize(classify(f)) }))
