@@ -133,7 +133,7 @@ export const CHANNEL = "mesh_saga_events"
  * On Postgres, forwards the appends other processes announce into `changes` for as long as the scope lives; the
  * listening connection is opened again when it drops.
  */
-const forwardNotifications = (sql: SqlClient.SqlClient, changes: PubSub.PubSub<SagaChange>) =>
+const forwardNotifications = (sql: SqlClient.SqlClient, changes: PubSub.PubSub<SagaChange>, self: string) =>
   sql.onDialectOrElse({
     orElse: () => Effect.void,
     pg: () =>
@@ -143,8 +143,9 @@ const forwardNotifications = (sql: SqlClient.SqlClient, changes: PubSub.PubSub<S
         if (Option.isNone(pg)) return
         yield* pg.value.listen(CHANNEL).pipe(
           Stream.runForEach((payload) => {
-            const space = payload.indexOf(" ")
-            return space < 0 ? Effect.void : PubSub.publish(changes, { sagaId: payload.slice(0, space), type: payload.slice(space + 1) as SagaEventType })
+            // `<store> <saga> <type>`: this store's own appends woke its readers already, on their commit.
+            const [from, sagaId, type] = payload.split(" ")
+            return from === self || sagaId === undefined || type === undefined ? Effect.void : PubSub.publish(changes, { sagaId, type: type as SagaEventType })
           }),
           Effect.catchAllCause((cause) => Effect.logWarning("saga notifications: listening connection lost; listening again", cause)),
           Effect.repeat(Schedule.spaced("1 second")),
@@ -157,10 +158,13 @@ const forwardNotifications = (sql: SqlClient.SqlClient, changes: PubSub.PubSub<S
 export const make: Effect.Effect<SagaStoreApi, never, SqlClient.SqlClient | Scope.Scope> = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const changes = yield* PubSub.unbounded<SagaChange>()
-  yield* forwardNotifications(sql, changes)
+  // Names this store in its announcements, so it does not hear its own. Not a secret, and only Postgres needs it: the
+  // embedded database's stores draw nothing (a simulation forbids the asynchronous work a random draw starts).
+  const self = sql.onDialectOrElse({ orElse: () => "", pg: () => globalThis.crypto.randomUUID() })
+  yield* forwardNotifications(sql, changes, self)
   const announce = sql.onDialectOrElse({
     orElse: () => (_id: string, _type: SagaEventType) => Effect.void,
-    pg: () => (id: string, type: SagaEventType) => Effect.asVoid(sql`SELECT pg_notify(${CHANNEL}, ${`${id} ${type}`})`)
+    pg: () => (id: string, type: SagaEventType) => Effect.asVoid(sql`SELECT pg_notify(${CHANNEL}, ${`${self} ${id} ${type}`})`)
   })
   const q = <A>(e: Effect.Effect<A, unknown>): Effect.Effect<A, SagaUnavailable> =>
     Effect.mapError(e, (f) => new SagaUnavailable({ code: "STORE_UNAVAILABLE", message: summarize(classify(f)) }))

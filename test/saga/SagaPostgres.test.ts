@@ -86,4 +86,40 @@ describePostgres("sagas on Postgres (the durable engine)", () => {
         assert.deepStrictEqual(heard, { sagaId: "saga_x", type: "saga_committed" })
       })
     ))
+
+  it.live("a store does not hear its own announcements: each of its appends wakes its readers once", () =>
+    provide(
+      Effect.gen(function* () {
+        const db = yield* scopedDatabase
+        const storeOn = Effect.map(Layer.build(SagaStore.layer.pipe(Layer.provide(Database.layer(db.url)))), (ctx) => ctx.unsafeMap.get(SagaStore.SagaStore.key) as SagaStore.SagaStoreApi)
+        const self = yield* storeOn
+        const other = yield* storeOn
+        const news = yield* PubSub.subscribe(self.changes)
+        const plan = {
+          mandate: "m", grantor: "did:mesh:buyer",
+          steps: [{ name: "s0", agentDid: "did:mesh:a", didHash: "h", endpointUrl: "http://127.0.0.1:9", capability: "c", params: {}, budgetMicros: 1, compensation: undefined }]
+        }
+        yield* other.create({ id: "saga_o", caller: "did:mesh:buyer", runner: "did:mesh:runner", poolId: "pool_o", plan })
+        yield* self.create({ id: "saga_s", caller: "did:mesh:buyer", runner: "did:mesh:runner", poolId: "pool_s", plan })
+        // Once this store hears another's append, its listening connection is up.
+        yield* news.take.pipe(
+          Effect.repeat({ until: (c) => c.sagaId === "saga_o" }),
+          Effect.raceFirst(Effect.forever(Effect.zipRight(other.append("saga_o", "step_started", "s0", {}), Effect.sleep("200 millis"))).pipe(Effect.as(undefined))),
+          Effect.timeout("20 seconds")
+        )
+        yield* news.takeAll
+        yield* self.append("saga_s", "step_started", "s0", {})
+        // Announcements reach a listener in commit order: once the other's later one is heard, this store's own was
+        // delivered before it and, if it were forwarded, would sit between.
+        yield* other.append("saga_o", "saga_committed", null, {})
+        const seen: Array<SagaStore.SagaChange> = []
+        yield* news.take.pipe(
+          Effect.tap((c) => Effect.sync(() => seen.push(c))),
+          Effect.repeat({ until: (c) => c.sagaId === "saga_o" && c.type === "saga_committed" }),
+          Effect.timeout("20 seconds")
+        )
+        // The other's earlier appends may still be arriving; of this store's saga, only its one local wake-up.
+        assert.deepStrictEqual(seen.filter((c) => c.sagaId === "saga_s"), [{ sagaId: "saga_s", type: "step_started" }])
+      })
+    ))
 })
