@@ -389,20 +389,40 @@ export const make = (options: SchedulerOptions) =>
     if (Option.isSome(sharding) && Option.isSome(messages)) {
       const shardGroup = Context.get(SagaWorkflow.annotations, ClusterSchema.ShardGroup)
       const entityType = EntityType.make(`Workflow/${SagaWorkflow.name}`)
-      const started = (sagaId: string) =>
-        Effect.gen(function* () {
+      const addressOf = (sagaId: string) =>
+        Effect.map(SagaWorkflow.executionId({ sagaId }), (execution) => {
           // The engine names the workflow's entity by its execution id, derived from the saga id.
-          const entityId = EntityId.make(yield* SagaWorkflow.executionId({ sagaId }))
-          const address = new EntityAddress({ entityType, entityId, shardId: sharding.value.getShardId(entityId, shardGroup(entityId)) })
-          return Option.isSome(yield* messages.value.requestIdForPrimaryKey({ address, tag: "run", id: "" }))
+          const entityId = EntityId.make(execution)
+          return new EntityAddress({ entityType, entityId, shardId: sharding.value.getShardId(entityId, shardGroup(entityId)) })
         })
+      const started = (address: EntityAddress) => Effect.map(messages.value.requestIdForPrimaryKey({ address, tag: "run", id: "" }), Option.isSome)
+      // The quiet sagas already reported, by the time of their latest event: one line per quiet spell, not per sweep.
+      const reported = new Map<string, number>()
       const sweep = Effect.gen(function* () {
         const now = yield* Clock.currentTimeMillis
-        for (const sagaId of yield* store.runningSince(now - notStartedAfter)) {
-          if (yield* started(sagaId)) continue
-          // Conditional on the saga still running, so of several hubs sweeping at once one ends it and says so.
-          yield* store.finish(sagaId, "compensated", null, "NOT_STARTED", { type: "saga_compensated", step: null, data: { code: "NOT_STARTED" } })
+        const quiet = new Map<string, number>()
+        for (const { id: sagaId, lastEventAt } of yield* store.runningSince(now - notStartedAfter)) {
+          const address = yield* addressOf(sagaId)
+          if (!(yield* started(address))) {
+            // Conditional on the saga still running, so of several hubs sweeping at once one ends it and says so.
+            yield* store.finish(sagaId, "compensated", null, "NOT_STARTED", { type: "saga_compensated", step: null, data: { code: "NOT_STARTED" } })
+            continue
+          }
+          if (lastEventAt >= now - notStartedAfter) continue
+          // A started saga gone quiet: its workflow's pending messages are handed to their shard's owner again. A
+          // runner marks a message read when it polls it, and does not read it again for ten minutes; a poll that
+          // raced a shard's move to another runner can leave the message marked and undelivered. The owner skips a
+          // message it is still processing, so this wakes only a saga that nothing runs.
+          quiet.set(sagaId, lastEventAt)
+          if (reported.get(sagaId) !== lastEventAt) {
+            // A warning: a step's call quiet this long is rare, and a lost delivery is worth seeing.
+            yield* Effect.logWarning("saga quiet: its workflow's pending messages are handed to their runner again").pipe(Effect.annotateLogs({ sagaId, quietForMs: now - lastEventAt }))
+          }
+          yield* messages.value.resetAddress(address)
+          yield* sharding.value.pollStorage
         }
+        reported.clear()
+        for (const [id, at] of quiet) reported.set(id, at)
       })
       yield* sweep.pipe(
         Effect.catchAllCause((cause) => Effect.logWarning("saga sweep failed; trying again later", cause)),

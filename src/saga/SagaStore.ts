@@ -54,8 +54,8 @@ export interface SagaStoreApi {
   readonly load: (id: string) => Effect.Effect<StoredSaga | undefined, SagaUnavailable>
   /** How many sagas are running: all of them, and those `caller` started. */
   readonly running: (caller: string) => Effect.Effect<{ readonly total: number; readonly caller: number }, SagaUnavailable>
-  /** The running sagas created before `createdBefore` (ms since the epoch). */
-  readonly runningSince: (createdBefore: number) => Effect.Effect<ReadonlyArray<string>, SagaUnavailable>
+  /** The running sagas created before `createdBefore` (ms since the epoch), each with the time of its latest event. */
+  readonly runningSince: (createdBefore: number) => Effect.Effect<ReadonlyArray<{ readonly id: string; readonly lastEventAt: number }>, SagaUnavailable>
   /**
    * The step's child mandate: the one stored, or `make`'s, stored first-writer-wins; `event`, when given, is appended
    * in the same transaction as the store of a new one.
@@ -217,7 +217,10 @@ export const make: Effect.Effect<SagaStoreApi, never, SqlClient.SqlClient | Scop
       q(sql<{ total: number | string; mine: number | string | null }>`SELECT COUNT(*) AS total, SUM(CASE WHEN caller = ${caller} THEN 1 ELSE 0 END) AS mine
         FROM mesh_sagas WHERE status = 'running'`).pipe(Effect.map((rows) => ({ total: Number(rows[0]?.total ?? 0), caller: Number(rows[0]?.mine ?? 0) }))),
     runningSince: (createdBefore) =>
-      q(sql<{ id: string }>`SELECT id FROM mesh_sagas WHERE status = 'running' AND created_at < ${createdBefore}`).pipe(Effect.map((rows) => rows.map((r) => r.id))),
+      q(sql<{ id: string; last_at: number | string | null }>`SELECT s.id, (SELECT MAX(e.at) FROM mesh_saga_events e WHERE e.saga_id = s.id) AS last_at
+        FROM mesh_sagas s WHERE s.status = 'running' AND s.created_at < ${createdBefore}`).pipe(
+        Effect.map((rows) => rows.map((r) => ({ id: r.id, lastEventAt: Number(r.last_at ?? 0) })))
+      ),
     childToken: (id, idx, mint, e) =>
       Effect.gen(function* () {
         const read = q(sql<{ child_token: string | null }>`SELECT child_token FROM mesh_saga_steps WHERE saga_id = ${id} AND idx = ${idx}`)

@@ -172,7 +172,7 @@ const clusterRun = (killAt: KillAt) =>
           stuck: sql<{ id: string }>`SELECT s.id, (SELECT type || ' ' || COALESCE(step, '') FROM mesh_saga_events e WHERE e.saga_id = s.id ORDER BY seq DESC LIMIT 1) AS last FROM mesh_sagas s WHERE status = 'running' LIMIT 5`.pipe(
             // The engine's messages of each stuck saga's workflow and their replies: what it last recorded.
             Effect.flatMap((rows) => Effect.forEach(rows, (r) => Effect.flatMap(SagaWorkflow.executionId({ sagaId: r.id }), (execution) =>
-              Effect.map(sql`SELECT m.message_id, m.processed, m.shard_id, (SELECT string_agg(LEFT(p.payload, 160), ' | ') FROM cluster_replies p WHERE p.request_id = m.id) AS replies
+              Effect.map(sql`SELECT m.message_id, m.processed, m.shard_id, m.last_read, (SELECT string_agg(LEFT(p.payload, 160), ' | ') FROM cluster_replies p WHERE p.request_id = m.id) AS replies
                 FROM cluster_messages m WHERE m.entity_id = ${execution} ORDER BY m.rowid`, (messages) => ({ ...r, messages }))
             )))
           ),
@@ -189,6 +189,9 @@ const clusterRun = (killAt: KillAt) =>
       ).pipe(Effect.catchAllDefect(() => Effect.flatMap(explain, (state) => Effect.dieMessage(`saga ${s.id} did not end: ${state}`))))
     }, { concurrency: 10 })
 
+    // How often a survivor found a started saga gone quiet and had its workflow's messages delivered again.
+    const nudged = survivors.reduce((n, h) => n + (h.out().match(/saga quiet/g)?.length ?? 0), 0)
+    yield* Effect.log(`quiet sagas whose messages were delivered again: ${nudged}`)
     let committedUsed = 0
     let notStarted = 0
     for (const s of ended) {
