@@ -188,6 +188,24 @@ describe("spending chains", () => {
       assert.strictEqual(again.code, "CHAIN_BROKEN")
     })))
 
+  it.effect("attenuating as a DID that is not the parent's grantee is GRANTEE_MISMATCH, before anything is signed", () =>
+    run(Effect.gen(function* () {
+      const { alice, bob, carol } = yield* cast
+      const intent = yield* issueIntentMandate({ grantorDid: alice.did, granteeDid: bob.did, privateKey: alice.key, constraints: { spendLimitUsd: 100 } })
+      const task = yield* taskRoot(alice, bob, { maxDelegationDepth: 1 })
+      const asCarol = { granteeDid: alice.did, grantorPrivateKey: carol.key, grantorDid: carol.did }
+      const codes = yield* Effect.all([
+        attenuateToCart({ ...asCarol, parent: intent, narrowed: { spendLimitUsd: 1 } }),
+        attenuateToPayment({ ...asCarol, parent: intent.token, amountUsd: 1, merchant: "a.example" }),
+        attenuateTaskMandate({ ...asCarol, parent: task, constraints: { allowed: ["search"], maxDelegationDepth: 0 } }),
+        attenuateModelBudgetMandate({ ...asCarol, parent: intent, constraints: { tokenBudget: 1 } as never })
+      ].map((e: Effect.Effect<unknown, IssueFailure, Keys>) => Effect.map(Effect.flip(e), (x) => x.code)))
+      assert.deepStrictEqual(codes, ["GRANTEE_MISMATCH", "GRANTEE_MISMATCH", "GRANTEE_MISMATCH", "GRANTEE_MISMATCH"])
+      // Named as the grantee (any case), the child is signed.
+      const child = yield* attenuateToCart({ parent: intent, granteeDid: carol.did, grantorPrivateKey: bob.key, grantorDid: bob.did.toUpperCase().replace("DID:MESH:", "did:mesh:"), narrowed: { spendLimitUsd: 1 } })
+      assert.strictEqual(child.grantor, bob.did)
+    })))
+
   it.effect("a child never outlives its parent: the ttl is cut to the parent's expiry; an expired parent is refused", () =>
     run(Effect.gen(function* () {
       const { alice, bob, carol } = yield* cast

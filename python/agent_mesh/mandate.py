@@ -599,13 +599,21 @@ def _sign(
     return decode_unverified(token)
 
 
-def _parent_mandate(parent: Mandate | str) -> Mandate:
+def _parent_mandate(parent: Mandate | str, grantor_did: str | None = None) -> Mandate:
     if isinstance(parent, Mandate):
-        return parent
-    try:
-        return decode_unverified(parent)
-    except MandateInvalid as e:
-        raise MandateIssueError("PARENT_INVALID", f"{e.reason}: {e}") from e
+        p = parent
+    else:
+        try:
+            p = decode_unverified(parent)
+        except MandateInvalid as e:
+            raise MandateIssueError("PARENT_INVALID", f"{e.reason}: {e}") from e
+    # A child signed with another DID's key names the parent's grantee in its kid and fails every verification:
+    # refused before signing when the attenuating party names its DID (docs/protocol.md §9.8).
+    if grantor_did is not None:
+        holder = normalize_did(grantor_did) or grantor_did
+        if holder != p.grantee:
+            raise MandateIssueError("GRANTEE_MISMATCH", f"the parent was granted to {p.grantee}; {holder} cannot attenuate it")
+    return p
 
 
 def issue_intent_mandate(
@@ -645,10 +653,11 @@ def attenuate_to_cart(
     key_version: int = 1,
     now_ms: int | None = None,
     jti: str | None = None,
+    grantor_did: str | None = None,
 ) -> Mandate:
     """Attenuates an intent into a cart mandate whose spend limit and merchants are within the parent's; the
     grantor is the parent's grantee, whose key signs. The lifetime is cut to the parent's expiry."""
-    p = _parent_mandate(parent)
+    p = _parent_mandate(parent, grantor_did)
     return _sign(
         "cart",
         p.grantee,
@@ -674,9 +683,10 @@ def attenuate_to_payment(
     key_version: int = 1,
     now_ms: int | None = None,
     jti: str | None = None,
+    grantor_did: str | None = None,
 ) -> Mandate:
     """Attenuates an intent or cart into a payment mandate for one amount to one merchant."""
-    p = _parent_mandate(parent)
+    p = _parent_mandate(parent, grantor_did)
     cns = {"amountUsd": amount_usd, "merchant": merchant}
     return _sign("payment", p.grantee, grantee_did, cns, grantor_private_key, ttl_seconds, key_version, p, now_ms, jti)
 
@@ -712,13 +722,14 @@ def attenuate_task_mandate(
     key_version: int = 1,
     now_ms: int | None = None,
     jti: str | None = None,
+    grantor_did: str | None = None,
 ) -> Mandate:
     """Attenuates a task mandate; the constraints must be within the parent's (docs/protocol.md §9.4)."""
     cns = constraints_json(constraints)
     problem = constraints_problem("task", cns)
     if problem is not None:
         raise MandateIssueError("INVALID_CONSTRAINTS", problem)
-    p = _parent_mandate(parent)
+    p = _parent_mandate(parent, grantor_did)
     return _sign(
         "task",
         p.grantee,
@@ -769,9 +780,10 @@ def attenuate_model_budget_mandate(
     key_version: int = 1,
     now_ms: int | None = None,
     jti: str | None = None,
+    grantor_did: str | None = None,
 ) -> Mandate:
     """Attenuates a model-budget mandate: budgets and steps only shrink, the quality bar only rises."""
-    p = _parent_mandate(parent)
+    p = _parent_mandate(parent, grantor_did)
     return _sign(
         "model-budget",
         p.grantee,

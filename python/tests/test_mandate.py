@@ -223,6 +223,24 @@ def test_wrong_key_gives_a_child_that_fails_signature() -> None:
     assert verify_mandate(cart.token, KEYS, now_ms=NOW) == (False, None, "SIGNATURE_INVALID")
 
 
+def test_attenuating_as_another_did_than_the_parents_grantee_is_refused() -> None:
+    root = intent(100)
+    task_root = issue_task_mandate("did:mesh:alice", "did:mesh:bob", {"allowed": ["search"], "maxDelegationDepth": 1}, SEEDS["did:mesh:alice"], now_ms=NOW)
+    mallory = SEEDS["did:mesh:mallory"]
+    attempts = [
+        lambda: attenuate_to_cart(root, "did:mesh:carol", {"spendLimitUsd": 5}, mallory, now_ms=NOW, grantor_did="did:mesh:mallory"),
+        lambda: attenuate_to_payment(root, "did:mesh:carol", 5, "did:mesh:carol", mallory, now_ms=NOW, grantor_did="did:mesh:mallory"),
+        lambda: attenuate_task_mandate(task_root, "did:mesh:carol", {"allowed": ["search"], "maxDelegationDepth": 0}, mallory, now_ms=NOW, grantor_did="did:mesh:mallory"),
+    ]
+    for attempt in attempts:
+        with pytest.raises(MandateIssueError) as e:
+            attempt()
+        assert e.value.code == "GRANTEE_MISMATCH"
+    # Named as the grantee (in any case), the same attenuation is signed and verifies.
+    cart = attenuate_to_cart(root, "did:mesh:carol", {"spendLimitUsd": 5}, SEEDS["did:mesh:bob"], now_ms=NOW, grantor_did="did:mesh:BOB")
+    assert verify_mandate(cart.token, KEYS, now_ms=NOW)[0] is True
+
+
 def test_verification_reasons() -> None:
     m = intent()
     assert verify_mandate(m.token, KEYS, now_ms=NOW + 3600_000)[2] == "EXPIRED"

@@ -89,7 +89,8 @@ export const MandateIssueCode = Schema.Literal(
   "PARENT_EXPIRED",
   "ATTENUATION_WIDENED",
   "DELEGATION_DEPTH_EXCEEDED",
-  "CHAIN_BROKEN"
+  "CHAIN_BROKEN",
+  "GRANTEE_MISMATCH"
 )
 /** Why a mandate could not be issued or attenuated. */
 export type MandateIssueCode = typeof MandateIssueCode.Type
@@ -415,6 +416,11 @@ export interface AttenuateOptions {
   readonly granteeDid: string
   /** The key of the parent's grantee, who grants the child. */
   readonly grantorPrivateKey: PrivateKeyInput
+  /**
+   * The DID whose key `grantorPrivateKey` is. When given it must be the parent's grantee (`GRANTEE_MISMATCH`
+   * otherwise): a child signed with another DID's key names the grantee in its `kid` and fails every verification.
+   */
+  readonly grantorDid?: string
   /** Lifetime (default 3600), cut to the parent's expiry: a child never outlives its parent. */
   readonly ttlSeconds?: number
   /** The attenuating grantor's current key version (default 1). */
@@ -503,8 +509,12 @@ const attenuate = <K extends MandateKind>(
   options: AttenuateOptions,
   constraints: ConstraintsFor<K>
 ): Effect.Effect<Mandate<K>, IssueFailure, Keys> =>
-  Effect.flatMap(parentMandate(options.parent), (parent) =>
-    sign<K>({
+  Effect.flatMap(parentMandate(options.parent), (parent) => {
+    const holder = options.grantorDid === undefined ? undefined : normalizeDid(options.grantorDid) ?? options.grantorDid
+    if (holder !== undefined && holder !== parent.grantee) {
+      return Effect.fail(issueError("GRANTEE_MISMATCH", `the parent was granted to ${parent.grantee}; ${holder} cannot attenuate it`))
+    }
+    return sign<K>({
       kind,
       grantor: parent.grantee,
       grantee: options.granteeDid,
@@ -514,7 +524,7 @@ const attenuate = <K extends MandateKind>(
       keyVersion: options.keyVersion,
       parent
     })
-  )
+  })
 
 // fromEntries defines members, so a caller's own `__proto__` stays a member (and is refused as unknown) rather than
 // becoming the copy's prototype, as assignment would make it.
