@@ -37,7 +37,8 @@ import { isRecord } from "../core/internal/record.js"
 import { Entropy } from "../core/Entropy.js"
 
 /**
- * A call failed; `code` is the agent's (or the hub's) error code, or one of AGENT_NOT_FOUND, AGENT_UNREACHABLE,
+ * A call failed; `code` is the agent's (or the hub's) error code, or one of AGENT_NOT_FOUND, AGENT_NOT_CALLABLE (a
+ * caller-only identity, registered without an endpoint), AGENT_UNREACHABLE,
  * ADDRESS_NOT_PUBLIC (the connection refused a non-public address: a hub's outbound rule), BAD_RESPONSE, SSE_LIMIT_EXCEEDED (a streamed reply sent an event or a stream past the client's `sse` limits),
  * REPLY_TOO_LARGE (a reply that is not an event stream declared or sent more than `maxReplyBytes`).
  */
@@ -221,7 +222,11 @@ const endpoints = (hub: MeshClient.MeshClientApi | undefined, ttl: number) => {
           : Effect.succeed({ kind: "a2a", url: found.url, dialect: found.dialect })
       })
       return hub.resolveAgent(target).pipe(
-        Effect.map((record): Target => ({ kind: "mesh", url: record.endpointUrl.replace(/\/+$/, "") })),
+        Effect.flatMap((record): Effect.Effect<Target, AgentCallError> =>
+          record.endpointUrl === ""
+            ? Effect.fail(new AgentCallError({ code: "AGENT_NOT_CALLABLE", message: `${target} (${record.did}) is registered as a caller only, with no endpoint to call` }))
+            : Effect.succeed({ kind: "mesh", url: record.endpointUrl.replace(/\/+$/, "") })
+        ),
         Effect.catchAll((e) => (e._tag === "NotFound" ? a2a : Effect.fail(failed(target)(e)))),
         Effect.tap((t) => Effect.sync(() => cache.set(target, { target: t, until: now + ttl })))
       )

@@ -13,7 +13,8 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import * as Database from "../sql/Database.js"
-import { HubApi, PlatformApi } from "./HubApi.js"
+import { PlatformApi } from "./HubApi.js"
+import { HubWithoutSagasApi, SagasDisabledLive } from "./SagasDisabled.js"
 import { CardFetchPolicy } from "./A2aCardFetch.js"
 import type { OutboundUrls } from "./OutboundAddress.js"
 import { HandlersLive, HubPublicUrl, PlatformOnlyLive } from "./HubHttp.js"
@@ -159,9 +160,9 @@ export const layerServicesOn = <E = never>(
   return Layer.mergeAll(registry, ledger, platform, purge, resolver, nonces, learnerStats)
 }
 
-/** Starts a hub; it stops when the scope closes. */
+/** Starts a hub; it stops when the scope closes. Its saga paths answer `SAGAS_DISABLED` (sagas run in `SagaHub`). */
 export const start = (options: HubOptions): Effect.Effect<RunningHub, Database.DatabaseError | Serve.ServeError, Scope.Scope | Keys> =>
-  Effect.flatMap(Layer.build(layerServices(options)), (services) => serve(HubApi, HandlersLive, services, options))
+  Effect.flatMap(Layer.build(layerServices(options)), (services) => serve(HubWithoutSagasApi, Layer.merge(HandlersLive, SagasDisabledLive), services, options))
 
 /**
  * Serves `api` over built hub services on the hub's address, guards and public URL, then makes the admin credential

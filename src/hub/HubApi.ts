@@ -44,12 +44,15 @@ const LiveFilter = Schema.optional(Schema.BooleanFromString)
 const AgentPage = Schema.Struct({ ...Page.fields, live: LiveFilter })
 const pageOf = <A, I>(item: Schema.Schema<A, I>) => Schema.Struct({ items: Schema.Array(item), nextCursor: Schema.NullOr(Schema.String) })
 
-/** Registering an agent; `proof` is by the key being registered over `registrationDocument` (docs/hub.md). */
+/**
+ * Registering an agent; `proof` is by the key being registered over `registrationDocument` (docs/hub.md). Without
+ * `endpointUrl` the DID is a caller only: its key resolves, but nothing can call it.
+ */
 export const RegisterAgent = Schema.Struct({
   did: Schema.String,
   manifestCID: Schema.String,
   publicKeyB64: Schema.String,
-  endpointUrl: Schema.String,
+  endpointUrl: Schema.optional(Schema.String),
   proof: Schema.Object
 })
 

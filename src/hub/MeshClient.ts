@@ -179,11 +179,19 @@ export const make = (options: MeshClientOptions) =>
       manifest: (cid: string) => call(undefined, (c) => c.registry.getManifest({ path: { cid } })),
       /** Pins a manifest and returns its CID. */
       pinManifest: (manifest: unknown, apiKey?: string) => call(key(apiKey), (c) => c.registry.pinManifest({ payload: manifest })),
-      /** Pins the manifest, then registers the identity's DID and key at the endpoint, with a proof by that key. */
-      registerAgent: (input: { readonly manifest: unknown; readonly endpointUrl: string; readonly identity: MeshIdentity; readonly apiKey?: string }) =>
+      /**
+       * Pins the manifest, then registers the identity's DID and key at the endpoint, with a proof by that key. Without
+       * `endpointUrl` the DID is registered as a caller only: its key resolves, nothing calls it.
+       */
+      registerAgent: (input: { readonly manifest: unknown; readonly endpointUrl?: string; readonly identity: MeshIdentity; readonly apiKey?: string }) =>
         Effect.gen(function* () {
           const { cid } = yield* call(key(input.apiKey), (c) => c.registry.pinManifest({ payload: input.manifest }))
-          const fields = { did: input.identity.did, manifestCID: cid, publicKeyB64: input.identity.publicKey, endpointUrl: input.endpointUrl }
+          const fields = {
+            did: input.identity.did,
+            manifestCID: cid,
+            publicKeyB64: input.identity.publicKey,
+            ...(input.endpointUrl === undefined ? {} : { endpointUrl: input.endpointUrl })
+          }
           const { proof } = yield* prove(registrationDocument({ ...fields, hub }), input.identity)
           return yield* call(key(input.apiKey), (c) => c.registry.registerAgent({ payload: { ...fields, proof } }))
         }),

@@ -295,7 +295,7 @@ export interface RegistryApi {
   readonly manifest: (cid: string) => Effect.Effect<unknown, ManifestNotFound | RegistryUnavailable>
   readonly registerAgent: (
     caller: Caller,
-    input: { readonly did: string; readonly manifestCID: string; readonly publicKeyB64: string; readonly endpointUrl: string; readonly proof: unknown },
+    input: { readonly did: string; readonly manifestCID: string; readonly publicKeyB64: string; readonly endpointUrl?: string | undefined; readonly proof: unknown },
     ctx: WriteContext
   ) => Effect.Effect<
     AgentRecord,
@@ -861,7 +861,8 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
         yield* mayRegisterAgent(caller, did)
         const publicKey = acceptablePublicKeyB64(input.publicKeyB64)
         if (publicKey === undefined) return yield* Effect.fail(invalidKey())
-        if (!isHttpUrl(input.endpointUrl)) return yield* Effect.fail(invalidEndpoint())
+        // No endpoint: a caller-only identity, whose key resolves (for its signatures and mandates) but which nobody calls.
+        if (input.endpointUrl !== undefined && !isHttpUrl(input.endpointUrl)) return yield* Effect.fail(invalidEndpoint())
         yield* pinnedOrFail(input.manifestCID)
         const hub = yield* hubOf(ctx)
         yield* checkProof(registrationDocument({ ...input, hub }), input.proof, publicKey, did, "the registration proof")
@@ -873,7 +874,7 @@ export const makeWith = (options: RegistryOptions = {}): Effect.Effect<RegistryA
         yield* charge(caller, ctx, 1, 0)
         const now = yield* Clock.currentTimeMillis
         const row: EntryRow = {
-          did, did_hash: didHash(did), kind: "agent", name: did, endpoint_url: input.endpointUrl, public_key_b64: toBase64(publicKey),
+          did, did_hash: didHash(did), kind: "agent", name: did, endpoint_url: input.endpointUrl ?? null, public_key_b64: toBase64(publicKey),
           key_version: Option.isSome(tomb) ? tomb.value.key_version + 1 : 1, manifest_cid: input.manifestCID, skill_type: null, tools: null, owner_key_id: caller.keyId,
           created_at: now, updated_at: now, last_seen_at: now
         }

@@ -14,6 +14,7 @@ export const AgentRecord = Schema.Struct({
   manifestCID: Schema.String,
   publicKeyB64: Schema.String,
   keyVersion: Schema.Number,
+  /** Where the agent is called; "" for a caller-only identity, registered without one. */
   endpointUrl: Schema.String,
   document: Schema.Unknown,
   createdAt: Schema.String,
@@ -100,20 +101,23 @@ export const hubOrigin = (url: string): string | undefined => {
   }
 }
 
-/** What a registration proof signs: the request's fields as sent and the hub's origin, under a type no other signed message has. */
+/**
+ * What a registration proof signs: the request's fields as sent and the hub's origin, under a type no other signed
+ * message has. A caller-only registration has no `endpointUrl`, and its document leaves the member out.
+ */
 export const registrationDocument = (input: {
   readonly hub: string
   readonly did: string
   readonly manifestCID: string
   readonly publicKeyB64: string
-  readonly endpointUrl: string
+  readonly endpointUrl?: string | undefined
 }) => ({
   type: "AgentRegistration",
   hub: input.hub,
   did: input.did,
   manifestCID: input.manifestCID,
   publicKeyB64: input.publicKeyB64,
-  endpointUrl: input.endpointUrl
+  ...(input.endpointUrl === undefined ? {} : { endpointUrl: input.endpointUrl })
 })
 
 /** What both rotation proofs sign; `keyVersion` is the version being replaced, so a rotation proof works once. */
