@@ -37,8 +37,8 @@ export const program = Effect.gen(function* () {
   const registry = yield* MeshClient.make({ hubUrl: hub.url, apiKey: Option.getOrThrow(hub.admin).apiKey })
   const register = (identity: MeshIdentity, endpointUrl: string, capabilities: ReadonlyArray<string>) =>
     registry.registerAgent({ identity, endpointUrl, manifest: { name: identity.did, meshProtocolVersion: "1.0", capabilities } })
-  // The runner signs its calls and the step mandates: agents and the ledger find its key in the hub.
-  yield* register(runner, "http://127.0.0.1:9/runner", ["sagas"])
+  // The runner signs its calls and the step mandates: the hub registered its key when it started, so agents and the
+  // ledger find it there.
 
   const log: Array<string> = []
   const agent = (name: string, book: string, price: number) =>

@@ -188,8 +188,14 @@ export class SagaNotFound extends Data.TaggedError("SagaNotFound")<{ readonly co
 /** The saga store or a resolver could not answer (`STORE_UNAVAILABLE`; retry). */
 export class SagaUnavailable extends Data.TaggedError("SagaUnavailable")<{ readonly code: "STORE_UNAVAILABLE"; readonly message: string }> {}
 
+/**
+ * The hub's runner cannot sign for sagas others can verify: its DID's key does not resolve on the hub (or was
+ * revoked), so every step would fail (`SAGA_RUNNER_UNAVAILABLE`; the hub's operator must register the runner).
+ */
+export class SagaRunnerUnavailable extends Data.TaggedError("SagaRunnerUnavailable")<{ readonly code: "SAGA_RUNNER_UNAVAILABLE"; readonly message: string }> {}
+
 /** Every refusal of a saga before it runs. */
-export type SagaRefused = SagaInvalid | SagaAgentNotFound | SagaBudgetRefused | SagaMandateRefused | SagaGrantorMismatch | SagaBusy | SagaUnavailable
+export type SagaRefused = SagaInvalid | SagaAgentNotFound | SagaBudgetRefused | SagaMandateRefused | SagaGrantorMismatch | SagaBusy | SagaUnavailable | SagaRunnerUnavailable
 
 /** An agent as the scheduler needs it. */
 export interface AgentEntry {
@@ -223,6 +229,15 @@ export const plan = (
       if (s.agentDid === undefined && s.didHash === undefined) return yield* Effect.fail(invalid(`step ${i + 1} names no agent (agentDid or didHash)`))
       if (s.agentDid !== undefined && normalizeDid(s.agentDid) === undefined) return yield* Effect.fail(invalid(`step ${i + 1}: agentDid is not a DID`))
     }
+    // Every step's payment mandate is signed by the runner and verified by its agent against the runner's registered
+    // key: without one, the saga would fail at its first step, after its pool was opened.
+    yield* options.resolver.resolve(options.runner).pipe(
+      Effect.catchTags({
+        KeyResolverUnavailable: (e) => Effect.fail(new SagaUnavailable({ code: "STORE_UNAVAILABLE", message: e.message })),
+        KeyNotFound: () => Effect.fail(new SagaRunnerUnavailable({ code: "SAGA_RUNNER_UNAVAILABLE", message: `the hub's saga runner ${options.runner} has no key on this hub, so no step could verify its mandates; the hub's operator registers it (mesh register --identity <runner identity>)` })),
+        KeyRevoked: () => Effect.fail(new SagaRunnerUnavailable({ code: "SAGA_RUNNER_UNAVAILABLE", message: `the key of the hub's saga runner ${options.runner} is revoked on this hub` }))
+      })
+    )
     const mandate = yield* verifyMandate(input.mandate, options.resolver, { kinds: ["intent", "cart"], expectedGrantee: options.runner }).pipe(
       Effect.mapError((e) =>
         e.reason === "RESOLVER_UNAVAILABLE"

@@ -29,6 +29,13 @@ export class SagaForbidden extends Schema.TaggedError<SagaForbidden>()(
   HttpApiSchema.annotations({ status: 403 })
 ) {}
 
+/** The hub cannot run sagas now: its runner's key does not resolve on it (the operator must register the runner). */
+export class SagaRunnerUnavailableError extends Schema.TaggedError<SagaRunnerUnavailableError>()(
+  "SagaRunnerUnavailable",
+  { code: Schema.Literal("SAGA_RUNNER_UNAVAILABLE"), message: Schema.String },
+  HttpApiSchema.annotations({ status: 503 })
+) {}
+
 const SagaPath = Schema.Struct({ sagaId: Schema.String })
 
 // The events endpoint answers with Server-Sent Events; HttpApi declares JSON bodies, so the media type is written here.
@@ -51,6 +58,7 @@ export class SagaGroup extends HttpApiGroup.make("sagas")
       .addSuccess(SagaResult, { status: 202 })
       .addError(SagaUnprocessable)
       .addError(SagaForbidden)
+      .addError(SagaRunnerUnavailableError)
       .addError(NotFound)
       .addError(Overloaded)
       .annotate(OpenApi.Description, "Starts a saga under the caller's spending mandate, granted to the hub's saga runner; the request is signed (mesh-sig) by the mandate's grantor. Answers at once with status running.")

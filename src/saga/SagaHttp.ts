@@ -17,7 +17,7 @@ import { Overloaded } from "../http/ErrorBody.js"
 import { BadRequest, errors, RateLimited } from "../hub/HubError.js"
 import { ApiKeyAuthLive, docsPage, GroupsLive, makeVerifySigned } from "../hub/HubHttp.js"
 import type { SagaNotFound, SagaRefused, SagaUnavailable } from "./Saga.js"
-import { SagaForbidden, SagaHubApi, SagaUnprocessable } from "./SagaApi.js"
+import { SagaForbidden, SagaHubApi, SagaRunnerUnavailableError, SagaUnprocessable } from "./SagaApi.js"
 import { SagaScheduler } from "./SagaScheduler.js"
 
 const refused = (e: SagaRefused | SagaNotFound) => {
@@ -30,6 +30,8 @@ const refused = (e: SagaRefused | SagaNotFound) => {
       return errors.unavailable(e.message)
     case "SagaGrantorMismatch":
       return new SagaForbidden({ code: e.code, message: e.message })
+    case "SagaRunnerUnavailable":
+      return new SagaRunnerUnavailableError({ code: e.code, message: e.message })
     case "SagaBusy":
       return e.code === "RATE_LIMITED"
         ? new RateLimited({ code: e.code, message: e.message, retryAfterSeconds: e.retryAfterSeconds })

@@ -22,6 +22,8 @@ import * as Database from "../sql/Database.js"
 import { SagaHubApi } from "./SagaApi.js"
 import { SagaHubHandlers } from "./SagaHttp.js"
 import * as SagaScheduler from "./SagaScheduler.js"
+import * as SagaRunnerRecord from "./SagaRunnerRecord.js"
+import * as Option from "effect/Option"
 import * as OutboundAddress from "../hub/OutboundAddress.js"
 
 /** How to run a hub with sagas. */
@@ -34,6 +36,8 @@ export interface SagaHubOptions extends Hub.HubOptions, SagaScheduler.SchedulerO
 export interface RunningSagaHub extends Hub.RunningHub {
   /** The scheduler, for callers in the same process. */
   readonly scheduler: SagaScheduler.SagaSchedulerApi
+  /** What starting did to the runner's registry record; undefined when it could not be registered. */
+  readonly runnerRecord: SagaRunnerRecord.RunnerRecordAction | undefined
 }
 
 /** The hub's services with the scheduler over them; needs `Keys`. */
@@ -60,10 +64,19 @@ export const layerServicesOn = <E = never>(
   return scheduler
 }
 
-/** Starts a hub with sagas; it stops when the scope closes. */
+/**
+ * Starts a hub with sagas; it stops when the scope closes. The runner's DID and key are registered (or its key
+ * refreshed) in the hub's registry first, so step agents resolve the runner's payment mandates; when that fails the
+ * hub still starts, says why, and refuses sagas until the runner's key resolves.
+ */
 export const start = (options: SagaHubOptions): Effect.Effect<RunningSagaHub, Database.DatabaseError | Serve.ServeError, Scope.Scope | Keys> =>
   Effect.gen(function* () {
     const services = yield* Layer.build(layerServices(options))
     const hub = yield* Hub.serve(SagaHubApi, SagaHubHandlers, services, options)
-    return { ...hub, scheduler: Context.get(services, SagaScheduler.SagaScheduler) }
+    const runnerRecord = yield* SagaRunnerRecord.ensureRegistered(options.runner, options.publicUrl ?? hub.url).pipe(
+      Effect.provide(services),
+      Effect.tapError((e) => Effect.logWarning(`the saga runner ${options.runner.did} could not be registered in this hub's registry (${e.code}: ${e.message}); sagas are refused until its key resolves`)),
+      Effect.option
+    )
+    return { ...hub, scheduler: Context.get(services, SagaScheduler.SagaScheduler), runnerRecord: Option.getOrUndefined(runnerRecord) }
   })

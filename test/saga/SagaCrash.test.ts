@@ -86,7 +86,7 @@ const crashAndRecover = (killAt: "between-steps" | "inside-step") =>
     const port = Number(new URL(first.url).port)
     const client = yield* MeshClient.make({ hubUrl: first.url, apiKey: first.admin!, retry: { times: 2 } }).pipe(Effect.provide(FetchHttpClient.layer))
     const runner = yield* importIdentity("did:mesh:saga-runner", seed)
-    const runnerApiKey = yield* register(client, runner, "http://127.0.0.1:9/runner")
+    // The hub registered its runner when it started.
 
     // The hotel's handler waits at a gate inside the step, so the hub can be killed while the call is in flight.
     const effects: Effects = new Map()
@@ -148,14 +148,14 @@ const crashAndRecover = (killAt: "between-steps" | "inside-step") =>
     )
     const results = ended.steps as ReadonlyArray<{ readonly name: string; readonly usedUsd: string; readonly commitToken: string }>
     assert.deepStrictEqual(results.map((s) => s.usedUsd), ["25", "20", "4"])
-    const pool = yield* client.getPool(String(ended.poolId), { apiKey: runnerApiKey })
+    const pool = yield* client.getPool(String(ended.poolId), { identity: runner })
     assert.strictEqual(pool.allocatedUsd, 49)
     for (const [i, s] of results.entries()) {
       const receipt = yield* CommitToken.verify(s.commitToken, [agents.airline!, agents.hotel!, agents.rental!][i]!.publicKeyBytes)
       assert.deepStrictEqual([receipt.sagaId, receipt.step, receipt.amountUsd], [sagaId, s.name, s.usedUsd])
     }
     // The ledger's trail reconciles offline: every release carries its token, and the amounts add up to the pool.
-    const trail = yield* client.listAllocations(String(ended.poolId), { apiKey: runnerApiKey })
+    const trail = yield* client.listAllocations(String(ended.poolId), { identity: runner })
     const keys = makeStatic(Object.fromEntries(Object.values(agents).map((a) => [a.did, { publicKey: a.publicKeyBytes, keyVersion: 1 }])))
     const report = yield* Reconciliation.verify(trail.allocations, pool, keys)
     assert.isTrue(report.ok, JSON.stringify(report.failures))

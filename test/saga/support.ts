@@ -86,7 +86,7 @@ export const world = (options: {
     const client = yield* MeshClient.make({ hubUrl: hub.url, apiKey: Option.getOrThrow(hub.admin).apiKey, retry: { times: 0 } }).pipe(
       Effect.provide(FetchHttpClient.layer)
     )
-    const runnerApiKey = yield* register(client, runner, "http://127.0.0.1:9/runner")
+    // The hub registered its runner when it started.
     const effects: Effects = new Map()
     const agents: Record<string, MeshIdentity> = {}
     for (const spec of options.agents) {
@@ -111,9 +111,9 @@ export const world = (options: {
         issueIntentMandate({ grantorDid: buyer.did, granteeDid: runner.did, constraints: { spendLimitUsd }, privateKey: buyer.privateKey, ttlSeconds }),
         (m) => m.token
       )
-    /** The pool of a mandate, read as the runner (its grantee). */
-    const pool = (poolId: string) => client.getPool(poolId, { apiKey: runnerApiKey })
-    return { hub, client, runner, runnerApiKey, agents, buyer, effects, mandate, pool }
+    /** The pool of a mandate, read as the runner (its grantee), signed by its key. */
+    const pool = (poolId: string) => client.getPool(poolId, { identity: runner })
+    return { hub, client, runner, agents, buyer, effects, mandate, pool }
   })
 
 /** A step on agent `agent` with a compensation `undo-<capability>`. */
