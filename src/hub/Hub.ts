@@ -14,10 +14,10 @@ import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import * as Database from "../sql/Database.js"
 import { PlatformApi } from "./HubApi.js"
-import { HubWithoutSagasApi, SagasDisabledLive } from "./SagasDisabled.js"
+import { HandlersWithoutSagasLive, HubWithoutSagasApi } from "./SagasDisabled.js"
 import { CardFetchPolicy } from "./A2aCardFetch.js"
 import type { OutboundUrls } from "./OutboundAddress.js"
-import { HandlersLive, HubPublicUrl, PlatformOnlyLive } from "./HubHttp.js"
+import { HubPublicUrl, PlatformOnlyLive } from "./HubHttp.js"
 import { KeyNotFound, KeyResolver, KeyResolverUnavailable } from "../core/KeyResolver.js"
 import type { Keys } from "../core/Keys.js"
 import * as Ledger from "./Ledger.js"
@@ -162,7 +162,7 @@ export const layerServicesOn = <E = never>(
 
 /** Starts a hub; it stops when the scope closes. Its saga paths answer `SAGAS_DISABLED` (sagas run in `SagaHub`). */
 export const start = (options: HubOptions): Effect.Effect<RunningHub, Database.DatabaseError | Serve.ServeError, Scope.Scope | Keys> =>
-  Effect.flatMap(Layer.build(layerServices(options)), (services) => serve(HubWithoutSagasApi, Layer.merge(HandlersLive, SagasDisabledLive), services, options))
+  Effect.flatMap(Layer.build(layerServices(options)), (services) => serve(HubWithoutSagasApi, HandlersWithoutSagasLive, services, options))
 
 /**
  * Serves `api` over built hub services on the hub's address, guards and public URL, then makes the admin credential

@@ -10,8 +10,11 @@ import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import * as OpenApi from "@effect/platform/OpenApi"
+import * as Layer from "effect/Layer"
 import * as ApiGroup from "../http/ApiGroup.js"
 import { HubApi } from "./HubApi.js"
+import { ApiKeyAuthLive, docsPage, GroupsLive } from "./HubHttp.js"
 
 /** This hub was started without a saga runner, so it takes no sagas. */
 export class SagasDisabled extends Schema.TaggedError<SagasDisabled>()(
@@ -24,12 +27,13 @@ export class SagasDisabled extends Schema.TaggedError<SagasDisabled>()(
 export const SAGAS_DISABLED_MESSAGE = "this hub runs no sagas: start it with --saga-identity <runner identity file> (mesh hub), or SagaHub.start in code"
 
 const SagaPath = Schema.Struct({ sagaId: Schema.String })
+const DESCRIPTION = "This hub runs no sagas (started without a saga runner): always 503 SAGAS_DISABLED."
 
 /** The saga paths, each refused. Bodies are not read: whatever is sent, the answer is the same. */
 export class SagasDisabledGroup extends HttpApiGroup.make("sagas")
-  .add(HttpApiEndpoint.post("startSaga", "/sagas").setPayload(Schema.Unknown).addSuccess(Schema.Void))
-  .add(HttpApiEndpoint.get("getSaga", "/sagas/:sagaId").setPath(SagaPath).addSuccess(Schema.Void))
-  .add(HttpApiEndpoint.get("sagaEvents", "/sagas/:sagaId/events").setPath(SagaPath).addSuccess(Schema.Void))
+  .add(HttpApiEndpoint.post("startSaga", "/sagas").setPayload(Schema.Unknown).addSuccess(Schema.Void).annotate(OpenApi.Description, DESCRIPTION))
+  .add(HttpApiEndpoint.get("getSaga", "/sagas/:sagaId").setPath(SagaPath).addSuccess(Schema.Void).annotate(OpenApi.Description, DESCRIPTION))
+  .add(HttpApiEndpoint.get("sagaEvents", "/sagas/:sagaId/events").setPath(SagaPath).addSuccess(Schema.Void).annotate(OpenApi.Description, DESCRIPTION))
   .prefix("/v1")
   .addError(SagasDisabled) {}
 
@@ -42,3 +46,16 @@ const refuse = () => Effect.fail(new SagasDisabled({ code: "SAGAS_DISABLED", mes
 export const SagasDisabledLive = ApiGroup.group(HubWithoutSagasApi, "sagas", (handlers) =>
   Effect.succeed(handlers.handle("startSaga", refuse).handle("getSaga", refuse).handle("sagaEvents", refuse))
 )
+
+/** `/openapi.json` and `/docs` of such a hub, computed from its contract when first asked for. */
+const DocsWithoutSagasLive = ApiGroup.group(HubWithoutSagasApi, "docs", (handlers) =>
+  Effect.sync(() => {
+    let doc: OpenApi.OpenAPISpec | undefined = undefined
+    let page: string | undefined = undefined
+    const docOnce = () => (doc ??= OpenApi.fromApi(HubWithoutSagasApi))
+    return handlers.handle("openapi", () => Effect.sync(docOnce)).handle("docs", () => Effect.sync(() => (page ??= docsPage(docOnce()))))
+  })
+)
+
+/** Every group of a hub without sagas, needing the hub's services. */
+export const HandlersWithoutSagasLive = Layer.mergeAll(GroupsLive, DocsWithoutSagasLive, SagasDisabledLive).pipe(Layer.provide(ApiKeyAuthLive))
