@@ -123,6 +123,7 @@ export type RunError = AgentForbidden | AgentNotFound | AgentConflict | HandlerF
 
 /** The options do not describe a server that can run. */
 export class AgentConfigError extends Schema.TaggedError<AgentConfigError>()("AgentConfigError", {
-  code: Schema.Literal("INVALID_CONFIG"),
+  /** INVALID_CONFIG, or DATABASE_IN_USE: another live agent holds the database file. */
+  code: Schema.Literal("INVALID_CONFIG", "DATABASE_IN_USE"),
   message: Schema.String
 }) {}

@@ -17,7 +17,9 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import { AgentApi } from "./AgentApi.js"
-import type { AgentConfigError } from "./AgentError.js"
+import { AgentConfigError } from "./AgentError.js"
+import * as FileLock from "../node/FileLock.js"
+import { type Did, didHash, normalizeDid } from "../core/Did.js"
 import * as AgentHttp from "./AgentHttp.js"
 import * as A2aHttp from "./A2aHttp.js"
 import * as A2aTasks from "./A2aTasks.js"
@@ -77,8 +79,18 @@ export interface RunningAgent {
   readonly close: Effect.Effect<void>
 }
 
-/** Where `mesh agent` and `serve` keep an agent's database unless told otherwise. */
-export const defaultDatabase = (name: string): string => `.mesh/agents/${name.replace(/[^A-Za-z0-9._-]/g, "_")}.db`
+/**
+ * Where `mesh agent` and `serve` keep an agent's database unless told otherwise: named after the agent's DID (its
+ * didHash), so agents of one module under different DIDs never share memory, nonces or tasks (docs/agent.md).
+ */
+export const defaultDatabase = (did: string): string => `.mesh/agents/${didHash((normalizeDid(did) ?? did) as Did)}.db`
+
+/** The database an agent with these options uses: `database`, else the default for its DID. */
+export const databaseOf = (options: Pick<AgentServerOptions, "database" | "did" | "name">): string =>
+  options.database ?? defaultDatabase(Identity.wantedDid(options))
+
+// A SQLite file (not `:memory:`, not a Postgres URL shared by replicas on purpose) is one agent's: locked while it runs.
+const isLockedFile = (database: string): boolean => database !== ":memory:" && !Database.isPostgresUrl(database)
 
 /** The agent's stores: paused tasks, nonces, persistent memory and A2A tasks share one SQLite file; and the key resolver. */
 export const layerStores = (
@@ -88,7 +100,7 @@ export const layerStores = (
   Database.DatabaseError,
   Keys
 > => {
-  const database = options.database ?? defaultDatabase(options.name)
+  const database = databaseOf(options)
   // An in-memory database dies with the process anyway: its nonces may as well live in (bounded) memory, which
   // costs a fraction of a SQL round trip per request.
   return storesOn(options, Database.layer(database), database, database === ":memory:")
@@ -176,6 +188,12 @@ export const make = (
 ): Effect.Effect<RunningAgent, AgentConfigError | Database.DatabaseError | Serve.ServeError | InvalidDid | MalformedKey, Scope.Scope | Keys> =>
   Effect.gen(function* () {
     yield* checkOptions(options)
+    const database = databaseOf(options)
+    if (options.sharedDatabase !== true && isLockedFile(database)) {
+      yield* FileLock.acquire(database).pipe(
+        Effect.mapError((e) => new AgentConfigError({ code: "DATABASE_IN_USE", message: `${e.message}: another agent runs on this database; give each agent its own (--db), or pass sharedDatabase (--shared-db) to share it on purpose` }))
+      )
+    }
     const services = yield* Layer.build(layerServices(options))
     return yield* Effect.provide(serve(options), services)
   })

@@ -101,9 +101,11 @@ export interface AgentServerOptions {
   /**
    * SQLite file for paused tasks, nonces, stored replies and persistent memory, or a `postgres://` URL shared with
    * the agent's replicas (then streamed runs are shared too, for reconnects on any replica). Default
-   * `.mesh/agents/<name>.db`.
+   * `.mesh/agents/<didHash>.db`, after the agent's DID. A SQLite file is locked while the agent runs (docs/agent.md).
    */
   readonly database?: string
+  /** Let this agent run on a SQLite file another live agent uses (default false: refused with DATABASE_IN_USE). */
+  readonly sharedDatabase?: boolean
   /** The base URL callers use, when it is not the listening address (behind a proxy). */
   readonly publicUrl?: string
   /** Capabilities listed in the discovery document (and, without `skills`, as the A2A card's skills). */

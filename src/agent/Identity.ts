@@ -37,11 +37,15 @@ export interface IdentityApi {
 /** The identity of one agent server. */
 export class Identity extends Context.Tag("agent-mesh/agent/Identity")<Identity, IdentityApi>() {}
 
+/** The DID an agent with these options serves as: `did`, else one made of its name (not yet checked). */
+export const wantedDid = (options: Pick<Options, "did" | "name">): string =>
+  options.did ?? `did:mesh:${options.name.toLowerCase().replace(/[^a-z0-9:._-]/g, "-")}`
+
 /** A DID with its key, or a fresh key nobody else knows (fine for local experiments only; logged as a warning). */
 export const make = (options: Options): Effect.Effect<IdentityApi, AgentConfigError | MalformedKey, Keys> =>
   Effect.gen(function* () {
     const keys = yield* Keys
-    const wanted = options.did ?? `did:mesh:${options.name.toLowerCase().replace(/[^a-z0-9:._-]/g, "-")}`
+    const wanted = wantedDid(options)
     const did = normalizeDid(wanted)
     if (did === undefined) {
       const hint = options.did === undefined ? "; pass did" : ""
