@@ -4,11 +4,24 @@
  * `approval_required`, the user signs an approval of that task and capability, and `/v1/resume` finishes it.
  *
  *   npx tsx examples/human-gate.ts
+ *   npx mesh agent examples/human-gate.ts --identity assistant.identity.json --auth mesh-sig --hub …   the assistant alone;
+ *     `mesh call` prints the pause and the `mesh approve` command that resumes it
  */
 import { pathToFileURL } from "node:url"
+import type { AgentServerOptions } from "../src/agent/AgentServer.js"
 import { createAgentClient, serve, signApproval } from "../src/promise/AgentPromise.js"
 import { issueTaskMandate } from "../src/promise/MandatePromise.js"
 import { generateDid } from "../src/promise/Promise.js"
+
+/** The assistant as `mesh agent` serves it: each message is an email to send, gated by the mandate's humanGates. */
+const assistant: AgentServerOptions = {
+  name: "assistant",
+  handler: async ({ message, guard }) => {
+    await guard("send_email", { description: `email bob: ${message}` })
+    return `sent "${message}" to bob`
+  }
+}
+export default assistant
 
 /** Runs the whole exchange and returns what each step answered. */
 export const main = async () => {

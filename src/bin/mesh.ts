@@ -47,6 +47,8 @@ import { VERSION } from "../core/Version.js"
 import { requireCsprng } from "../core/Entropy.js"
 import { MANDATE_KINDS } from "../core/Constraints.js"
 import { withOutput } from "./Output.js"
+import { registerCaller, removeAgent, whoami } from "../cli/IdentityCommands.js"
+import { approveTask } from "../cli/Approve.js"
 
 /** Every environment variable a setting may come from; they are also the keys `mesh.json` accepts. */
 const settingNames = new Set<string>(["MESH_CONFIG"])
@@ -202,7 +204,8 @@ const keysCreate = Command.make("create", { hubUrl, adminKey, owner, label }, (a
 const agentModule = Args.file({ name: "module", exists: "yes" }).pipe(Args.withDescription("a module whose default export is the agent's options ({ name, handler, … }) or a function returning them"))
 const agentPort = Options.integer("port").pipe(Options.withFallbackConfig(setting(Config.integer, "MESH_AGENT_PORT", "MESH_PORT")), Options.optional, Options.withDescription("port to listen on (env MESH_AGENT_PORT; default the module's, else any free port)"))
 const agentHost = Options.text("host").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_AGENT_HOST", "MESH_HOST")), Options.optional, Options.withDescription("address to listen on (env MESH_AGENT_HOST; default 127.0.0.1)"))
-const agentDb = Options.text("db").pipe(Options.withFallbackConfig(Config.orElse(setting(Config.string, "MESH_AGENT_DB"), () => databaseUrlConfig)), Options.optional, Options.withDescription("SQLite file, or postgres:// URL shared by the agent's replicas, for paused tasks, nonces, streamed runs and memory (env MESH_AGENT_DB, else MESH_DATABASE_URL; default .mesh/agents/<name>.db)"))
+const agentDb = Options.text("db").pipe(Options.withFallbackConfig(Config.orElse(setting(Config.string, "MESH_AGENT_DB"), () => databaseUrlConfig)), Options.optional, Options.withDescription("SQLite file, or postgres:// URL shared by the agent's replicas, for paused tasks, nonces, streamed runs and memory (env MESH_AGENT_DB, else MESH_DATABASE_URL; default .mesh/agents/<didHash>.db, after the agent's DID)"))
+const agentSharedDb = Options.boolean("shared-db").pipe(Options.withFallbackConfig(setting(Config.boolean, "MESH_AGENT_SHARED_DB")), Options.withDescription("run even when another live agent uses the same SQLite file (refused otherwise; env MESH_AGENT_SHARED_DB)"))
 const agentHub = Options.text("hub").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_AGENT_HUB", "MESH_HUB")), Options.optional, Options.withDescription("hub whose registry resolves callers' and grantors' keys, and where --register registers (env MESH_AGENT_HUB)"))
 const agentProvider = Options.choice("provider", ["anthropic", "openai"]).pipe(Options.withFallbackConfig(setting(Config.literal("anthropic", "openai"), "MESH_AGENT_PROVIDER", "MESH_PROVIDER")), Options.optional, Options.withDescription("model provider of an LLM chat agent (env MESH_AGENT_PROVIDER): anthropic (ANTHROPIC_API_KEY) or openai (OPENAI_API_KEY, OPENAI_BASE_URL); overrides the module's"))
 const agentModel = Options.text("model").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_AGENT_MODEL", "MESH_MODEL")), Options.optional, Options.withDescription("model of an LLM chat agent (env MESH_AGENT_MODEL); overrides the module's"))
@@ -225,7 +228,7 @@ const agentAllowedCaller = listOf("allowed-caller", "MESH_AGENT_ALLOWED_CALLER",
 const agentCommand = Command.make(
   "agent",
   {
-    module: agentModule, port: agentPort, host: agentHost, db: agentDb, hub: agentHub, identity: agentIdentity, provider: agentProvider, model: agentModel,
+    module: agentModule, port: agentPort, host: agentHost, db: agentDb, sharedDb: agentSharedDb, hub: agentHub, identity: agentIdentity, provider: agentProvider, model: agentModel,
     register: agentRegister, apiKey: agentApiKey, heartbeatSeconds: agentHeartbeat, publicUrl: agentPublicUrl, auth: agentAuth, bearerTokens: agentBearer,
     allowedCallers: agentAllowedCaller, allowedHosts: allowedHostsOf("MESH_AGENT_ALLOWED_HOST"), allowedOrigins: allowedOriginsOf("MESH_AGENT_ALLOWED_ORIGIN"),
     logLevel: logLevelOf("MESH_AGENT_LOG_LEVEL"), logFormat: logFormatOf("MESH_AGENT_LOG_FORMAT"), shutdownTimeoutSeconds: shutdownTimeoutOf("MESH_AGENT_SHUTDOWN_TIMEOUT")
@@ -281,7 +284,35 @@ const showHash = Args.text({ name: "didHash" }).pipe(Args.withDescription("the a
 const agentsShow = Command.make("show", { hubUrl, didHash: showHash }, (args) => showAgent(args)).pipe(
   described("print an agent's record, liveness, DID document and manifest", "mesh agents show 3f2a…c9")
 )
-const agentsCommand = Command.make("agents").pipe(described("read a hub's registry", "mesh agents ls"), Command.withSubcommands([agentsLs, agentsSearch, agentsShow]))
+const rmIdentity = Options.file("identity").pipe(Options.optional, Options.withDescription("identity file of the DID being removed: its key signs the deletion (needed with any API key but the admin's)"))
+const rmApiKey = Options.redacted("api-key").pipe(Options.withFallbackConfig(setting((n) => Config.redacted(n), "MESH_API_KEY")), Options.withDescription("the API key that registered the record, or the admin's (env MESH_API_KEY)"))
+const agentsRm = Command.make("rm", { hubUrl, didHash: showHash, identity: rmIdentity, apiKey: rmApiKey }, (args) => removeAgent(args)).pipe(
+  described("remove a record from the hub's registry, signed by its DID's key", "mesh agents rm 3f2a…c9 --identity alice.identity.json --api-key mk_…")
+)
+const agentsCommand = Command.make("agents").pipe(described("read a hub's registry", "mesh agents ls"), Command.withSubcommands([agentsLs, agentsSearch, agentsShow, agentsRm]))
+
+const ownIdentity = Options.file("identity").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_CALL_IDENTITY")), Options.withDescription("identity file from `mesh keygen` (env MESH_CALL_IDENTITY)"))
+const registerApiKey = Options.redacted("api-key").pipe(Options.withFallbackConfig(setting((n) => Config.redacted(n), "MESH_API_KEY")), Options.withDescription("an API key for the DID (`mesh keys create --owner <did>`) or the admin's; it owns the record (env MESH_API_KEY)"))
+const registerCommand = Command.make("register", { hubUrl, identity: ownIdentity, apiKey: registerApiKey }, (args) => registerCaller(args)).pipe(described(
+  "register an identity's DID and key on the hub with no endpoint, so agents, mandate verifiers and sagas resolve it when it calls or grants",
+  "mesh register --identity alice.identity.json --hub http://127.0.0.1:7700 --api-key mk_…"
+))
+const approveCommand = Command.make(
+  "approve",
+  {
+    hubUrl,
+    taskId: Args.text({ name: "taskId" }).pipe(Args.withDescription("the paused task, as `mesh call` printed it")),
+    agent: Options.text("agent").pipe(Options.withDescription("the paused agent's didHash (resolved on --hub) or base URL")),
+    capability: Options.text("capability").pipe(Options.withDescription("the gated capability the approval is for")),
+    identity: Options.file("identity").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_CALL_IDENTITY")), Options.withDescription("identity file of the mandate's grantor: it signs the decision (env MESH_CALL_IDENTITY)")),
+    deny: Options.boolean("deny").pipe(Options.withDescription("sign a denial: the agent ends the task")),
+    ttlSeconds: Options.integer("ttl").pipe(Options.optional, Options.withDescription("seconds the signed decision stays valid (default 900)"))
+  },
+  (args) => approveTask(args)
+).pipe(described("approve (or --deny) a task paused at a human gate, signed as the mandate's grantor, and resume it", "mesh approve task_… --agent 3f2a…c9 --capability send_email --identity alice.identity.json"))
+const whoamiCommand = Command.make("whoami", { hubUrl, identity: ownIdentity, json: jsonFlag }, (args) => whoami(args)).pipe(
+  described("print an identity's DID, didHash and key, and whether the hub holds that key for it", "mesh whoami --identity alice.identity.json")
+)
 
 const mandateIdentity = Options.file("identity").pipe(Options.withDescription("identity file of the grantor (`mesh keygen`)"))
 const mandateTo = Options.text("to").pipe(Options.withDescription("the grantee's DID"))
@@ -329,7 +360,7 @@ const mcpCommand = Command.make("mcp", { hubUrl, identity: mcpIdentity, port: mc
 
 const mesh = Command.make("mesh").pipe(
   Command.withDescription("agent-mesh: identities, signed envelopes and mandates for meshes of AI agents"),
-  Command.withSubcommands([keygenCommand, hubCommand, platformCommand, agentCommand, keysCommand, sagaCommand, callCommand, agentsCommand, mandateCommand, mcpCommand])
+  Command.withSubcommands([keygenCommand, hubCommand, platformCommand, agentCommand, keysCommand, sagaCommand, callCommand, agentsCommand, mandateCommand, mcpCommand, registerCommand, whoamiCommand, approveCommand])
 )
 
 const cli = Command.run(mesh, { name: "mesh", version: VERSION })

@@ -449,6 +449,8 @@ export const runAgent = (args: {
   /** `anthropic` or `openai` (settings from the environment), overriding the module's provider. */
   readonly provider?: Option.Option<"anthropic" | "openai">
   readonly model?: Option.Option<string>
+  /** Run even when another live agent uses the same SQLite file. */
+  readonly sharedDb?: boolean
 } & RegisterFlags & AgentServingFlags) =>
   Effect.scoped(
     Effect.gen(function* () {
@@ -476,6 +478,7 @@ export const runAgent = (args: {
         ...(Option.isSome(args.port) ? { port: args.port.value } : {}),
         ...(Option.isSome(args.host) ? { host: args.host.value } : {}),
         ...(Option.isSome(args.db) ? { database: args.db.value } : {}),
+        ...(args.sharedDb === true ? { sharedDatabase: true } : {}),
         ...(Option.isSome(args.hub) ? { hubUrl: args.hub.value } : {}),
         ...(identity === undefined ? {} : { did: identity.did, privateKey: identity.privateKeyPkcs8B64 }),
         ...(args.provider !== undefined && Option.isSome(args.provider) ? { provider: args.provider.value } : {}),
@@ -488,6 +491,7 @@ export const runAgent = (args: {
       yield* Console.log(`agent-mesh agent ${options.name} ${VERSION} listening on ${agent.url}`)
       yield* Console.log(`  did        ${agent.did}  (didHash ${agent.didHash})`)
       yield* Console.log(`  run        POST ${agent.url}/v1/run  (auth ${options.auth ?? "none"})`)
+      yield* Console.log(`  database   ${Database.describe(AgentServerModule.databaseOf(options))}`)
       if (args.register === true && identity !== undefined && apiKey !== undefined && Option.isSome(args.hub)) {
         const client = yield* MeshClient.make({ hubUrl: args.hub.value, retry: { times: 2 } }).pipe(Effect.provide(FetchHttpClient.layer))
         const registration = {
@@ -618,9 +622,18 @@ export interface CallArgs {
 // Notes beside a command's answer go to stderr, so that stdout holds the answer alone (`$(mesh mandate issue …)`).
 const note = (text: string) => Effect.sync(() => void process.stderr.write(`${text}\n`))
 
-/** The line `mesh call` prints when a run pauses at a human gate. */
-export const formatApproval = (a: { readonly sessionId: string; readonly approvalRequired: { readonly taskId: string; readonly capability: string; readonly grantor: string } }): string =>
-  `paused at a human gate: ${a.approvalRequired.capability} needs the approval of ${a.approvalRequired.grantor} (task ${a.approvalRequired.taskId}, session ${a.sessionId})`
+/**
+ * What `mesh call` prints when a run pauses at a human gate: the pause, then the `mesh approve` command that resumes
+ * it (for the agent `target`, resolved on `hubUrl`).
+ */
+export const formatApproval = (
+  a: { readonly sessionId: string; readonly approvalRequired: { readonly taskId: string; readonly capability: string; readonly grantor: string } },
+  target?: { readonly agent: string; readonly hubUrl: string }
+): string =>
+  `paused at a human gate: ${a.approvalRequired.capability} needs the approval of ${a.approvalRequired.grantor} (task ${a.approvalRequired.taskId}, session ${a.sessionId})` +
+  (target === undefined
+    ? ""
+    : `\napprove: mesh approve ${a.approvalRequired.taskId} --agent ${target.agent} --capability ${a.approvalRequired.capability}${/^https?:\/\//.test(target.agent) ? "" : ` --hub ${target.hubUrl}`} --identity <grantor>.identity.json [--deny]`)
 
 /**
  * `mesh call <didHash> "message"`: resolves the agent on the hub, sends the message (signed with mesh-sig when given an
@@ -641,7 +654,7 @@ export const callAgent = (args: CallArgs) =>
     const client = yield* AgentClient.make({ hubUrl: args.hubUrl })
     if (!args.stream) {
       const result = yield* client.call(args.target, args.message, options)
-      if ("status" in result) return yield* Console.log(formatApproval(result))
+      if ("status" in result) return yield* Console.log(formatApproval(result, { agent: args.target, hubUrl: args.hubUrl }))
       yield* Console.log(result.message)
       return yield* note(`session ${result.sessionId}`)
     }
@@ -652,7 +665,7 @@ export const callAgent = (args: CallArgs) =>
         case "done":
           return Effect.zipRight(Console.log(""), note(`session ${e.sessionId}`))
         case "approval_required":
-          return Console.log(`\n${formatApproval(e)}`)
+          return Console.log(`\n${formatApproval(e, { agent: args.target, hubUrl: args.hubUrl })}`)
       }
     })
   }).pipe(Effect.provide(FetchHttpClient.layer))
@@ -766,6 +779,8 @@ export const attenuateMandate = (args: {
       parent: args.parent.trim(),
       granteeDid: args.to,
       grantorPrivateKey: grantor.privateKeyPkcs8B64,
+      // Refused at once when the identity is not the parent's grantee, rather than signing a link no verifier accepts.
+      grantorDid: grantor.did,
       ...(Option.isSome(args.ttlSeconds) ? { ttlSeconds: args.ttlSeconds.value } : {}),
       ...(Option.isSome(args.keyVersion) ? { keyVersion: args.keyVersion.value } : {})
     }
