@@ -24,6 +24,7 @@ import {
   attenuateMandate,
   callAgent,
   CHILD_KINDS,
+  CONSTRAINTS_HELP,
   createKey,
   DEFAULT_DATABASE,
   issueMandate,
@@ -45,7 +46,7 @@ import * as KeysNative from "../node/KeysNative.js"
 import * as Observability from "../cli/Observability.js"
 import { VERSION } from "../core/Version.js"
 import { requireCsprng } from "../core/Entropy.js"
-import { MANDATE_KINDS } from "../core/Constraints.js"
+import { MANDATE_KINDS, type MandateKind } from "../core/Constraints.js"
 import { withOutput } from "./Output.js"
 import { registerCaller, removeAgent, whoami } from "../cli/IdentityCommands.js"
 import { approveTask } from "../cli/Approve.js"
@@ -316,24 +317,41 @@ const whoamiCommand = Command.make("whoami", { hubUrl, identity: ownIdentity, js
 
 const mandateIdentity = Options.file("identity").pipe(Options.withDescription("identity file of the grantor (`mesh keygen`)"))
 const mandateTo = Options.text("to").pipe(Options.withDescription("the grantee's DID"))
-const mandateConstraints = Options.text("constraints").pipe(Options.withDescription("the constraints as a JSON object (docs/protocol.md §9), e.g. '{\"allowed\":[\"search\"],\"maxDelegationDepth\":1}'"))
+/** The constraint members of `kinds`, one line each, for a `--constraints` description. */
+const constraintsHelp = (kinds: ReadonlyArray<MandateKind>) =>
+  `the constraints as a JSON object; USD amounts as a number or a decimal string ("5.00"). Members per kind:\n${kinds.map((k) => `  ${k}: ${CONSTRAINTS_HELP[k]}`).join("\n")}\n(docs/protocol.md §9.3)`
 const mandateTtl = Options.integer("ttl").pipe(Options.optional, Options.withDescription("lifetime in seconds (default 3600; a child never outlives its parent)"))
 const mandateKeyVersion = Options.integer("key-version").pipe(Options.optional, Options.withDescription("the grantor's current key version on the hub (default 1; raise it after a rotation)"))
 const mandateIssue = Command.make(
   "issue",
-  { identity: mandateIdentity, to: mandateTo, kind: Options.choice("kind", ROOT_KINDS).pipe(Options.withDescription("the kind of root mandate")), constraints: mandateConstraints, ttlSeconds: mandateTtl, keyVersion: mandateKeyVersion },
+  {
+    identity: mandateIdentity,
+    to: mandateTo,
+    kind: Options.text("kind").pipe(Options.withDescription("the root kind: intent (a spending budget), task (capabilities) or model-budget (model routing); cart and payment are cut from an intent with `mesh mandate attenuate`")),
+    constraints: Options.text("constraints").pipe(Options.withDescription(constraintsHelp(ROOT_KINDS))),
+    ttlSeconds: mandateTtl,
+    keyVersion: mandateKeyVersion
+  },
   (args) => issueMandate(args)
 ).pipe(described(
-  "issue a root mandate from your identity to a grantee; prints the token on stdout and the chain on stderr",
-  "mesh mandate issue --identity alice.identity.json --to did:mesh:acme.bot --kind task --constraints '{\"allowed\":[\"search\"],\"maxDelegationDepth\":1}'"
+  "issue a root mandate from your identity to a grantee; prints the token on stdout and the chain on stderr. Spending starts with an intent: its grantee then makes cart and payment mandates from it with `mesh mandate attenuate`",
+  "mesh mandate issue --identity alice.identity.json --to did:mesh:alice --kind intent --constraints '{\"spendLimitUsd\":\"5.00\"}'"
 ))
 const mandateParent = Args.text({ name: "token" }).pipe(Args.withDescription("the parent mandate's token"))
 const mandateAttenuate = Command.make(
   "attenuate",
-  { parent: mandateParent, identity: mandateIdentity, to: mandateTo, kind: Options.choice("kind", CHILD_KINDS).pipe(Options.withDescription("the child's kind")), constraints: mandateConstraints, ttlSeconds: mandateTtl, keyVersion: mandateKeyVersion },
+  {
+    parent: mandateParent,
+    identity: mandateIdentity,
+    to: mandateTo,
+    kind: Options.choice("kind", CHILD_KINDS).pipe(Options.withDescription("the child's kind: cart or payment from an intent (payment also from a cart), task from a task, model-budget from a model-budget")),
+    constraints: Options.text("constraints").pipe(Options.withDescription(constraintsHelp(CHILD_KINDS))),
+    ttlSeconds: mandateTtl,
+    keyVersion: mandateKeyVersion
+  },
   (args) => attenuateMandate(args)
 ).pipe(described(
-  "delegate part of a mandate you hold to another DID, within its constraints",
+  "delegate part of a mandate you hold to another DID, within its constraints (the identity is the parent's grantee); a payment to an agent is cut from an intent this way",
   "mesh mandate attenuate \"$TOKEN\" --identity bot.identity.json --to did:mesh:acme.helper --kind task --constraints '{\"allowed\":[\"search\"],\"maxDelegationDepth\":0}'"
 ))
 const mandateVerify = Command.make(

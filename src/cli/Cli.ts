@@ -43,6 +43,7 @@ import { requireCsprng } from "../core/Entropy.js"
 import { tryParseJsonStrict } from "../core/internal/json.js"
 import type * as AgentServer from "../agent/AgentServer.js"
 import * as Mandate from "../core/Mandate.js"
+import { constraintsProblem, withCanonicalUsd } from "../core/Constraints.js"
 import { type SagaEvent, SagaInput } from "../saga/Saga.js"
 import * as SagaClient from "../saga/SagaClient.js"
 import type * as Serve from "../http/Serve.js"
@@ -715,11 +716,31 @@ export const ROOT_KINDS = ["intent", "task", "model-budget"] as const
 /** The kinds `mesh mandate attenuate` makes. */
 export const CHILD_KINDS = ["cart", "payment", "task", "model-budget"] as const
 
+/** Each kind's constraint members with their types, as `mesh mandate issue --help` and `attenuate --help` list them. */
+export const CONSTRAINTS_HELP: { readonly [K in Mandate.MandateKind]: string } = {
+  intent: "spendLimitUsd (USD, required), allowedMerchants (list of names; absent: any merchant)",
+  cart: "spendLimitUsd (USD, required, at most the parent's), allowedMerchants (within the parent's)",
+  payment: "amountUsd (USD, required, at most the parent's spendLimitUsd), merchant (name, required, allowed by the parent)",
+  task: "allowed (capabilities, required), maxDelegationDepth (count, required), blocked, reversibleOnly, humanGates, actionLimits, computeLimit {llmTokens, webRequests}, dataAccess, sandbox",
+  "model-budget": "token_budget, cost_budget_usd (USD), quality_threshold (0..1), task_type (REASONING, CODE, EXTRACTION, CREATIVE, CLASSIFICATION or SUMMARIZATION), expected_steps; all required"
+}
+
+/** The kind `mesh mandate issue --kind` names, or why it cannot issue it (cart and payment come from `attenuate`). */
+export const rootKindOf = (kind: string): Either.Either<(typeof ROOT_KINDS)[number], CliError> => {
+  const k = kind.trim().toLowerCase()
+  if ((ROOT_KINDS as ReadonlyArray<string>).includes(k)) return Either.right(k as (typeof ROOT_KINDS)[number])
+  const refuse = (message: string) => Either.left(new CliError({ code: "INVALID_ARGUMENT", message }))
+  if (k === "cart" || k === "payment") {
+    return refuse(`--kind ${k}: a ${k} mandate is cut from an intent mandate you hold: issue --kind intent, then \`mesh mandate attenuate <intent token> --kind ${k}\``)
+  }
+  return refuse(`--kind ${JSON.stringify(kind)} is not a kind mesh mandate issue makes: ${ROOT_KINDS.join(", ")} (cart and payment come from \`mesh mandate attenuate\` of an intent)`)
+}
+
 const constraintsOf = (text: string): Effect.Effect<Record<string, unknown>, CliError> => {
   const parsed = tryParseJsonStrict(text)
   return parsed.ok && typeof parsed.value === "object" && parsed.value !== null && !Array.isArray(parsed.value)
     ? Effect.succeed(parsed.value as Record<string, unknown>)
-    : Effect.fail(new CliError({ code: "INVALID_ARGUMENT", message: "--constraints must be a JSON object, e.g. '{\"allowed\":[\"search\"],\"maxDelegationDepth\":1}'" }))
+    : Effect.fail(new CliError({ code: "INVALID_ARGUMENT", message: "--constraints must be a JSON object, e.g. '{\"spendLimitUsd\":\"5.00\"}' (see --help for each kind's members)" }))
 }
 
 /** A mandate as `mesh mandate` describes it: one line per link, root first. */
@@ -735,12 +756,13 @@ export const formatMandate = (m: Mandate.Mandate): string =>
 export const issueMandate = (args: {
   readonly identity: string
   readonly to: string
-  readonly kind: (typeof ROOT_KINDS)[number]
+  readonly kind: string
   readonly constraints: string
   readonly ttlSeconds: Option.Option<number>
   readonly keyVersion: Option.Option<number>
 }) =>
   Effect.gen(function* () {
+    const kind = yield* rootKindOf(args.kind)
     const grantor = yield* readIdentityFile(args.identity)
     const constraints = yield* constraintsOf(args.constraints)
     const base = {
@@ -752,15 +774,21 @@ export const issueMandate = (args: {
     }
     // The constraints' members are checked by the issuer (INVALID_CONSTRAINTS), not here.
     const mandate: Mandate.Mandate =
-      args.kind === "intent"
+      kind === "intent"
         ? yield* Mandate.issueIntentMandate({ ...base, constraints: constraints as never })
-        : args.kind === "task"
+        : kind === "task"
           ? yield* Mandate.issueTaskMandate({ ...base, constraints: constraints as never })
           : yield* Mandate.issueModelBudgetMandate({ ...base, constraints: constraints as never })
     yield* Console.log(mandate.token)
     yield* note(formatMandate(mandate))
     return mandate
   })
+
+// attenuateToPayment takes the two members by name, so anything else given would be dropped unseen: refused here.
+const paymentProblem = (constraints: Record<string, unknown>): Effect.Effect<void, Mandate.MandateIssueError> => {
+  const problem = constraintsProblem("payment", withCanonicalUsd("payment", constraints))
+  return problem === undefined ? Effect.void : Effect.fail(new Mandate.MandateIssueError({ code: "INVALID_CONSTRAINTS", message: problem }))
+}
 
 /** `mesh mandate attenuate <token>`: a child of the token, granted by its grantee (the identity) to `--to`, within its constraints. */
 export const attenuateMandate = (args: {
@@ -788,7 +816,10 @@ export const attenuateMandate = (args: {
       args.kind === "cart"
         ? yield* Mandate.attenuateToCart({ ...base, narrowed: constraints as never })
         : args.kind === "payment"
-          ? yield* Mandate.attenuateToPayment({ ...base, amountUsd: constraints.amountUsd as number, merchant: constraints.merchant as string })
+          ? yield* Effect.zipRight(
+            paymentProblem(constraints),
+            Mandate.attenuateToPayment({ ...base, amountUsd: constraints.amountUsd as Mandate.UsdInput, merchant: constraints.merchant as string })
+          )
           : args.kind === "task"
             ? yield* Mandate.attenuateTaskMandate({ ...base, constraints: constraints as never })
             : yield* Mandate.attenuateModelBudgetMandate({ ...base, constraints: constraints as never })

@@ -10,7 +10,7 @@
  */
 import * as Either from "effect/Either"
 import { isRecord } from "./internal/record.js"
-import { type Micros, parseUsd } from "./Money.js"
+import { formatUsd, type Micros, parseUsd } from "./Money.js"
 
 /** The mandate kinds (`kind` claim). */
 export const MANDATE_KINDS = ["intent", "cart", "payment", "task", "model-budget"] as const
@@ -106,8 +106,11 @@ export const MAX_LIST_ENTRIES = 64
 
 type Check = string | undefined
 
+// A plain name is shown as it is; anything else quoted, so a member with spaces or control characters stays readable.
+const shownName = (k: string): string => (/^[A-Za-z_][A-Za-z0-9_]{0,63}$/.test(k) ? k : JSON.stringify(k))
+
 const onlyKeys = (o: Record<string, unknown>, allowed: ReadonlyArray<string>, where: string): Check => {
-  for (const k in o) if (!allowed.includes(k)) return `${where}: unknown member ${JSON.stringify(k)}`
+  for (const k in o) if (!allowed.includes(k)) return `${where}: unknown member ${shownName(k)}; allowed: ${allowed.join(", ")}`
   return undefined
 }
 
@@ -123,7 +126,12 @@ const checkNameList = (u: unknown, where: string): Check => {
 }
 
 const checkUsd = (u: unknown, where: string): Check => {
-  if (typeof u !== "number") return `${where} must be a number`
+  if (typeof u === "string") {
+    // Issuers write a decimal string as its number (`withCanonicalUsd`); only a token can still hold one.
+    const r = parseUsd(u)
+    return Either.isLeft(r) ? `${where}: ${r.left.message}` : `${where} must be a JSON number in a token, not a string`
+  }
+  if (typeof u !== "number") return `${where} must be a USD amount: a number or a decimal string such as "5.00"`
   const r = parseUsd(u)
   return Either.isLeft(r) ? `${where}: ${r.left.message}` : undefined
 }
@@ -134,23 +142,61 @@ const TASK_KEYS = ["allowed", "blocked", "reversibleOnly", "humanGates", "action
 const COMPUTE_KEYS = ["llmTokens", "webRequests"]
 const MODEL_KEYS = ["token_budget", "cost_budget_usd", "quality_threshold", "task_type", "expected_steps"]
 
+/** The constraint members each kind takes, in the order docs/protocol.md §9.3 lists them. */
+export const CONSTRAINT_MEMBERS: { readonly [K in MandateKind]: ReadonlyArray<string> } = {
+  intent: SPENDING_KEYS,
+  cart: SPENDING_KEYS,
+  payment: PAYMENT_KEYS,
+  task: TASK_KEYS,
+  "model-budget": MODEL_KEYS
+}
+
+/** The members of each kind that hold a USD amount (docs/protocol.md §9.2). */
+const USD_MEMBERS: { readonly [K in MandateKind]: ReadonlyArray<string> } = {
+  intent: ["spendLimitUsd"],
+  cart: ["spendLimitUsd"],
+  payment: ["amountUsd"],
+  task: [],
+  "model-budget": ["cost_budget_usd"]
+}
+
+/**
+ * The constraints an issuer signs: each USD member given as a number or as the decimal string Money reads (`"5.00"`)
+ * is written as the JSON number of its canonical form, so every token carries one spelling of an amount. A member that
+ * is not a USD amount is left as it is, for `constraintsProblem` to name.
+ */
+export const withCanonicalUsd = (kind: MandateKind, cns: unknown): unknown => {
+  if (!isRecord(cns)) return cns
+  let out: Record<string, unknown> | undefined
+  for (const k of USD_MEMBERS[kind]) {
+    const v = cns[k]
+    if (typeof v !== "number" && typeof v !== "string") continue
+    const micros = parseUsd(v)
+    if (Either.isLeft(micros)) continue
+    // fromEntries defines members, so an own `__proto__` stays a member (refused as unknown) instead of a prototype.
+    out ??= Object.fromEntries(Object.entries(cns))
+    out[k] = formatUsd(micros.right)
+  }
+  return out ?? cns
+}
+
 /** Why `cns` is not valid for `kind`, or undefined when it is. */
 export const constraintsProblem = (kind: MandateKind, cns: unknown): Check => {
-  if (!isRecord(cns)) return "cns must be an object"
+  if (!isRecord(cns)) return "constraints must be an object"
   switch (kind) {
     case "intent":
     case "cart": {
-      return onlyKeys(cns, SPENDING_KEYS, "cns") ??
+      return onlyKeys(cns, SPENDING_KEYS, "constraints") ??
         checkUsd(cns.spendLimitUsd, "spendLimitUsd") ??
         (cns.allowedMerchants === undefined ? undefined : checkNameList(cns.allowedMerchants, "allowedMerchants"))
     }
     case "payment": {
-      return onlyKeys(cns, PAYMENT_KEYS, "cns") ??
+      return onlyKeys(cns, PAYMENT_KEYS, "constraints") ??
         checkUsd(cns.amountUsd, "amountUsd") ??
         (checkName(cns.merchant) ? undefined : "merchant must be a non-empty string")
     }
     case "task": {
-      const problem = onlyKeys(cns, TASK_KEYS, "cns") ??
+      const problem = onlyKeys(cns, TASK_KEYS, "constraints") ??
         checkNameList(cns.allowed, "allowed") ??
         (cns.blocked === undefined ? undefined : checkNameList(cns.blocked, "blocked")) ??
         (cns.humanGates === undefined ? undefined : checkNameList(cns.humanGates, "humanGates")) ??
@@ -181,7 +227,7 @@ export const constraintsProblem = (kind: MandateKind, cns: unknown): Check => {
       return undefined
     }
     case "model-budget": {
-      return onlyKeys(cns, MODEL_KEYS, "cns") ??
+      return onlyKeys(cns, MODEL_KEYS, "constraints") ??
         (isCount(cns.token_budget) ? undefined : "token_budget must be a non-negative integer") ??
         checkUsd(cns.cost_budget_usd, "cost_budget_usd") ??
         (typeof cns.quality_threshold === "number" && cns.quality_threshold >= 0 && cns.quality_threshold <= 1

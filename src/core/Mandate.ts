@@ -27,7 +27,8 @@ import {
   normalizeTask,
   type PaymentConstraints,
   type SpendingConstraints,
-  type TaskConstraints
+  type TaskConstraints,
+  withCanonicalUsd
 } from "./Constraints.js"
 import { isNormalizedDid, normalizeDid, verificationMethodId } from "./Did.js"
 import { Keys, type MalformedKey, type PrivateKey, type PrivateKeyInput } from "./Keys.js"
@@ -427,6 +428,12 @@ export interface AttenuateOptions {
   readonly keyVersion?: number
 }
 
+/** A USD amount as an issuer takes it: a number, or the decimal string Money reads (`"5.00"`); tokens carry the canonical number. */
+export type UsdInput = number | string
+
+/** Constraints as an issuer takes them: the USD members `K` as a number or a decimal string. */
+export type WithUsdInput<T, K extends keyof T> = Omit<T, K> & { readonly [P in K]: UsdInput }
+
 /** Errors of issuing and attenuating. */
 export type IssueFailure = MandateIssueError | MalformedKey
 
@@ -456,7 +463,8 @@ const sign = <K extends MandateKind>(req: SignRequest): Effect.Effect<Mandate<K>
     if (!Number.isSafeInteger(ttl) || ttl <= 0) return yield* Effect.fail(issueError("INVALID_TTL", "ttlSeconds must be a positive integer"))
     const kv = req.keyVersion ?? 1
     if (!Number.isSafeInteger(kv) || kv < 1) return yield* Effect.fail(issueError("INVALID_CONSTRAINTS", "keyVersion must be a positive integer"))
-    const problem = constraintsProblem(req.kind, req.constraints)
+    const constraints = withCanonicalUsd(req.kind, req.constraints) as AnyConstraints
+    const problem = constraintsProblem(req.kind, constraints)
     if (problem !== undefined) return yield* Effect.fail(issueError("INVALID_CONSTRAINTS", problem))
     const now = Math.floor((yield* Clock.currentTimeMillis) / 1000)
     let exp = now + ttl
@@ -469,7 +477,7 @@ const sign = <K extends MandateKind>(req: SignRequest): Effect.Effect<Mandate<K>
       if (parent.depth + 2 > MAX_CHAIN_LENGTH) {
         return yield* Effect.fail(issueError("DELEGATION_DEPTH_EXCEEDED", `a chain holds at most ${MAX_CHAIN_LENGTH} links`))
       }
-      const v = narrowingViolation(parent.kind, parent.constraints, req.kind, req.constraints)
+      const v = narrowingViolation(parent.kind, parent.constraints, req.kind, constraints)
       if (v !== undefined) {
         return yield* Effect.fail(issueError(v.reason === "DEPTH_EXCEEDED" ? "DELEGATION_DEPTH_EXCEEDED" : v.reason, v.message))
       }
@@ -487,7 +495,7 @@ const sign = <K extends MandateKind>(req: SignRequest): Effect.Effect<Mandate<K>
       jti: toBase64Url((yield* Entropy).bytes(16)),
       kv,
       kind: req.kind,
-      cns: req.constraints,
+      cns: constraints,
       ...(parent === undefined ? {} : { prf: parent.token })
     }
     const signingInput = `${toBase64Url(utf8(JSON.stringify(header)))}.${toBase64Url(utf8(JSON.stringify(payload)))}`
@@ -532,13 +540,13 @@ const dropUndefined = <T extends object>(o: T): T => Object.fromEntries(Object.e
 
 /** Issues an intent mandate: the root of a spending chain, bounding total spend and (optionally) merchants. */
 export const issueIntentMandate = (
-  options: IssueOptions & { readonly constraints: SpendingConstraints }
+  options: IssueOptions & { readonly constraints: WithUsdInput<SpendingConstraints, "spendLimitUsd"> }
 ): Effect.Effect<Mandate<"intent">, IssueFailure, Keys> =>
   sign<"intent">({
     kind: "intent",
     grantor: options.grantorDid,
     grantee: options.granteeDid,
-    constraints: dropUndefined(options.constraints),
+    constraints: dropUndefined(options.constraints) as SpendingConstraints,
     key: options.privateKey,
     ttlSeconds: options.ttlSeconds,
     keyVersion: options.keyVersion,
@@ -547,14 +555,15 @@ export const issueIntentMandate = (
 
 /** Attenuates an intent into a cart mandate with a spend limit and merchants within the parent's. */
 export const attenuateToCart = (
-  options: AttenuateOptions & { readonly narrowed: SpendingConstraints }
-): Effect.Effect<Mandate<"cart">, IssueFailure, Keys> => attenuate("cart", options, dropUndefined(options.narrowed))
+  options: AttenuateOptions & { readonly narrowed: WithUsdInput<SpendingConstraints, "spendLimitUsd"> }
+): Effect.Effect<Mandate<"cart">, IssueFailure, Keys> => attenuate("cart", options, dropUndefined(options.narrowed) as SpendingConstraints)
 
 /** Attenuates an intent or cart into a payment mandate for one amount to one merchant. */
 export const attenuateToPayment = (
-  options: AttenuateOptions & { readonly amountUsd: number; readonly merchant: string }
+  options: AttenuateOptions & { readonly amountUsd: UsdInput; readonly merchant: string }
 ): Effect.Effect<Mandate<"payment">, IssueFailure, Keys> =>
-  attenuate<"payment">("payment", options, { amountUsd: options.amountUsd, merchant: options.merchant } satisfies PaymentConstraints)
+  // The amount is written in its canonical form by `sign`.
+  attenuate<"payment">("payment", options, { amountUsd: options.amountUsd, merchant: options.merchant } as PaymentConstraints)
 
 /** Issues a root task mandate; optional constraint members are written out at their defaults. */
 export const issueTaskMandate = (
@@ -587,13 +596,13 @@ export const attenuateTaskMandate = (
 
 /** Issues a root model-budget mandate (token and cost budgets, quality bar, task type) for model routing. */
 export const issueModelBudgetMandate = (
-  options: IssueOptions & { readonly constraints: ModelBudgetConstraints }
+  options: IssueOptions & { readonly constraints: WithUsdInput<ModelBudgetConstraints, "cost_budget_usd"> }
 ): Effect.Effect<Mandate<"model-budget">, IssueFailure, Keys> =>
   sign<"model-budget">({
     kind: "model-budget",
     grantor: options.grantorDid,
     grantee: options.granteeDid,
-    constraints: { ...options.constraints },
+    constraints: { ...options.constraints } as ModelBudgetConstraints,
     key: options.privateKey,
     ttlSeconds: options.ttlSeconds,
     keyVersion: options.keyVersion,
@@ -602,8 +611,8 @@ export const issueModelBudgetMandate = (
 
 /** Attenuates a model-budget mandate: budgets and steps only shrink, the quality bar only rises, the task type stays. */
 export const attenuateModelBudgetMandate = (
-  options: AttenuateOptions & { readonly constraints: ModelBudgetConstraints }
-): Effect.Effect<Mandate<"model-budget">, IssueFailure, Keys> => attenuate("model-budget", options, { ...options.constraints })
+  options: AttenuateOptions & { readonly constraints: WithUsdInput<ModelBudgetConstraints, "cost_budget_usd"> }
+): Effect.Effect<Mandate<"model-budget">, IssueFailure, Keys> => attenuate("model-budget", options, { ...options.constraints } as ModelBudgetConstraints)
 
 /** The chain of a mandate, root first. */
 export const chainOf = (mandate: Mandate): ReadonlyArray<Mandate> => {

@@ -1,11 +1,13 @@
 import { assert, describe, it } from "@effect/vitest"
 import {
   type AnyConstraints,
+  CONSTRAINT_MEMBERS,
   constraintsProblem,
   MAX_LIST_ENTRIES,
   type MandateKind,
   narrowingViolation,
-  normalizeTask
+  normalizeTask,
+  withCanonicalUsd
 } from "../../src/core/Constraints.js"
 
 // Every shape check of `constraintsProblem`, one bad value at a time on an otherwise valid `cns`: each must be
@@ -130,7 +132,7 @@ describe("constraintsProblem", () => {
   it("refuses cns that is not an object: null, an array, a string", () => {
     for (const kind of ["intent", "cart", "payment", "task", "model-budget"] as const) {
       for (const cns of [null, [], "x", 1, undefined]) {
-        assert.match(constraintsProblem(kind, cns) ?? "", /cns must be an object/, `${kind} ${JSON.stringify(cns)}`)
+        assert.match(constraintsProblem(kind, cns) ?? "", /constraints must be an object/, `${kind} ${JSON.stringify(cns)}`)
       }
     }
   })
@@ -224,12 +226,24 @@ describe("narrowingViolation at the boundaries", () => {
 })
 
 describe("constraintsProblem and narrowingViolation: what a refusal names", () => {
-  it("an unknown member is named with where it is: cns or computeLimit", () => {
+  it("an unknown member is named with where it is and the members allowed there", () => {
     const bases: ReadonlyArray<readonly [MandateKind, Record<string, unknown>]> = [["intent", spending], ["cart", spending], ["payment", payment], ["task", task], ["model-budget", model]]
     for (const [kind, base] of bases) {
-      assert.strictEqual(constraintsProblem(kind, { ...base, extra: 1 }), "cns: unknown member \"extra\"", kind)
+      assert.strictEqual(constraintsProblem(kind, { ...base, extra: 1 }), `constraints: unknown member extra; allowed: ${CONSTRAINT_MEMBERS[kind].join(", ")}`, kind)
     }
-    assert.strictEqual(constraintsProblem("task", { ...task, computeLimit: { cpuSeconds: 1 } }), "computeLimit: unknown member \"cpuSeconds\"")
+    assert.strictEqual(constraintsProblem("intent", { maxAmountUsd: 5 }), "constraints: unknown member maxAmountUsd; allowed: spendLimitUsd, allowedMerchants")
+    assert.strictEqual(constraintsProblem("task", { ...task, computeLimit: { cpuSeconds: 1 } }), "computeLimit: unknown member cpuSeconds; allowed: llmTokens, webRequests")
+    assert.strictEqual(constraintsProblem("intent", { ...spending, "a b": 1 }), "constraints: unknown member \"a b\"; allowed: spendLimitUsd, allowedMerchants")
+  })
+
+  it("withCanonicalUsd writes a USD member given as a decimal string or a number as the canonical number", () => {
+    assert.deepStrictEqual(withCanonicalUsd("intent", { spendLimitUsd: "5.00", allowedMerchants: ["m"] }), { spendLimitUsd: 5, allowedMerchants: ["m"] })
+    assert.deepStrictEqual(withCanonicalUsd("payment", { amountUsd: "0.250", merchant: "m" }), { amountUsd: 0.25, merchant: "m" })
+    assert.deepStrictEqual(withCanonicalUsd("model-budget", { ...model, cost_budget_usd: "1.5e0" }), { ...model, cost_budget_usd: 1.5 })
+    assert.deepStrictEqual(withCanonicalUsd("cart", { spendLimitUsd: 2.5 }), { spendLimitUsd: 2.5 })
+    // Not an amount: left for constraintsProblem to name.
+    assert.deepStrictEqual(withCanonicalUsd("intent", { spendLimitUsd: "five" }), { spendLimitUsd: "five" })
+    assert.deepStrictEqual(withCanonicalUsd("intent", { spendLimitUsd: "0.1234567" }), { spendLimitUsd: "0.1234567" })
   })
 
   it("a task_type outside the list is refused with the list", () => {

@@ -3,7 +3,7 @@ import * as Effect from "effect/Effect"
 import * as Runtime from "effect/Runtime"
 import * as TestClock from "effect/TestClock"
 import fc from "fast-check"
-import { constraintsProblem, type MandateKind } from "../../src/core/Constraints.js"
+import { CONSTRAINT_MEMBERS, constraintsProblem, type MandateKind } from "../../src/core/Constraints.js"
 import type { Keys } from "../../src/core/Keys.js"
 import { verifyMandate } from "../../src/core/Mandate.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
@@ -53,7 +53,10 @@ describe("constraintsProblem on generated constraints", () => {
   it("refuses an unknown member of any name and value, quoting its name", () => {
     for (const kind of ["task", "intent", "payment", "model-budget"] as const) {
       fc.assert(
-        fc.property(extraMember(kind), ({ cns, key }) => assert.strictEqual(constraintsProblem(kind, cns), `cns: unknown member ${JSON.stringify(key)}`)),
+        fc.property(extraMember(kind), ({ cns, key }) => assert.strictEqual(
+          constraintsProblem(kind, cns),
+          `constraints: unknown member ${/^[A-Za-z_][A-Za-z0-9_]{0,63}$/.test(key) ? key : JSON.stringify(key)}; allowed: ${CONSTRAINT_MEMBERS[kind].join(", ")}`
+        )),
         { numRuns: 200 }
       )
     }
