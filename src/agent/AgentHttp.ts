@@ -88,6 +88,17 @@ export const withOnBehalfOf = (
   )
 }
 
+/**
+ * A mandate field that is present must hold a token: an empty or malformed one is refused (`MANDATE_INVALID`, reason
+ * `MALFORMED`) before the handler runs, rather than taken for no mandate, so a caller whose token was lost on the way
+ * (an empty shell variable) learns it at once. Signatures and the rest are checked where the mandate is used.
+ */
+export const presentedMandateProblem = (token: string, cache: MandateCacheApi | undefined): AgentForbidden | undefined => {
+  if (token.trim().length === 0) return forbidden("MANDATE_INVALID", "MALFORMED: the mandate field is empty; send a mandate token, or leave the field out", "MALFORMED")
+  const decoded = decodeUnverified(token, cache)
+  return Either.isLeft(decoded) ? forbidden("MANDATE_INVALID", `${decoded.left.reason}: ${decoded.left.message}`, decoded.left.reason) : undefined
+}
+
 /** The run errors answered with a 5xx status. */
 const SERVER_FAILURES: ReadonlySet<string> = new Set(["HandlerFailed", "ProviderFailed", "AgentUnavailable"])
 
@@ -157,10 +168,14 @@ const runs = Effect.gen(function* () {
         Effect.fail(new AgentBadRequest({ code: "INVALID_REQUEST", message: "Last-Event-ID continues a stream: send Accept: text/event-stream" }))
 
   /** The task a run request starts: its mandate checked against the caller, its session's history loaded. */
-  const taskOf = (payload: RunRequest, authenticated: Caller) =>
-    payload.mandate !== undefined && authenticated.did !== undefined
+  const taskOf = (payload: RunRequest, authenticated: Caller) => {
+    if (payload.mandate === undefined) return taskFor(payload, authenticated)
+    const refused = presentedMandateProblem(payload.mandate, mandateCache)
+    if (refused !== undefined) return Effect.fail(refused)
+    return authenticated.did !== undefined
       ? Effect.flatMap(withOnBehalfOf(payload.mandate, authenticated, did, resolver, keys, mandateCache), (caller) => taskFor(payload, caller))
       : taskFor(payload, authenticated)
+  }
 
   const taskFor = (payload: RunRequest, caller: Caller) => {
     const sessionId = payload.sessionId ?? entropy.uuid()

@@ -24,6 +24,8 @@ import { AgentBadRequest, AgentConflict, AgentForbidden, AgentNotFound, AgentUna
 import { type Approval, forbidden, Gates, type GatesApi, stepKey, storeUnavailable, type TaskState } from "./Gates.js"
 import {
   AgentHandler,
+  type Charge,
+  type ChargeError,
   type ComputeMeter,
   type ComputeReservation,
   consume,
@@ -43,7 +45,11 @@ import { Identity } from "./Identity.js"
 import { AgentMemory } from "../core/AgentMemory.js"
 import * as CommitToken from "../core/CommitToken.js"
 import { Keys } from "../core/Keys.js"
-import { formatUsdString, InvalidAmount, type Micros, parseUsd } from "../core/Money.js"
+import { formatUsd, formatUsdString, InvalidAmount, type Micros, parseUsd } from "../core/Money.js"
+import { KeyResolver } from "../core/KeyResolver.js"
+import * as SpendingGuard from "../core/SpendingGuard.js"
+import type { SpendingGuardApi } from "../core/SpendingGuard.js"
+import { TaskStore } from "../core/TaskStore.js"
 import { TaskGuard, type TaskGuardApi } from "../core/TaskGuard.js"
 import { runEnded, runStarted } from "../core/MeshMetrics.js"
 import { CorrelationId } from "../http/CorrelationId.js"
@@ -129,7 +135,36 @@ interface GuardDeps {
   readonly gates: GatesApi
   readonly did: string
   readonly sandboxed: boolean
+  /** Absent where the server runs without a key resolver and task store (none of its own builds do). */
+  readonly spending: SpendingGuardApi | undefined
 }
+
+/**
+ * What `RunInput.charge` does for one execution: the spending guard charges the amount under the presented mandate,
+ * with this agent as presenter and, unless named, as merchant; the amount is added to the run's reported cost.
+ */
+const chargeFor = (deps: GuardDeps, x: Run) => (usd: number | string, options: { readonly merchant?: string } = {}): Effect.Effect<Charge, ChargeError> =>
+  Effect.suspend(() => {
+    if (x.ended) return Effect.fail(forbidden("RUN_CANCELLED", "the run is over; nothing more may be charged"))
+    const token = x.state.mandate
+    if (token === undefined) {
+      return Effect.fail(forbidden("MANDATE_REQUIRED", `this call is paid: send a payment or cart mandate granted to ${deps.did} as "mandate" (mesh call --mandate <token>)`))
+    }
+    const amount = parseUsd(usd)
+    if (Either.isLeft(amount)) return Effect.fail(amount.left)
+    if (deps.spending === undefined) return Effect.fail(new AgentUnavailable({ code: "STORE_UNAVAILABLE", message: "this server has no spending guard" }))
+    return deps.spending.authorize(token, { amountUsd: formatUsd(amount.right), merchant: options.merchant ?? deps.did, presenter: deps.did }).pipe(
+      Effect.map((a): Charge => {
+        x.cost = ((x.cost ?? 0) + a.amountMicros) as Micros
+        return { amountUsd: formatUsdString(a.amountMicros), mandateJti: a.mandate.jti, mandateKind: a.mandate.kind as Charge["mandateKind"] }
+      }),
+      Effect.catchTags({
+        SpendingConstraintViolation: (e) =>
+          e.code === "INVALID_AMOUNT" ? Effect.fail(new InvalidAmount({ code: "INVALID_AMOUNT", message: e.message })) : Effect.fail(forbidden(e.code, e.message, e.reason)),
+        TaskStoreUnavailable: (e) => Effect.fail(storeUnavailable(e))
+      })
+    )
+  })
 
 /** Stores the task at the gate and stops the handler there; concurrent guard calls that reach a gate only stop. */
 const pause = (deps: GuardDeps, x: Run, capability: string, guardOptions: GuardOptions, step: string) =>
@@ -260,6 +295,7 @@ class HandlerInput implements RunInput {
   readonly commit: RunInput["commit"]
   readonly guard: RunInput["guard"]
   readonly reportCost: RunInput["reportCost"]
+  readonly charge: RunInput["charge"]
   readonly mcp: RunInput["mcp"]
   readonly #x: Run
   readonly #context: Context.Context<never>
@@ -268,6 +304,7 @@ class HandlerInput implements RunInput {
   constructor(
     x: Run,
     readonly guardEffect: RunInput["guardEffect"],
+    readonly chargeEffect: RunInput["chargeEffect"],
     readonly compute: ComputeMeter,
     readonly systemPrompt: string | undefined,
     runPromise: <A, E>(effect: Effect.Effect<A, E>) => Promise<A>,
@@ -287,6 +324,7 @@ class HandlerInput implements RunInput {
     this.capability = state.capability
     this.commit = state.commit
     this.guard = (capability, o) => runPromise(guardEffect(capability, o))
+    this.charge = (usd, o) => runPromise(chargeEffect(usd, o))
     this.reportCost = (usd) => {
       const parsed = parseUsd(usd)
       if (Either.isLeft(parsed)) throw parsed.left
@@ -362,7 +400,13 @@ export const make = (options: Options): Effect.Effect<ExecutionApi, never, Agent
         Effect.tapError((e) => withCorrelationId(Effect.logError(`commit token for ${state.sessionId} not signed`, e))),
         Effect.mapError(() => markLogged(new HandlerFailed({ code: "HANDLER_FAILED", message: "the agent could not sign the commit token" })))
       )
-    const deps: GuardDeps = { guard: yield* TaskGuard, gates: yield* Gates, did, sandboxed: options.sandboxed ?? false }
+    // The spending guard runs on the stores the task guard runs on, when the server has them (every server it builds).
+    const resolver = Option.getOrUndefined(yield* Effect.serviceOption(KeyResolver))
+    const taskStore = Option.getOrUndefined(yield* Effect.serviceOption(TaskStore))
+    const spending = resolver === undefined || taskStore === undefined
+      ? undefined
+      : yield* SpendingGuard.make.pipe(Effect.provideService(KeyResolver, resolver), Effect.provideService(TaskStore, taskStore), Effect.provideService(Keys, keys))
+    const deps: GuardDeps = { guard: yield* TaskGuard, gates: yield* Gates, did, sandboxed: options.sandboxed ?? false, spending }
     const runPromise = promiseRunner(yield* Effect.runtime<never>())
     // Optional: a server configured without MCP has none, and its handlers' MCP calls fail MCP_NOT_CONFIGURED.
     const mcpClient = Option.getOrUndefined(yield* Effect.serviceOption(McpClient))
@@ -394,7 +438,7 @@ export const make = (options: Options): Effect.Effect<ExecutionApi, never, Agent
         if (Either.isLeft(asked)) return Effect.fail(asked.left)
         const capability = asked.right
         const x: Run = { state, approval, passed: state.journal.slice(), calls: 0, produced: 0, paused: undefined, pausing: false, ended: false, cost: undefined }
-        const input = new HandlerInput(x, guardFor(deps, x), meterFor(deps, x), options.systemPrompt, runPromise, mcpClient, context, tracing)
+        const input = new HandlerInput(x, guardFor(deps, x), chargeFor(deps, x), meterFor(deps, x), options.systemPrompt, runPromise, mcpClient, context, tracing)
         let text = ""
         const onChunk = (chunk: unknown) => {
           if (typeof chunk !== "string") return

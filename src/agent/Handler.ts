@@ -19,6 +19,7 @@ import * as Stream from "effect/Stream"
 import type { Caller, ChatMessage, CommitRequest } from "./AgentApi.js"
 import { type AgentForbidden, type AgentUnavailable } from "./AgentError.js"
 import type { McpError, McpToolInfo, McpToolResult } from "./McpClient.js"
+import type { InvalidAmount } from "../core/Money.js"
 import {
   type ChatRequest,
   type ChatStreamEvent,
@@ -140,11 +141,31 @@ export interface RunInput {
    * before the side effect it pays for, as with `guard`.
    */
   readonly reportCost: (usd: number | string) => void
+  /**
+   * Charges the caller for this run under the spending mandate it presented (a payment or cart mandate granted to this
+   * agent): the spending guard verifies the chain, checks the merchant (default this agent's DID) and charges the
+   * amount against every link's limit, then the amount is added to the cost reported for the commit token. Rejects
+   * with `AgentForbidden` (`MANDATE_REQUIRED`, `MANDATE_INVALID`, `LIMIT_EXCEEDED`, `MERCHANT_NOT_ALLOWED`) or
+   * `InvalidAmount`. Charge before the work it pays for.
+   */
+  readonly charge: (usd: number | string, options?: { readonly merchant?: string }) => Promise<Charge>
+  /** `charge` as an Effect. */
+  readonly chargeEffect: (usd: number | string, options?: { readonly merchant?: string }) => Effect.Effect<Charge, ChargeError>
   /** Access to an MCP server by configured name or registered didHash, each tool call under the task guard. */
   readonly mcp: <Tools extends McpToolArgs = McpToolArgs>(server: string) => McpAccess<Tools>
   /** The correlation id and trace context of the request being served, for the calls the handler makes. */
   readonly trace: TraceContext
 }
+
+/** A charge `RunInput.charge` made: the amount in Money's canonical form and the mandate it was charged under. */
+export interface Charge {
+  readonly amountUsd: string
+  readonly mandateJti: string
+  readonly mandateKind: "intent" | "cart" | "payment"
+}
+
+/** Why `RunInput.charge` refused. */
+export type ChargeError = AgentForbidden | AgentUnavailable | InvalidAmount
 
 /** What a handler returns: the reply, or its chunks. */
 export type HandlerOutput =
