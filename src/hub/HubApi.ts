@@ -193,6 +193,10 @@ export class SpendingGroup extends HttpApiGroup.make("spending")
     HttpApiEndpoint.post("openPool", "/pools").setPayload(Schema.Struct({ mandate: Schema.String })).addSuccess(Pool, { status: 201 })
       .addError(Forbidden).addError(Unprocessable)
   )
+  .add(
+    HttpApiEndpoint.get("listPools", "/pools").addSuccess(Schema.Struct({ items: Schema.Array(Pool) })).addError(Forbidden)
+      .annotate(OpenApi.Description, "The pools whose mandate was granted to the caller, oldest first (at most 200).")
+  )
   .add(HttpApiEndpoint.get("getPool", "/pools/:poolId").setPath(Schema.Struct({ poolId: Schema.String })).addSuccess(Pool).addError(NotFound).addError(Forbidden))
   .add(
     HttpApiEndpoint.post("allocate", "/pools/:poolId/allocations").setPath(Schema.Struct({ poolId: Schema.String }))
@@ -201,7 +205,8 @@ export class SpendingGroup extends HttpApiGroup.make("spending")
   )
   .add(
     HttpApiEndpoint.post("release", "/allocations/:allocationId/release").setPath(Schema.Struct({ allocationId: Schema.String }))
-      .setPayload(Schema.Struct({ usedUsd: Schema.Number, commitToken: Schema.optional(Schema.String) }))
+      // USD as a JSON number or the decimal string Money reads (docs/protocol.md §9.2); the ledger reads either exactly.
+      .setPayload(Schema.Struct({ usedUsd: Schema.Union(Schema.Number, Schema.String), commitToken: Schema.optional(Schema.String) }))
       .addSuccess(Schema.Struct({ allocation: Allocation, pool: Pool })).addError(NotFound).addError(Forbidden).addError(Conflict).addError(Unprocessable)
   )
   .add(

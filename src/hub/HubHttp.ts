@@ -259,6 +259,7 @@ export const SpendingLive = ApiGroup.group(HubApi, "spending", (handlers) =>
     const actor = actorOf(verify, (caller) => Effect.mapError(registry.agentKeyActsFor(caller), hubHttp))
     return handlers
       .handle("openPool", ({ payload }) => Effect.flatMap(actor, (did) => Effect.mapError(ledger.openPool(did, payload.mandate), hubHttp)))
+      .handle("listPools", () => Effect.flatMap(actor, (did) => Effect.map(Effect.mapError(ledger.pools(did), hubHttp), (items) => ({ items }))))
       .handle("getPool", ({ path }) => Effect.flatMap(actor, (did) => Effect.mapError(ledger.pool(did, path.poolId), hubHttp)))
       .handle("allocate", ({ path, payload }) =>
         Effect.flatMap(actor, (did) =>

@@ -118,6 +118,8 @@ export type Actor = string | undefined
 export interface LedgerApi {
   /** Opens (or returns the open) pool of a verified intent or cart mandate; its size is the mandate's spend limit. */
   readonly openPool: (actor: Actor, parentToken: string) => Effect.Effect<Pool, NotGrantee | MandateRefused | InvalidAmount | LedgerUnavailable>
+  /** The pools whose mandate was granted to the actor, oldest first (at most `MAX_LISTED_POOLS`). */
+  readonly pools: (actor: Actor) => Effect.Effect<ReadonlyArray<Pool>, NotGrantee | LedgerUnavailable>
   /** Reads a pool. */
   readonly pool: (actor: Actor, poolId: string) => Effect.Effect<Pool, PoolNotFound | NotGrantee | LedgerUnavailable>
   /**
@@ -148,7 +150,7 @@ export interface LedgerApi {
   readonly release: (
     actor: Actor,
     allocationId: string,
-    input: { readonly usedUsd: number; readonly commitToken?: string | undefined }
+    input: { readonly usedUsd: number | string; readonly commitToken?: string | undefined }
   ) => Effect.Effect<
     { readonly allocation: Allocation; readonly pool: Pool },
     AllocationNotFound | PoolNotFound | NotGrantee | InvalidAmount | AlreadyReleased | CommitTokenRefused | LedgerUnavailable
@@ -156,6 +158,9 @@ export interface LedgerApi {
   /** A pool and every allocation made from it, with used amounts and commit tokens (its mandate's grantee only). */
   readonly allocations: (actor: Actor, poolId: string) => Effect.Effect<PoolAllocations, PoolNotFound | NotGrantee | LedgerUnavailable>
 }
+
+/** Most pools `pools` lists for one grantee. */
+export const MAX_LISTED_POOLS = 200
 
 /** The `Ledger` service. */
 export class Ledger extends Context.Tag("agent-mesh/Ledger")<Ledger, LedgerApi>() {}
@@ -314,6 +319,13 @@ export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyReso
         })} ON CONFLICT (id) DO NOTHING`)
         return toPool(yield* Effect.catchTag(poolRow(id), "PoolNotFound", () => Effect.die("pool vanished after insert")))
       }),
+    pools: (actor) =>
+      actor === undefined
+        ? Effect.fail(notGrantee())
+        : Effect.map(
+          q(sql`SELECT * FROM mesh_pools WHERE grantee = ${actor} ORDER BY created_at, id LIMIT ${MAX_LISTED_POOLS}`),
+          (rows) => rows.map((r) => toPool(decodePool(r)))
+        ),
     pool: (actor, id) =>
       Effect.flatMap(poolRow(id), (row) => Effect.as(ownedBy(actor, row.grantee), toPool(row))),
     allocate: (actor, poolId, input) =>
@@ -405,6 +417,7 @@ export const make: Effect.Effect<LedgerApi, never, SqlClient.SqlClient | KeyReso
 /** Each operation in a span (while tracing), allocations counted by outcome (`core/MeshMetrics.ts`). */
 const instrument = (api: LedgerApi): LedgerApi => ({
   openPool: (actor, token) => traced("ledger.openPool")(api.openPool(actor, token)),
+  pools: (actor) => traced("ledger.pools")(api.pools(actor)),
   pool: (actor, id) => traced("ledger.pool", { attributes: { "mesh.pool_id": id } })(api.pool(actor, id)),
   allocate: (actor, poolId, input) =>
     api.allocate(actor, poolId, input).pipe(

@@ -298,6 +298,8 @@ export const make = (options: MeshClientOptions) =>
         Effect.map(call(undefined, (c) => c.registry.mandateRevoked({ path: { jti }, urlParams: { grantor } })), (r) => r.revoked),
       /** Opens the pool of a parent mandate; the caller must prove it is the mandate's grantee (`LedgerAuth`). */
       openPool: (mandate: string, auth: LedgerAuth = {}) => ledgerCall(auth, (c) => c.spending.openPool({ payload: { mandate } })),
+      /** The pools whose mandate was granted to the caller (`LedgerAuth`), oldest first. */
+      listPools: (auth: LedgerAuth = {}) => Effect.map(ledgerCall(auth, (c) => c.spending.listPools()), (r) => r.items),
       /** Reads a pool (its mandate's grantee only). */
       getPool: (poolId: string, auth: LedgerAuth = {}) => ledgerCall(auth, (c) => c.spending.getPool({ path: { poolId } })),
       /** Allocates a child mandate from a pool (its mandate's grantee only). */
@@ -306,7 +308,7 @@ export const make = (options: MeshClientOptions) =>
           c.spending.allocate({ path: { poolId: input.poolId }, payload: { childMandate: input.childMandate, idempotencyKey: input.idempotencyKey } })
         ),
       /** Releases an allocation (the pool mandate's grantee only), with the agent's commit token for the work, if any. */
-      release: (input: { readonly allocationId: string; readonly usedUsd: number; readonly commitToken?: string } & LedgerAuth) =>
+      release: (input: { readonly allocationId: string; readonly usedUsd: number | string; readonly commitToken?: string } & LedgerAuth) =>
         ledgerCall(input, (c) =>
           c.spending.release({
             path: { allocationId: input.allocationId },
