@@ -42,6 +42,7 @@ import {
   showAgent,
   verifyMandateToken
 } from "../cli/Cli.js"
+import * as Ledger from "../cli/LedgerCommands.js"
 import * as KeysNative from "../node/KeysNative.js"
 import * as Observability from "../cli/Observability.js"
 import { VERSION } from "../core/Version.js"
@@ -261,12 +262,21 @@ const callMessage = Args.text({ name: "message" }).pipe(Args.withDescription("wh
 const callIdentity = Options.file("identity").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_CALL_IDENTITY")), Options.optional, Options.withDescription("identity file to sign the request with (mesh-sig agents; env MESH_CALL_IDENTITY)"))
 const callSession = Options.text("session").pipe(Options.optional, Options.withDescription("the session to continue (printed on stderr after each call)"))
 const callStream = Options.boolean("stream").pipe(Options.withDescription("print the reply as it is written (SSE)"))
-const callMandate = Options.text("mandate").pipe(Options.optional, Options.withDescription("a task mandate granted to the agent (`mesh mandate issue`)"))
+const callMandate = Options.text("mandate").pipe(
+  Options.optional,
+  Options.withDescription("a mandate token granted to the agent: a task mandate for its actions, or a payment or cart mandate (`mesh mandate attenuate`) that pays for the call; prints what it authorizes and what the agent charged, and with --identity of the parent's grantee books the charge in the hub's ledger")
+)
 const callBearer = Options.redacted("bearer-token").pipe(Options.withFallbackConfig(setting((n) => Config.redacted(n), "MESH_CALL_BEARER_TOKEN")), Options.optional, Options.withDescription("bearer token of an agent with --auth bearer (env MESH_CALL_BEARER_TOKEN)"))
+
+const callApiKey = Options.redacted("api-key").pipe(
+  Options.withFallbackConfig(setting((n) => Config.redacted(n), "MESH_CALL_API_KEY")),
+  Options.optional,
+  Options.withDescription("an API key of yours on the hub (`mesh keys create --owner <your DID>`): with --identity and a payment or cart --mandate, the call is booked in the hub's spending ledger (env MESH_CALL_API_KEY)")
+)
 
 const callCommand = Command.make(
   "call",
-  { hubUrl, target: callTarget, message: callMessage, identity: callIdentity, session: callSession, stream: callStream, mandate: callMandate, bearerToken: callBearer },
+  { hubUrl, target: callTarget, message: callMessage, identity: callIdentity, session: callSession, stream: callStream, mandate: callMandate, bearerToken: callBearer, apiKey: callApiKey },
   (args) => callAgent(args)
 ).pipe(described("send a message to an agent and print its reply", "mesh call 3f2a…c9 \"hello\" --identity alice.identity.json --stream"))
 
@@ -366,6 +376,29 @@ const mandateVerify = Command.make(
 ).pipe(described("verify a mandate's whole chain against the hub's registry (keys, key versions, revocations) and print it", "mesh mandate verify \"$TOKEN\" --grantee did:mesh:acme.bot"))
 const mandateCommand = Command.make("mandate").pipe(described("delegate authority without writing code", "mesh mandate issue --help"), Command.withSubcommands([mandateIssue, mandateAttenuate, mandateVerify]))
 
+const ledgerIdentity = Options.file("identity").pipe(
+  Options.withFallbackConfig(setting(Config.string, "MESH_CALL_IDENTITY")),
+  Options.withDescription("identity file (`mesh keygen`) of the pools' grantee: it signs every ledger request (env MESH_CALL_IDENTITY)")
+)
+const ledgerApiKey = Options.redacted("api-key").pipe(
+  Options.withFallbackConfig(setting((n) => Config.redacted(n), "MESH_CALL_API_KEY")),
+  Options.withDescription("an API key of yours on the hub (`mesh keys create --owner <your DID>`); the ledger answers its pools' grantee only (env MESH_CALL_API_KEY)")
+)
+const poolId = Args.text({ name: "poolId" }).pipe(Args.withDescription("the pool's id (pool_…), as `mesh ledger pools` lists it"))
+const ledgerPoolsCommand = Command.make("pools", { hubUrl, identity: ledgerIdentity, apiKey: ledgerApiKey, json: jsonFlag }, (args) => Ledger.ledgerPools(args)).pipe(
+  described("list the spending pools of the mandates granted to you, with limit, allocated and remaining USD", "mesh ledger pools --identity alice.identity.json")
+)
+const ledgerPoolCommand = Command.make("pool", { hubUrl, identity: ledgerIdentity, apiKey: ledgerApiKey, poolId, json: jsonFlag }, (args) => Ledger.ledgerPool(args)).pipe(
+  described("print a pool and every allocation from it: amount, used amount, idempotency key, commit token", "mesh ledger pool pool_… --identity alice.identity.json")
+)
+const ledgerReconcileCommand = Command.make("reconcile", { hubUrl, identity: ledgerIdentity, apiKey: ledgerApiKey, poolId }, (args) => Ledger.ledgerReconcile(args)).pipe(
+  described("check a pool's trail on this machine: each commit token's signature under its agent's key, its step and amount, the totals; exits 1 on any failure", "mesh ledger reconcile pool_… --identity alice.identity.json")
+)
+const ledgerCommand = Command.make("ledger").pipe(
+  described("read the hub's spending ledger as the grantee of its pools' mandates", "mesh ledger pools --identity alice.identity.json"),
+  Command.withSubcommands([ledgerPoolsCommand, ledgerPoolCommand, ledgerReconcileCommand])
+)
+
 const mcpPort = Options.integer("port").pipe(Options.withFallbackConfig(setting(Config.integer, "MESH_MCP_PORT")), Options.optional, Options.withDescription("serve Streamable HTTP on this port (at /mcp) instead of stdio (env MESH_MCP_PORT)"))
 const mcpHost = Options.text("host").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_MCP_HOST")), Options.withDefault("127.0.0.1"), Options.withDescription("address to listen on with --port (env MESH_MCP_HOST)"))
 const mcpIdentity = Options.file("identity").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_MCP_IDENTITY")), Options.optional, Options.withDescription("identity file from `mesh keygen`: calls to agents are signed as this DID (mesh-sig; env MESH_MCP_IDENTITY)"))
@@ -378,7 +411,7 @@ const mcpCommand = Command.make("mcp", { hubUrl, identity: mcpIdentity, port: mc
 
 const mesh = Command.make("mesh").pipe(
   Command.withDescription("agent-mesh: identities, signed envelopes and mandates for meshes of AI agents"),
-  Command.withSubcommands([keygenCommand, hubCommand, platformCommand, agentCommand, keysCommand, sagaCommand, callCommand, agentsCommand, mandateCommand, mcpCommand, registerCommand, whoamiCommand, approveCommand])
+  Command.withSubcommands([keygenCommand, hubCommand, platformCommand, agentCommand, keysCommand, sagaCommand, callCommand, agentsCommand, mandateCommand, ledgerCommand, mcpCommand, registerCommand, whoamiCommand, approveCommand])
 )
 
 const cli = Command.run(mesh, { name: "mesh", version: VERSION })

@@ -31,6 +31,7 @@ import {
   extractPublicKey,
   generateDid,
   identityFromKey,
+  DID_HASH_PATTERN,
   type InvalidDid,
   isNormalizedDid,
   type MeshIdentity,
@@ -53,7 +54,7 @@ import { pathToFileURL } from "node:url"
 
 /** The CLI could not do what was asked; `code` says why. */
 export class CliError extends Schema.TaggedError<CliError>()("CliError", {
-  code: Schema.Literal("FILE_EXISTS", "IO_ERROR", "MODULE_INVALID", "IDENTITY_INVALID", "INVALID_ARGUMENT", "CONFIG_INVALID", "MANDATE_INVALID"),
+  code: Schema.Literal("FILE_EXISTS", "IO_ERROR", "MODULE_INVALID", "IDENTITY_INVALID", "INVALID_ARGUMENT", "CONFIG_INVALID", "MANDATE_INVALID", "RECONCILIATION_FAILED"),
   message: Schema.String
 }) {}
 
@@ -618,6 +619,8 @@ export interface CallArgs {
   readonly stream: boolean
   readonly mandate: Option.Option<string>
   readonly bearerToken?: Option.Option<Redacted.Redacted<string>>
+  /** An API key of the caller's on the hub: with it, a paid call is booked in the hub's ledger. */
+  readonly apiKey?: Option.Option<Redacted.Redacted<string>>
 }
 
 // Notes beside a command's answer go to stderr, so that stdout holds the answer alone (`$(mesh mandate issue …)`).
@@ -642,34 +645,79 @@ export const formatApproval = (
  */
 export const callAgent = (args: CallArgs) =>
   Effect.gen(function* () {
+    const target = yield* callTargetOf(args.target)
+    // Loaded only by `mesh call`.
+    const [AgentClient, Ledger] = yield* Effect.promise(() => Promise.all([import("../agent/AgentClient.js"), import("./LedgerCommands.js")]))
+    // Checked before anything is read or sent: an empty token (a failed `$(mesh mandate issue …)`) is not "no mandate".
+    const mandate = Option.isSome(args.mandate) ? yield* Ledger.presentedMandate(args.mandate.value) : undefined
     const signAs = Option.isNone(args.identity) ? undefined : yield* readIdentityFile(args.identity.value)
+    const paid = mandate === undefined ? undefined : yield* Ledger.preparePaidCall({
+        hubUrl: args.hubUrl,
+        mandate,
+        identity: some(args.identity),
+        apiKey: Option.getOrUndefined(Option.map(args.apiKey ?? Option.none(), Redacted.value))
+      })
     const bearer = some(args.bearerToken)
     const options = {
       ...(signAs === undefined ? {} : { signAs: { did: signAs.did, privateKey: signAs.privateKeyPkcs8B64 } }),
       ...(Option.isSome(args.session) ? { sessionId: args.session.value } : {}),
-      ...(Option.isSome(args.mandate) ? { mandate: args.mandate.value } : {}),
+      ...(mandate === undefined ? {} : { mandate: mandate.token }),
+      ...(paid === undefined ? {} : { commit: paid.commit }),
       ...(bearer === undefined ? {} : { bearerToken: Redacted.value(bearer) })
     }
-    // Loaded only by `mesh call`.
-    const AgentClient = yield* Effect.promise(() => import("../agent/AgentClient.js"))
     const client = yield* AgentClient.make({ hubUrl: args.hubUrl })
-    if (!args.stream) {
-      const result = yield* client.call(args.target, args.message, options)
-      if ("status" in result) return yield* Console.log(formatApproval(result, { agent: args.target, hubUrl: args.hubUrl }))
-      yield* Console.log(result.message)
-      return yield* note(`session ${result.sessionId}`)
-    }
-    yield* Stream.runForEach(client.stream(args.target, args.message, options), (e) => {
-      switch (e.type) {
-        case "chunk":
-          return Effect.sync(() => void process.stdout.write(e.text))
-        case "done":
-          return Effect.zipRight(Console.log(""), note(`session ${e.sessionId}`))
-        case "approval_required":
-          return Console.log(`\n${formatApproval(e, { agent: args.target, hubUrl: args.hubUrl })}`)
+    const settle = (commitToken: string | undefined) => (paid === undefined ? Effect.void : Ledger.settlePaidCall(paid, commitToken))
+    const call = Effect.gen(function* () {
+      if (!args.stream) {
+        const result = yield* client.call(target, args.message, options)
+        if ("status" in result) return yield* Console.log(formatApproval(result, { agent: args.target, hubUrl: args.hubUrl }))
+        yield* Console.log(result.message)
+        yield* note(`session ${result.sessionId}`)
+        return yield* settle(result.commitToken)
       }
+      yield* Stream.runForEach(client.stream(target, args.message, options), (e) => {
+        switch (e.type) {
+          case "chunk":
+            return Effect.sync(() => void process.stdout.write(e.text))
+          case "done":
+            return Effect.zipRight(Effect.zipRight(Console.log(""), note(`session ${e.sessionId}`)), settle(e.commitToken))
+          case "approval_required":
+            return Console.log(`\n${formatApproval(e, { agent: args.target, hubUrl: args.hubUrl })}`)
+        }
+      })
     })
+    return yield* call.pipe(
+      Effect.mapError((e) => {
+        const hint = flagHint(e.code, signAs !== undefined, bearer !== undefined)
+        return hint === undefined ? e : new AgentClient.AgentCallError({ code: e.code, message: hint })
+      }),
+      Effect.tapError(() => (paid === undefined ? Effect.void : Ledger.abandonPaidCall(paid)))
+    )
   }).pipe(Effect.provide(FetchHttpClient.layer))
+
+/** What `mesh call` takes as its target: an http(s) URL as it is, else a didHash (`INVALID_ARGUMENT` otherwise). */
+export const callTargetOf = (target: string): Effect.Effect<string, CliError> => {
+  const t = target.trim()
+  if (/^https?:\/\//i.test(t)) return Effect.succeed(t)
+  if (DID_HASH_PATTERN.test(t.toLowerCase())) return Effect.succeed(t.toLowerCase())
+  return Effect.fail(new CliError({
+    code: "INVALID_ARGUMENT",
+    message: t.length === 0
+      ? "the didHash is empty: pass an agent's didHash (mesh agents ls) or its http(s) URL"
+      : `${JSON.stringify(target)} is not a didHash (24 characters, a-z and 2-7; mesh agents ls lists them) nor an http(s) URL`
+  }))
+}
+
+/**
+ * What to say instead of a refusal that a flag of `mesh call` fixes, naming the flag: an agent that needs signed calls
+ * and got none, or a bearer token and got none. Undefined for every other refusal.
+ */
+export const flagHint = (code: string, signed: boolean, bearer: boolean): string | undefined =>
+  code === "SIGNATURE_MISSING" && !signed
+    ? "this agent needs signed calls; pass --identity <file>"
+    : code === "AUTH_REQUIRED" && !bearer && !signed
+      ? "this agent needs a credential; pass --bearer-token <token> (or --identity <file> for a mesh-sig agent)"
+      : undefined
 
 /** One agent as a line of `mesh agents ls`. */
 export const formatAgentLine = (a: { readonly didHash: string; readonly did: string; readonly live?: boolean | undefined; readonly endpointUrl?: string }): string =>
