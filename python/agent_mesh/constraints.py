@@ -9,10 +9,12 @@ here are the snake_case way to write them in Python and turn into those dicts wi
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from .money import InvalidAmount, parse_usd
+from .money import InvalidAmount, format_usd, parse_usd
 
 __all__ = [
     "MANDATE_KINDS",
@@ -192,8 +194,15 @@ def _check_name_list(u: Any, where: str) -> str | None:
 
 
 def _check_usd(u: Any, where: str) -> str | None:
+    if isinstance(u, str):
+        # Issuers write a decimal string as its number (``with_canonical_usd``); only a token can still hold one.
+        try:
+            parse_usd(u)
+        except InvalidAmount as e:
+            return f"{where}: {e}"
+        return f"{where} must be a JSON number in a token, not a string"
     if not _is_number(u):
-        return f"{where} must be a number"
+        return f'{where} must be a USD amount: a number or a decimal string such as "5.00"' 
     try:
         parse_usd(u)
     except InvalidAmount as e:
@@ -201,10 +210,15 @@ def _check_usd(u: Any, where: str) -> str | None:
     return None
 
 
+def _shown_name(k: Any) -> str:
+    # A plain name as it is; anything else quoted, as the TypeScript message does.
+    return k if isinstance(k, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", k) else json.dumps(k)
+
+
 def _only_keys(o: Mapping[str, Any], allowed: Sequence[str], where: str) -> str | None:
     for k in o:
         if k not in allowed:
-            return f"{where}: unknown member {k!r}"
+            return f"{where}: unknown member {_shown_name(k)}; allowed: {', '.join(allowed)}"
     return None
 
 
@@ -233,13 +247,33 @@ def _first(*checks: Any) -> str | None:
     return None
 
 
+_USD_MEMBERS = {"intent": ("spendLimitUsd",), "cart": ("spendLimitUsd",), "payment": ("amountUsd",), "task": (), "model-budget": ("cost_budget_usd",)}
+
+
+def with_canonical_usd(kind: str, cns: Any) -> Any:
+    """The constraints an issuer signs: each USD member given as a number or as the decimal string Money reads
+    (``"5.00"``) written as the JSON number of its canonical form; anything else left for ``constraints_problem``."""
+    if not isinstance(cns, dict):
+        return cns
+    out = dict(cns)
+    for k in _USD_MEMBERS.get(kind, ()):
+        v = out.get(k)
+        if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+            continue
+        try:
+            out[k] = format_usd(parse_usd(v))
+        except InvalidAmount:
+            continue
+    return out
+
+
 def constraints_problem(kind: str, cns: Any) -> str | None:
     """Why ``cns`` (wire form) is not valid for ``kind``, or None when it is."""
     if not isinstance(cns, dict):
-        return "cns must be an object"
+        return "constraints must be an object"
     if kind in ("intent", "cart"):
         return _first(
-            lambda: _only_keys(cns, _SPENDING_KEYS, "cns"),
+            lambda: _only_keys(cns, _SPENDING_KEYS, "constraints"),
             lambda: _check_usd(cns.get("spendLimitUsd"), "spendLimitUsd"),
             lambda: (
                 None if "allowedMerchants" not in cns else _check_name_list(cns["allowedMerchants"], "allowedMerchants")
@@ -247,13 +281,13 @@ def constraints_problem(kind: str, cns: Any) -> str | None:
         )
     if kind == "payment":
         return _first(
-            lambda: _only_keys(cns, _PAYMENT_KEYS, "cns"),
+            lambda: _only_keys(cns, _PAYMENT_KEYS, "constraints"),
             lambda: _check_usd(cns.get("amountUsd"), "amountUsd"),
             lambda: None if _check_name(cns.get("merchant")) else "merchant must be a non-empty string",
         )
     if kind == "task":
         problem = _first(
-            lambda: _only_keys(cns, _TASK_KEYS, "cns"),
+            lambda: _only_keys(cns, _TASK_KEYS, "constraints"),
             lambda: _check_name_list(cns.get("allowed"), "allowed"),
             lambda: None if "blocked" not in cns else _check_name_list(cns["blocked"], "blocked"),
             lambda: None if "humanGates" not in cns else _check_name_list(cns["humanGates"], "humanGates"),
@@ -297,7 +331,7 @@ def constraints_problem(kind: str, cns: Any) -> str | None:
     if kind == "model-budget":
         q: Any = cns.get("quality_threshold")
         return _first(
-            lambda: _only_keys(cns, _MODEL_KEYS, "cns"),
+            lambda: _only_keys(cns, _MODEL_KEYS, "constraints"),
             lambda: None if _is_count(cns.get("token_budget")) else "token_budget must be a non-negative integer",
             lambda: _check_usd(cns.get("cost_budget_usd"), "cost_budget_usd"),
             lambda: None if _is_number(q) and 0 <= q <= 1 else "quality_threshold must be a number in 0..1",

@@ -96,18 +96,42 @@ class IdentityFileError(ValueError):
         self.code = code
 
 
-class Identity(TypedDict, total=False):
-    """The spec's identity dict (``did``, ``private_key``, ``public_key``, ``public_key_bytes``, ``document``) plus
-    the derived forms the TypeScript identity carries."""
+class Identity(dict):  # type: ignore[type-arg]
+    """The spec's identity object: ``did``, ``private_key``, ``public_key``, ``public_key_bytes``, ``document``, and
+    the derived forms the TypeScript identity carries (``did_hash``, ``did_key``, ``public_key_b64``). Each is an
+    attribute (``me.did``) and, as before, a key (``me["did"]``), so code written against the dict form keeps working."""
 
-    did: str
-    private_key: Ed25519PrivateKey
-    public_key: Ed25519PublicKey
-    public_key_bytes: bytes
-    document: dict[str, Any]
-    did_hash: str
-    did_key: str
-    public_key_b64: str
+    @property
+    def did(self) -> str:
+        return self["did"]  # type: ignore[no-any-return]
+
+    @property
+    def private_key(self) -> Ed25519PrivateKey:
+        return self["private_key"]  # type: ignore[no-any-return]
+
+    @property
+    def public_key(self) -> Ed25519PublicKey:
+        return self["public_key"]  # type: ignore[no-any-return]
+
+    @property
+    def public_key_bytes(self) -> bytes:
+        return self["public_key_bytes"]  # type: ignore[no-any-return]
+
+    @property
+    def document(self) -> dict[str, Any]:
+        return self["document"]  # type: ignore[no-any-return]
+
+    @property
+    def did_hash(self) -> str:
+        return self["did_hash"]  # type: ignore[no-any-return]
+
+    @property
+    def did_key(self) -> str:
+        return self["did_key"]  # type: ignore[no-any-return]
+
+    @property
+    def public_key_b64(self) -> str:
+        return self["public_key_b64"]  # type: ignore[no-any-return]
 
 
 def normalize_did(value: Any) -> str | None:
@@ -223,7 +247,7 @@ def identity_from_key(did: str, private_key: PrivateKeyInput, base_address: str 
     d = parse_did(did)
     key = load_private_key(private_key)
     pub = public_key_bytes(key)
-    return {
+    return Identity({
         "did": d,
         "private_key": key,
         "public_key": key.public_key(),
@@ -232,7 +256,7 @@ def identity_from_key(did: str, private_key: PrivateKeyInput, base_address: str 
         "did_hash": did_hash(d),
         "did_key": did_key(pub),
         "public_key_b64": b64encode(pub),
-    }
+    })
 
 
 def generate_did(name: str, base_address: str | None = None, namespace: str | None = None) -> Identity:
@@ -339,7 +363,7 @@ def load_identity_file(path: str | os.PathLike[str]) -> Identity:
         if found != own:
             raise invalid(f"the {what} key is not the private key's")
     doc = content["document"]
-    return {
+    return Identity({
         "did": did,
         "private_key": key,
         "public_key": key.public_key(),
@@ -348,4 +372,4 @@ def load_identity_file(path: str | os.PathLike[str]) -> Identity:
         "did_hash": did_hash(did),
         "did_key": content["didKey"],
         "public_key_b64": b64encode(own),
-    }
+    })

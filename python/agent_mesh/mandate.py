@@ -14,6 +14,7 @@ from .constraints import (
     MANDATE_KINDS,
     constraints_json,
     constraints_problem,
+    with_canonical_usd,
     narrowing_violation,
     normalize_task,
 )
@@ -558,6 +559,7 @@ def _sign(
     kv = 1 if key_version is None else key_version
     if not _is_safe_int(kv) or kv < 1:
         raise MandateIssueError("INVALID_CONSTRAINTS", "key_version must be a positive integer")
+    constraints = with_canonical_usd(kind, constraints)
     problem = constraints_problem(kind, constraints)
     if problem is not None:
         raise MandateIssueError("INVALID_CONSTRAINTS", problem)
@@ -675,7 +677,7 @@ def attenuate_to_cart(
 def attenuate_to_payment(
     parent: Mandate | str,
     grantee_did: str,
-    amount_usd: float | int,
+    amount_usd: float | int | str,
     merchant: str,
     grantor_private_key: PrivateKeyInput,
     ttl_seconds: int = DEFAULT_TTL_SECONDS,

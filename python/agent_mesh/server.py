@@ -26,6 +26,7 @@ import hashlib
 import hmac
 import inspect
 import json
+import os
 import logging
 import re
 import socket
@@ -939,6 +940,8 @@ class RunningAgent:
         self.identity = app.identity
         self._server = server
         self._thread = thread
+        #: The hub's registration record, when started with ``register=True``.
+        self.record: dict[str, Any] | None = None
 
     def close(self) -> None:
         """Stops accepting requests and ends the server thread."""
@@ -965,9 +968,24 @@ def serve(handler: Handler, *, name: str, host: str = "127.0.0.1", port: int = 0
     free port). Options: ``did``, ``private_key``, ``auth`` (none | bearer | mesh-sig), ``bearer_tokens``,
     ``verify_bearer``, ``allowed_callers``, ``resolve_caller_key``, ``hub_url``, ``memory`` (none | session |
     persistent), ``database``, ``public_url``, ``allowed_hosts``, ``allowed_origins``, ``capabilities``, ``clock_tolerance_ms``, ``max_body_bytes``,
-    ``run_retention_seconds``, ``max_live_runs``, ``nonce_store``, ``idempotency_ttl_seconds``. Call ``.wait()`` to block on it."""
+    ``run_retention_seconds``, ``max_live_runs``, ``nonce_store``, ``idempotency_ttl_seconds``; ``identity`` (an
+    identity file from ``mesh keygen``, or an identity object) gives it its DID and key, and ``register=True`` with
+    ``hub_url`` and ``api_key`` registers it on that hub at its URL once it listens (``.record`` holds the hub's
+    answer). Call ``.wait()`` to block on it."""
     import uvicorn
 
+    identity = options.pop("identity", None)
+    register = bool(options.pop("register", False))
+    api_key = options.pop("api_key", None)
+    if identity is not None:
+        # An identity file path (``mesh keygen``), or an identity from ``generate_did`` / ``load_identity_file``.
+        from .did import load_identity_file
+
+        ident = load_identity_file(identity) if isinstance(identity, (str, os.PathLike)) else identity
+        options.setdefault("did", ident["did"])
+        options.setdefault("private_key", ident["private_key"])
+    if register and (identity is None or options.get("hub_url") is None):
+        raise AgentConfigError("register=True needs identity and hub_url")
     if options.get("auth") == "mesh-sig" and options.get("public_url") is None and host not in ("127.0.0.1", "localhost", "::1"):
         raise AgentConfigError("mesh-sig on a non-loopback host needs public_url: the URL callers sign")
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
@@ -988,4 +1006,11 @@ def serve(handler: Handler, *, name: str, host: str = "127.0.0.1", port: int = 0
         if not thread.is_alive() or time.monotonic() > deadline:
             raise RuntimeError(f"agent {name} did not start")
         time.sleep(0.01)
-    return RunningAgent(app, server, thread, app.base_url or url, url)
+    running = RunningAgent(app, server, thread, app.base_url or url, url)
+    if register:
+        # Listed on the hub once it answers, so a caller resolving its didHash reaches a server that is up.
+        from .hub import HubClient
+
+        manifest = {"name": name, "meshProtocolVersion": "1.0", **({"capabilities": list(options["capabilities"])} if options.get("capabilities") else {})}
+        running.record = HubClient(options["hub_url"], api_key).register_agent(manifest, running.url, identity=ident)
+    return running

@@ -462,3 +462,19 @@ def test_cns_not_an_object_is_malformed_even_when_forged() -> None:
             signing_input = f"{header_b64}.{body}".encode()
             token = f"{header_b64}.{body}.{b64url_encode(load_private_key(SEEDS[signer]).sign(signing_input))}"
             assert verify_mandate(token, KEYS, now_ms=NOW)[2] == "MALFORMED", (cns, signer)
+
+
+def test_usd_constraints_are_taken_as_decimal_strings_and_signed_as_canonical_numbers():
+    from agent_mesh import generate_did
+    from agent_mesh.mandate import MandateIssueError, attenuate_to_payment, issue_intent_mandate
+
+    a = generate_did("alice")
+    intent = issue_intent_mandate(a["did"], a["did"], {"spendLimitUsd": "5.00"}, a["private_key"])
+    assert intent.constraints == {"spendLimitUsd": 5}
+    pay = attenuate_to_payment(intent, "did:mesh:shop", "0.250", "did:mesh:shop", a["private_key"])
+    assert pay.constraints == {"amountUsd": 0.25, "merchant": "did:mesh:shop"}
+    try:
+        issue_intent_mandate(a["did"], a["did"], {"maxAmountUsd": 5}, a["private_key"])
+        raise AssertionError("an unknown member was accepted")
+    except MandateIssueError as e:
+        assert str(e) == "constraints: unknown member maxAmountUsd; allowed: spendLimitUsd, allowedMerchants"
