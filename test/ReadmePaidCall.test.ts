@@ -79,7 +79,10 @@ describe("README: Your first paid call", () => {
       const shop = JSON.parse(fs.readFileSync(path.join(dir, "shop.identity.json"), "utf8")) as { didHash: string }
       const alice = JSON.parse(fs.readFileSync(path.join(dir, "alice.identity.json"), "utf8")) as { didHash: string }
       for (const h of [alice.didHash, shop.didHash]) {
-        yield* client.resolveAgent(h).pipe(Effect.retry(Schedule.intersect(Schedule.spaced("200 millis"), Schedule.recurs(1000))))
+        yield* client.resolveAgent(h).pipe(
+          Effect.retry(Schedule.intersect(Schedule.spaced("200 millis"), Schedule.recurs(600))),
+          Effect.orElse(() => Effect.dieMessage(`agent ${h} did not register: ${started.stdout}\n${started.stderr}`))
+        )
       }
       assert.include(paidCall!, shop.didHash, "the README names the shop by its didHash")
 

@@ -267,6 +267,11 @@ export const runHub = (
       }
       if (hub.probeUrl !== undefined) yield* Console.log(`  probe      ${hub.probeUrl}/health`)
       yield* Console.log(`  database   ${Database.describe(args.db)}`)
+      // After the line scripts wait for: the two commands a newcomer runs next.
+      yield* Console.log(
+        `\nnext, in another shell:\n  mesh keygen echo && mesh keys create --hub ${hub.url} --admin-key <admin credential> --owner did:mesh:echo   # prints an API key\n` +
+          `  mesh agent examples/echo-agent.ts --hub ${hub.url} --identity echo.identity.json --api-key <that key> --register`
+      )
       // Added after the server's finalizers, so it prints first, when the graceful close begins.
       yield* Effect.addFinalizer(() => Console.log(`hub stopping: requests in flight have up to ${shutdownSeconds} s to finish`))
       yield* Effect.logInfo("hub started")

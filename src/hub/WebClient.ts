@@ -237,7 +237,8 @@ export const webClient = function (): void {
         if (list.children.length === 0 && status.textContent === "") void showList(head === "agent" ? "agents" : head === "mcp" ? "mcp" : "skills")
         return void showDetail(head, rest)
       }
-      clear(detail)
+      // The empty pane says what to do with it rather than staying blank.
+      clear(detail, h("p", { class: "status hint" }, "Click an agent, MCP server or skill in the list to see its record here; an agent's page has a Chat link to talk to it."))
       void showList(head === "mcp" || head === "skills" ? head : "agents")
     }
     window.addEventListener("hashchange", route)
