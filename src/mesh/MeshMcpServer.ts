@@ -229,6 +229,9 @@ export const make = (options: MeshMcpOptions): Effect.Effect<() => McpServer, ne
     return () => {
       const server = new McpServer({ name: options.name ?? "agent-mesh", version: VERSION })
       register(server, options, hub, agents, runtime)
+      // The SDK advertises `tools.listChanged` once a tool is registered; the tools here never change, and over HTTP
+      // a stateless server has no stream to send the notification on, so the capability would be a promise not kept.
+      server.server.registerCapabilities({ tools: { listChanged: false } })
       return server
     }
   })
@@ -254,9 +257,9 @@ export const serveStdio = (options: MeshMcpOptions): Effect.Effect<Effect.Effect
   })
 
 /** A JSON-RPC error answer without an id (the request could not be read), with the HTTP status MCP clients expect. */
-const rpcError = (res: http.ServerResponse, status: number, code: number, message: string) => {
+const rpcError = (res: http.ServerResponse, status: number, code: number, message: string, headers: Record<string, string> = {}) => {
   if (res.headersSent) return void res.end()
-  res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", error: { code, message }, id: null }))
+  res.writeHead(status, { ...headers, "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", error: { code, message }, id: null }))
 }
 
 const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost"])
@@ -272,22 +275,23 @@ export const serveHttp = (options: MeshMcpHttpOptions): Effect.Effect<RunningMcp
     const handle = async (req: http.IncomingMessage, res: http.ServerResponse) => {
       const path = (req.url ?? "/").split("?")[0]
       if (path !== MCP_PATH) return rpcError(res, 404, -32601, `no MCP endpoint here; use ${MCP_PATH}`)
+      // Stateless: no session to end (DELETE) and no stream for server-initiated messages (GET), which would be held
+      // open forever with nothing to send; only POST is served, as in the SDK's stateless pattern.
+      if (req.method !== "POST") return rpcError(res, 405, -32000, `Method not allowed: this MCP server is stateless and answers POST only`, { allow: "POST" })
       let body: unknown
-      if (req.method === "POST") {
-        const declared = Number(req.headers["content-length"] ?? "0")
-        if (declared > limit) return rpcError(res, 413, -32600, `the request is larger than ${limit} bytes`)
-        const chunks: Array<Buffer> = []
-        let size = 0
-        for await (const chunk of req as AsyncIterable<Buffer>) {
-          size += chunk.length
-          if (size > limit) return rpcError(res, 413, -32600, `the request is larger than ${limit} bytes`)
-          chunks.push(chunk)
-        }
-        try {
-          body = JSON.parse(Buffer.concat(chunks).toString("utf8"))
-        } catch {
-          return rpcError(res, 400, -32700, "Parse error: the body is not JSON")
-        }
+      const declared = Number(req.headers["content-length"] ?? "0")
+      if (declared > limit) return rpcError(res, 413, -32600, `the request is larger than ${limit} bytes`)
+      const chunks: Array<Buffer> = []
+      let size = 0
+      for await (const chunk of req as AsyncIterable<Buffer>) {
+        size += chunk.length
+        if (size > limit) return rpcError(res, 413, -32600, `the request is larger than ${limit} bytes`)
+        chunks.push(chunk)
+      }
+      try {
+        body = JSON.parse(Buffer.concat(chunks).toString("utf8"))
+      } catch {
+        return rpcError(res, 400, -32700, "Parse error: the body is not JSON")
       }
       const server = factory()
       const transport = new StreamableHTTPServerTransport({

@@ -90,6 +90,7 @@ const connected = (transport: Transport) =>
 /** The same conversation over either transport. */
 const conversation = (m: Mesh, client: Client) =>
   Effect.promise(async () => {
+    const capabilities = client.getServerCapabilities()
     const tools = (await client.listTools()).tools.map((t) => t.name).sort()
     const search = (await client.callTool({ name: "search_agents", arguments: { query: "story" } })) as ToolResult
     const listed = (await client.callTool({ name: "list_agents", arguments: { limit: 10 } })) as ToolResult
@@ -101,10 +102,14 @@ const conversation = (m: Mesh, client: Client) =>
     const paused = (await client.callTool({ name: "call_agent", arguments: { didHash: m.mailer, message: "hi bob", mandate: m.mandate } })) as ToolResult
     const missing = (await client.callTool({ name: "call_agent", arguments: { didHash: "a".repeat(24), message: "x" } })) as ToolResult
     const badArgs = (await client.callTool({ name: "call_agent", arguments: { message: 42 } }).catch((e: { code?: number }) => ({ code: e.code }))) as ToolResult | { code: number }
-    return { tools, search, listed, progress, called, plain, paused, missing, badArgs }
+    return { capabilities, tools, search, listed, progress, called, plain, paused, missing, badArgs }
   })
 
 const checkConversation = (m: Mesh, r: Effect.Effect.Success<ReturnType<typeof conversation>>) => {
+  // Only what the server honours: its tools never change, so no list_changed is ever sent (and over stateless HTTP
+  // it could not be).
+  assert.deepStrictEqual(r.capabilities?.tools, { listChanged: false })
+  assert.deepStrictEqual(Object.keys(r.capabilities ?? {}).sort(), ["tools"])
   assert.deepStrictEqual(r.tools, ["call_agent", "list_agents", "resume_task", "search_agents"])
   assert.include(JSON.stringify(r.search.structuredContent), m.story)
   assert.include(textOf(r.listed), m.mailer)
@@ -188,6 +193,30 @@ describe("MCP server: MCP clients use mesh agents", () => {
       )
       assert.isAtLeast(foreign, 400)
       assert.isBelow(foreign, 500)
+    })))
+
+  it.live("over HTTP, GET and DELETE /mcp are 405 with Allow: POST and end at once (stateless: no stream is held open)", () =>
+    run(Effect.gen(function* () {
+      const { hub } = yield* startHub()
+      const bridge = yield* MeshMcpServer.serveHttp({ hubUrl: hub.url })
+      const answers = yield* Effect.promise(() =>
+        Promise.all(
+          ["GET", "DELETE"].map(async (method) => {
+            // A stream held open would never let text() resolve; the test's timeout would fail it.
+            const res = await fetch(bridge.url, { method, headers: { accept: "text/event-stream", "mcp-protocol-version": "2025-11-25" } })
+            const body = JSON.parse(await res.text()) as { error?: { code: number } }
+            return [method, res.status, res.headers.get("allow"), res.headers.get("content-type"), body.error?.code]
+          })
+        )
+      )
+      assert.deepStrictEqual(answers, [
+        ["GET", 405, "POST", "application/json", -32000],
+        ["DELETE", 405, "POST", "application/json", -32000]
+      ])
+      // The SDK's client treats a 405 on its optional GET stream as "none offered" and goes on over POST.
+      const client = yield* connected(new StreamableHTTPClientTransport(new URL(bridge.url)))
+      const tools = yield* Effect.promise(() => client.listTools())
+      assert.strictEqual(tools.tools.length, 4)
     })))
 
   it.live("a target that is not a didHash (a URL, a path) is refused INVALID_DID_HASH by call_agent and resume_task; nothing is sent", () =>
