@@ -19,6 +19,7 @@ import json
 import os
 import re
 import secrets
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -31,6 +32,7 @@ from . import keys
 from .did import Identity, did_hash, extract_public_key, generate_did, verification_method_id
 from .jcs import StrictJsonError, parse_json_strict
 from .proof import sign_message
+from .timestamp import now_ms, to_iso_string
 
 WRITE_PROOF_PURPOSE = "authentication"
 SKILL_TYPES = ("rag", "web-search", "memory", "code", "data", "custom")
@@ -142,6 +144,9 @@ class _Core:
         self.max_delay = max_delay_seconds
         self.key_cache_ttl = key_cache_ttl_seconds
         self._keys: dict[str, tuple[bytes, float]] = {}
+        # The last write proof's ``created``, in epoch milliseconds (``_prove``).
+        self._last_created_ms = 0
+        self._created_lock = threading.Lock()
 
     def _build(self, call: _Call) -> tuple[str, bytes | None, dict[str, str]]:
         url = f"{call.base or self.hub_url}{call.path}"
@@ -177,7 +182,12 @@ class _Core:
     # --- request builders (one per operation) ---
 
     def _prove(self, document: dict[str, Any], identity: Mapping[str, Any]) -> dict[str, Any]:
-        signed = sign_message(document, identity["private_key"], verification_method_id(identity["did"]), proof_purpose=WRITE_PROOF_PURPOSE)
+        # The hub applies a write proof once and Ed25519 signs deterministically, so two identical writes need
+        # different ``created`` values: milliseconds, never the same one twice from this client (docs/hub.md).
+        with self._created_lock:
+            self._last_created_ms = max(now_ms(), self._last_created_ms + 1)
+            created = to_iso_string(self._last_created_ms)
+        signed = sign_message(document, identity["private_key"], verification_method_id(identity["did"]), proof_purpose=WRITE_PROOF_PURPOSE, created=created)
         return signed["proof"]
 
     def _registration(self, identity: Mapping[str, Any], cid: str, endpoint_url: str) -> dict[str, Any]:

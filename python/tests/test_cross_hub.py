@@ -4,10 +4,12 @@ mandates issued in Python and ledger requests signed with mesh-sig."""
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
 from _net_support import start_hub
 from agent_mesh import commit_token
+from agent_mesh import hub as hub_module
 from agent_mesh.did import did_hash, generate_did
 from agent_mesh.hub import HubClient, HubError
 from agent_mesh.mandate import attenuate_to_cart, issue_intent_mandate
@@ -170,3 +172,29 @@ def test_update_rotate_and_delete_are_signed_by_the_current_key(hub, admin):
         with pytest.raises(HubError) as e:
             client.resolve_agent(frank["did_hash"])
         assert (e.value.code, e.value.status) == ("NOT_FOUND", 404)
+
+
+def test_identical_writes_in_one_millisecond_all_apply_and_a_replay_is_refused(hub, monkeypatch):
+    grace = generate_did("grace", namespace="hubtest")
+    # The client's clock stands still: every proof it makes reads the same millisecond (whole seconds before).
+    frozen = hub_module.now_ms()
+    monkeypatch.setattr(hub_module, "now_ms", lambda: frozen)
+    with HubClient(hub.url) as client:
+        key = client.request_agent_key(grace)["apiKey"]
+        # the same registration twice (a deletion between: the DID's own key registers it again)
+        client.register_agent(manifest("grace"), "http://127.0.0.1:9/grace", key, identity=grace)
+        client.delete_agent(grace["did_hash"], identity=grace, api_key=key)
+        client.register_agent(manifest("grace"), "http://127.0.0.1:9/grace", key, identity=grace)
+        # the same update twice
+        for _ in range(2):
+            client.update_agent(grace["did_hash"], endpoint_url="http://127.0.0.1:9/moved", identity=grace, api_key=key)
+        assert client.resolve_agent(grace["did_hash"])["endpointUrl"] == "http://127.0.0.1:9/moved"
+        # the once-only rule stands: the same signed body sent again is refused
+        current = client.resolve_agent(grace["did_hash"])
+        document = {"type": "AgentUpdate", "hub": client.hub, "did": grace["did"], "keyVersion": current["keyVersion"], "endpointUrl": "http://127.0.0.1:9/again"}
+        body = {"endpointUrl": "http://127.0.0.1:9/again", "proof": client._prove(document, grace)}
+        url = f"{hub.url}/v1/agents/{grace['did_hash']}"
+        headers = {"authorization": f"Bearer {key}"}
+        assert httpx.patch(url, json=body, headers=headers).status_code == 200
+        replayed = httpx.patch(url, json=body, headers=headers)
+        assert (replayed.status_code, replayed.json()["code"]) == (401, "SIGNATURE_INVALID")

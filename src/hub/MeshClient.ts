@@ -163,9 +163,19 @@ export const make = (options: MeshClientOptions) =>
       return attempt(0)
     }
     const key = (apiKey: string | undefined) => apiKey ?? options.apiKey
+    // The hub applies a write proof once (docs/hub.md, "Who may write what") and Ed25519 signs deterministically, so
+    // two identical writes need different `created` values: milliseconds, and never the same one twice from this
+    // client (a write made in the same millisecond as the last is stamped a millisecond later).
+    let lastCreatedMs = 0
+    const nextCreated = Effect.map(Clock.currentTimeMillis, (now) => {
+      lastCreatedMs = Math.max(now, lastCreatedMs + 1)
+      return new Date(lastCreatedMs).toISOString()
+    })
     /** A write proof (docs/hub.md) by the identity's `#key-1`; a key we hold always signs, so failure is a defect. */
     const prove = <T extends Record<string, unknown>>(document: T, identity: MeshIdentity) =>
-      Effect.orDie(signMessage(document, identity.privateKey, verificationMethodId(identity.did), { proofPurpose: WRITE_PROOF_PURPOSE }).pipe(Effect.provideService(Keys, keys)))
+      Effect.flatMap(nextCreated, (created) =>
+        Effect.orDie(signMessage(document, identity.privateKey, verificationMethodId(identity.did), { proofPurpose: WRITE_PROOF_PURPOSE, created }).pipe(Effect.provideService(Keys, keys)))
+      )
     const ledgerCall = <A, E>(auth: LedgerAuth, f: (c: Client) => Effect.Effect<A, E>) =>
       call(key(auth.apiKey), f, options.hubUrl, auth.identity ?? options.identity)
     const platformUrl = options.platformUrl ?? options.hubUrl

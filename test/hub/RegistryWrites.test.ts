@@ -4,6 +4,7 @@
  * for, and updates and deletions signed by the agent's current key (docs/hub.md, "Who may write what").
  */
 import { assert, describe, it } from "@effect/vitest"
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import { type Did, didHash, generateDid, identityFromKey, type MeshIdentity, verificationMethodId } from "../../src/core/Did.js"
 import { signMessage } from "../../src/core/Proof.js"
@@ -145,6 +146,46 @@ describe("registry writes", () => {
         check(yield* request(url, "PATCH", yield* signedPatch("http://127.0.0.1:10/second"), alice.apiKey), 200, undefined, "second update")
         check(yield* request(url, "PATCH", first, alice.apiKey), 401, "SIGNATURE_INVALID", "the first update replayed")
         assert.strictEqual((yield* client.resolveAgent(alice.record.didHash)).endpointUrl, "http://127.0.0.1:10/second")
+      })
+    ))
+
+  it.live("two identical registrations and two identical updates by MeshClient in one millisecond all apply (each proof is unique); a replayed one is still refused", () =>
+    provide(
+      Effect.gen(function* () {
+        const { hub, client } = yield* startHub()
+        const alice = yield* generateDid("twice")
+        const key = yield* client.createApiKey({ owner: alice.did })
+        const input = { manifest: { name: "twice", meshProtocolVersion: "1.0" }, endpointUrl: "http://127.0.0.1:9/twice", identity: alice, apiKey: key.apiKey }
+        // The client's clock stands still: every proof it makes reads the same millisecond (whole seconds before).
+        const now = yield* Clock.currentTimeMillis
+        const live = yield* Effect.clock
+        const frozen: Clock.Clock = {
+          [Clock.ClockTypeId]: Clock.ClockTypeId,
+          currentTimeMillis: Effect.succeed(now),
+          currentTimeNanos: Effect.succeed(BigInt(now) * 1_000_000n),
+          unsafeCurrentTimeMillis: () => now,
+          unsafeCurrentTimeNanos: () => BigInt(now) * 1_000_000n,
+          sleep: (d) => live.sleep(d)
+        }
+        const writes = Effect.gen(function* () {
+          // The same registration twice (a deletion between, the DID's own key registers it again).
+          const first = yield* client.registerAgent(input)
+          yield* client.deleteAgent(first.didHash, { identity: alice, apiKey: key.apiKey })
+          const second = yield* client.registerAgent(input)
+          const patch = { endpointUrl: "http://127.0.0.1:9/moved" }
+          yield* client.updateAgent(first.didHash, patch, { identity: alice, apiKey: key.apiKey })
+          yield* client.updateAgent(first.didHash, patch, { identity: alice, apiKey: key.apiKey })
+          return second
+        }).pipe(Effect.withClock(frozen))
+        const record = yield* writes
+        assert.strictEqual((yield* client.resolveAgent(record.didHash)).endpointUrl, "http://127.0.0.1:9/moved")
+        // The once-only rule stands: the same signed body sent again is refused.
+        const url = `${hub.url}/v1/agents/${record.didHash}`
+        const current = yield* client.resolveAgent(record.didHash)
+        const doc = updateDocument({ hub: hubOrigin(hub.url)!, did: alice.did, keyVersion: current.keyVersion, endpointUrl: "http://127.0.0.1:9/again" })
+        const body = { endpointUrl: "http://127.0.0.1:9/again", proof: yield* proofOver(doc, alice.did, alice) }
+        check(yield* request(url, "PATCH", body, key.apiKey), 200, undefined, "the signed update")
+        check(yield* request(url, "PATCH", body, key.apiKey), 401, "SIGNATURE_INVALID", "the same update replayed")
       })
     ))
 
