@@ -1,7 +1,7 @@
 /**
  * The agent's A2A card (`/.well-known/agent-card.json`, A2A 1.0): its JSON-RPC interface in 1.0 and in 0.3 (same
- * URL), its skills (the `skills` option, else one per declared capability), the security scheme its auth mode asks
- * for, and a JWS signature (EdDSA, by the agent's own key, `kid` its verification method) over the card's canonical
+ * URL), its skills (the `skills` option, else one per declared capability, else one describing what the agent does
+ * with a message), the security scheme its auth mode asks for, and a JWS signature (EdDSA, by the agent's own key, `kid` its verification method) over the card's canonical
  * form (A2A 1.0 §8.4.1), so a client can check the card came from the holder of the agent's DID. Signed once, after
  * the base URL is published, then answered as the same text.
  *
@@ -62,12 +62,28 @@ const securityOf = (auth: AuthMode) => {
   return {}
 }
 
+/**
+ * The skills the card lists, never none (a card's `skills` is required by the A2A 1.0 `AgentCard`): the `skills` option, else one
+ * per declared capability, else one that says what the agent does with a message (what `/v1/run` does).
+ */
+export const skillsOf = (options: Pick<Options, "name" | "description" | "capabilities" | "skills">): ReadonlyArray<A2aSkill> => {
+  if (options.skills !== undefined && options.skills.length > 0) return options.skills
+  const capabilities = options.capabilities ?? []
+  if (capabilities.length > 0) return capabilities.map((c) => ({ id: c, name: c, description: `The ${c} capability.`, tags: [c] }))
+  return [{
+    id: "run",
+    name: options.name,
+    description: options.description ?? `Answers a message (text, or structured data parts) as the agent ${options.name}: the reply streams back as the task's artifact, as POST /v1/run answers it.`,
+    tags: ["run"]
+  }]
+}
+
 /** The card for the identity in context, signed with its key. */
 export const make = (options: Options): Effect.Effect<{ readonly text: Effect.Effect<string> }, never, Identity | Keys> =>
   Effect.gen(function* () {
     const identity = yield* Identity
     const keys = yield* Keys
-    const skills: ReadonlyArray<A2aSkill> = options.skills ?? (options.capabilities ?? []).map((c) => ({ id: c, name: c, description: `The ${c} capability.`, tags: [c] }))
+    const skills = skillsOf(options)
     const sign = Effect.gen(function* () {
       const base = (yield* identity.url).replace(/\/+$/, "")
       const endpoint = `${base}/`

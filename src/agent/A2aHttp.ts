@@ -1,6 +1,6 @@
 /**
  * The A2A server of an agent (docs/bridges.md, "A2A"): JSON-RPC 2.0 on `POST /` in A2A 1.0 (`SendMessage`,
- * `SendStreamingMessage`, `GetTask`, `CancelTask`, `SubscribeToTask`) and under the 0.3 names, over the same parts as
+ * `SendStreamingMessage`, `GetTask`, `ListTasks`, `CancelTask`, `SubscribeToTask`) and under the 0.3 names, over the same parts as
  * `/v1/run` (auth middleware, execution, gates, memory), and the signed card. A blocking `SendMessage` runs the handler
  * in its request, as `/v1/run` does; a streamed or non-blocking one runs it as a task of `A2aTasks` that outlives the
  * request. A human gate pauses the task in `TASK_STATE_INPUT_REQUIRED` with the approval request as a data part; the
@@ -33,6 +33,8 @@ import {
   METHODS,
   readMessage,
   resultText,
+  readCount,
+  readListQuery,
   type RpcError,
   type RpcId,
   rpcError,
@@ -41,12 +43,15 @@ import {
   streamResult,
   taskResult,
   textOf,
+  type TaskPage,
   UNSUPPORTED,
   VERSION_0_3,
   VERSION_1_0,
   VERSION_HEADER
 } from "./A2aProtocol.js"
 import { type A2aTask, A2aTasks, holderOf, REPLY_ARTIFACT, snapshot } from "./A2aTasks.js"
+import type { A2aTaskCursor } from "../core/A2aTaskStore.js"
+import { updatedOf } from "../core/A2aTaskStore.js"
 import { Execution, type Outcome } from "./Execution.js"
 import { type Approval, Gates, storeUnavailable, type TaskState } from "./Gates.js"
 import { Identity } from "./Identity.js"
@@ -126,6 +131,24 @@ const asRpc = (e: RunError): RpcFailure =>
       e.code
     )
   )
+
+/** A request's `historyLength`: absent, or a whole number of at least 0 (else Invalid Params). */
+const historyLengthOf = (raw: unknown): Effect.Effect<number | undefined, RpcFailure> => {
+  const n = readCount(raw, "historyLength")
+  return typeof n === "object" ? fail(Codes.INVALID_PARAMS, n.invalid) : Effect.succeed(n)
+}
+
+/** A `ListTasks` page token: where the previous page ended, opaque to the client. */
+const pageToken = (c: A2aTaskCursor): string => Buffer.from(`${c.updated}.${c.id}`, "utf8").toString("base64url")
+
+const readPageToken = (token: string): A2aTaskCursor | undefined => {
+  const m = /^(\d{1,16})\.(.+)$/s.exec(Buffer.from(token, "base64url").toString("utf8"))
+  return m === null || pageToken({ updated: Number(m[1]), id: m[2]! }) !== token ? undefined : { updated: Number(m[1]), id: m[2]! }
+}
+
+/** A request id as JSON-RPC allows it (a string, a number, or null), else undefined. */
+const readId = (raw: unknown): RpcId | undefined =>
+  raw === null || typeof raw === "string" || (typeof raw === "number" && Number.isFinite(raw)) ? raw : undefined
 
 const stringField = (r: Readonly<Record<string, unknown>> | undefined, f: string): string | undefined => (r !== undefined && typeof r[f] === "string" ? (r[f] as string) : undefined)
 
@@ -215,7 +238,7 @@ const handlers = Effect.gen(function* () {
       if (typeof message === "string") return yield* fail(Codes.INVALID_PARAMS, message)
       const config = isRecord(params.configuration) ? params.configuration : {}
       const background_ = streaming || config.returnImmediately === true || config.blocking === false
-      const historyLength = typeof config.historyLength === "number" ? config.historyLength : undefined
+      const historyLength = yield* historyLengthOf(config.historyLength)
       const meta = { ...(isRecord(params.metadata) ? params.metadata : {}), ...message.metadata }
 
       let task: A2aTask
@@ -268,9 +291,38 @@ const handlers = Effect.gen(function* () {
   }
 
   const get = (id: RpcId, dialect: Dialect, params: Readonly<Record<string, unknown>>, caller: Caller) =>
-    Effect.map(taskParam(params, caller), (task) =>
-      rpcResponse(resultText(id, taskResult(dialect, snapshot(task, typeof params.historyLength === "number" ? params.historyLength : undefined))), versionOf(dialect))
-    )
+    Effect.gen(function* () {
+      const historyLength = yield* historyLengthOf(params.historyLength)
+      const task = yield* taskParam(params, caller)
+      return rpcResponse(resultText(id, taskResult(dialect, snapshot(task, historyLength))), versionOf(dialect))
+    })
+
+  /**
+   * `ListTasks`: the caller's own tasks (its principal, and for an anonymous caller its address: the holder its task
+   * bytes count against), newest status first, a page at a time.
+   */
+  const list = (id: RpcId, dialect: Dialect, params: Readonly<Record<string, unknown>>, holder: string, caller: Caller) =>
+    Effect.gen(function* () {
+      const q = readListQuery(params)
+      if (typeof q === "string") return yield* fail(Codes.INVALID_PARAMS, q)
+      const after = q.pageToken === undefined ? undefined : readPageToken(q.pageToken)
+      if (q.pageToken !== undefined && after === undefined) return yield* fail(Codes.INVALID_PARAMS, "pageToken is not one this agent gave")
+      const page = yield* Effect.mapError(
+        tasks.list({ principal: caller.principal, holder, contextId: q.contextId, state: q.state, updatedAfter: q.updatedAfter, after, limit: q.pageSize + 1 }),
+        asRpc
+      )
+      // One more than the page is read: whether it exists says whether there is a next page.
+      const shown = page.tasks.slice(0, q.pageSize)
+      const last = shown[shown.length - 1]
+      const next = page.tasks.length > q.pageSize && last !== undefined ? pageToken({ updated: updatedOf({ timestamp: last.timestamp }, 0), id: last.id }) : ""
+      const result: TaskPage = {
+        tasks: shown.map((t) => snapshot(t, q.historyLength, q.includeArtifacts)),
+        nextPageToken: next,
+        pageSize: q.pageSize,
+        totalSize: page.total
+      }
+      return rpcResponse(resultText(id, result), versionOf(dialect))
+    })
 
   const cancel = (id: RpcId, dialect: Dialect, params: Readonly<Record<string, unknown>>, caller: Caller) =>
     Effect.gen(function* () {
@@ -297,14 +349,13 @@ const handlers = Effect.gen(function* () {
       let id: RpcId = null
       let dialect: Dialect = "1.0"
       const answer = Effect.gen(function* () {
+        // The id is read first, so an Invalid Request answer names the request whenever its id is readable.
+        const rawId = isRecord(payload) ? readId(payload.id) : undefined
+        if (rawId !== undefined) id = rawId
         if (!isRecord(payload) || payload.jsonrpc !== "2.0" || typeof payload.method !== "string") {
           return yield* fail(Codes.INVALID_REQUEST, Array.isArray(payload) ? "batches are not supported" : "not a JSON-RPC 2.0 request")
         }
-        const rawId = payload.id
-        if (rawId !== null && typeof rawId !== "string" && !(typeof rawId === "number" && Number.isFinite(rawId))) {
-          return yield* fail(Codes.INVALID_REQUEST, "a request needs an id: a string or a number")
-        }
-        id = rawId
+        if (rawId === undefined) return yield* fail(Codes.INVALID_REQUEST, "a request needs an id: a string or a number")
         yield* checkVersion(req.headers[VERSION_HEADER])
         const method = METHODS.get(payload.method)
         if (method === undefined) {
@@ -327,6 +378,8 @@ const handlers = Effect.gen(function* () {
             return yield* cancel(id, dialect, params, caller)
           case "subscribe":
             return yield* subscribe(id, dialect, params, caller)
+          case "list":
+            return yield* list(id, dialect, params, holderOf(caller, Option.getOrUndefined(req.remoteAddress)), caller)
         }
       })
       return yield* Effect.catchAll(answer, (e) =>

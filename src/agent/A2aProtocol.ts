@@ -36,7 +36,7 @@ export const Codes = {
 } as const
 
 /** The operations an agent server answers. */
-export type Operation = "send" | "stream" | "get" | "cancel" | "subscribe"
+export type Operation = "send" | "stream" | "get" | "cancel" | "subscribe" | "list"
 
 /** Which shapes a request and its answer use. */
 export type Dialect = "1.0" | "0.3"
@@ -48,6 +48,7 @@ export const METHODS: ReadonlyMap<string, { readonly op: Operation; readonly dia
   ["GetTask", { op: "get", dialect: "1.0" }],
   ["CancelTask", { op: "cancel", dialect: "1.0" }],
   ["SubscribeToTask", { op: "subscribe", dialect: "1.0" }],
+  ["ListTasks", { op: "list", dialect: "1.0" }],
   ["message/send", { op: "send", dialect: "0.3" }],
   ["message/stream", { op: "stream", dialect: "0.3" }],
   ["tasks/get", { op: "get", dialect: "0.3" }],
@@ -66,8 +67,7 @@ export const UNSUPPORTED: ReadonlyMap<string, number> = new Map([
   ["tasks/pushNotificationConfig/list", Codes.PUSH_NOTIFICATION_NOT_SUPPORTED],
   ["tasks/pushNotificationConfig/delete", Codes.PUSH_NOTIFICATION_NOT_SUPPORTED],
   ["GetExtendedAgentCard", Codes.EXTENDED_CARD_NOT_CONFIGURED],
-  ["agent/getAuthenticatedExtendedCard", Codes.EXTENDED_CARD_NOT_CONFIGURED],
-  ["ListTasks", Codes.UNSUPPORTED_OPERATION]
+  ["agent/getAuthenticatedExtendedCard", Codes.EXTENDED_CARD_NOT_CONFIGURED]
 ])
 
 /** The task states of A2A 1.0. */
@@ -91,6 +91,18 @@ const LEGACY_STATES: Readonly<Record<TaskState, string>> = {
   TASK_STATE_REJECTED: "rejected",
   TASK_STATE_AUTH_REQUIRED: "auth-required"
 }
+// ProtoJSON may write an enum as its number (a2a.proto's TaskState).
+const STATE_NUMBERS: ReadonlyArray<TaskState | undefined> = [
+  undefined,
+  "TASK_STATE_SUBMITTED",
+  "TASK_STATE_WORKING",
+  "TASK_STATE_COMPLETED",
+  "TASK_STATE_FAILED",
+  "TASK_STATE_CANCELED",
+  "TASK_STATE_INPUT_REQUIRED",
+  "TASK_STATE_REJECTED",
+  "TASK_STATE_AUTH_REQUIRED"
+]
 const STATES_OF_LEGACY: ReadonlyMap<string, TaskState> = new Map(Object.entries(LEGACY_STATES).map(([k, v]) => [v, k as TaskState]))
 
 /** States after which nothing more happens to a task. */
@@ -252,6 +264,15 @@ export const legacyStreamResult = (r: StreamResult): Record<string, unknown> => 
 /** A task as a `SendMessage` answers it: wrapped in 1.0 (`{ task }`), bare with its `kind` in 0.3. */
 export const sendResult = (dialect: Dialect, t: Task): unknown => (dialect === "1.0" ? { task: t } : legacyTask(t))
 
+/** A page of `ListTasks` (1.0 only: 0.3 has no such method). */
+export interface TaskPage {
+  readonly tasks: ReadonlyArray<Task>
+  /** Empty on the last page (the field is always present, A2A 1.0 §3.1.4). */
+  readonly nextPageToken: string
+  readonly pageSize: number
+  readonly totalSize: number
+}
+
 /** A task as `GetTask` and `CancelTask` answer it. */
 export const taskResult = (dialect: Dialect, t: Task): unknown => (dialect === "1.0" ? t : legacyTask(t))
 
@@ -259,6 +280,65 @@ export const taskResult = (dialect: Dialect, t: Task): unknown => (dialect === "
 export const streamResult = (dialect: Dialect, r: StreamResult): unknown => (dialect === "1.0" ? r : legacyStreamResult(r))
 
 // --- reading requests --------------------------------------------------------------------------------------------
+
+/**
+ * An optional non-negative integer parameter (`historyLength`, `pageSize`): absent or null is undefined; a number that
+ * is a whole number at least 0, or a string of digits (ProtoJSON writes int32 either way); anything else is why not.
+ */
+export const readCount = (raw: unknown, name: string): number | undefined | { readonly invalid: string } => {
+  if (raw === undefined || raw === null) return undefined
+  const n = typeof raw === "number" ? raw : typeof raw === "string" && /^[0-9]{1,10}$/.test(raw) ? Number(raw) : Number.NaN
+  return Number.isSafeInteger(n) && n >= 0 ? n : { invalid: `${name} must be a whole number of at least 0` }
+}
+
+/** Most tasks one `ListTasks` page holds (A2A 1.0 §3.1.4). */
+export const MAX_PAGE_SIZE = 100
+/** The page size of a `ListTasks` that names none. */
+export const DEFAULT_PAGE_SIZE = 50
+
+/** What a `ListTasks` asks for, read and checked. */
+export interface ListQuery {
+  readonly contextId: string | undefined
+  readonly state: TaskState | undefined
+  readonly pageSize: number
+  readonly pageToken: string | undefined
+  readonly historyLength: number | undefined
+  /** Epoch ms: only tasks whose status changed at or after it. */
+  readonly updatedAfter: number | undefined
+  readonly includeArtifacts: boolean
+}
+
+const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:[Zz]|[+-]\d{2}:\d{2})$/
+
+/** The parameters of a `ListTasks`, or why they cannot be read (an Invalid Params answer). */
+export const readListQuery = (p: Readonly<Record<string, unknown>>): ListQuery | string => {
+  const history = readCount(p.historyLength, "historyLength")
+  if (typeof history === "object") return history.invalid
+  const size = readCount(p.pageSize, "pageSize")
+  if (typeof size === "object" || (size !== undefined && (size < 1 || size > MAX_PAGE_SIZE))) return `pageSize must be a whole number from 1 to ${MAX_PAGE_SIZE}`
+  if (p.contextId !== undefined && p.contextId !== null && typeof p.contextId !== "string") return "contextId must be a string"
+  if (p.pageToken !== undefined && p.pageToken !== null && typeof p.pageToken !== "string") return "pageToken must be a string"
+  let state: TaskState | undefined
+  if (p.status !== undefined && p.status !== null && p.status !== "TASK_STATE_UNSPECIFIED" && p.status !== 0) {
+    state = typeof p.status === "number" ? STATE_NUMBERS[p.status] : readState(p.status)
+    if (state === undefined) return `status must be one of ${Object.keys(LEGACY_STATES).join(", ")}`
+  }
+  let updatedAfter: number | undefined
+  if (p.statusTimestampAfter !== undefined && p.statusTimestampAfter !== null) {
+    updatedAfter = typeof p.statusTimestampAfter === "string" && RFC3339.test(p.statusTimestampAfter) ? Date.parse(p.statusTimestampAfter) : Number.NaN
+    if (!Number.isFinite(updatedAfter)) return "statusTimestampAfter must be an RFC 3339 timestamp, e.g. 2026-01-01T00:00:00Z"
+  }
+  if (p.includeArtifacts !== undefined && p.includeArtifacts !== null && typeof p.includeArtifacts !== "boolean") return "includeArtifacts must be a boolean"
+  return {
+    contextId: typeof p.contextId === "string" && p.contextId !== "" ? p.contextId : undefined,
+    state,
+    pageSize: size ?? DEFAULT_PAGE_SIZE,
+    pageToken: typeof p.pageToken === "string" && p.pageToken !== "" ? p.pageToken : undefined,
+    historyLength: history,
+    updatedAfter,
+    includeArtifacts: p.includeArtifacts === true
+  }
+}
 
 /** A message as received, read into the 1.0 shape; or why it cannot be read. */
 export const readMessage = (dialect: Dialect, raw: unknown): Message | string => {

@@ -29,7 +29,15 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { AgentUnavailable } from "./AgentError.js"
 import { isInterrupted, isTerminal, type Message, type StreamResult, type Task, type TaskState } from "./A2aProtocol.js"
-import { type A2aTaskRecord, A2aTaskStore, type A2aTaskStoreUnavailable, type A2aTaskWrite, boundsOf, makeMemory } from "../core/A2aTaskStore.js"
+import {
+  type A2aTaskQuery,
+  type A2aTaskRecord,
+  A2aTaskStore,
+  type A2aTaskStoreUnavailable,
+  type A2aTaskWrite,
+  boundsOf,
+  makeMemory
+} from "../core/A2aTaskStore.js"
 import { Entropy } from "../core/Entropy.js"
 import { clientKey } from "../core/internal/clientKey.js"
 
@@ -66,13 +74,16 @@ export const holderOf = (caller: { readonly auth: string; readonly principal: st
 /** The artifact every reply is written to. */
 export const REPLY_ARTIFACT = "reply"
 
-/** The task as the wire shows it (`historyLength` most recent messages, all when unset). */
-export const snapshot = (t: A2aTask, historyLength?: number): Task => ({
+/**
+ * The task as the wire shows it: `historyLength` most recent messages, all when unset, and no `history` member at 0
+ * (A2A 1.0 §3.2.4); its reply artifact unless `artifacts` is false (`ListTasks` leaves them out unless asked).
+ */
+export const snapshot = (t: A2aTask, historyLength?: number, artifacts = true): Task => ({
   id: t.id,
   contextId: t.contextId,
   status: { state: t.state, timestamp: t.timestamp, ...(t.statusMessage === undefined ? {} : { message: t.statusMessage }) },
-  ...(t.text.length === 0 ? {} : { artifacts: [{ artifactId: REPLY_ARTIFACT, name: REPLY_ARTIFACT, parts: [{ text: t.text }] }] }),
-  history: historyLength === undefined ? t.history : historyLength <= 0 ? [] : t.history.slice(-historyLength)
+  ...(artifacts ? (t.text.length === 0 ? {} : { artifacts: [{ artifactId: REPLY_ARTIFACT, name: REPLY_ARTIFACT, parts: [{ text: t.text }] }] }) : {}),
+  ...(historyLength === 0 ? {} : { history: historyLength === undefined ? t.history : t.history.slice(-historyLength) })
 })
 
 /** The retention settings (the fields of the same name in `AgentServerOptions`). */
@@ -99,6 +110,11 @@ export interface A2aTasksApi {
   readonly keepEnded: (task: A2aTask, now: number) => Effect.Effect<void>
   /** The task `id` of `principal`, if it is kept (here or in the store). */
   readonly find: (id: string, principal: string) => Effect.Effect<A2aTask | undefined, AgentUnavailable>
+  /**
+   * One caller's kept tasks (the query's `principal` and `holder`), newest status first, a page at a time; a task
+   * running here is shown as it is now (its reply so far).
+   */
+  readonly list: (query: A2aTaskQuery) => Effect.Effect<{ readonly tasks: ReadonlyArray<A2aTask>; readonly total: number }, AgentUnavailable>
   /** Sets the task's state (and status message) at `now`, stores it, then tells its followers. */
   readonly settle: (task: A2aTask, now: number, state: TaskState, message?: Message) => Effect.Effect<void>
   /** Tells the task's followers of an event that is not a state change (a chunk of the reply). */
@@ -277,6 +293,12 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
       )
     }
 
+    const list: A2aTasksApi["list"] = (query) =>
+      store.list(query).pipe(
+        Effect.map((page) => ({ tasks: page.records.map((r) => local.get(r.id) ?? fromRecord(r)), total: page.total })),
+        Effect.mapError(unavailable)
+      )
+
     const tell = (task: A2aTask, r: StreamResult) => {
       if (task.listeners !== undefined) for (const l of task.listeners) l(r)
     }
@@ -362,7 +384,7 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
       const s = store.stats()
       return { a2aTasks: s.tasks, a2aTaskBytes: s.bytes }
     }
-    return { make, keep, keepEnded, find, settle, publish, run, interrupt, follow, stopAll: FiberSet.clear(live), stats }
+    return { make, keep, keepEnded, find, list, settle, publish, run, interrupt, follow, stopAll: FiberSet.clear(live), stats }
   })
 
 /** `A2aTasks` with these settings, over the `A2aTaskStore` in context (else one in memory). */

@@ -22,6 +22,7 @@ import * as FileLock from "../node/FileLock.js"
 import { type Did, didHash, normalizeDid } from "../core/Did.js"
 import * as AgentHttp from "./AgentHttp.js"
 import * as A2aHttp from "./A2aHttp.js"
+import { challengeOf } from "./Auth.js"
 import * as A2aTasks from "./A2aTasks.js"
 import { type AgentServerOptions, checkOptions, layerParts, layerResolver, type Services } from "./AgentServices.js"
 import * as Identity from "./Identity.js"
@@ -160,6 +161,7 @@ const serve = (options: AgentServerOptions) =>
     const server = yield* Serve.make(AgentApi, handlers, {
       ...Serve.withPublicUrl(options.serving, options.publicUrl),
       refusals: new Map([["/", A2aHttp.refusal]]),
+      challenge: challengeOf(options.auth ?? "none", options.name),
       port: options.port ?? 0,
       host: options.host ?? "127.0.0.1",
       ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes })

@@ -13,6 +13,7 @@ import { AgentApi } from "./AgentApi.js"
 import { AgentConfigError } from "./AgentError.js"
 import * as AgentHttp from "./AgentHttp.js"
 import * as A2aHttp from "./A2aHttp.js"
+import { challengeOf } from "./Auth.js"
 import * as A2aTasks from "./A2aTasks.js"
 import { type AgentServerOptions, checkOptions, layerParts, layerResolver, type Stores } from "./AgentServices.js"
 import * as Identity from "./Identity.js"
@@ -83,6 +84,7 @@ export const make = <E = never>(
           // Callers reach the agent by its public URL's name, as on node:http (`Serve.withPublicUrl`).
           allowedHosts: HostGuard.withHostOf(options.web?.allowedHosts, options.publicUrl),
           refusals: new Map([["/", A2aHttp.refusal]]),
+          challenge: challengeOf(options.auth ?? "none", options.name),
           ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes })
         })
         yield* Effect.addFinalizer(() => Effect.zipRight(streams.stopAll, a2a.stopAll))

@@ -151,6 +151,32 @@ const meshSig = (options: Options) =>
     return authenticate
   })
 
+/** A quoted-string (RFC 9110 §5.6.4) holding `s`: quotes and backslashes escaped, control characters dropped. */
+const quoted = (s: string): string => `"${[...s].filter((c) => c >= " " && c !== "\x7f").join("").replace(/["\\]/g, "\\$&")}"`
+
+/**
+ * The headers of a 401 under this auth mode (RFC 9110 §11.6.1: a 401 carries a `WWW-Authenticate` challenge): under
+ * bearer the RFC 6750 §3 challenge (with `error="invalid_token"` for a token that was sent and refused); under
+ * mesh-sig a `Signature` challenge naming the profile and the components a signature covers, with the RFC 9421 §5.1
+ * `Accept-Signature` that asks for the same (docs/protocol.md §10). None under none, which answers no 401.
+ */
+export const challengeOf = (auth: AuthMode, realm: string): (code: string) => Readonly<Record<string, string>> => {
+  const r = `realm=${quoted(realm)}`
+  if (auth === "bearer") {
+    const missing = { "www-authenticate": `Bearer ${r}` }
+    const invalid = { "www-authenticate": `Bearer ${r}, error="invalid_token", error_description="the bearer token is not accepted"` }
+    return (code) => (code === "INVALID_TOKEN" ? invalid : missing)
+  }
+  if (auth === "mesh-sig") {
+    const headers = {
+      "www-authenticate": `Signature ${r}, tag="mesh-sig", alg="ed25519", components="@method @target-uri content-digest"`,
+      "accept-signature": `sig1=("@method" "@target-uri" "content-digest");alg="ed25519";tag="mesh-sig"`
+    }
+    return () => headers
+  }
+  return () => ({})
+}
+
 /** The `AgentAuth` middleware for these settings, over the keys, resolver, nonce store and identity in context. */
 export const layer = (options: Options): Layer.Layer<AgentAuth, never, Keys | KeyResolver | NonceStore | Identity> => {
   const auth = options.auth ?? "none"

@@ -44,6 +44,37 @@ export type A2aTaskWrite =
   | { readonly _tag: "Save"; readonly record: A2aTaskRecord; readonly at: number }
   | { readonly _tag: "Event"; readonly id: string; readonly seq: number; readonly event: string }
 
+/** Which tasks a listing is after: one caller's (`principal` and `holder` both match), newest status first. */
+export interface A2aTaskQuery {
+  readonly principal: string
+  readonly holder: string
+  readonly contextId?: string | undefined
+  readonly state?: string | undefined
+  /** Epoch ms: only tasks whose status changed at or after it. */
+  readonly updatedAfter?: number | undefined
+  /** The last task of the previous page: only tasks after it in the order (updated time, then id, both descending). */
+  readonly after?: A2aTaskCursor | undefined
+  readonly limit: number
+}
+
+/** A place in a listing: a task's status time (epoch ms) and id. */
+export interface A2aTaskCursor {
+  readonly updated: number
+  readonly id: string
+}
+
+/** A page of a listing, and how many tasks match the query without its cursor and limit. */
+export interface A2aTaskPage {
+  readonly records: ReadonlyArray<A2aTaskRecord>
+  readonly total: number
+}
+
+/** When a record's status last changed, in epoch ms (its `timestamp`; `fallback` for one that does not parse). */
+export const updatedOf = (r: { readonly timestamp: string }, fallback: number): number => {
+  const t = Date.parse(r.timestamp)
+  return Number.isFinite(t) ? t : fallback
+}
+
 /** The bounds a store keeps (the agent's `maxA2aTasks`, `maxA2aTaskBytes`, `maxA2aTaskBytesPerCaller`, `runRetentionMs`). */
 export interface A2aTaskBounds {
   readonly maxTasks: number
@@ -63,6 +94,8 @@ export interface A2aTaskStoreApi {
   readonly write: (writes: ReadonlyArray<A2aTaskWrite>) => Effect.Effect<void, A2aTaskStoreUnavailable>
   /** The task `id` of `principal`, if kept. */
   readonly find: (id: string, principal: string) => Effect.Effect<A2aTaskRecord | undefined, A2aTaskStoreUnavailable>
+  /** One caller's tasks, newest status first, a page at a time (keyset on status time and id, so pages neither repeat nor skip a task that did not change). */
+  readonly list: (query: A2aTaskQuery) => Effect.Effect<A2aTaskPage, A2aTaskStoreUnavailable>
   /** The task's events from `from` on (at most `limit`); undefined when the task is no longer kept. */
   readonly events: (id: string, from: number, limit: number) => Effect.Effect<ReadonlyArray<string> | undefined, A2aTaskStoreUnavailable>
   /** The tasks kept and their bytes, as this process last saw them. */
@@ -218,6 +251,22 @@ export const makeMemory = (bounds: A2aTaskBounds = DEFAULT_BOUNDS): A2aTaskStore
       Effect.sync(() => {
         const t = tasks.get(id)
         return t !== undefined && t.record.principal === principal ? t.record : undefined
+      }),
+    list: (q) =>
+      Effect.sync(() => {
+        const matching: Array<{ readonly record: A2aTaskRecord; readonly updated: number }> = []
+        for (const { record } of tasks.values()) {
+          if (record.principal !== q.principal || record.holder !== q.holder) continue
+          if (q.contextId !== undefined && record.contextId !== q.contextId) continue
+          if (q.state !== undefined && record.state !== q.state) continue
+          const updated = updatedOf(record, 0)
+          if (q.updatedAfter !== undefined && updated < q.updatedAfter) continue
+          matching.push({ record, updated })
+        }
+        matching.sort((a, b) => b.updated - a.updated || (a.record.id < b.record.id ? 1 : a.record.id > b.record.id ? -1 : 0))
+        const after = q.after
+        const rest = after === undefined ? matching : matching.filter((m) => m.updated < after.updated || (m.updated === after.updated && m.record.id < after.id))
+        return { records: rest.slice(0, q.limit).map((m) => m.record), total: matching.length }
       }),
     events: (id, from, limit) => Effect.sync(() => tasks.get(id)?.events.slice(from, from + limit)),
     stats: () => ({ tasks: tasks.size, bytes })

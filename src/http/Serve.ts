@@ -132,6 +132,8 @@ export interface Options {
    * error body of docs/architecture.md §4. Default none.
    */
   readonly refusals?: ReadonlyMap<string, RefusalWriter>
+  /** The headers a 401 with this code carries besides its body: the `WWW-Authenticate` challenge of the server's auth (RFC 9110 §11.6.1). */
+  readonly challenge?: (code: string) => Readonly<Record<string, string>>
 }
 
 /** A serving-layer refusal (400 INVALID_JSON, 413 PAYLOAD_TOO_LARGE, 415 UNSUPPORTED_MEDIA_TYPE) of a request to a route. */
@@ -157,7 +159,7 @@ export const withPublicUrl = (guards: Guards | undefined, publicUrl: string | un
 /** The options `listener` uses (the others belong to the node:http server `make` creates). */
 export type ListenerOptions = Pick<
   Options,
-  "maxBodyBytes" | "maxDrainBytes" | "allowedHosts" | "allowedOrigins" | "maxInFlight" | "maxEventLoopLagMs" | "eventLoopLag" | "shedExemptPaths" | "refusals"
+  "maxBodyBytes" | "maxDrainBytes" | "allowedHosts" | "allowedOrigins" | "maxInFlight" | "maxEventLoopLagMs" | "eventLoopLag" | "shedExemptPaths" | "refusals" | "challenge"
 >
 
 /** A running server. */
@@ -261,11 +263,13 @@ const sendError = (
   tag: string,
   message: string,
   code: string,
-  cid: string
+  cid: string,
+  extra?: Readonly<Record<string, string>>
 ): void => {
   if (res.headersSent || res.destroyed) return
   const body = errorBody(fields, tag, message, code, cid)
   const headers: Http.OutgoingHttpHeaders = {
+    ...extra,
     "content-type": "application/json",
     "content-length": Buffer.byteLength(body),
     [HEADER]: cid,
@@ -431,7 +435,7 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
           if (enc.status >= 500 && !wasLogged(e)) {
             runFork(Effect.logError(`answered ${enc.status} ${code}: ${message}`).pipe(Effect.annotateLogs("correlationId", cid)))
           }
-          return sendError(res, enc.status, fields, tag, message, code, cid)
+          return sendError(res, enc.status, fields, tag, message, code, cid, enc.status === 401 ? options.challenge?.(code) : undefined)
         }
       } else if (Cause.isInterruptedOnly(cause)) {
         return void res.destroy()
@@ -634,7 +638,7 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
         }
         if (verdict === "allowed") {
           res.setHeader("access-control-allow-origin", origin)
-          res.setHeader("access-control-expose-headers", "x-correlation-id, retry-after")
+          res.setHeader("access-control-expose-headers", "x-correlation-id, retry-after, www-authenticate")
           res.setHeader("vary", "Origin")
         }
       }

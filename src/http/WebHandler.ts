@@ -60,6 +60,8 @@ export interface Options {
   readonly shedExemptPaths?: ReadonlyArray<string>
   /** Paths whose routes speak a protocol of their own (A2A's JSON-RPC on `/`): their refusals are written by it. */
   readonly refusals?: ReadonlyMap<string, RefusalWriter>
+  /** The headers a 401 with this code carries besides its body (its `WWW-Authenticate` challenge); see `Serve.Options`. */
+  readonly challenge?: (code: string) => Readonly<Record<string, string>>
   /**
    * The client's address as handlers see it (`remoteAddress`), from what the platform vouches for: on Workers
    * `CF-Connecting-IP`. Default none: a header a client can set is never trusted by default.
@@ -90,9 +92,18 @@ const CLIENT_CLOSED = 499
 const baseHeaders = (cid: string): globalThis.Headers =>
   new globalThis.Headers({ [HEADER]: cid, "x-content-type-options": "nosniff", "cache-control": "no-store" })
 
-const errorResponse = (status: number, fields: object | undefined, tag: string, message: string, code: string, cid: string): Response => {
+const errorResponse = (
+  status: number,
+  fields: object | undefined,
+  tag: string,
+  message: string,
+  code: string,
+  cid: string,
+  extra?: Readonly<Record<string, string>>
+): Response => {
   const body = errorBody(fields, tag, message, code, cid)
   const headers = baseHeaders(cid)
+  for (const [k, v] of Object.entries(extra ?? {})) headers.set(k, v)
   headers.set("content-type", "application/json")
   const retryAfter = fields !== undefined && "retryAfterSeconds" in fields ? (fields as { retryAfterSeconds: unknown }).retryAfterSeconds : undefined
   if (typeof retryAfter === "number" && Number.isFinite(retryAfter)) headers.set("retry-after", String(Math.max(0, Math.ceil(retryAfter))))
@@ -208,7 +219,7 @@ export const make = <Api extends HttpApi.HttpApi.Any, E, R>(
           if (enc.status >= 500 && !wasLogged(e)) {
             runFork(Effect.logError(`answered ${enc.status} ${code}: ${message}`).pipe(Effect.annotateLogs("correlationId", cid)))
           }
-          return errorResponse(enc.status, fields, tag, message, code, cid)
+          return errorResponse(enc.status, fields, tag, message, code, cid, enc.status === 401 ? options.challenge?.(code) : undefined)
         }
       } else if (Cause.isInterruptedOnly(cause)) {
         return new Response(null, { status: CLIENT_CLOSED, headers: baseHeaders(cid) })
@@ -325,7 +336,7 @@ export const make = <Api extends HttpApi.HttpApi.Any, E, R>(
 
     const withCors = (response: Response, origin: string): Response => {
       response.headers.set("access-control-allow-origin", origin)
-      response.headers.set("access-control-expose-headers", "x-correlation-id, retry-after")
+      response.headers.set("access-control-expose-headers", "x-correlation-id, retry-after, www-authenticate")
       response.headers.set("vary", "Origin")
       return response
     }

@@ -16,7 +16,8 @@ import {
   A2aTaskStoreUnavailable,
   type A2aTaskWrite,
   DEFAULT_BOUNDS,
-  toLetGo
+  toLetGo,
+  updatedOf
 } from "../core/A2aTaskStore.js"
 import { summarize } from "./SqlFailure.js"
 
@@ -119,7 +120,7 @@ export const make = (bounds: A2aTaskBounds = DEFAULT_BOUNDS): Effect.Effect<A2aT
         const added = yield* sql<{ task_id: string }>`
           INSERT INTO mesh_a2a_tasks (task_id, principal, holder, context_id, state, gate_task_id, body, bytes, seq, ended, ended_at, updated_at)
           VALUES (${r.id}, ${r.principal}, ${r.holder}, ${r.contextId}, ${r.state}, ${r.gateTaskId ?? null}, ${bodyOf(r)}, ${r.bytes}, ${r.seq},
-            ${r.ended ? 1 : 0}, ${r.ended ? now : null}, ${now})
+            ${r.ended ? 1 : 0}, ${r.ended ? now : null}, ${updatedOf(r, now)})
           ON CONFLICT (task_id) DO NOTHING RETURNING task_id`
         if (added.length > 0) seen = { tasks: t.tasks + 1, bytes: t.bytes + r.bytes }
         return added.length > 0
@@ -135,7 +136,7 @@ export const make = (bounds: A2aTaskBounds = DEFAULT_BOUNDS): Effect.Effect<A2aT
       const r = w.record
       return Effect.zipRight(
         sql`UPDATE mesh_a2a_tasks SET state = ${r.state}, gate_task_id = ${r.gateTaskId ?? null}, body = ${bodyOf(r)}, bytes = ${r.bytes}, seq = ${r.seq},
-          ended = ${r.ended ? 1 : 0}, ended_at = ${r.ended ? w.at : null}, updated_at = ${w.at} WHERE task_id = ${r.id} AND state <> ${CANCELED}`,
+          ended = ${r.ended ? 1 : 0}, ended_at = ${r.ended ? w.at : null}, updated_at = ${updatedOf(r, w.at)} WHERE task_id = ${r.id} AND state <> ${CANCELED}`,
         // Its reply grew while it ran: room is made for it among the ended tasks (it may be the one let go).
         r.ended ? Effect.asVoid(makeRoom(w.at, r.holder, 0, 0)) : Effect.void
       )
@@ -154,6 +155,23 @@ export const make = (bounds: A2aTaskBounds = DEFAULT_BOUNDS): Effect.Effect<A2aT
           Effect.mapError(unavailable),
           Effect.flatMap((rows) => (rows[0] === undefined ? Effect.succeed(undefined) : fromRow(rows[0])))
         ),
+      list: (q) =>
+        Effect.gen(function* () {
+          // Index 0026 (principal, holder, updated_at, task_id) serves both the count and the page.
+          const filters = [
+            sql`principal = ${q.principal}`,
+            sql`holder = ${q.holder}`,
+            ...(q.contextId === undefined ? [] : [sql`context_id = ${q.contextId}`]),
+            ...(q.state === undefined ? [] : [sql`state = ${q.state}`]),
+            ...(q.updatedAfter === undefined ? [] : [sql`updated_at >= ${q.updatedAfter}`])
+          ]
+          const [count] = yield* sql<{ n: number | string }>`SELECT count(*) AS n FROM mesh_a2a_tasks WHERE ${sql.and(filters)}`
+          const after = q.after
+          const page = after === undefined ? filters : [...filters, sql`(updated_at < ${after.updated} OR (updated_at = ${after.updated} AND task_id < ${after.id}))`]
+          const rows = yield* sql<Row>`SELECT * FROM mesh_a2a_tasks WHERE ${sql.and(page)} ORDER BY updated_at DESC, task_id DESC LIMIT ${q.limit}`
+          const records = yield* Effect.forEach(rows, fromRow)
+          return { records, total: Number(count?.n ?? 0) }
+        }).pipe(Effect.mapError((e) => (e instanceof A2aTaskStoreUnavailable ? e : unavailable(e)))),
       events: (id, from, limit) =>
         Effect.gen(function* () {
           const [kept] = yield* sql<{ task_id: string }>`SELECT task_id FROM mesh_a2a_tasks WHERE task_id = ${id}`

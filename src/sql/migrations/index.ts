@@ -32,6 +32,7 @@ import m0022 from "./0022_idempotency_reply_bytes.js"
 import m0023 from "./0023_a2a_tasks.js"
 import m0024 from "./0024_write_quotas.js"
 import m0025 from "./0025_search_trigram.js"
+import m0026 from "./0026_a2a_task_listing.js"
 import postgresBaseline from "./postgres_baseline.js"
 
 type Migration = Effect.Effect<void, unknown, SqlClient.SqlClient>
@@ -69,5 +70,6 @@ export const migrations: Record<string, Migration> = {
   "0022_idempotency_reply_bytes": m0022,
   "0023_a2a_tasks": m0023,
   "0024_write_quotas": m0024,
-  "0025_search_trigram": m0025
+  "0025_search_trigram": m0025,
+  "0026_a2a_task_listing": m0026
 }
