@@ -29,8 +29,11 @@ const echo: AgentServer.AgentServerOptions = {
 /** The SDK's 1.0 client for the agent at `url`, sending `Authorization: Bearer <token>` when given. */
 const sdkClient = (url: string, token?: string): Effect.Effect<Client> =>
   Effect.promise(() => {
-    const fetchImpl: typeof fetch = (input, init) =>
-      fetch(input, { ...init, headers: { ...Object.fromEntries(new Headers(init?.headers).entries()), ...(token === undefined ? {} : { authorization: `Bearer ${token}` }) } })
+    const fetchImpl: typeof fetch = (input, init) => {
+      const headers = new Headers(init?.headers)
+      if (token !== undefined) headers.set("authorization", `Bearer ${token}`)
+      return fetch(input, { ...init, headers })
+    }
     const factory = new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, { transports: [new JsonRpcTransportFactory({ fetchImpl })] }))
     return factory.createFromUrl(url)
   })
