@@ -35,6 +35,20 @@ export const fixUsage = (text: string, words: ReadonlyArray<string>): string =>
     return `$ mesh ${at < 0 ? first : words.slice(0, at + 1).join(" ")}`
   })
 
+/**
+ * What the parser writes under every option of a type before the option's own text ("A file.", "A user-defined piece
+ * of text.", "One of the following: …" beside a usage line that lists them already): dropped from `--help`.
+ */
+const FILLER = /^ {2}(An? (integer|floating point number|true or false value|user-defined piece of text( that is confidential)?|(existing )?(file|directory|file or directory)( that must not exist)?)\.|A (file|directory|file or directory) that must not exist\.|One of the following: .*|This option can be set from environment variables\.|This option may be repeated zero or more times\.)\n\n?/gm
+
+/** The parser's own description of `--log-level`, said for this command line. */
+const BUILTIN_LOG_LEVEL = "  Sets the minimum log level for a command."
+const LOG_LEVEL_TEXT = "  least severe log level printed, for any command (mesh hub and mesh agent also read MESH_HUB_LOG_LEVEL and MESH_AGENT_LOG_LEVEL; default info)"
+
+/** Help text without the parser's filler lines, so each option shows its own description. */
+export const dropFiller = (text: string): string =>
+  /^USAGE$/m.test(text) ? text.replace(FILLER, "").replace(BUILTIN_LOG_LEVEL, LOG_LEVEL_TEXT) : text
+
 /** A parser error (one or more paragraphs) as the one line `mesh` prints. */
 export const errorLine = (text: string, words: ReadonlyArray<string>): string => {
   const paragraphs = text.replace(ANSI, "").split(/\n\s*\n/).map((p) => p.replace(/\s+/g, " ").trim()).filter((p) => p.length > 0)
@@ -57,7 +71,7 @@ export const withOutput = (args: ReadonlyArray<string>) => <A, E, R>(effect: Eff
   return Console.consoleWith((base) =>
     Effect.withConsole(logged, {
       ...base,
-      log: (...xs: ReadonlyArray<unknown>) => base.log(fixUsage(text(xs), words)),
+      log: (...xs: ReadonlyArray<unknown>) => base.log(dropFiller(fixUsage(text(xs), words))),
       error: (...xs: ReadonlyArray<unknown>) => {
         const t = text(xs)
         return base.error(t.startsWith("mesh: ") ? t : errorLine(t, words))

@@ -10,6 +10,7 @@
  */
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
+import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
 import * as NodeContext from "@effect/platform-node/NodeContext"
@@ -18,12 +19,18 @@ import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Config from "effect/Config"
+import * as ConfigError from "effect/ConfigError"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
+import * as Option from "effect/Option"
+import * as Either from "effect/Either"
+import * as FiberRef from "effect/FiberRef"
+import * as Redacted from "effect/Redacted"
 import {
   attenuateMandate,
   callAgent,
   CHILD_KINDS,
+  CliError,
   CONSTRAINTS_HELP,
   createKey,
   DEFAULT_DATABASE,
@@ -86,20 +93,82 @@ const db = Options.text("db").pipe(
   Options.withDefault(DEFAULT_DATABASE),
   Options.withDescription("SQLite file, or postgres:// URL shared by several hubs (env MESH_HUB_DB, else MESH_DATABASE_URL)")
 )
-const logLevelOf = (env: string) =>
-  Options.choice("log-level", ["debug", "info", "warning", "error"]).pipe(
-    Options.withFallbackConfig(setting(Config.literal("debug", "info", "warning", "error"), env)),
-    Options.withDefault("info" as const),
-    Options.withDescription(`least severe log level printed (env ${env})`)
-  )
-const logLevels = { debug: "Debug", info: "Info", warning: "Warning", error: "Error" } as const
-/** Prints only log lines at `--log-level` or more severe. */
-const withLogLevel = (level: keyof typeof logLevels) => Logger.withMinimumLogLevel(LogLevel.fromLiteral(logLevels[level]))
+/**
+ * The log level: `--log-level` (one flag for every command, applied around the whole command), else the command's
+ * variable (`MESH_HUB_LOG_LEVEL`, …, or mesh.json), else info. `main` takes the flag out of the arguments itself: the
+ * parser's own `--log-level` is found or missed depending on the flags before it (`mesh hub --db x --log-level …` went
+ * unseen), so the parser never sees it.
+ */
+const logLevelNames = { all: "All", trace: "Trace", debug: "Debug", info: "Info", warning: "Warning", error: "Error", fatal: "Fatal", none: "None" } as const
+type LogLevelName = keyof typeof logLevelNames
+const isLogLevelName = (s: string | undefined): s is LogLevelName => s !== undefined && Object.hasOwn(logLevelNames, s)
+/** The level `--log-level` gave this run, if it did. */
+const logLevelFlag = FiberRef.unsafeMake<Option.Option<LogLevelName>>(Option.none())
+
+/** `--log-level <level>` (or `--log-level=<level>`) taken out of the arguments (before any `--`), or what is wrong with it. */
+export const takeLogLevel = (
+  args: ReadonlyArray<string>
+): Either.Either<{ readonly args: ReadonlyArray<string>; readonly level: Option.Option<LogLevelName> }, string> => {
+  const rest: Array<string> = []
+  let level: Option.Option<LogLevelName> = Option.none()
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!
+    if (a === "--") {
+      rest.push(...args.slice(i))
+      break
+    }
+    if (a !== "--log-level" && !a.startsWith("--log-level=")) {
+      rest.push(a)
+      continue
+    }
+    const value = a === "--log-level" ? args[++i] : a.slice("--log-level=".length)
+    if (!isLogLevelName(value)) return Either.left(`--log-level takes one of ${Object.keys(logLevelNames).join(", ")}${value === undefined ? "" : `, not ${JSON.stringify(value)}`}`)
+    level = Option.some(value)
+  }
+  return Either.right({ args: rest, level })
+}
+
+/** Runs `effect` at the command's log level from `env` unless `--log-level` was given. */
+const withLogLevelOf = (env: string) => {
+  const level = setting((n) => Config.literal(...(Object.keys(logLevelNames) as Array<LogLevelName>))(n), env)
+  return <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | CliError, R> =>
+    Effect.flatMap(FiberRef.get(logLevelFlag), (flag) =>
+      Option.isSome(flag)
+        ? effect
+        : Effect.flatMap(Effect.mapError(Config.option(level), (e) => new CliError({ code: "CONFIG_INVALID", message: `${env}: ${ConfigError.isConfigError(e) ? String(e) : "invalid"}` })), (chosen) =>
+          Option.isSome(chosen) ? Logger.withMinimumLogLevel(effect, LogLevel.fromLiteral(logLevelNames[chosen.value])) : effect
+        ))
+}
 const logFormatOf = (env: string) =>
   Options.choice("log-format", Observability.LOG_FORMATS).pipe(
     Options.withFallbackConfig(setting(Config.literal(...Observability.LOG_FORMATS), env, "MESH_LOG_FORMAT")),
     Options.withDefault("pretty" as const),
     Options.withDescription(`log lines as pretty (default), json or logfmt (env ${env}); OTEL_* variables turn tracing on (docs/operations.md)`)
+  )
+
+/**
+ * A secret flag given at most once (else from its setting): read as text and redacted here, since the parser validates
+ * a repeated redacted value twice; a second value is refused rather than silently dropped.
+ */
+const secretOf = (flag: string, fallback: Config.Config<Redacted.Redacted>) =>
+  Options.text(flag).pipe(
+    Options.withPseudoName("secret"),
+    Options.repeated,
+    Options.mapEffect((given) =>
+      given.length > 1
+        ? Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--${flag} is given ${given.length} times: give it once`)))
+        : given.length === 1
+          ? Effect.succeed(Option.some(Redacted.make(given[0]!)))
+          : Effect.option(fallback)
+    )
+  )
+/** A secret flag the command cannot do without. */
+const requiredSecretOf = (flag: string, fallback: Config.Config<Redacted.Redacted>) =>
+  secretOf(flag, fallback).pipe(
+    Options.mapEffect(Option.match({
+      onNone: () => Effect.fail(ValidationError.missingValue(HelpDoc.p(`Expected to find option: '--${flag}'`))),
+      onSome: Effect.succeed
+    }))
   )
 
 // Repeatable flags: the flags when given, else the variable's comma-separated list.
@@ -171,16 +240,16 @@ const hubCommand = Command.make(
   {
     port, host, db, publicUrl, newAdminKey, probePort, sagaIdentity, a2aCardUrls, outboundUrls, runnerAddress, runnerListen, sagaFailoverSeconds: sagaFailover,
     allowedHosts: allowedHostsOf("MESH_HUB_ALLOWED_HOST"), allowedOrigins: allowedOriginsOf("MESH_HUB_ALLOWED_ORIGIN"),
-    logLevel: logLevelOf("MESH_HUB_LOG_LEVEL"), logFormat: logFormatOf("MESH_HUB_LOG_FORMAT"), shutdownTimeoutSeconds: shutdownTimeoutOf("MESH_HUB_SHUTDOWN_TIMEOUT")
+    logFormat: logFormatOf("MESH_HUB_LOG_FORMAT"), shutdownTimeoutSeconds: shutdownTimeoutOf("MESH_HUB_SHUTDOWN_TIMEOUT")
   },
-  (args) => runHub(args).pipe(withLogLevel(args.logLevel), Effect.provide(Observability.layer("mesh-hub", args.logFormat)))
+  (args) => runHub(args).pipe(withLogLevelOf("MESH_HUB_LOG_LEVEL"), Effect.provide(Observability.layer("mesh-hub", args.logFormat)))
 ).pipe(described(
   "run a hub: registry, spending ledger and platform API on a SQLite file; on SIGTERM it finishes requests in flight, then stops",
   "mesh hub --port 7700 --db .mesh/hub.db --public-url https://hub.example.com"
 ))
 
 const registryUrl = Options.text("registry").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_PLATFORM_REGISTRY", "MESH_REGISTRY")), Options.withDescription("the registry hub's URL (env MESH_PLATFORM_REGISTRY)"))
-const registryKey = Options.redacted("registry-key").pipe(Options.withFallbackConfig(setting((n) => Config.redacted(n), "MESH_PLATFORM_REGISTRY_KEY", "MESH_REGISTRY_KEY")), Options.withDescription("that hub's admin credential (env MESH_PLATFORM_REGISTRY_KEY)"))
+const registryKey = requiredSecretOf("registry-key", setting((n) => Config.redacted(n), "MESH_PLATFORM_REGISTRY_KEY", "MESH_REGISTRY_KEY")).pipe(Options.withDescription("that hub's admin credential (env MESH_PLATFORM_REGISTRY_KEY)"))
 const platformPort = Options.integer("port").pipe(Options.withFallbackConfig(setting(Config.integer, "MESH_PLATFORM_PORT", "MESH_PORT")), Options.withDefault(7701), Options.withDescription("port to listen on (env MESH_PLATFORM_PORT)"))
 const platformHost = Options.text("host").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_PLATFORM_HOST", "MESH_HOST")), Options.withDefault("127.0.0.1"), Options.withDescription("address to listen on (env MESH_PLATFORM_HOST)"))
 
@@ -193,7 +262,7 @@ const platformCommand = Command.make(
 /** The hub a client command talks to: the flag, MESH_HUB, mesh.json, else the local default (which it then names). */
 const DEFAULT_HUB = "http://127.0.0.1:7700"
 const hubUrl = Options.text("hub").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_HUB")), Options.withDefault(DEFAULT_HUB), Options.withDescription(`hub URL (env MESH_HUB; default ${DEFAULT_HUB})`))
-const adminKey = Options.redacted("admin-key").pipe(Options.withFallbackConfig(setting((n) => Config.redacted(n), "MESH_ADMIN_KEY")), Options.withDescription("the admin credential (env MESH_ADMIN_KEY)"))
+const adminKey = requiredSecretOf("admin-key", setting((n) => Config.redacted(n), "MESH_ADMIN_KEY")).pipe(Options.withDescription("the admin credential (env MESH_ADMIN_KEY)"))
 const owner = Options.text("owner").pipe(Options.withDescription("who the key is for: a name, or an agent's DID"))
 const label = Options.text("label").pipe(Options.optional, Options.withDescription("a note to recognize the key by"))
 
@@ -216,13 +285,20 @@ const agentRegister = Options.boolean("register").pipe(
   Options.withFallbackConfig(setting(Config.boolean, "MESH_AGENT_REGISTER")),
   Options.withDescription("register the agent at --hub (or update its record), then keep it live with a heartbeat; needs --identity and --api-key (env MESH_AGENT_REGISTER)")
 )
-const agentApiKey = Options.redacted("api-key").pipe(Options.withFallbackConfig(setting((n) => Config.redacted(n), "MESH_AGENT_API_KEY")), Options.optional, Options.withDescription("the API key that registers the agent (`mesh keys create --owner <did>`), the same on every start (env MESH_AGENT_API_KEY)"))
+const agentApiKey = secretOf("api-key", setting((n) => Config.redacted(n), "MESH_AGENT_API_KEY")).pipe(Options.withDescription("the API key that registers the agent (`mesh keys create --owner <did>`), the same on every start (env MESH_AGENT_API_KEY)"))
 const agentHeartbeat = Options.integer("heartbeat-interval").pipe(Options.withFallbackConfig(setting(Config.integer, "MESH_AGENT_HEARTBEAT_INTERVAL")), Options.optional, Options.withDescription("seconds between heartbeats with --register (env MESH_AGENT_HEARTBEAT_INTERVAL; default 30; the hub counts an agent stale after 90)"))
 const agentPublicUrl = Options.text("public-url").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_AGENT_PUBLIC_URL")), Options.optional, Options.withDescription("the URL callers reach the agent at, behind a proxy or in a container: it is registered, signed requests name it, its host is allowed (env MESH_AGENT_PUBLIC_URL)"))
 const agentAuth = Options.choice("auth", ["none", "bearer", "mesh-sig"]).pipe(Options.withFallbackConfig(setting(Config.literal("none", "bearer", "mesh-sig"), "MESH_AGENT_AUTH")), Options.optional, Options.withDescription("who may call: anyone, holders of a bearer token, or signed callers (env MESH_AGENT_AUTH; default the module's, else none)"))
-const agentBearer = Options.redacted("bearer-token").pipe(
+// A repeated redacted flag is read as text and redacted here: the parser validates a single repeated value twice,
+// and a value already redacted is no longer a string ("'<redacted>' is not a redacted").
+const agentBearer = Options.text("bearer-token").pipe(
+  Options.withPseudoName("token"),
   Options.repeated,
-  Options.mapEffect((given) => given.length > 0 ? Effect.succeed(given) : Effect.orElseSucceed(setting((n) => Config.array(Config.redacted(Config.string()), n), "MESH_AGENT_BEARER_TOKEN"), () => [])),
+  Options.mapEffect((given) =>
+    given.length > 0
+      ? Effect.succeed(given.map((t) => Redacted.make(t)))
+      : Effect.orElseSucceed(setting((n) => Config.array(Config.redacted(Config.string()), n), "MESH_AGENT_BEARER_TOKEN"), () => [])
+  ),
   Options.withDescription("a token accepted with --auth bearer (repeatable; env MESH_AGENT_BEARER_TOKEN, comma-separated)")
 )
 const agentAllowedCaller = listOf("allowed-caller", "MESH_AGENT_ALLOWED_CALLER", "a DID allowed to call with --auth mesh-sig; without any, every caller whose signature verifies")
@@ -233,9 +309,9 @@ const agentCommand = Command.make(
     module: agentModule, port: agentPort, host: agentHost, db: agentDb, sharedDb: agentSharedDb, hub: agentHub, identity: agentIdentity, provider: agentProvider, model: agentModel,
     register: agentRegister, apiKey: agentApiKey, heartbeatSeconds: agentHeartbeat, publicUrl: agentPublicUrl, auth: agentAuth, bearerTokens: agentBearer,
     allowedCallers: agentAllowedCaller, allowedHosts: allowedHostsOf("MESH_AGENT_ALLOWED_HOST"), allowedOrigins: allowedOriginsOf("MESH_AGENT_ALLOWED_ORIGIN"),
-    logLevel: logLevelOf("MESH_AGENT_LOG_LEVEL"), logFormat: logFormatOf("MESH_AGENT_LOG_FORMAT"), shutdownTimeoutSeconds: shutdownTimeoutOf("MESH_AGENT_SHUTDOWN_TIMEOUT")
+    logFormat: logFormatOf("MESH_AGENT_LOG_FORMAT"), shutdownTimeoutSeconds: shutdownTimeoutOf("MESH_AGENT_SHUTDOWN_TIMEOUT")
   },
-  (args) => runAgent(args).pipe(withLogLevel(args.logLevel), Effect.provide(Observability.layer("mesh-agent", args.logFormat)))
+  (args) => runAgent(args).pipe(withLogLevelOf("MESH_AGENT_LOG_LEVEL"), Effect.provide(Observability.layer("mesh-agent", args.logFormat)))
 ).pipe(described(
   "run the agent a module exports (POST /v1/run, /v1/resume, /health, /.well-known/mesh-agent.json); with --register, listed on a hub and kept live",
   "mesh agent examples/echo-agent.ts --identity echo.identity.json --hub http://127.0.0.1:7700 --api-key mk_… --register"
@@ -266,7 +342,7 @@ const callMandate = Options.text("mandate").pipe(
   Options.optional,
   Options.withDescription("a mandate token granted to the agent: a task mandate for its actions, or a payment or cart mandate (`mesh mandate attenuate`) that pays for the call; prints what it authorizes and what the agent charged, and with --identity of the parent's grantee books the charge in the hub's ledger")
 )
-const callBearer = Options.redacted("bearer-token").pipe(Options.withFallbackConfig(setting((n) => Config.redacted(n), "MESH_CALL_BEARER_TOKEN")), Options.optional, Options.withDescription("bearer token of an agent with --auth bearer (env MESH_CALL_BEARER_TOKEN)"))
+const callBearer = secretOf("bearer-token", setting((n) => Config.redacted(n), "MESH_CALL_BEARER_TOKEN")).pipe(Options.withDescription("bearer token of an agent with --auth bearer (env MESH_CALL_BEARER_TOKEN)"))
 
 const callApiKey = Options.redacted("api-key").pipe(
   Options.withFallbackConfig(setting((n) => Config.redacted(n), "MESH_CALL_API_KEY")),
@@ -409,7 +485,8 @@ const mcpCommand = Command.make("mcp", { hubUrl, identity: mcpIdentity, port: mc
   )
 )
 
-const mesh = Command.make("mesh").pipe(
+/** The whole command tree (exported for tests that parse arguments and read help without running anything). */
+export const mesh = Command.make("mesh").pipe(
   Command.withDescription("agent-mesh: identities, signed envelopes and mandates for meshes of AI agents"),
   Command.withSubcommands([keygenCommand, hubCommand, platformCommand, agentCommand, keysCommand, sagaCommand, callCommand, agentsCommand, mandateCommand, ledgerCommand, mcpCommand, registerCommand, whoamiCommand, approveCommand])
 )
@@ -425,14 +502,25 @@ const report = (e: { readonly code: string; readonly message: string }) =>
 const hasCode = (e: unknown): e is { readonly code: string; readonly message: string } =>
   typeof e === "object" && e !== null && typeof (e as { code?: unknown }).code === "string" && typeof (e as { message?: unknown }).message === "string"
 
-const argv = process.argv
-requireCsprng("the mesh command").pipe(
-  Effect.zipRight(Effect.flatMap(loadSettings(settingNames), (settings) => Effect.withConfigProvider(cli(argv), settings))),
-  // A usage error was printed by the parser already (once, one line: see Output.ts): only the exit code is left.
-  Effect.catchIf(ValidationError.isValidationError, () => Effect.sync(() => void (process.exitCode = 2))),
-  Effect.catchTag("ServeError", (e) => report({ code: "LISTEN_FAILED", message: e.message })),
-  Effect.catchIf(hasCode, report),
-  withOutput(argv.slice(2)),
-  Effect.provide(Layer.merge(NodeContext.layer, KeysNative.layer)),
-  NodeRuntime.runMain
-)
+/** Runs `mesh` with the process's arguments; start.ts calls it. */
+export const main = (argv: ReadonlyArray<string> = process.argv): void => {
+  const taken = takeLogLevel(argv.slice(2))
+  if (Either.isLeft(taken)) {
+    process.stderr.write(`mesh: ${taken.left} (see mesh --help)\n`)
+    process.exitCode = 2
+    return
+  }
+  const { args, level } = taken.right
+  requireCsprng("the mesh command").pipe(
+    Effect.zipRight(Effect.flatMap(loadSettings(settingNames), (settings) => Effect.withConfigProvider(cli([...argv.slice(0, 2), ...args]), settings))),
+    (run) => Option.isSome(level) ? Logger.withMinimumLogLevel(run, LogLevel.fromLiteral(logLevelNames[level.value])) : run,
+    Effect.locally(logLevelFlag, level),
+    // A usage error was printed by the parser already (once, one line: see Output.ts): only the exit code is left.
+    Effect.catchIf(ValidationError.isValidationError, () => Effect.sync(() => void (process.exitCode = 2))),
+    Effect.catchTag("ServeError", (e) => report({ code: "LISTEN_FAILED", message: e.message })),
+    Effect.catchIf(hasCode, report),
+    withOutput(args),
+    Effect.provide(Layer.merge(NodeContext.layer, KeysNative.layer)),
+    NodeRuntime.runMain
+  )
+}

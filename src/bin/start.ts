@@ -12,5 +12,6 @@ const args = process.argv.slice(2)
 if (args.length === 1 && args[0] === "--version") {
   process.stdout.write(`${VERSION}\n`)
 } else {
-  await import("./mesh.js")
+  const { main } = await import("./mesh.js")
+  main()
 }

@@ -9,7 +9,6 @@ import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Console from "effect/Console"
 import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
 import * as Effect from "effect/Effect"
 import * as Duration from "effect/Duration"
 import * as Redacted from "effect/Redacted"
@@ -551,7 +550,7 @@ export const runMcp = (args: {
       }
       return yield* Effect.never
     }).pipe(Effect.provide(FetchHttpClient.layer))
-  ).pipe(Logger.withMinimumLogLevel(LogLevel.Info), Effect.provide(Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger))))
+  ).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger))))
 
 /** One progress event as a line of `mesh saga run`. */
 export const formatSagaEvent = (e: SagaEvent): string => {
