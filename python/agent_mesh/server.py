@@ -647,6 +647,9 @@ class AgentApp:
                 if not isinstance(out, str):
                     raise TypeError(f"the handler returned {type(out).__name__}, not str")
                 reply = out
+                # A reply given whole reaches a streaming caller as one chunk before `done`, as it does from a
+                # TypeScript agent (docs/agent.md): a client that prints chunks prints it.
+                emit(reply)
         except AgentError:
             raise
         except asyncio.CancelledError:

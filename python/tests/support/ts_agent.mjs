@@ -7,9 +7,12 @@ const [dist, raw] = process.argv.slice(2)
 const options = JSON.parse(raw)
 const { serve } = await import(pathToFileURL(`${dist}/promise/AgentPromise.js`).href)
 const delayMs = options.delayMs ?? 0
+// With `whole`, the handler returns its reply as one string instead of streaming it.
+const whole = options.whole === true
 delete options.delayMs
+delete options.whole
 
-async function* handler({ message, sessionId, history, caller }) {
+async function* streamed({ message, sessionId, history, caller }) {
   const words = `ts says: ${message} [caller ${caller.did ?? caller.principal}] [session ${sessionId}] [history ${history.length}]`.split(" ")
   for (const word of words) {
     if (delayMs > 0) await new Promise((resolve) => setTimeout(resolve, delayMs))
@@ -17,6 +20,7 @@ async function* handler({ message, sessionId, history, caller }) {
   }
 }
 
+const handler = whole ? ({ message, sessionId }) => `ts says: ${message} [session ${sessionId}]` : streamed
 const agent = await serve({ ...options, handler, database: ":memory:" })
 console.log(`READY ${agent.url}`)
 const stop = async () => {
