@@ -226,12 +226,13 @@ describe("mesh commands", () => {
       }
     }))
 
-  it.live("keys create names the hub it used", () =>
+  it.live("keys create prints only the key on stdout and names the hub it used on stderr", () =>
     Effect.gen(function* () {
       const { hub, adminKey } = yield* startHub()
       const created = yield* mesh(["keys", "create", "--owner", "ops"], { env: { MESH_HUB: hub.url, MESH_ADMIN_KEY: adminKey } })
       assert.strictEqual(created.status, 0, created.stderr)
-      assert.include(created.stdout, `for ops (user) on hub ${hub.url}`)
+      assert.match(created.stdout, /^\S+\n$/)
+      assert.include(created.stderr, `for ops (user) on hub ${hub.url}`)
       const refused = yield* mesh(["keys", "create", "--owner", "ops", "--hub", hub.url, "--admin-key", "mk_wrong"])
       assert.strictEqual(refused.status, 1)
       assertOneLine(refused.stderr)

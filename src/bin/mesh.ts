@@ -38,6 +38,7 @@ import {
   keygen,
   listAgents,
   loadSettings,
+  note,
   ROOT_KINDS,
   runAgent,
   runHub,
@@ -268,7 +269,10 @@ const label = Options.text("label").pipe(Options.optional, Options.withDescripti
 
 const keysCreate = Command.make("create", { hubUrl, adminKey, owner, label }, (args) =>
   Effect.flatMap(createKey(args), (k) =>
-    Console.log(`created API key ${k.id} for ${k.owner} (${k.kind}) on hub ${args.hubUrl}${args.hubUrl === DEFAULT_HUB ? " (the default: pass --hub or set MESH_HUB for another)" : ""}\n${k.apiKey}\n(shown once: store it now)`)
+    Effect.zipRight(
+      note(`created API key ${k.id} for ${k.owner} (${k.kind}) on hub ${args.hubUrl}${args.hubUrl === DEFAULT_HUB ? " (the default: pass --hub or set MESH_HUB for another)" : ""}; shown once below: store it now`),
+      Console.log(k.apiKey)
+    )
   )
 ).pipe(described("create an API key on a hub with the admin credential", "mesh keys create --hub http://127.0.0.1:7700 --admin-key mk_… --owner did:mesh:acme.alice"))
 
@@ -322,8 +326,15 @@ const sagaCaller = Options.file("identity").pipe(
   Options.withFallbackConfig(setting(Config.string, "MESH_CALL_IDENTITY")),
   Options.withDescription("identity file (`mesh keygen`) of the saga mandate's grantor: it signs every request, and only it may read the saga (env MESH_CALL_IDENTITY)")
 )
-const sagaRun = Command.make("run", { hubUrl, file: sagaFile, identity: sagaCaller }, (args) => runSagaFile(args)).pipe(
-  described("start a saga on the hub, print its progress, then its end", "mesh saga run trip.json --identity buyer.identity.json --hub http://127.0.0.1:7700")
+const sagaRun = Command.make("run", { hubUrl, file: sagaFile, identity: sagaCaller }, (args) =>
+  // A saga that did not commit is a failure for a script: the exit code says so, the JSON on stdout says how.
+  Effect.flatMap(runSagaFile(args), (ended) =>
+    ended.status === "committed"
+      ? Effect.void
+      : Effect.zipRight(Console.error(`mesh: saga ${ended.sagaId} ended ${ended.status}`), Effect.sync(() => void (process.exitCode = 1)))
+  )
+).pipe(
+  described("start a saga on the hub, print its progress on stderr, then its end as JSON on stdout; exits 1 unless it committed", "mesh saga run trip.json --identity buyer.identity.json --hub http://127.0.0.1:7700")
 )
 const sagaId = Args.text({ name: "id" }).pipe(Args.withDescription("the saga's id"))
 const sagaStatusCommand = Command.make("status", { hubUrl, sagaId, identity: sagaCaller }, (args) => sagaStatus(args)).pipe(

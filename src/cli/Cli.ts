@@ -332,6 +332,9 @@ export const createKey = (args: {
     client.createApiKey({ owner: args.owner, ...(Option.isSome(args.label) ? { label: args.label.value } : {}) })
   ).pipe(Effect.provide(FetchHttpClient.layer))
 
+/** A note for the person at the terminal, on stderr, so stdout carries only the result a script reads. */
+export const note = (text: string) => Effect.sync(() => void process.stderr.write(`${text}\n`))
+
 /** What `mesh agent <module>` loads: the module's default export, options or a function returning them. */
 const agentOptionsOf = (exported: unknown): Promise<AgentServer.AgentServerOptions> =>
   Promise.resolve(typeof exported === "function" ? (exported as () => unknown)() : exported).then((o) => {
@@ -593,8 +596,8 @@ export const runSagaFile = (args: { readonly hubUrl: string; readonly file: stri
     const input = yield* readSagaFile(args.file)
     const client = yield* SagaClient.make({ hubUrl: args.hubUrl, identity: signerOf(yield* readIdentityFile(args.identity)) })
     const started = yield* Effect.mapError(client.startSaga(input), sagaCallFailed)
-    yield* Console.log(`saga ${started.sagaId} started on ${args.hubUrl}`)
-    yield* Effect.mapError(Stream.runForEach(client.sagaEvents(started.sagaId), (e) => Console.log(formatSagaEvent(e))), sagaCallFailed)
+    yield* note(`saga ${started.sagaId} started on ${args.hubUrl}`)
+    yield* Effect.mapError(Stream.runForEach(client.sagaEvents(started.sagaId), (e) => note(formatSagaEvent(e))), sagaCallFailed)
     const ended = yield* Effect.mapError(client.getSaga(started.sagaId), sagaCallFailed)
     yield* Console.log(JSON.stringify(ended, null, 2))
     return ended
@@ -628,7 +631,6 @@ export interface CallArgs {
 }
 
 // Notes beside a command's answer go to stderr, so that stdout holds the answer alone (`$(mesh mandate issue …)`).
-const note = (text: string) => Effect.sync(() => void process.stderr.write(`${text}\n`))
 
 /**
  * What `mesh call` prints when a run pauses at a human gate: the pause, then the `mesh approve` command that resumes

@@ -5,6 +5,8 @@ import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { spawn } from "node:child_process"
+import { ensureBin } from "../support/bin.js"
 import { identityFileOf, runSagaFile, sagaStatus } from "../../src/cli/Cli.js"
 import { generateDid } from "../../src/core/Did.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
@@ -12,12 +14,36 @@ import { register, step, world } from "./support.js"
 
 const provide = <A, E, R>(e: Effect.Effect<A, E, R>) => e.pipe(Effect.scoped, Effect.provide(KeysNative.layer), Effect.provide(NodeContext.layer))
 
-/** Runs `effect` with a console that keeps what `log` printed. */
+/** Runs `effect` keeping what it printed: `lines` on stdout (the console's `log`), `notes` on stderr. */
 const capturing = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Console.consoleWith((base) => {
     const lines: Array<string> = []
+    const notes: Array<string> = []
     const console: Console.Console = { ...base, log: (...args: ReadonlyArray<unknown>) => Effect.sync(() => void lines.push(args.map(String).join(" "))) }
-    return Effect.map(Effect.withConsole(effect, console), (value) => ({ value, lines }))
+    const write = process.stderr.write.bind(process.stderr)
+    return Effect.acquireUseRelease(
+      Effect.sync(() => {
+        process.stderr.write = ((chunk: string | Uint8Array) => {
+          notes.push(...String(chunk).split("\n").filter((l) => l !== ""))
+          return true
+        }) as typeof process.stderr.write
+      }),
+      () => Effect.map(Effect.withConsole(effect, console), (value) => ({ value, lines, notes })),
+      () => Effect.sync(() => void (process.stderr.write = write))
+    )
+  })
+
+/** Runs the built `mesh <args>` to its end without blocking the event loop (the hub under test is in this process). */
+const mesh = (args: ReadonlyArray<string>) =>
+  Effect.async<{ readonly status: number | null; readonly stdout: string; readonly stderr: string }>((resume) => {
+    const env: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: "1" }
+    for (const k of Object.keys(env)) if (k.startsWith("MESH_")) delete env[k]
+    const p = spawn(process.execPath, [ensureBin(), ...args], { env, stdio: ["ignore", "pipe", "pipe"] })
+    let stdout = ""
+    let stderr = ""
+    p.stdout.on("data", (d: Buffer) => (stdout += d.toString()))
+    p.stderr.on("data", (d: Buffer) => (stderr += d.toString()))
+    p.on("close", (status) => resume(Effect.succeed({ status, stdout, stderr })))
   })
 
 describe("mesh saga run | status", () => {
@@ -33,11 +59,20 @@ describe("mesh saga run | status", () => {
         fs.writeFileSync(file, JSON.stringify({ mandate: yield* w.mandate(), steps }))
         const run = yield* capturing(runSagaFile({ hubUrl: w.hub.url, file, identity }))
         assert.strictEqual(run.value.status, "compensated")
-        const progress = run.lines.slice(1, -1).map((l) => l.trim().split(" ").slice(1, 3).join(" "))
+        // Progress goes to stderr; stdout carries only the saga's end, as JSON.
+        assert.strictEqual(run.lines.length, 1)
+        assert.match(run.notes[0]!, /^saga saga_\S+ started on /)
+        const progress = run.notes.slice(1).map((l) => l.trim().split(" ").slice(1, 3).join(" "))
         assert.deepStrictEqual(progress, [
           "saga_started", "step_started flight", "step_committed flight", "step_started car", "step_failed car", "step_compensating flight", "step_compensated flight", "saga_compensated car"
         ])
-        assert.strictEqual(JSON.parse(run.lines[run.lines.length - 1]!).sagaId, run.value.sagaId)
+        assert.strictEqual(JSON.parse(run.lines[0]!).sagaId, run.value.sagaId)
+        // As a process: a saga that ends compensated exits 1, saying so on stderr; its end is still JSON on stdout.
+        const ran = yield* mesh(["saga", "run", file, "--identity", identity, "--hub", w.hub.url])
+        assert.strictEqual(ran.status, 1, ran.stderr)
+        const ended = JSON.parse(ran.stdout) as { readonly sagaId: string; readonly status: string }
+        assert.strictEqual(ended.status, "compensated")
+        assert.strictEqual(ran.stderr.trim().split("\n").pop(), `mesh: saga ${ended.sagaId} ended compensated`)
         const status = yield* capturing(sagaStatus({ hubUrl: w.hub.url, sagaId: run.value.sagaId, identity }))
         assert.strictEqual(JSON.parse(status.lines[0]!).status, "compensated")
         const missing = yield* Effect.flip(sagaStatus({ hubUrl: w.hub.url, sagaId: "saga_none", identity }))
