@@ -113,4 +113,14 @@ describe("mesh flags with one and two values", () => {
         }
       }))
   }
+
+  for (const command of [["hub"], ["platform", "--registry", "http://127.0.0.1:7700", "--registry-key", "mk_x"], ["agent", "examples/echo-agent.ts"], ["mcp"]]) {
+    it.effect(`${command[0]} --port 99999 is a usage error naming the range`, () =>
+      Effect.gen(function* () {
+        const r = yield* parse([...command, "--port", "99999"])
+        assert.isTrue(Either.isLeft(r))
+        if (Either.isLeft(r)) assert.include(JSON.stringify(r.left.error), "--port must be a port from 0 to 65535")
+        assert.isTrue(Either.isRight(yield* parse([...command, "--port", "0"])))
+      }))
+  }
 })

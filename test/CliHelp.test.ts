@@ -65,4 +65,15 @@ describe("mesh --help for every command", () => {
       }
     })
   }
+
+  it("mesh agents list points to mesh agents ls, on one line", () => {
+    try {
+      help(["agents", "list"])
+      assert.fail("mesh agents list succeeded")
+    } catch (e) {
+      const failed = e as { readonly status: number; readonly stderr: string }
+      assert.strictEqual(failed.status, 2)
+      assert.strictEqual(failed.stderr, "mesh: there is no \"mesh agents list\"; did you mean \"mesh agents ls\"? (see mesh --help)\n")
+    }
+  })
 })

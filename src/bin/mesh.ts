@@ -85,7 +85,17 @@ const keygenCommand = Command.make("keygen", { name, namespace, endpoint, out, f
   )
 ).pipe(described("create an Ed25519 identity and write it to a file (mode 0600)", "mesh keygen alice --namespace acme --endpoint https://alice.example"))
 
-const port = Options.integer("port").pipe(Options.withFallbackConfig(setting(Config.integer, "MESH_HUB_PORT", "MESH_PORT")), Options.withDefault(7700), Options.withDescription("port to listen on (env MESH_HUB_PORT)"))
+/** A TCP port flag, refused on one line when out of range rather than failing later in listen(). */
+const portOf = (flag: string) =>
+  Options.integer(flag).pipe(
+    Options.mapEffect((n) =>
+      Number.isInteger(n) && n >= 0 && n <= 65535
+        ? Effect.succeed(n)
+        : Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--${flag} must be a port from 0 to 65535 (0: any free port), not ${n}`)))
+    )
+  )
+
+const port = portOf("port").pipe(Options.withFallbackConfig(setting(Config.integer, "MESH_HUB_PORT", "MESH_PORT")), Options.withDefault(7700), Options.withDescription("port to listen on (env MESH_HUB_PORT)"))
 const host = Options.text("host").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_HUB_HOST", "MESH_HOST")), Options.withDefault("127.0.0.1"), Options.withDescription("address to listen on (env MESH_HUB_HOST)"))
 /** After a command's own variable: MESH_DATABASE_URL, then MESH_DB (the older name). */
 const databaseUrlConfig = Config.string("MESH_DATABASE_URL").pipe(Config.orElse(() => Config.string("MESH_DB")))
@@ -195,7 +205,7 @@ const publicUrl = Options.text("public-url").pipe(
   Options.optional,
   Options.withDescription("the URL clients reach the hub at (env MESH_HUB_PUBLIC_URL): signed ledger requests name it, and its host is allowed in Host")
 )
-const probePort = Options.integer("probe-port").pipe(
+const probePort = portOf("probe-port").pipe(
   Options.withFallbackConfig(setting(Config.integer, "MESH_HUB_PROBE_PORT")),
   Options.optional,
   Options.withDescription("a second port answering only /health, whose accept queue a flood of the main port does not fill (env MESH_HUB_PROBE_PORT)")
@@ -251,7 +261,7 @@ const hubCommand = Command.make(
 
 const registryUrl = Options.text("registry").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_PLATFORM_REGISTRY", "MESH_REGISTRY")), Options.withDescription("the registry hub's URL (env MESH_PLATFORM_REGISTRY)"))
 const registryKey = requiredSecretOf("registry-key", setting((n) => Config.redacted(n), "MESH_PLATFORM_REGISTRY_KEY", "MESH_REGISTRY_KEY")).pipe(Options.withDescription("that hub's admin credential (env MESH_PLATFORM_REGISTRY_KEY)"))
-const platformPort = Options.integer("port").pipe(Options.withFallbackConfig(setting(Config.integer, "MESH_PLATFORM_PORT", "MESH_PORT")), Options.withDefault(7701), Options.withDescription("port to listen on (env MESH_PLATFORM_PORT)"))
+const platformPort = portOf("port").pipe(Options.withFallbackConfig(setting(Config.integer, "MESH_PLATFORM_PORT", "MESH_PORT")), Options.withDefault(7701), Options.withDescription("port to listen on (env MESH_PLATFORM_PORT)"))
 const platformHost = Options.text("host").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_PLATFORM_HOST", "MESH_HOST")), Options.withDefault("127.0.0.1"), Options.withDescription("address to listen on (env MESH_PLATFORM_HOST)"))
 
 const platformCommand = Command.make(
@@ -277,7 +287,7 @@ const keysCreate = Command.make("create", { hubUrl, adminKey, owner, label }, (a
 ).pipe(described("create an API key on a hub with the admin credential", "mesh keys create --hub http://127.0.0.1:7700 --admin-key mk_… --owner did:mesh:acme.alice"))
 
 const agentModule = Args.file({ name: "module", exists: "yes" }).pipe(Args.withDescription("a module whose default export is the agent's options ({ name, handler, … }) or a function returning them"))
-const agentPort = Options.integer("port").pipe(Options.withFallbackConfig(setting(Config.integer, "MESH_AGENT_PORT", "MESH_PORT")), Options.optional, Options.withDescription("port to listen on (env MESH_AGENT_PORT; default the module's, else any free port)"))
+const agentPort = portOf("port").pipe(Options.withFallbackConfig(setting(Config.integer, "MESH_AGENT_PORT", "MESH_PORT")), Options.optional, Options.withDescription("port to listen on (env MESH_AGENT_PORT; default the module's, else any free port)"))
 const agentHost = Options.text("host").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_AGENT_HOST", "MESH_HOST")), Options.optional, Options.withDescription("address to listen on (env MESH_AGENT_HOST; default 127.0.0.1)"))
 const agentDb = Options.text("db").pipe(Options.withFallbackConfig(Config.orElse(setting(Config.string, "MESH_AGENT_DB"), () => databaseUrlConfig)), Options.optional, Options.withDescription("SQLite file, or postgres:// URL shared by the agent's replicas, for paused tasks, nonces, streamed runs and memory (env MESH_AGENT_DB, else MESH_DATABASE_URL; default .mesh/agents/<didHash>.db, after the agent's DID)"))
 const agentSharedDb = Options.boolean("shared-db").pipe(Options.withFallbackConfig(setting(Config.boolean, "MESH_AGENT_SHARED_DB")), Options.withDescription("run even when another live agent uses the same SQLite file (refused otherwise; env MESH_AGENT_SHARED_DB)"))
@@ -486,7 +496,7 @@ const ledgerCommand = Command.make("ledger").pipe(
   Command.withSubcommands([ledgerPoolsCommand, ledgerPoolCommand, ledgerReconcileCommand])
 )
 
-const mcpPort = Options.integer("port").pipe(Options.withFallbackConfig(setting(Config.integer, "MESH_MCP_PORT")), Options.optional, Options.withDescription("serve Streamable HTTP on this port (at /mcp) instead of stdio (env MESH_MCP_PORT)"))
+const mcpPort = portOf("port").pipe(Options.withFallbackConfig(setting(Config.integer, "MESH_MCP_PORT")), Options.optional, Options.withDescription("serve Streamable HTTP on this port (at /mcp) instead of stdio (env MESH_MCP_PORT)"))
 const mcpHost = Options.text("host").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_MCP_HOST")), Options.withDefault("127.0.0.1"), Options.withDescription("address to listen on with --port (env MESH_MCP_HOST)"))
 const mcpIdentity = Options.file("identity").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_MCP_IDENTITY")), Options.optional, Options.withDescription("identity file from `mesh keygen`: calls to agents are signed as this DID (mesh-sig; env MESH_MCP_IDENTITY)"))
 const mcpCommand = Command.make("mcp", { hubUrl, identity: mcpIdentity, port: mcpPort, host: mcpHost }, (args) => runMcp(args)).pipe(
@@ -513,6 +523,9 @@ const report = (e: { readonly code: string; readonly message: string }) =>
 const hasCode = (e: unknown): e is { readonly code: string; readonly message: string } =>
   typeof e === "object" && e !== null && typeof (e as { code?: unknown }).code === "string" && typeof (e as { message?: unknown }).message === "string"
 
+/** Commands people reach for under another name, and the one that does it. */
+const MISNAMED: Readonly<Record<string, string>> = { "agents list": "agents ls", "agents get": "agents show", "agents find": "agents search" }
+
 /** Runs `mesh` with the process's arguments; start.ts calls it. */
 export const main = (argv: ReadonlyArray<string> = process.argv): void => {
   const taken = takeLogLevel(argv.slice(2))
@@ -522,6 +535,12 @@ export const main = (argv: ReadonlyArray<string> = process.argv): void => {
     return
   }
   const { args, level } = taken.right
+  const words = args.slice(0, 2).join(" ")
+  if (words in MISNAMED) {
+    process.stderr.write(`mesh: there is no "mesh ${words}"; did you mean "mesh ${MISNAMED[words]}"? (see mesh --help)\n`)
+    process.exitCode = 2
+    return
+  }
   requireCsprng("the mesh command").pipe(
     Effect.zipRight(Effect.flatMap(loadSettings(settingNames), (settings) => Effect.withConfigProvider(cli([...argv.slice(0, 2), ...args]), settings))),
     (run) => Option.isSome(level) ? Logger.withMinimumLogLevel(run, LogLevel.fromLiteral(logLevelNames[level.value])) : run,
