@@ -40,7 +40,9 @@ const cases: ReadonlyArray<Case> = [
   })),
   { command: ["agent"], base: ["examples/echo-agent.ts"], flag: "api-key", field: "apiKey", repeatable: false },
   { command: ["keys", "create"], base: ["--owner", "alice"], flag: "admin-key", field: "adminKey", repeatable: false },
-  { command: ["call"], base: ["3f2a", "hi"], flag: "bearer-token", field: "bearerToken", repeatable: false }
+  { command: ["call"], base: ["3f2a", "hi"], flag: "bearer-token", field: "bearerToken", repeatable: false },
+  { command: ["agents", "rm"], base: ["3f2a"], flag: "api-key", field: "apiKey", repeatable: false },
+  { command: ["register"], base: ["--identity", "examples/echo-agent.ts"], flag: "api-key", field: "apiKey", repeatable: false }
 ]
 
 /** The arguments of the innermost subcommand a parsed command line reached. */

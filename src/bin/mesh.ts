@@ -393,14 +393,14 @@ const agentsShow = Command.make("show", { hubUrl, didHash: showHash }, (args) =>
   described("print an agent's record, liveness, DID document and manifest", "mesh agents show 3f2a…c9")
 )
 const rmIdentity = Options.file("identity").pipe(Options.optional, Options.withDescription("identity file of the DID being removed: its key signs the deletion (needed with any API key but the admin's)"))
-const rmApiKey = Options.redacted("api-key").pipe(Options.withFallbackConfig(setting((n) => Config.redacted(n), "MESH_API_KEY")), Options.withDescription("the API key that registered the record, or the admin's (env MESH_API_KEY)"))
+const rmApiKey = requiredSecretOf("api-key", setting((n) => Config.redacted(n), "MESH_API_KEY")).pipe(Options.withDescription("the API key that registered the record, or the admin's (env MESH_API_KEY)"))
 const agentsRm = Command.make("rm", { hubUrl, didHash: showHash, identity: rmIdentity, apiKey: rmApiKey }, (args) => removeAgent(args)).pipe(
   described("remove a record from the hub's registry, signed by its DID's key", "mesh agents rm 3f2a…c9 --identity alice.identity.json --api-key mk_…")
 )
 const agentsCommand = Command.make("agents").pipe(described("read a hub's registry", "mesh agents ls"), Command.withSubcommands([agentsLs, agentsSearch, agentsShow, agentsRm]))
 
 const ownIdentity = Options.file("identity").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_CALL_IDENTITY")), Options.withDescription("identity file from `mesh keygen` (env MESH_CALL_IDENTITY)"))
-const registerApiKey = Options.redacted("api-key").pipe(Options.withFallbackConfig(setting((n) => Config.redacted(n), "MESH_API_KEY")), Options.withDescription("an API key for the DID (`mesh keys create --owner <did>`) or the admin's; it owns the record (env MESH_API_KEY)"))
+const registerApiKey = requiredSecretOf("api-key", setting((n) => Config.redacted(n), "MESH_API_KEY")).pipe(Options.withDescription("an API key for the DID (`mesh keys create --owner <did>`) or the admin's; it owns the record (env MESH_API_KEY)"))
 const registerCommand = Command.make("register", { hubUrl, identity: ownIdentity, apiKey: registerApiKey }, (args) => registerCaller(args)).pipe(described(
   "register an identity's DID and key on the hub with no endpoint, so agents, mandate verifiers and sagas resolve it when it calls or grants",
   "mesh register --identity alice.identity.json --hub http://127.0.0.1:7700 --api-key mk_…"
