@@ -42,6 +42,10 @@ const cases: ReadonlyArray<Case> = [
   { command: ["keys", "create"], base: ["--owner", "alice"], flag: "admin-key", field: "adminKey", repeatable: false },
   { command: ["call"], base: ["3f2a", "hi"], flag: "bearer-token", field: "bearerToken", repeatable: false },
   { command: ["agents", "rm"], base: ["3f2a"], flag: "api-key", field: "apiKey", repeatable: false },
+  { command: ["call"], base: ["3f2a", "hi"], flag: "api-key", field: "apiKey", repeatable: false },
+  ...["pools", "pool", "reconcile"].map((c) => ({
+    command: ["ledger", c], base: [...(c === "pools" ? [] : ["pool_x"]), "--identity", "examples/echo-agent.ts"], flag: "api-key", field: "apiKey", repeatable: false
+  })),
   { command: ["register"], base: ["--identity", "examples/echo-agent.ts"], flag: "api-key", field: "apiKey", repeatable: false }
 ]
 

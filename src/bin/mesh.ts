@@ -365,9 +365,7 @@ const callMandate = Options.text("mandate").pipe(
 )
 const callBearer = secretOf("bearer-token", setting((n) => Config.redacted(n), "MESH_CALL_BEARER_TOKEN")).pipe(Options.withDescription("bearer token of an agent with --auth bearer (env MESH_CALL_BEARER_TOKEN)"))
 
-const callApiKey = Options.redacted("api-key").pipe(
-  Options.withFallbackConfig(setting((n) => Config.redacted(n), "MESH_CALL_API_KEY")),
-  Options.optional,
+const callApiKey = secretOf("api-key", setting((n) => Config.redacted(n), "MESH_CALL_API_KEY")).pipe(
   Options.withDescription("an API key of yours on the hub (`mesh keys create --owner <your DID>`): with --identity and a payment or cart --mandate, the call is booked in the hub's spending ledger (env MESH_CALL_API_KEY)")
 )
 
@@ -477,8 +475,7 @@ const ledgerIdentity = Options.file("identity").pipe(
   Options.withFallbackConfig(setting(Config.string, "MESH_CALL_IDENTITY")),
   Options.withDescription("identity file (`mesh keygen`) of the pools' grantee: it signs every ledger request (env MESH_CALL_IDENTITY)")
 )
-const ledgerApiKey = Options.redacted("api-key").pipe(
-  Options.withFallbackConfig(setting((n) => Config.redacted(n), "MESH_CALL_API_KEY")),
+const ledgerApiKey = requiredSecretOf("api-key", setting((n) => Config.redacted(n), "MESH_CALL_API_KEY")).pipe(
   Options.withDescription("an API key of yours on the hub (`mesh keys create --owner <your DID>`); the ledger answers its pools' grantee only (env MESH_CALL_API_KEY)")
 )
 const poolId = Args.text({ name: "poolId" }).pipe(Args.withDescription("the pool's id (pool_…), as `mesh ledger pools` lists it"))
