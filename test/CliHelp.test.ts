@@ -40,7 +40,7 @@ const entries = (text: string): ReadonlyArray<{ readonly heading: string; readon
       continue
     }
     if (section !== "ARGUMENTS" && section !== "OPTIONS") continue
-    if (/^\S/.test(line)) out.push({ heading: line, paragraphs: [] })
+    if (/^(--|\(-|<)/.test(line)) out.push({ heading: line, paragraphs: [] })
     else if (line.trim() !== "" && out.length > 0) out[out.length - 1]!.paragraphs.push(line.trim())
   }
   return out
