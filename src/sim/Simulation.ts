@@ -75,6 +75,7 @@ import type { SagaResult } from "../saga/Saga.js"
 import * as SagaScheduler from "../saga/SagaScheduler.js"
 import * as SagaStore from "../saga/SagaStore.js"
 import * as KeysNative from "../node/KeysNative.js"
+import * as MandateCache from "../core/MandateCache.js"
 import * as JournalEngine from "./JournalEngine.js"
 import * as Network from "./Network.js"
 import * as SimClock from "./SimClock.js"
@@ -959,6 +960,9 @@ const simulated = (driver: Driver, seed: number) => <A, E, R>(effect: Effect.Eff
     Logger.withMinimumLogLevel(LogLevel.None)
   )
 
+/** The process's `Keys`: OpenSSL key objects of the mesh's fixed identities, made once (the preparation signs with each). */
+const sharedKeys = KeysNative.makeNative()
+
 /** What was prepared, by the agents' names (flaws and handlers do not change it). */
 const preparedMeshes = new Map<string, Prepared>()
 
@@ -998,7 +1002,10 @@ export const run = (spec: MeshSpec, schedule: Schedule): Effect.Effect<Report> =
     const driver: Driver = { clock: SimClock.make(), outside: { pending: new Set() } }
     return Effect.flatMap(preparedFor(spec), (prepared) => Effect.scoped(runIn(spec, schedule, prepared, database, driver)).pipe(simulated(driver, RANDOM_SEED))).pipe(
       alone,
-      Effect.provide(KeysNative.layer),
+      // The keys' caches (key objects by key bytes) are pure and shared by every run of the process, so a run does
+      // not import the mesh's fixed keys again; the mandate cache is the run's own, so every run parses the same tokens.
+      Effect.provideService(Keys, sharedKeys),
+      Effect.provide(MandateCache.layer),
       Effect.ensuring(Effect.sync(() => removeDatabase(database)))
     )
   })
