@@ -6,12 +6,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
-import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import * as MeshClient from "../src/hub/MeshClient.js"
 import { ensureBin } from "./support/bin.js"
 import { spawnHub } from "./support/meshHub.js"
 import * as KeysNative from "../src/node/KeysNative.js"
@@ -55,7 +53,7 @@ const bash = (script: string, cwd: string, env: NodeJS.ProcessEnv) =>
   )
 
 describe("README: Your first paid call", () => {
-  it.scoped("runs as written: the shop charges 0.25 USD under alice's payment mandate, the pool shows it and reconciles", () =>
+  it.scopedLive("runs as written: the shop charges 0.25 USD under alice's payment mandate, the pool shows it and reconciles", () =>
     Effect.gen(function* () {
       const [setup, paidCall] = shellBlocks(fs.readFileSync("README.md", "utf8"), "Your first paid call")
       assert.isString(setup)
@@ -72,21 +70,22 @@ describe("README: Your first paid call", () => {
       env.MESH_HUB = hub.url
       env.ADMIN_KEY = hub.adminKey
 
-      const started = yield* bash(setup!, dir, env)
+      // One shell in the README: the variables the first block sets are there for the second.
+      const names = [...setup!.matchAll(/^([A-Z_]+)=/gm)].map((m) => m[1]!)
+      const started = yield* bash(`${setup!}\ndeclare -p ${names.join(" ")} > .readme-vars\n`, dir, env)
       assert.strictEqual(started.status, 0, started.stderr)
-      // The agents registered: the block's background jobs are up once the hub resolves both.
-      const client = yield* MeshClient.make({ hubUrl: hub.url })
+      // Alice and the shop registered: the block's background job is up once the hub resolves both.
       const shop = JSON.parse(fs.readFileSync(path.join(dir, "shop.identity.json"), "utf8")) as { didHash: string }
       const alice = JSON.parse(fs.readFileSync(path.join(dir, "alice.identity.json"), "utf8")) as { didHash: string }
       for (const h of [alice.didHash, shop.didHash]) {
-        yield* client.resolveAgent(h).pipe(
+        yield* Effect.tryPromise(() => fetch(`${hub.url}/v1/agents/${h}`).then((r) => (r.status === 200 ? undefined : Promise.reject(new Error(String(r.status)))))).pipe(
           Effect.retry(Schedule.intersect(Schedule.spaced("200 millis"), Schedule.recurs(600))),
-          Effect.orElse(() => Effect.dieMessage(`agent ${h} did not register: ${started.stdout}\n${started.stderr}`))
+          Effect.orElse(() => Effect.dieMessage(`${h} did not register: ${started.stdout}\n${started.stderr}`))
         )
       }
       assert.include(paidCall!, shop.didHash, "the README names the shop by its didHash")
 
-      const ran = yield* bash(paidCall!, dir, env)
+      const ran = yield* bash(`. ./.readme-vars\n${paidCall!}`, dir, env)
       assert.strictEqual(ran.status, 0, `${ran.stdout}\n${ran.stderr}`)
       assert.match(ran.stdout, /^shop: two widgets \(charged 0\.25 USD under payment mandate \S+\)$/m)
       assert.match(ran.stderr, /^authorized up to 1 USD under payment mandate \S+ \(did:mesh:alice → did:mesh:shop\); allocated from pool pool_\w+ as alloc_\S+$/m)
@@ -97,5 +96,5 @@ describe("README: Your first paid call", () => {
       assert.match(ran.stdout, /released +1 USD to did:mesh:shop, used 0\.25 USD, key call_\w+:call\n {4}commit token: eyJ/)
       assert.match(ran.stdout, /^verified {2}alloc_\S+ {2}0\.25 USD by did:mesh:shop for call_\w+:call \(answer\)/m)
       assert.match(ran.stdout, /^pool pool_\w+ reconciles: 1 receipt, 0\.25 USD used, 0\.25 USD allocated$/m)
-    }).pipe(Effect.provide(FetchHttpClient.layer), Effect.provide(KeysNative.layer)), { timeout: 300_000 })
+    }).pipe(Effect.provide(KeysNative.layer)), { timeout: 300_000 })
 })
