@@ -5,62 +5,18 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import { type ChildProcess, spawn } from "node:child_process"
+import type { ChildProcess } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { meshIdentityOf, type IdentityFile } from "../src/cli/Cli.js"
 import { type Did, didHash } from "../src/core/Did.js"
 import * as KeysNative from "../src/node/KeysNative.js"
-import { ensureBin } from "./support/bin.js"
+import { runMesh, startMeshAgent } from "./support/meshCli.js"
 import { startHub } from "./hub/support.js"
 
-interface Ran {
-  readonly status: number | null
-  readonly stdout: string
-  readonly stderr: string
-}
-
-// Plain output and no stray settings from the machine running the tests.
-const baseEnv = (): NodeJS.ProcessEnv => {
-  const env: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: "1" }
-  for (const k of Object.keys(env)) if (k.startsWith("MESH_")) delete env[k]
-  return env
-}
-
-/** Runs `mesh <args>` to its end without blocking the event loop (the hub under test is in this process). */
-const mesh = (args: ReadonlyArray<string>, options: { readonly env?: Record<string, string>; readonly cwd?: string } = {}) =>
-  Effect.async<Ran>((resume) => {
-    const p = spawn(process.execPath, [ensureBin(), ...args], { cwd: options.cwd ?? process.cwd(), env: { ...baseEnv(), ...options.env }, stdio: ["ignore", "pipe", "pipe"] })
-    let stdout = ""
-    let stderr = ""
-    p.stdout.on("data", (d: Buffer) => (stdout += d.toString()))
-    p.stderr.on("data", (d: Buffer) => (stderr += d.toString()))
-    p.on("close", (status) => resume(Effect.succeed({ status, stdout, stderr })))
-  })
-
-/** Starts `mesh agent <args>`; resolves once it printed its discovery line (or exited). Killed when the scope closes. */
-const startAgent = (args: ReadonlyArray<string>) =>
-  Effect.acquireRelease(
-    Effect.async<{ readonly proc: ChildProcess; readonly url: string | undefined; readonly out: () => string }>((resume) => {
-      const proc = spawn(process.execPath, [ensureBin(), "agent", ...args], { stdio: ["ignore", "pipe", "pipe"], env: baseEnv() })
-      let out = ""
-      let done = false
-      const finish = (url: string | undefined) => {
-        if (done) return
-        done = true
-        resume(Effect.succeed({ proc, url, out: () => out }))
-      }
-      proc.stdout!.on("data", (d: Buffer) => {
-        out += d.toString()
-        const m = /\n {2}discovery +(http:\/\/\S+)\/\.well-known/.exec(out)
-        if (m) finish(m[1])
-      })
-      proc.stderr!.on("data", (d: Buffer) => (out += d.toString()))
-      proc.on("exit", () => finish(undefined))
-    }),
-    ({ proc }) => Effect.sync(() => proc.kill("SIGKILL"))
-  )
+const mesh = runMesh
+const startAgent = (args: ReadonlyArray<string>) => startMeshAgent(args)
 
 const stopped = (proc: ChildProcess) =>
   Effect.async<void>((resume) => {
