@@ -26,6 +26,16 @@ const trip = [
 ] as const
 
 // A database per test: each starts a hub, whose admin key is printed on the first start on a database only.
+/** A saga store on its own connection pool to `url`: one hub's worth. */
+const storeOnDatabase = (url: string) =>
+  Effect.map(Layer.build(SagaStore.layer.pipe(Layer.provide(Database.layer(url)))), (ctx) => ctx.unsafeMap.get(SagaStore.SagaStore.key) as SagaStore.SagaStoreApi)
+
+/** A one-step plan, for stores written directly. */
+const plan = {
+  mandate: "m", grantor: "did:mesh:buyer",
+  steps: [{ name: "s0", agentDid: "did:mesh:a", didHash: "h", endpointUrl: "http://127.0.0.1:9", capability: "c", params: {}, budgetMicros: 1, compensation: undefined }]
+}
+
 describePostgres("sagas on Postgres (the durable engine)", () => {
   it.live("a saga whose steps all succeed commits, each step receipted and the pool holding what was used", () =>
     provide(
@@ -68,14 +78,10 @@ describePostgres("sagas on Postgres (the durable engine)", () => {
       Effect.gen(function* () {
         const db = yield* scopedDatabase
         // Two stores on two connection pools: two hubs' worth, as a saga run by one hub and awaited on another.
-        const storeOn = Effect.map(Layer.build(SagaStore.layer.pipe(Layer.provide(Database.layer(db.url)))), (ctx) => ctx.unsafeMap.get(SagaStore.SagaStore.key) as SagaStore.SagaStoreApi)
+        const storeOn = storeOnDatabase(db.url)
         const writer = yield* storeOn
         const reader = yield* storeOn
         const news = yield* PubSub.subscribe(reader.changes)
-        const plan = {
-          mandate: "m", grantor: "did:mesh:buyer",
-          steps: [{ name: "s0", agentDid: "did:mesh:a", didHash: "h", endpointUrl: "http://127.0.0.1:9", capability: "c", params: {}, budgetMicros: 1, compensation: undefined }]
-        }
         yield* writer.create({ id: "saga_x", caller: "did:mesh:buyer", runner: "did:mesh:runner", poolId: "pool_x", plan })
         // The listening connection is opened as the store starts; an append right after may precede it, so the
         // writer appends until the reader hears (the reader's first news is what is asserted, whatever the count).
@@ -91,14 +97,10 @@ describePostgres("sagas on Postgres (the durable engine)", () => {
     provide(
       Effect.gen(function* () {
         const db = yield* scopedDatabase
-        const storeOn = Effect.map(Layer.build(SagaStore.layer.pipe(Layer.provide(Database.layer(db.url)))), (ctx) => ctx.unsafeMap.get(SagaStore.SagaStore.key) as SagaStore.SagaStoreApi)
+        const storeOn = storeOnDatabase(db.url)
         const self = yield* storeOn
         const other = yield* storeOn
         const news = yield* PubSub.subscribe(self.changes)
-        const plan = {
-          mandate: "m", grantor: "did:mesh:buyer",
-          steps: [{ name: "s0", agentDid: "did:mesh:a", didHash: "h", endpointUrl: "http://127.0.0.1:9", capability: "c", params: {}, budgetMicros: 1, compensation: undefined }]
-        }
         yield* other.create({ id: "saga_o", caller: "did:mesh:buyer", runner: "did:mesh:runner", poolId: "pool_o", plan })
         yield* self.create({ id: "saga_s", caller: "did:mesh:buyer", runner: "did:mesh:runner", poolId: "pool_s", plan })
         // Once this store hears another's append, its listening connection is up.
