@@ -26,7 +26,8 @@ describe("SpendingGuard", () => {
     guarded(Effect.gen(function* () {
       const { alice, bob } = yield* cast
       const intent = yield* issueIntentMandate({ grantorDid: alice.did, granteeDid: bob.did, privateKey: alice.key, constraints: { spendLimitUsd: 50, allowedMerchants: ["shop"] } })
-      const ok = yield* SpendingGuard.authorize(intent.token, { amountUsd: 20, merchant: "shop", presenter: bob.did })
+      // USD as the decimal string Money reads counts the same as the number.
+      const ok = yield* SpendingGuard.authorize(intent.token, { amountUsd: "20.00", merchant: "shop", presenter: bob.did })
       assert.strictEqual(ok.amountMicros, 20_000_000)
       assert.strictEqual(yield* codeOf(SpendingGuard.authorize(intent.token, { amountUsd: 50.01, merchant: "shop", presenter: bob.did })), "LIMIT_EXCEEDED")
       assert.strictEqual(yield* codeOf(SpendingGuard.authorize(intent.token, { amountUsd: 1, merchant: "elsewhere", presenter: bob.did })), "MERCHANT_NOT_ALLOWED")

@@ -456,8 +456,8 @@ class HubClient(_Core):
         body = {"childMandate": child_mandate, "idempotencyKey": idempotency_key}
         return self._do(_Call("POST", f"/v1/spending/pools/{quote(pool_id, safe='')}/allocations", body, api_key, self._ledger_signer(identity, api_key)))
 
-    def release(self, allocation_id: str, used_usd: float, commit_token: str | None = None, *, identity: Mapping[str, Any] | None = None, api_key: str | None = None) -> dict[str, Any]:
-        """Releases an allocation once (the unused part returns to the pool) → ``{ allocation, pool }``."""
+    def release(self, allocation_id: str, used_usd: float | int | str, commit_token: str | None = None, *, identity: Mapping[str, Any] | None = None, api_key: str | None = None) -> dict[str, Any]:
+        """Releases an allocation once (the unused part returns to the pool) → ``{ allocation, pool }``; ``used_usd`` is a number or a decimal string."""
         body = {"usedUsd": used_usd, **({} if commit_token is None else {"commitToken": commit_token})}
         return self._do(_Call("POST", f"/v1/spending/allocations/{quote(allocation_id, safe='')}/release", body, api_key, self._ledger_signer(identity, api_key)))
 

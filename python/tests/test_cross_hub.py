@@ -130,7 +130,7 @@ def test_spending_allocation_from_python_against_the_typescript_ledger(hub, admi
             "issuer": shop["did"],
         }
         token = commit_token.sign(receipt, shop["private_key"])
-        released = ledger.release(allocation["allocationId"], 25, token)
+        released = ledger.release(allocation["allocationId"], "25.00", token)  # USD as the decimal string Money reads
         assert released["allocation"]["status"] == "released" and released["pool"]["remainingUsd"] == 75
         listed = ledger.list_allocations(pool["poolId"])
         assert listed["usedUsd"] == 25 and [a["commitToken"] for a in listed["allocations"]] == [token]

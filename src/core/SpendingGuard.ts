@@ -31,8 +31,8 @@ export class SpendingConstraintViolation extends Schema.TaggedError<SpendingCons
 
 /** A payment to authorize. */
 export interface SpendRequest {
-  /** USD, a decimal with at most six places. */
-  readonly amountUsd: number
+  /** USD, a decimal with at most six places: a number or the decimal string Money reads (`"5.00"`). */
+  readonly amountUsd: number | string
   readonly merchant: string
   /** The DID presenting the mandate: it must be the grantee. */
   readonly presenter: string

@@ -46,16 +46,16 @@ const toResolver = (keys: KeysInput): KeyResolverApi => {
 }
 
 /** Issues an intent mandate (see `Mandate.issueIntentMandate`). */
-export const issueIntentMandate = (options: M.IssueOptions & { readonly constraints: SpendingConstraints }): Promise<M.Mandate<"intent">> =>
+export const issueIntentMandate = (options: M.IssueOptions & { readonly constraints: M.WithUsdInput<SpendingConstraints, "spendLimitUsd"> }): Promise<M.Mandate<"intent">> =>
   run(M.issueIntentMandate(options))
 
 /** Attenuates an intent into a cart mandate. */
-export const attenuateToCart = (options: M.AttenuateOptions & { readonly narrowed: SpendingConstraints }): Promise<M.Mandate<"cart">> =>
+export const attenuateToCart = (options: M.AttenuateOptions & { readonly narrowed: M.WithUsdInput<SpendingConstraints, "spendLimitUsd"> }): Promise<M.Mandate<"cart">> =>
   run(M.attenuateToCart(options))
 
 /** Attenuates an intent or cart into a payment mandate. */
 export const attenuateToPayment = (
-  options: M.AttenuateOptions & { readonly amountUsd: number; readonly merchant: string }
+  options: M.AttenuateOptions & { readonly amountUsd: M.UsdInput; readonly merchant: string }
 ): Promise<M.Mandate<"payment">> => run(M.attenuateToPayment(options))
 
 /** Issues a task mandate. */
@@ -68,12 +68,12 @@ export const attenuateTaskMandate = (options: M.AttenuateOptions & { readonly co
 
 /** Issues a model-budget mandate. */
 export const issueModelBudgetMandate = (
-  options: M.IssueOptions & { readonly constraints: ModelBudgetConstraints }
+  options: M.IssueOptions & { readonly constraints: M.WithUsdInput<ModelBudgetConstraints, "cost_budget_usd"> }
 ): Promise<M.Mandate<"model-budget">> => run(M.issueModelBudgetMandate(options))
 
 /** Attenuates a model-budget mandate. */
 export const attenuateModelBudgetMandate = (
-  options: M.AttenuateOptions & { readonly constraints: ModelBudgetConstraints }
+  options: M.AttenuateOptions & { readonly constraints: M.WithUsdInput<ModelBudgetConstraints, "cost_budget_usd"> }
 ): Promise<M.Mandate<"model-budget">> => run(M.attenuateModelBudgetMandate(options))
 
 /** The spec's verification result: `[true, mandate, null]` or `[false, null, reason]`. */

@@ -41,7 +41,8 @@ export const SagaStep = Schema.Struct({
   didHash: Schema.optional(Schema.String),
   capability: Capability,
   params: Schema.optional(Params),
-  budgetUsd: Schema.Number,
+  // USD as a JSON number or the decimal string Money reads (docs/protocol.md §9.2); planning reads either exactly.
+  budgetUsd: Schema.Union(Schema.Number, Schema.String),
   compensation: Schema.optional(Compensation)
 })
 /** One step as submitted. */

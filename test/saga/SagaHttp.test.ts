@@ -21,7 +21,7 @@ describe("hub saga endpoints", () => {
       Effect.gen(function* () {
         const w = yield* world({ agents: [{ name: "airline" }, { name: "hotel", failing: { "book-hotel": "always" } }] })
         const mandate = yield* w.mandate()
-        const steps = [step(w.agents, "flight", "airline", "book-flight", 30), step(w.agents, "hotel", "hotel", "book-hotel", 20)]
+        const steps = [step(w.agents, "flight", "airline", "book-flight", 30), { ...step(w.agents, "hotel", "hotel", "book-hotel", 20), budgetUsd: "20.00" }]
         const started = yield* signedRequest(`${w.hub.url}/v1/sagas`, "POST", w.buyer, { mandate, steps })
         assert.strictEqual(started.status, 202, JSON.stringify(started.body))
         assert.strictEqual(started.body.status, "running")
@@ -34,6 +34,9 @@ describe("hub saga endpoints", () => {
           "saga_started", "step_started", "step_committed", "step_started", "step_failed", "step_compensating", "step_compensated", "saga_compensated"
         ])
         assert.deepStrictEqual(all.frames.map((f) => Number(f.id)), all.frames.map((_, i) => i + 1))
+        // A budget given as the decimal string Money reads is planned exactly and echoed in canonical form.
+        const hotelStarted = all.frames.find((f) => f.event === "step_started" && JSON.parse(f.data).step === "hotel")
+        assert.strictEqual(JSON.parse(hotelStarted?.data ?? "{}").data?.budgetUsd, "20")
         const rest = yield* readEvents(`${w.hub.url}/v1/sagas/${sagaId}/events`, w.buyer, { "last-event-id": "6" })
         assert.deepStrictEqual(rest.frames.map((f) => f.event), ["step_compensated", "saga_compensated"])
 
@@ -49,6 +52,10 @@ describe("hub saga endpoints", () => {
         assert.deepStrictEqual([duplicate.status, duplicate.body.code], [400, "INVALID_REQUEST"])
         const over = yield* signedRequest(`${w.hub.url}/v1/sagas`, "POST", w.buyer, { mandate, steps: [{ ...steps[0], budgetUsd: 1000 }] })
         assert.deepStrictEqual([over.status, over.body.code], [422, "LIMIT_EXCEEDED"])
+        const overAsText = yield* signedRequest(`${w.hub.url}/v1/sagas`, "POST", w.buyer, { mandate, steps: [{ ...steps[0], budgetUsd: "1000.00" }] })
+        assert.deepStrictEqual([overAsText.status, overAsText.body.code], [422, "LIMIT_EXCEEDED"])
+        const notUsd = yield* signedRequest(`${w.hub.url}/v1/sagas`, "POST", w.buyer, { mandate, steps: [{ ...steps[0], budgetUsd: "thirty" }] })
+        assert.strictEqual(notUsd.body.code, "INVALID_AMOUNT")
         const malformed = yield* signedRequest(`${w.hub.url}/v1/sagas`, "POST", w.buyer, { mandate, steps: [] })
         assert.deepStrictEqual([malformed.status, malformed.body.code], [400, "INVALID_REQUEST"])
 
