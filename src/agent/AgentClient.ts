@@ -128,7 +128,7 @@ export const ADDRESS_NOT_PUBLIC = "ADDRESS_NOT_PUBLIC"
 
 const unreachable = (e: { readonly message: string; readonly cause?: unknown }) =>
   isRecord(e.cause) && e.cause.code === "ENOTPUBLIC"
-    ? new AgentCallError({ code: ADDRESS_NOT_PUBLIC, message: "the agent's address is not public; this client connects only to public addresses" })
+    ? new AgentCallError({ code: ADDRESS_NOT_PUBLIC, message: "the agent's address is not public, and this hub calls public addresses only; start the hub with --outbound-urls any to reach agents on its own networks" })
     : new AgentCallError({ code: "AGENT_UNREACHABLE", message: e.message })
 const badResponse = (message: string, status?: number) =>
   new AgentCallError(status === undefined ? { code: "BAD_RESPONSE", message } : { code: "BAD_RESPONSE", message, status })

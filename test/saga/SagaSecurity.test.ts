@@ -64,6 +64,8 @@ describe("saga attacks", { timeout: 60_000 }, () => {
         const only = (end.steps as ReadonlyArray<Record<string, unknown>>)[0]!
         assert.deepStrictEqual([only.result, only.usedUsd], [null, "0"])
         assert.notInclude(String(only.error), "127.0.0.1")
+        // The failure names the flag that lets a hub reach agents on its own networks.
+        assert.include(String(only.error), "--outbound-urls any")
         assert.strictEqual(internal.hits(), 0)
       })
     ))
