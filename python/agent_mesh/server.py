@@ -844,7 +844,7 @@ class AgentApp:
         ``IDEMPOTENCY_QUOTA_EXCEEDED`` with ``Retry-After`` (when its earliest key expires), beyond the server's 503
         ``STORE_UNAVAILABLE``; a key already held is answered as before."""
         if caller.auth == "none":
-            raise _bad_request("Idempotency-Key needs an authenticated caller (bearer or mesh-sig)")
+            raise _bad_request("Idempotency-Key needs an authenticated caller, and this agent takes anyone's calls (auth none): serve it with auth=\"mesh-sig\" to take saga steps and keyed calls")
         if streaming:
             raise _bad_request("Idempotency-Key is not taken with Accept: text/event-stream")
         if not _IDEMPOTENCY_KEY.fullmatch(key):

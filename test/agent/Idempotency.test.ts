@@ -107,6 +107,8 @@ describe("Idempotency-Key on /v1/run", () => {
         const anonymous = yield* AgentServer.make(open.options)
         const r = yield* post(`${anonymous.url}/v1/run`, { message: "x" }, { "idempotency-key": "k" })
         assert.deepStrictEqual([r.status, r.body.code], [400, "INVALID_REQUEST"])
+        // A saga step to an open agent fails this way: the refusal names the flag that fixes it.
+        assert.include(String(r.body.error), "--auth mesh-sig")
         assert.strictEqual(open.counter.runs, 0)
         const { counter, options } = counting()
         const agent = yield* AgentServer.make(options)
