@@ -1,9 +1,9 @@
 /**
  * An agent paid per call: each run charges 0.25 USD under the payment (or cart) mandate the caller presents, through
  * the spending guard (`input.charge`: the chain verified, this agent as merchant, the amount counted against every
- * link's limit), and the charge is what its commit token reports. README, "Your first paid call", runs it:
+ * link's limit), and the charge is what its commit token reports. README, "Your first hour", runs it:
  *
- *   mesh agent examples/paid-agent.ts --identity shop.identity.json --api-key … --register
+ *   mesh agent examples/paid-agent.ts --identity shop.identity.json --api-key … --auth mesh-sig --register
  */
 import type { AgentServerOptions } from "../src/agent/AgentServer.js"
 
