@@ -74,7 +74,7 @@ const program = (engine: "SQLite" | "Postgres", database: string) => Effect.gen(
     Effect.flatMap(registry.createApiKey({ owner: identity.did }), (key) =>
       registry.registerAgent({ identity, endpointUrl, manifest: { name: identity.did, meshProtocolVersion: "1.0", capabilities: ["echo"] }, apiKey: key.apiKey })
     )
-  yield* register(runner, "http://127.0.0.1:9/runner")
+  // The hub registers its own runner at start (src/saga/SagaRunnerRecord.ts).
   const echo = yield* generateDid("bench-echo")
   const agent = yield* AgentServer.make({ name: "echo", did: echo.did, privateKey: echo.privateKey, auth: "mesh-sig", hubUrl: hub.url, database: ":memory:", handler: ({ message }) => message })
   yield* register(echo, agent.url)

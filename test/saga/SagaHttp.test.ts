@@ -35,7 +35,7 @@ describe("hub saga endpoints", () => {
         ])
         assert.deepStrictEqual(all.frames.map((f) => Number(f.id)), all.frames.map((_, i) => i + 1))
         // A budget given as the decimal string Money reads is planned exactly and echoed in canonical form.
-        const hotelStarted = all.frames.find((f) => f.event === "step_started" && JSON.parse(f.data).step === "hotel")
+        const hotelStarted = all.frames.find((f) => f.event === "step_started" && JSON.parse(f.data ?? "{}").step === "hotel")
         assert.strictEqual(JSON.parse(hotelStarted?.data ?? "{}").data?.budgetUsd, "20")
         const rest = yield* readEvents(`${w.hub.url}/v1/sagas/${sagaId}/events`, w.buyer, { "last-event-id": "6" })
         assert.deepStrictEqual(rest.frames.map((f) => f.event), ["step_compensated", "saga_compensated"])
