@@ -1,7 +1,8 @@
 /**
- * Two agents registered in a hub, one calling the other by its didHash with mesh-sig: the planner resolves the
- * weather agent through the hub, signs its request (RFC 9421) as itself, and the weather agent checks the signature
- * against the planner's key in the same hub before its handler runs. Written with the Effect API.
+ * Two agents registered in a hub, one calling the other by its didHash as itself: the planner's handler calls
+ * `input.callEffect(didHash, …)`, which resolves the weather agent through the planner's hub, signs the request
+ * (mesh-sig, RFC 9421) with the planner's own identity and carries the user's correlation id; the weather agent
+ * checks the signature against the planner's key in the same hub before its handler runs. Written with the Effect API.
  *
  *   npx tsx examples/agents-in-a-hub.ts
  */
@@ -20,7 +21,7 @@ import * as Hub from "../src/hub/Hub.js"
 import * as KeysNative from "../src/node/KeysNative.js"
 import * as MeshClient from "../src/hub/MeshClient.js"
 
-/** The whole scene; returns what the user got and what an unsigned caller got. */
+/** The whole scene; returns what the user got, what the weather agent saw of the planner's call, and what an unsigned caller got. */
 export const program = Effect.gen(function* () {
   const hub = yield* Hub.start({ database: path.join(fs.mkdtempSync(path.join(os.tmpdir(), "mesh-example-")), "hub.db") })
   const registry = yield* MeshClient.make({ hubUrl: hub.url, apiKey: Option.getOrThrow(hub.admin).apiKey })
@@ -32,6 +33,7 @@ export const program = Effect.gen(function* () {
     registry.registerAgent({ identity, endpointUrl, manifest: { name: identity.did, meshProtocolVersion: "1.0", capabilities } })
 
   // The weather agent answers signed callers only; their keys come from the hub.
+  const seen: Array<{ readonly caller: string | undefined; readonly capability: string | undefined; readonly correlationId: string | undefined }> = []
   const weatherAgent = yield* AgentServer.make({
     name: "weather",
     did: weather.did,
@@ -39,27 +41,33 @@ export const program = Effect.gen(function* () {
     database: ":memory:",
     auth: "mesh-sig",
     hubUrl: hub.url,
-    handler: ({ message, caller }) => `sunny in ${message} (asked by ${caller.did})`
+    capabilities: ["forecast"],
+    handler: ({ message, caller, capability, trace }) => {
+      seen.push({ caller: caller.did, capability, correlationId: trace.correlationId })
+      return `sunny in ${message} (asked by ${caller.did})`
+    }
   })
   yield* register(weather, weatherAgent.url, ["forecast"])
 
-  // The planner calls the weather agent by didHash, through the hub, signing as itself.
+  // The planner calls the weather agent by didHash, through its hub, as itself (its identity and hub are its own options).
   const plannerAgent = yield* AgentServer.make({
     name: "planner",
     did: planner.did,
     privateKey: planner.privateKey,
     database: ":memory:",
-    handler: ({ message }) =>
-      Effect.map(agents.call(didHash(weather.did), message, { signAs: planner }), (r) => ("message" in r ? `plan a picnic: ${r.message}` : "waiting"))
+    hubUrl: hub.url,
+    handler: ({ message, callEffect }) =>
+      Effect.map(callEffect(didHash(weather.did), message, { capability: "forecast" }), (r) => ("message" in r ? `plan a picnic: ${r.message}` : "waiting"))
   })
   yield* register(planner, plannerAgent.url, ["plan"])
   yield* Console.log(`hub ${hub.url}\n  weather ${didHash(weather.did)} at ${weatherAgent.url}\n  planner ${didHash(planner.did)} at ${plannerAgent.url}`)
 
-  const reply = yield* agents.call(didHash(planner.did), "Lisbon")
+  const reply = yield* agents.call(didHash(planner.did), "Lisbon", { correlationId: "picnic-1" })
   yield* Console.log(`user <- planner: ${"message" in reply ? reply.message : "paused"}`)
+  yield* Console.log(`weather saw: ${JSON.stringify(seen)}`)
   const unsigned = yield* Effect.flip(agents.call(didHash(weather.did), "Lisbon"))
   yield* Console.log(`unsigned caller <- weather: ${unsigned.code}`)
-  return { reply, unsignedCode: unsigned.code }
+  return { reply, weatherSaw: seen, unsignedCode: unsigned.code }
 }).pipe(Effect.scoped, Effect.provide(FetchHttpClient.layer), Effect.provide(KeysNative.layer))
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) await Effect.runPromise(program)

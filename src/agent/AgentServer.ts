@@ -58,6 +58,7 @@ export {
 } from "./Handler.js"
 export { DEFAULT_MAX_RETAINED_EVENT_BYTES, type RunEventType } from "./RunStreams.js"
 export { type McpAccess, mcpCapability } from "./Handler.js"
+export { type AgentCallFailure, type AgentCallOptions, agentCapability } from "./Handler.js"
 export { type LocalMcpServer, McpError, type McpToolInfo, type McpToolResult } from "./McpClient.js"
 
 export {

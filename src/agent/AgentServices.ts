@@ -15,6 +15,7 @@ import type { AgentAuth, AuthMode } from "./AgentApi.js"
 import { AgentConfigError } from "./AgentError.js"
 import * as A2aCard from "./A2aCard.js"
 import * as A2aTasks from "./A2aTasks.js"
+import * as AgentCalls from "./AgentCalls.js"
 import * as Auth from "./Auth.js"
 import * as Discovery from "./Discovery.js"
 import * as Execution from "./Execution.js"
@@ -312,7 +313,9 @@ export const layerParts = <E>(
     ...(options.hubUrl === undefined ? {} : { hubUrl: options.hubUrl }),
     ...(options.mcpServers === undefined ? {} : { servers: options.mcpServers })
   }).pipe(Layer.provide(HttpClientDefault.layer))
-  const execution = Execution.layer(options).pipe(Layer.provide(Layer.mergeAll(stores, guard, gates, mcp, layerAgentHandler(options).pipe(Layer.provide(stores)))))
+  // Handlers call other agents through the agent's hub; without one there is no client and their calls say so.
+  const calls = options.hubUrl === undefined ? Layer.empty : AgentCalls.layer(options.hubUrl)
+  const execution = Execution.layer(options).pipe(Layer.provide(Layer.mergeAll(stores, guard, gates, mcp, calls, layerAgentHandler(options).pipe(Layer.provide(stores)))))
   const parts = Layer.mergeAll(
     stores,
     gates,

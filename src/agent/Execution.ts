@@ -40,6 +40,7 @@ import {
   type TraceContext
 } from "./Handler.js"
 import { McpClient, type McpClientApi, McpError } from "./McpClient.js"
+import * as AgentCalls from "./AgentCalls.js"
 import * as Option from "effect/Option"
 import { Identity } from "./Identity.js"
 import { AgentMemory } from "../core/AgentMemory.js"
@@ -297,6 +298,10 @@ class HandlerInput implements RunInput {
   readonly reportCost: RunInput["reportCost"]
   readonly charge: RunInput["charge"]
   readonly mcp: RunInput["mcp"]
+  readonly call: RunInput["call"]
+  readonly callEffect: RunInput["callEffect"]
+  readonly callStream: RunInput["callStream"]
+  readonly callStreamEffect: RunInput["callStreamEffect"]
   readonly #x: Run
   readonly #context: Context.Context<never>
   readonly #tracing: boolean
@@ -309,6 +314,7 @@ class HandlerInput implements RunInput {
     readonly systemPrompt: string | undefined,
     runPromise: <A, E>(effect: Effect.Effect<A, E>) => Promise<A>,
     mcpClient: McpClientApi | undefined,
+    calls: AgentCalls.Calls,
     context: Context.Context<never>,
     tracing: boolean
   ) {
@@ -337,6 +343,10 @@ class HandlerInput implements RunInput {
       x.cost = micros
     }
     this.mcp = mcpFor(mcpClient, guardEffect, runPromise)
+    this.call = calls.call
+    this.callEffect = calls.callEffect
+    this.callStream = calls.callStream
+    this.callStreamEffect = calls.callStreamEffect
   }
   // Read on first use: most handlers never pass it on.
   get trace(): TraceContext {
@@ -407,9 +417,12 @@ export const make = (options: Options): Effect.Effect<ExecutionApi, never, Agent
       ? undefined
       : yield* SpendingGuard.make.pipe(Effect.provideService(KeyResolver, resolver), Effect.provideService(TaskStore, taskStore), Effect.provideService(Keys, keys))
     const deps: GuardDeps = { guard: yield* TaskGuard, gates: yield* Gates, did, sandboxed: options.sandboxed ?? false, spending }
-    const runPromise = promiseRunner(yield* Effect.runtime<never>())
+    const runtime = yield* Effect.runtime<never>()
+    const runPromise = promiseRunner(runtime)
     // Optional: a server configured without MCP has none, and its handlers' MCP calls fail MCP_NOT_CONFIGURED.
     const mcpClient = Option.getOrUndefined(yield* Effect.serviceOption(McpClient))
+    // Optional too: an agent without a hub has none, and its handlers' agent calls fail HUB_NOT_CONFIGURED.
+    const callsOf = AgentCalls.make({ client: Option.getOrUndefined(yield* Effect.serviceOption(AgentCalls.AgentCalls)), identity, runtime })
     // Read once: the span below costs nothing per run while tracing is off.
     const tracing = yield* Tracing
 
@@ -438,7 +451,9 @@ export const make = (options: Options): Effect.Effect<ExecutionApi, never, Agent
         if (Either.isLeft(asked)) return Effect.fail(asked.left)
         const capability = asked.right
         const x: Run = { state, approval, passed: state.journal.slice(), calls: 0, produced: 0, paused: undefined, pausing: false, ended: false, cost: undefined }
-        const input = new HandlerInput(x, guardFor(deps, x), chargeFor(deps, x), meterFor(deps, x), options.systemPrompt, runPromise, mcpClient, context, tracing)
+        const guardEffect = guardFor(deps, x)
+        const calls = callsOf({ mandate: state.mandate, guardEffect, context })
+        const input = new HandlerInput(x, guardEffect, chargeFor(deps, x), meterFor(deps, x), options.systemPrompt, runPromise, mcpClient, calls, context, tracing)
         let text = ""
         const onChunk = (chunk: unknown) => {
           if (typeof chunk !== "string") return

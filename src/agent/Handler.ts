@@ -17,6 +17,7 @@ import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import type { Caller, ChatMessage, CommitRequest } from "./AgentApi.js"
+import type { AgentCallError, CallOptions, CallResult } from "./AgentClient.js"
 import { type AgentForbidden, type AgentUnavailable } from "./AgentError.js"
 import type { McpError, McpToolInfo, McpToolResult } from "./McpClient.js"
 import type { InvalidAmount } from "../core/Money.js"
@@ -98,6 +99,26 @@ export interface McpAccess<Tools extends McpToolArgs = McpToolArgs> {
 }
 
 /**
+ * The capability a call of the agent `didHash` is guarded as: `agent:<didHash>`, or `agent:<didHash>/<capability>`
+ * when the call names the capability it asks for.
+ */
+export const agentCapability = (didHash: string, capability?: string): string =>
+  capability === undefined ? `agent:${didHash}` : `agent:${didHash}/${capability}`
+
+/**
+ * What a handler's call to another agent sends beside the message (the `CallOptions` of the same names), and what
+ * the task guard is told of it. Nothing else goes: the request is signed as this agent and carries the served
+ * request's correlation id and trace context, never the mandate this run was called under.
+ */
+export interface AgentCallOptions extends Pick<CallOptions, "sessionId" | "history" | "context" | "mandate" | "capability" | "commit" | "idempotencyKey"> {
+  /** What the task guard is told (default: irreversible, no data scopes, a description naming the agent called). */
+  readonly guard?: GuardOptions
+}
+
+/** Why a call to another agent failed: the guard refused or paused it, or the call failed (`AgentCallError`: its own code or the callee's). */
+export type AgentCallFailure = AgentCallError | GuardError
+
+/**
  * The request's correlation id and W3C trace context, to pass on to the calls a handler makes (spread into
  * `AgentClient` / `AgentPromise` call options): what an Effect handler's calls carry by themselves.
  */
@@ -153,6 +174,23 @@ export interface RunInput {
   readonly chargeEffect: (usd: number | string, options?: { readonly merchant?: string }) => Effect.Effect<Charge, ChargeError>
   /** Access to an MCP server by configured name or registered didHash, each tool call under the task guard. */
   readonly mcp: <Tools extends McpToolArgs = McpToolArgs>(server: string) => McpAccess<Tools>
+  /**
+   * Calls the agent registered on the hub as `didHash`, as this agent: signed with mesh-sig by this agent's DID,
+   * with the served request's correlation id and trace context; under a task mandate it is first asked of the guard
+   * as `agent:<didHash>` (`agent:<didHash>/<capability>` when `capability` is named), and a refusal sends nothing.
+   * Resolves with the reply, or the callee's pause at a human gate; rejects with `AgentCallError`
+   * (`IDENTITY_NOT_CONFIGURED`, `HUB_NOT_CONFIGURED`, `AGENT_NOT_FOUND`, or the callee's own code) or as `guard` does.
+   */
+  readonly call: (didHash: string, message: string, options?: AgentCallOptions) => Promise<CallResult>
+  /** `call` as an Effect. */
+  readonly callEffect: (didHash: string, message: string, options?: AgentCallOptions) => Effect.Effect<CallResult, AgentCallFailure>
+  /**
+   * `call`, streamed: the reply's chunks as they come (return it to relay them); a pause of the callee at a human
+   * gate ends it with `AgentCallError` `APPROVAL_REQUIRED`.
+   */
+  readonly callStream: (didHash: string, message: string, options?: Omit<AgentCallOptions, "idempotencyKey">) => AsyncIterable<string>
+  /** `callStream` as an Effect `Stream`. */
+  readonly callStreamEffect: (didHash: string, message: string, options?: Omit<AgentCallOptions, "idempotencyKey">) => Stream.Stream<string, AgentCallFailure>
   /** The correlation id and trace context of the request being served, for the calls the handler makes. */
   readonly trace: TraceContext
 }

@@ -28,6 +28,11 @@ export interface IdentityApi {
   readonly didHash: string
   readonly privateKey: PrivateKey
   readonly publicKeyB64: string
+  /**
+   * Whether the key was made at start because none was given: nobody can resolve it, so the agent cannot act as
+   * itself towards others (its calls to other agents are refused before they are signed).
+   */
+  readonly ephemeral: boolean
   /** The base URL callers use; waits until it is published. */
   readonly url: Effect.Effect<string>
   /** Publishes the base URL (the first one published stays). */
@@ -62,6 +67,7 @@ export const make = (options: Options): Effect.Effect<IdentityApi, AgentConfigEr
       didHash: didHash(did),
       privateKey,
       publicKeyB64: toBase64(privateKey.publicKey),
+      ephemeral: options.privateKey === undefined,
       url: Deferred.await(url),
       publish: (u) => Effect.asVoid(Deferred.succeed(url, u))
     }

@@ -56,7 +56,7 @@ describe("agent server", () => {
         assert.deepStrictEqual(seen, [{
           fields: ["hi", "s-1", "anonymous", "function", "function", "function", false, false, "string"],
           mcpServer: "files",
-          copied: ["caller", "capability", "charge", "chargeEffect", "commit", "compute", "context", "guard", "guardEffect", "history", "mcp", "message", "reportCost", "sessionId", "systemPrompt"],
+          copied: ["call", "callEffect", "callStream", "callStreamEffect", "caller", "capability", "charge", "chargeEffect", "commit", "compute", "context", "guard", "guardEffect", "history", "mcp", "message", "reportCost", "sessionId", "systemPrompt"],
           copiedSignal: false,
           sameSignal: true
         }])

@@ -19,10 +19,11 @@ describe("agent examples", () => {
       assert.strictEqual(final, "SIGNED ENVELOPES EVERYWHERE ")
     }))
 
-  it.live("agents-in-a-hub: the planner reaches the weather agent by didHash with mesh-sig; an unsigned caller is refused", () =>
+  it.live("agents-in-a-hub: the planner's handler calls the weather agent by didHash as itself, with the user's correlation id; an unsigned caller is refused", () =>
     Effect.gen(function* () {
-      const { reply, unsignedCode } = yield* agentsInAHub
+      const { reply, weatherSaw, unsignedCode } = yield* agentsInAHub
       assert.strictEqual("message" in reply ? reply.message : "", "plan a picnic: sunny in Lisbon (asked by did:mesh:example.planner)")
+      assert.deepStrictEqual(weatherSaw, [{ caller: "did:mesh:example.planner", capability: "forecast", correlationId: "picnic-1" }])
       assert.strictEqual(unsignedCode, "SIGNATURE_MISSING")
     }))
 
