@@ -9,22 +9,17 @@ import * as Effect from "effect/Effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as net from "node:net"
-import * as path from "node:path"
 import * as vm from "node:vm"
-import { type Browser, chromium, type Page } from "playwright-core"
 import * as AgentServer from "../../src/agent/AgentServer.js"
 import { signApproval } from "../../src/core/Approval.js"
-import { generateDid, type MeshIdentity } from "../../src/core/Did.js"
+import { generateDid } from "../../src/core/Did.js"
 import { issueTaskMandate } from "../../src/core/Mandate.js"
-import type * as MeshClient from "../../src/hub/MeshClient.js"
 import { CONTENT_SECURITY_POLICY } from "../../src/hub/WebPage.js"
 import { script } from "../../src/hub/WebClient.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
 import { ensureBin } from "../support/bin.js"
+import { browserPage, CHROMIUM, chromiumMissing, register, screenshot } from "./browser.js"
 import { startHub, tempDatabase } from "./support.js"
-
-const CHROMIUM = "/usr/bin/chromium"
-const ARTIFACTS = path.resolve("test/artifacts")
 
 const provide = <A, E, R>(e: Effect.Effect<A, E, R>) => e.pipe(Effect.scoped, Effect.provide(KeysNative.layer))
 
@@ -34,27 +29,6 @@ const fetchText = (url: string) =>
     const res = await fetch(url)
     return { status: res.status, type: res.headers.get("content-type") ?? "", csp: res.headers.get("content-security-policy"), text: await res.text() }
   })
-
-/** Registers `identity` as an agent at `endpointUrl` under an API key of its own. */
-const register = (client: MeshClient.MeshClientApi, identity: MeshIdentity, endpointUrl: string, manifest: Record<string, unknown>) =>
-  Effect.gen(function* () {
-    const key = yield* client.createApiKey({ owner: identity.did })
-    return yield* client.registerAgent({ manifest: { meshProtocolVersion: "1.0", ...manifest }, endpointUrl, identity, apiKey: key.apiKey })
-  })
-
-/** A headless chromium for the scope, with every uncaught page error collected. */
-const browserPage = Effect.acquireRelease(
-  Effect.promise(async () => {
-    const browser: Browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ["--no-sandbox"] })
-    const page: Page = await browser.newPage({ viewport: { width: 1280, height: 860 } })
-    // Well inside the test's own timeout, so a page that never gets there fails naming what it waited for.
-    page.setDefaultTimeout(10_000)
-    const errors: Array<string> = []
-    page.on("pageerror", (e) => errors.push(String(e)))
-    return { browser, page, errors }
-  }),
-  ({ browser }) => Effect.promise(() => browser.close())
-)
 
 /**
  * A TCP proxy in front of `target` whose `cut()` drops every connection that is carrying an event stream at that
@@ -94,14 +68,6 @@ const cuttingProxy = (target: string) =>
     }),
     ({ server }) => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)))
   )
-
-const screenshot = (page: Page, name: string) =>
-  Effect.promise(async () => {
-    fs.mkdirSync(ARTIFACTS, { recursive: true })
-    const file = path.join(ARTIFACTS, name)
-    await page.screenshot({ path: file, fullPage: true })
-    return file
-  })
 
 describe("the hub's page", () => {
   it.live("serves the explorer and the chat shell, its script and style, under a policy that loads from the hub only", () =>
@@ -154,7 +120,7 @@ describe("the hub's page", () => {
       assert.doesNotThrow(() => new vm.Script(js.text))
       const home = yield* fetchText(`${url}/`)
       assert.include(home.text, "/ui/app.js")
-      if (!fs.existsSync(CHROMIUM) && process.env.MESH_REQUIRE_CHROMIUM !== "1") return
+      if (chromiumMissing) return
       const { page, errors } = yield* browserPage
       const status = yield* Effect.promise(async () => {
         await page.goto(`${url}/`)
@@ -166,7 +132,7 @@ describe("the hub's page", () => {
     }).pipe(Effect.scoped))
 
   // CI sets MESH_REQUIRE_CHROMIUM=1 (after installing it): there a missing browser fails these tests, never skips them.
-  if (!fs.existsSync(CHROMIUM) && process.env.MESH_REQUIRE_CHROMIUM !== "1") {
+  if (chromiumMissing) {
     it.skip(`in a browser: SKIPPED, ${CHROMIUM} is missing (apt-get install -y chromium; .ci/run installs it)`, () => {})
     return
   }
