@@ -144,7 +144,10 @@ export const webClient = function (): void {
       const mine = ++generation
       const { path, kind } = kinds[tab]
       tabs.querySelectorAll("a").forEach((a) => a.classList.toggle("active", a.dataset.tab === tab))
-      if (cursor === undefined) clear(list)
+      if (cursor === undefined) {
+        clear(list)
+        more.hidden = true
+      }
       status.textContent = "Loading…"
       const got = await hubGet(`${path}?limit=50${cursor === undefined ? "" : `&cursor=${encodeURIComponent(cursor)}`}`)
       if (mine !== generation) return

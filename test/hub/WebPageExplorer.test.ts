@@ -1,0 +1,69 @@
+/**
+ * The hub page's registry explorer in a real browser (Debian's chromium driven by playwright-core): the More button
+ * shows only while there is a next page.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import type { Page } from "playwright-core"
+import { generateDid } from "../../src/core/Did.js"
+import type * as MeshClient from "../../src/hub/MeshClient.js"
+import * as KeysNative from "../../src/node/KeysNative.js"
+import { browserPage, CHROMIUM, chromiumMissing } from "./browser.js"
+import { startHub } from "./support.js"
+
+const provide = <A, E, R>(e: Effect.Effect<A, E, R>) => e.pipe(Effect.scoped, Effect.provide(KeysNative.layer))
+
+/** Nobody answers there: the explorer only reads the registry. */
+const NOWHERE = "http://127.0.0.1:9/agent"
+
+/**
+ * Registers agents `did:mesh:<prefix>-<i>` for i in [from, to), each with a manifest naming it `<PREFIX> <i>`, under
+ * the admin key (a key of their own each would make the test mostly key issuing).
+ */
+const registerMany = (client: MeshClient.MeshClientApi, prefix: string, from: number, to: number) =>
+  Effect.forEach(
+    Array.from({ length: to - from }, (_, i) => from + i),
+    (i) =>
+      Effect.flatMap(generateDid(`${prefix}-${i}`), (identity) =>
+        client.registerAgent({ manifest: { meshProtocolVersion: "1.0", name: `${prefix.toUpperCase()} ${i}` }, endpointUrl: NOWHERE, identity })
+      ),
+    { concurrency: 4 }
+  )
+
+/** Whether the More button takes up room on the page (a `display` rule over `hidden` would make it). */
+const moreShown = (page: Page) => page.evaluate(() => (document.querySelector("#more") as HTMLElement | null)?.offsetParent !== null)
+
+describe("the hub's registry explorer", () => {
+  if (chromiumMissing) {
+    it.skip(`in a browser: SKIPPED, ${CHROMIUM} is missing (apt-get install -y chromium; .ci/run installs it)`, () => {})
+    return
+  }
+
+  it.live("in a browser: More shows only while the registry has a next page, and goes once the last page is in", () =>
+    provide(
+      Effect.gen(function* () {
+        const { hub, client } = yield* startHub()
+        yield* registerMany(client, "few", 0, 2)
+        const { page, errors } = yield* browserPage
+        const few = yield* Effect.promise(async () => {
+          await page.goto(`${hub.url}/#agents`)
+          await page.waitForFunction(() => document.querySelectorAll("#results .item").length === 2 && document.querySelector("#status")?.textContent === "")
+          return { shown: await moreShown(page), visible: await page.isVisible("#more") }
+        })
+        assert.deepStrictEqual(few, { shown: false, visible: false })
+
+        // The page asks for 50 at a time: 51 agents make a second page of one.
+        yield* registerMany(client, "many", 2, 51)
+        const paged = yield* Effect.promise(async () => {
+          await page.reload()
+          await page.waitForFunction(() => document.querySelectorAll("#results .item").length === 50 && document.querySelector("#status")?.textContent === "")
+          const first = { shown: await moreShown(page), visible: await page.isVisible("#more") }
+          await page.click("#more")
+          await page.waitForFunction(() => document.querySelectorAll("#results .item").length === 51 && document.querySelector("#status")?.textContent === "")
+          return { first, last: { shown: await moreShown(page), visible: await page.isVisible("#more") } }
+        })
+        assert.deepStrictEqual(paged, { first: { shown: true, visible: true }, last: { shown: false, visible: false } })
+        assert.deepStrictEqual(errors, [])
+      })
+    ))
+})
