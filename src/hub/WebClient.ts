@@ -64,8 +64,10 @@ export const webClient = function (): void {
       : { code: `HTTP_${status}`, message: "unexpected answer" }
   const describe = (f: Failure) => `${f.code}: ${f.message}${f.correlationId === undefined ? "" : ` (correlation id ${f.correlationId})`}`
 
+  type HubAnswer = { ok: true; body: Json } | { ok: false; failure: Failure }
+
   /** GET a JSON resource of this hub. */
-  const hubGet = async (path: string): Promise<{ ok: true; body: Json } | { ok: false; failure: Failure }> => {
+  const hubGet = async (path: string): Promise<HubAnswer> => {
     try {
       const res = await fetch(path, { headers: { accept: "application/json" } })
       const body: unknown = await res.json().catch(() => undefined)
@@ -86,6 +88,36 @@ export const webClient = function (): void {
       : h("span", { class: "badge unknown", title: "this hub records no liveness" }, "liveness not recorded")
 
   const field = (label: string, value: Child, cls?: string) => h("div", { class: "field" }, h("dt", {}, label), h("dd", cls === undefined ? {} : { class: cls }, value))
+
+  // A manifest is addressed by its content, so what was read once stays true: the list, the detail pane and the chat
+  // share each read. A failed read is not kept, so the next view asks again.
+  const manifests = new Map<string, Promise<HubAnswer>>()
+  const manifestOf = (cid: string): Promise<HubAnswer> => {
+    const known = manifests.get(cid)
+    if (known !== undefined) return known
+    const got = hubGet(`/v1/manifests/${encodeURIComponent(cid)}`).then((a) => {
+      if (!a.ok) manifests.delete(cid)
+      return a
+    })
+    manifests.set(cid, got)
+    return got
+  }
+  /** The name a manifest gives its agent; undefined when it gives none worth showing. */
+  const nameIn = (manifest: Json): string | undefined => (typeof manifest.name === "string" && manifest.name.trim() !== "" ? manifest.name : undefined)
+  /**
+   * An agent's name, from the manifest its record names; a search hit names no manifest, so its record is read first.
+   * Undefined when there is none to be had: the page then shows the DID.
+   */
+  const agentName = async (record: Json): Promise<string | undefined> => {
+    let cid = typeof record.manifestCID === "string" ? record.manifestCID : undefined
+    if (cid === undefined) {
+      const got = await hubGet(`/v1/agents/${encodeURIComponent(str(record.didHash))}`)
+      if (!got.ok || typeof got.body.manifestCID !== "string") return undefined
+      cid = got.body.manifestCID
+    }
+    const m = await manifestOf(cid)
+    return m.ok ? nameIn(m.body) : undefined
+  }
 
   // ---------------------------------------------------------------- explorer
 
@@ -126,12 +158,14 @@ export const webClient = function (): void {
     } as const
     type Tab = keyof typeof kinds
 
-    const item = (kind: string, record: Json) => {
+    // An agent's registry record names no agent (its name is in its manifest): `name` is the manifest's, when it has one.
+    const item = (kind: string, record: Json, name: string | undefined) => {
       const hash = str(record.didHash)
+      const did = str(record.did)
       return h(
         "li",
         { class: "item", "data-kind": kind, "data-did-hash": hash },
-        h("a", { href: `#${kind}/${encodeURIComponent(hash)}`, class: "name" }, str(record.name) || str(record.did)),
+        h("a", { href: `#${kind}/${encodeURIComponent(hash)}`, class: "name", title: did }, kind === "agent" ? (name ?? did) : str(record.name) || did),
         h("span", { class: `kind kind-${kind}` }, kind),
         h("code", { class: "hash" }, hash),
         kind === "agent" ? livenessOf(record) : null,
@@ -156,7 +190,9 @@ export const webClient = function (): void {
         return
       }
       const items = Array.isArray(got.body.items) ? got.body.items.filter(isRecord) : []
-      for (const r of items) list.append(item(kind, r))
+      const names = await Promise.all(items.map((r) => (kind === "agent" ? agentName(r) : undefined)))
+      if (mine !== generation) return
+      items.forEach((r, i) => list.append(item(kind, r, names[i])))
       status.textContent = list.children.length === 0 ? `No ${tab === "mcp" ? "MCP servers" : tab} registered.` : ""
       const next = got.body.nextCursor
       more.hidden = typeof next !== "string"
@@ -177,7 +213,9 @@ export const webClient = function (): void {
         return
       }
       const items = Array.isArray(got.body.items) ? got.body.items.filter(isRecord) : []
-      for (const r of items) list.append(item(str(r.kind), r))
+      const names = await Promise.all(items.map((r) => (r.kind === "agent" ? agentName(r) : undefined)))
+      if (mine !== generation) return
+      items.forEach((r, i) => list.append(item(str(r.kind), r, names[i])))
       status.textContent = items.length === 0 ? `Nothing matches “${text}”.` : `${items.length} found.`
     }
 
@@ -199,11 +237,12 @@ export const webClient = function (): void {
           field("registered", str(r.createdAt)),
           field("updated", str(r.updatedAt))
         )
-        const manifest = h("div", { id: "manifest" }, "Loading…")
+        const m = await manifestOf(str(r.manifestCID))
+        const manifest = h("div", { id: "manifest" }, m.ok ? pretty(m.body) : h("p", { class: "status error" }, describe(m.failure)))
         const didDocument = h("div", { id: "did-document" }, "Loading…")
         clear(
           detail,
-          h("h2", {}, str(r.did)),
+          h("h2", {}, (m.ok ? nameIn(m.body) : undefined) ?? str(r.did)),
           h("p", {}, h("a", { href: `/chat/${encodeURIComponent(str(r.didHash))}`, class: "button", id: "open-chat" }, "Chat with this agent")),
           fields,
           h("h3", {}, "Manifest"),
@@ -211,8 +250,7 @@ export const webClient = function (): void {
           h("h3", {}, "DID document"),
           didDocument
         )
-        const [m, d] = await Promise.all([hubGet(`/v1/manifests/${encodeURIComponent(str(r.manifestCID))}`), hubGet(`/v1/dids/${encodeURIComponent(str(r.did))}`)])
-        clear(manifest, m.ok ? pretty(m.body) : h("p", { class: "status error" }, describe(m.failure)))
+        const d = await hubGet(`/v1/dids/${encodeURIComponent(str(r.did))}`)
         clear(didDocument, d.ok ? pretty(d.body.document) : h("p", { class: "status error" }, describe(d.failure)))
         return
       }

@@ -1,6 +1,6 @@
 /**
  * The hub page's registry explorer in a real browser (Debian's chromium driven by playwright-core): the More button
- * shows only while there is a next page.
+ * shows only while there is a next page, and agents are listed by the names their manifests give them.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
@@ -8,7 +8,7 @@ import type { Page } from "playwright-core"
 import { generateDid } from "../../src/core/Did.js"
 import type * as MeshClient from "../../src/hub/MeshClient.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
-import { browserPage, CHROMIUM, chromiumMissing } from "./browser.js"
+import { browserPage, CHROMIUM, chromiumMissing, register, screenshot } from "./browser.js"
 import { startHub } from "./support.js"
 
 const provide = <A, E, R>(e: Effect.Effect<A, E, R>) => e.pipe(Effect.scoped, Effect.provide(KeysNative.layer))
@@ -63,6 +63,46 @@ describe("the hub's registry explorer", () => {
           return { first, last: { shown: await moreShown(page), visible: await page.isVisible("#more") } }
         })
         assert.deepStrictEqual(paged, { first: { shown: true, visible: true }, last: { shown: false, visible: false } })
+        assert.deepStrictEqual(errors, [])
+      })
+    ))
+
+  it.live("in a browser: agents are listed and shown by their manifests' names, with the didHash beside; the DID only when the name is blank", () =>
+    provide(
+      Effect.gen(function* () {
+        const { hub, client } = yield* startHub()
+        const alpha = yield* generateDid("alpha-01")
+        const alphaRecord = yield* register(client, alpha, NOWHERE, { name: "Alpha Helper", description: "answers in haiku" })
+        const blank = yield* generateDid("blank-02")
+        const blankRecord = yield* register(client, blank, NOWHERE, { name: "   " })
+        const { page, errors } = yield* browserPage
+        const row = (didHash: string) => `#results .item[data-did-hash="${didHash}"]`
+        const rowOf = (didHash: string) =>
+          page.evaluate((selector) => {
+            const li = document.querySelector(selector)
+            return { name: li?.querySelector("a.name")?.textContent, title: li?.querySelector("a.name")?.getAttribute("title"), hash: li?.querySelector(".hash")?.textContent }
+          }, row(didHash))
+
+        const listed = yield* Effect.promise(async () => {
+          await page.goto(`${hub.url}/#agents`)
+          await page.waitForSelector(row(blankRecord.didHash))
+          return { alpha: await rowOf(alphaRecord.didHash), blank: await rowOf(blankRecord.didHash) }
+        })
+        assert.deepStrictEqual(listed.alpha, { name: "Alpha Helper", title: alpha.did, hash: alphaRecord.didHash })
+        assert.deepStrictEqual(listed.blank, { name: blank.did, title: blank.did, hash: blankRecord.didHash })
+
+        // A search hit names no manifest; the page still shows the agent's name.
+        const found = yield* Effect.promise(async () => {
+          await page.fill("#q", "haiku")
+          await page.press("#q", "Enter")
+          await page.waitForFunction(() => document.querySelector("#status")?.textContent === "1 found.")
+          const hit = await rowOf(alphaRecord.didHash)
+          await page.click(`${row(alphaRecord.didHash)} a.name`)
+          await page.waitForSelector("#did-document pre")
+          return { hit, heading: await page.evaluate(() => document.querySelector("#detail h2")?.textContent) }
+        })
+        assert.deepStrictEqual(found, { hit: { name: "Alpha Helper", title: alpha.did, hash: alphaRecord.didHash }, heading: "Alpha Helper" })
+        yield* screenshot(page, "hub-page-names.png")
         assert.deepStrictEqual(errors, [])
       })
     ))
