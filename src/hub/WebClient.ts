@@ -132,7 +132,10 @@ export const webClient = function (): void {
         onsubmit: (e: Event) => {
           e.preventDefault()
           const text = q.value.trim()
-          location.hash = text === "" ? "agents" : `search/${encodeURIComponent(text)}`
+          const target = `#${text === "" ? "agents" : `search/${encodeURIComponent(text)}`}`
+          // The same search again changes no hash, so no hashchange would run it.
+          if (location.hash === target) route()
+          else location.hash = target
         }
       },
       q,
@@ -219,10 +222,24 @@ export const webClient = function (): void {
       status.textContent = items.length === 0 ? `Nothing matches “${text}”.` : `${items.length} found.`
     }
 
+    // Which filling of the detail pane is current: a read that comes back after the pane moved on is dropped, so a
+    // slow answer cannot bring back a card the user left.
+    let shown = 0
+    /** The detail pane with nothing picked: it says what to click. */
+    const emptyDetail = () => {
+      shown++
+      clear(
+        detail,
+        h("p", { id: "detail-empty", class: "status hint" }, "Pick an agent from the list to see its card and chat with it. MCP servers and skills show their records here too.")
+      )
+    }
+
     const showDetail = async (kind: string, hash: string) => {
+      const mine = ++shown
       clear(detail, h("p", { class: "status" }, "Loading…"))
       const path = kind === "agent" ? "/v1/agents/" : kind === "mcp" ? "/v1/mcp/" : "/v1/skills/"
       const got = await hubGet(path + encodeURIComponent(hash))
+      if (mine !== shown) return
       if (!got.ok) return clear(detail, h("p", { class: "status error" }, describe(got.failure)))
       const r = got.body
       const fields = h("dl", { class: "fields" }, field("didHash", h("code", {}, str(r.didHash))), field("DID", h("code", {}, str(r.did))))
@@ -238,6 +255,7 @@ export const webClient = function (): void {
           field("updated", str(r.updatedAt))
         )
         const m = await manifestOf(str(r.manifestCID))
+        if (mine !== shown) return
         const manifest = h("div", { id: "manifest" }, m.ok ? pretty(m.body) : h("p", { class: "status error" }, describe(m.failure)))
         const didDocument = h("div", { id: "did-document" }, "Loading…")
         clear(
@@ -251,6 +269,7 @@ export const webClient = function (): void {
           didDocument
         )
         const d = await hubGet(`/v1/dids/${encodeURIComponent(str(r.did))}`)
+        if (mine !== shown) return
         clear(didDocument, d.ok ? pretty(d.body.document) : h("p", { class: "status error" }, describe(d.failure)))
         return
       }
@@ -273,13 +292,15 @@ export const webClient = function (): void {
       const slash = hash.indexOf("/")
       const head = slash < 0 ? hash : hash.slice(0, slash)
       const rest = slash < 0 ? "" : hash.slice(slash + 1)
-      if (head === "search" && rest !== "") return void showSearch(rest)
+      if (head === "search" && rest !== "") {
+        emptyDetail()
+        return void showSearch(rest)
+      }
       if ((head === "agent" || head === "mcp" || head === "skill") && rest !== "") {
         if (list.children.length === 0 && status.textContent === "") void showList(head === "agent" ? "agents" : head === "mcp" ? "mcp" : "skills")
         return void showDetail(head, rest)
       }
-      // The empty pane says what to do with it rather than staying blank.
-      clear(detail, h("p", { class: "status hint" }, "Click an agent, MCP server or skill in the list to see its record here; an agent's page has a Chat link to talk to it."))
+      emptyDetail()
       void showList(head === "mcp" || head === "skills" ? head : "agents")
     }
     window.addEventListener("hashchange", route)

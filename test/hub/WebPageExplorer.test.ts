@@ -1,6 +1,7 @@
 /**
  * The hub page's registry explorer in a real browser (Debian's chromium driven by playwright-core): the More button
- * shows only while there is a next page, and agents are listed by the names their manifests give them.
+ * shows only while there is a next page, agents are listed by the names their manifests give them, and the detail
+ * pane says what to click and goes back to saying it when a new search starts.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
@@ -32,6 +33,11 @@ const registerMany = (client: MeshClient.MeshClientApi, prefix: string, from: nu
 
 /** Whether the More button takes up room on the page (a `display` rule over `hidden` would make it). */
 const moreShown = (page: Page) => page.evaluate(() => (document.querySelector("#more") as HTMLElement | null)?.offsetParent !== null)
+
+/** What the detail pane shows, and whether it holds a card. */
+const detailPane = (page: Page) => page.evaluate(() => ({ text: document.querySelector("#detail")?.textContent ?? "", card: document.querySelector("#detail h2") !== null }))
+
+const EMPTY_STATE = "Pick an agent from the list to see its card and chat with it"
 
 describe("the hub's registry explorer", () => {
   if (chromiumMissing) {
@@ -103,6 +109,73 @@ describe("the hub's registry explorer", () => {
         })
         assert.deepStrictEqual(found, { hit: { name: "Alpha Helper", title: alpha.did, hash: alphaRecord.didHash }, heading: "Alpha Helper" })
         yield* screenshot(page, "hub-page-names.png")
+        assert.deepStrictEqual(errors, [])
+      })
+    ))
+
+  it.live("in a browser: the empty detail pane says what to pick, on the list and when opened at a search", () =>
+    provide(
+      Effect.gen(function* () {
+        const { hub, client } = yield* startHub()
+        yield* registerMany(client, "helper", 0, 2)
+        const { page, errors } = yield* browserPage
+        const onList = yield* Effect.promise(async () => {
+          await page.goto(`${hub.url}/`)
+          await page.waitForSelector("#results .item")
+          return detailPane(page)
+        })
+        assert.include(onList.text, EMPTY_STATE)
+        assert.isFalse(onList.card)
+        const onSearch = yield* Effect.promise(async () => {
+          // A fresh load, not a hash change on the page already open.
+          await page.goto("about:blank")
+          await page.goto(`${hub.url}/#search/HELPER`)
+          await page.waitForFunction(() => document.querySelector("#status")?.textContent === "2 found.")
+          return detailPane(page)
+        })
+        assert.deepStrictEqual(onSearch, onList)
+        yield* screenshot(page, "hub-page-empty-detail.png")
+        assert.deepStrictEqual(errors, [])
+      })
+    ))
+
+  it.live("in a browser: a new search takes the card off the detail pane, back to its empty state", () =>
+    provide(
+      Effect.gen(function* () {
+        const { hub, client } = yield* startHub()
+        const [alpha] = yield* registerMany(client, "alpha", 0, 1)
+        yield* registerMany(client, "beta", 0, 1)
+        const { page, errors } = yield* browserPage
+        const open = (didHash: string) =>
+          Effect.promise(async () => {
+            await page.click(`#results .item[data-did-hash="${didHash}"] a.name`)
+            await page.waitForSelector("#did-document pre")
+            return detailPane(page)
+          })
+        // The list before the search is marked, so what is waited for is the new search's answer, not the last one's.
+        const search = (text: string) =>
+          Effect.promise(async () => {
+            await page.evaluate(() => document.querySelectorAll("#results .item").forEach((li) => li.setAttribute("data-before", "")))
+            await page.fill("#q", text)
+            await page.press("#q", "Enter")
+            await page.waitForSelector("#results .item:not([data-before])")
+            return detailPane(page)
+          })
+        yield* Effect.promise(async () => {
+          await page.goto(`${hub.url}/#search/ALPHA`)
+          await page.waitForSelector("#results .item")
+        })
+        const card = yield* open(alpha!.didHash)
+        assert.isTrue(card.card)
+        assert.include(card.text, "ALPHA 0")
+        const other = yield* search("BETA")
+        assert.isFalse(other.card)
+        assert.include(other.text, EMPTY_STATE)
+        // The search the card was opened from, run again, clears it too.
+        yield* search("ALPHA")
+        yield* open(alpha!.didHash)
+        const again = yield* search("ALPHA")
+        assert.deepStrictEqual(again, other)
         assert.deepStrictEqual(errors, [])
       })
     ))
