@@ -363,18 +363,38 @@ export const webClient = function (): void {
     }
     const record = resolved.body
     const endpoint = str(record.endpointUrl).replace(/\/+$/, "")
-    clear(
-      card,
-      h("h2", { id: "agent-name" }, str(record.did)),
-      h(
-        "dl",
-        { class: "fields" },
-        field("didHash", h("code", {}, str(record.didHash))),
-        field("endpoint", h("code", {}, endpoint)),
-        field("liveness", livenessOf(record)),
-        field("details", h("a", { href: `/#agent/${encodeURIComponent(str(record.didHash))}` }, "in the registry"))
-      )
+    // The manifest comes from the hub, so it can be read even when the agent refuses this page: it names the agent
+    // and says how the agent takes calls.
+    const m = await manifestOf(str(record.manifestCID))
+    const manifest = m.ok ? m.body : {}
+    const fields = h(
+      "dl",
+      { class: "fields" },
+      field("didHash", h("code", {}, str(record.didHash))),
+      field("endpoint", h("code", {}, endpoint)),
+      field("liveness", livenessOf(record)),
+      field("details", h("a", { href: `/#agent/${encodeURIComponent(str(record.didHash))}` }, "in the registry"))
     )
+    clear(card, h("h2", { id: "agent-name" }, nameIn(manifest) ?? str(record.did)), fields)
+
+    /** Says that the agent takes signed calls only, which this page cannot make, and where they can be made. */
+    const needsSignedCalls = () => {
+      status.classList.add("error")
+      clear(
+        status,
+        "This agent needs signed calls (auth mesh-sig): each request must be signed with the caller's own key, and this page holds no keys, so it cannot chat with this agent. Call it where your identity file is, e.g. ",
+        h("code", {}, `mesh call ${didHash} "hello" --identity you.identity.json --stream`),
+        ", or with AgentClient."
+      )
+    }
+    // An agent whose manifest asks for signed calls is not called at all: whether or not it allows this page's
+    // origin, nothing the page could send would be accepted, and its refusal would only hide why.
+    const declared = Array.isArray(manifest.auth) ? manifest.auth.map(str) : []
+    if (declared.includes("mesh-sig")) {
+      fields.append(field("auth", declared.join(", ")))
+      document.title = `${nameIn(manifest) ?? str(record.did)} · agent-mesh hub`
+      return needsSignedCalls()
+    }
 
     // The discovery document says the agent's name, auth mode and memory; reading it also tells whether the agent
     // answers this page at all (its CORS).
@@ -395,22 +415,13 @@ export const webClient = function (): void {
       )
       return
     }
-    const name = str(discovery.name) || str(record.did)
+    const name = str(discovery.name) || nameIn(manifest) || str(record.did)
     clear(card.querySelector("#agent-name") ?? card, name)
     document.title = `${name} · agent-mesh hub`
     const auth = Array.isArray(discovery.auth) ? discovery.auth.map(str) : ["none"]
     const memory = str(discovery.memory) || "none"
     card.querySelector("dl")?.append(field("auth", auth.join(", ")), field("memory", memory))
-    if (auth.includes("mesh-sig")) {
-      status.classList.add("error")
-      clear(
-        status,
-        "This agent takes mesh-sig requests only: each is signed with the caller's own key, and this page holds no keys. Call it where your identity file is, e.g. ",
-        h("code", {}, `mesh call ${didHash} "hello" --identity you.identity.json --stream`),
-        ", or with AgentClient."
-      )
-      return
-    }
+    if (auth.includes("mesh-sig")) return needsSignedCalls()
     status.textContent = ""
 
     const message = h("textarea", { id: "message", name: "message", rows: 3, placeholder: `Message ${name}`, required: true, "aria-label": "Message" }) as HTMLTextAreaElement

@@ -8,9 +8,11 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
+import * as http from "node:http"
 import * as net from "node:net"
 import * as vm from "node:vm"
 import * as AgentServer from "../../src/agent/AgentServer.js"
+import { agentManifest } from "../../src/cli/Cli.js"
 import { signApproval } from "../../src/core/Approval.js"
 import { generateDid } from "../../src/core/Did.js"
 import { issueTaskMandate } from "../../src/core/Mandate.js"
@@ -29,6 +31,28 @@ const fetchText = (url: string) =>
     const res = await fetch(url)
     return { status: res.status, type: res.headers.get("content-type") ?? "", csp: res.headers.get("content-security-policy"), text: await res.text() }
   })
+
+/** An HTTP proxy in front of `target` that writes down each request (`METHOD path`) as it passes. */
+const countingProxy = (target: string, seen: Array<string>) =>
+  Effect.acquireRelease(
+    Effect.async<{ readonly url: string; readonly server: http.Server }>((resume) => {
+      const server = http.createServer((req, res) => {
+        seen.push(`${req.method} ${req.url}`)
+        const upstream = http.request(`${target}${req.url ?? "/"}`, { method: req.method ?? "GET", headers: req.headers }, (answer) => {
+          res.writeHead(answer.statusCode ?? 502, answer.headers)
+          answer.pipe(res)
+        })
+        upstream.on("error", () => res.destroy())
+        req.pipe(upstream)
+      })
+      server.listen(0, "127.0.0.1", () => resume(Effect.succeed({ url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`, server })))
+    }),
+    ({ server }) =>
+      Effect.async<void>((resume) => {
+        server.closeAllConnections()
+        server.close(() => resume(Effect.void))
+      })
+  )
 
 /**
  * A TCP proxy in front of `target` whose `cut()` drops every connection that is carrying an event stream at that
@@ -388,6 +412,46 @@ describe("the hub's page", () => {
         assert.include(refused.text, "this page holds no keys")
         assert.include(refused.text, `mesh call ${signedRecord.didHash}`)
         assert.isFalse(refused.form)
+        assert.deepStrictEqual(errors, [])
+      })
+    ))
+
+  it.live("in a browser: a mesh-sig agent that does not allow the hub's origin is said to need signed calls, not to refuse the origin", () =>
+    provide(
+      Effect.gen(function* () {
+        const { hub, client } = yield* startHub()
+        const identity = yield* generateDid("signer")
+        const requests: Array<string> = []
+        const options: AgentServer.AgentServerOptions = {
+          name: "Signed Only", did: identity.did, privateKey: identity.privateKey, database: ":memory:",
+          auth: "mesh-sig", hubUrl: hub.url, handler: () => "only for signed callers"
+        }
+        const agent = yield* AgentServer.make(options)
+        // Every request the page makes of the agent is counted on its way there.
+        const proxy = yield* countingProxy(agent.url, requests)
+        // Registered as `mesh agent` registers it: the manifest says the agent's auth.
+        const record = yield* register(client, identity, proxy.url, agentManifest(options))
+        const { page, errors } = yield* browserPage
+        const shown = yield* Effect.promise(async () => {
+          await page.goto(`${hub.url}/chat/${record.didHash}`)
+          await page.waitForSelector("#status.error")
+          return page.evaluate(() => ({
+            text: document.querySelector("#status")?.textContent ?? "",
+            name: document.querySelector("#agent-name")?.textContent,
+            card: document.querySelector(".agent-card")?.textContent ?? "",
+            form: document.querySelector("#message") !== null
+          }))
+        })
+        assert.include(shown.text, "This agent needs signed calls")
+        assert.include(shown.text, "this page holds no keys")
+        assert.include(shown.text, `mesh call ${record.didHash}`)
+        assert.notInclude(shown.text, "--allowed-origin")
+        assert.notInclude(shown.text, "cannot reach")
+        assert.strictEqual(shown.name, "Signed Only")
+        assert.include(shown.card, "mesh-sig")
+        assert.isFalse(shown.form)
+        assert.deepStrictEqual(requests, [])
+        yield* screenshot(page, "hub-page-signed-only.png")
         assert.deepStrictEqual(errors, [])
       })
     ))
