@@ -12,7 +12,8 @@
  * The chat calls the agent itself, from the browser, so the agent sees the person at the page as its caller and the
  * hub lends nobody its authority; the agent must list the hub's origin in `--allowed-origin`. The page holds no keys
  * and signs nothing: a mesh-sig agent cannot be called from it, and an approval at a human gate is signed by the
- * grantor where the grantor's key is, then pasted here.
+ * grantor where the grantor's key is, then pasted here. Each agent's conversation is kept in the tab's sessionStorage
+ * (never the bearer token), so a reload does not lose it.
  *
  * Floor: hub (docs/architecture.md §3).
  */
@@ -454,6 +455,27 @@ export const webClient = function (): void {
 
     let sessionId: string | undefined
     const history: Array<{ role: "user" | "assistant"; content: string }> = []
+    // What each paused reply was asked, so a kept conversation can show its approval prompt again.
+    const asks = new WeakMap<HTMLElement, Json>()
+
+    // The conversation is kept in this tab's sessionStorage, one entry per agent, so a reload or coming back to the
+    // agent in the same tab finds it as it was: the messages, the session id and the history sent to an agent without
+    // memory. The bearer token is not kept with it.
+    const keptAt = `agent-mesh.chat.${str(record.didHash)}`
+    const keep = () => {
+      const messages = Array.from(log.querySelectorAll<HTMLElement>(":scope > .msg"), (el) => ({
+        role: el.classList.contains("user") ? "user" : "agent",
+        text: el.querySelector(".text")?.textContent ?? "",
+        state: el.dataset.state ?? "",
+        failures: Array.from(el.querySelectorAll(":scope > .failure"), (f) => f.textContent ?? ""),
+        asked: el.dataset.state === "paused" ? asks.get(el) : undefined
+      }))
+      try {
+        sessionStorage.setItem(keptAt, JSON.stringify({ sessionId, history, messages }))
+      } catch {
+        // Storage full or turned off: the chat goes on, only not kept.
+      }
+    }
 
     const bubble = (role: "user" | "agent", text = "") => {
       const el = h("div", { class: `msg ${role}`, "data-state": role === "agent" ? "streaming" : "sent", "data-chunks": 0 }, h("div", { class: "who" }, role === "user" ? "you" : name), h("div", { class: "text" }, text))
@@ -474,9 +496,14 @@ export const webClient = function (): void {
         reply.dataset.state = "error"
         reply.append(h("p", { class: "failure" }, describe(f)))
       }
+      // Kept once it ends, and after every event before, so a reload mid-run keeps what had arrived.
+      const onEvent = (event: string, data: unknown, id: string | undefined) => {
+        seen(event, data, id)
+        keep()
+      }
       let lastId: string | undefined
       let ended = false
-      const onEvent = (event: string, data: unknown, id: string | undefined) => {
+      const seen = (event: string, data: unknown, id: string | undefined) => {
         if (id !== undefined) lastId = id
         const d = isRecord(data) ? data : {}
         if (event === "chunk") {
@@ -545,6 +572,7 @@ export const webClient = function (): void {
     const paused = (d: Json, reply: HTMLElement) => {
       if (typeof d.sessionId === "string") sessionId = d.sessionId
       reply.dataset.state = "paused"
+      asks.set(reply, d)
       const asked = isRecord(d.approvalRequired) ? d.approvalRequired : {}
       const action = isRecord(asked.asked) ? asked.asked : {}
       const taskId = str(asked.taskId)
@@ -603,11 +631,13 @@ export const webClient = function (): void {
         void stream("/v1/resume", { taskId, approval }, reply).then(() => {
           if (reply.dataset.state === "error") {
             // The task is still paused after a refused approval: another one may be pasted.
+            reply.dataset.state = "paused"
             resume.disabled = false
             note.textContent = "Refused; the task is still waiting."
           } else {
             card.remove()
           }
+          keep()
         })
       }
     }
@@ -626,13 +656,46 @@ export const webClient = function (): void {
       if (mandate.value.trim() !== "") payload.mandate = mandate.value.trim()
       if (capability.value.trim() !== "") payload.capability = capability.value.trim()
       history.push({ role: "user", content: text })
+      keep()
       try {
         await stream("/v1/run", payload, reply)
       } finally {
+        keep()
         send.disabled = false
         message.focus()
       }
     }
+
+    /** Shows the conversation kept for this agent, if any, and goes on from it. */
+    const restore = () => {
+      let kept: unknown
+      try {
+        kept = JSON.parse(sessionStorage.getItem(keptAt) ?? "null")
+      } catch {
+        return
+      }
+      if (!isRecord(kept)) return
+      if (typeof kept.sessionId === "string") sessionId = kept.sessionId
+      for (const t of Array.isArray(kept.history) ? kept.history.filter(isRecord) : []) {
+        if ((t.role === "user" || t.role === "assistant") && typeof t.content === "string") history.push({ role: t.role, content: t.content })
+      }
+      for (const m of Array.isArray(kept.messages) ? kept.messages.filter(isRecord) : []) {
+        if (m.role === "user") {
+          bubble("user", str(m.text))
+          continue
+        }
+        const reply = bubble("agent", str(m.text))
+        for (const f of Array.isArray(m.failures) ? m.failures : []) reply.append(h("p", { class: "failure" }, str(f)))
+        if (m.state === "paused" && isRecord(m.asked)) paused(m.asked, reply)
+        else if (m.state === "done" || m.state === "error") reply.dataset.state = m.state
+        else {
+          // The page went away while this reply streamed; the run may have gone on at the agent, unseen here.
+          reply.dataset.state = "error"
+          reply.append(h("p", { class: "failure" }, describe({ code: "STREAM_ENDED", message: "this page was left before the run ended" })))
+        }
+      }
+    }
+    restore()
     message.focus()
   }
 

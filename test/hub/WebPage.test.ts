@@ -327,6 +327,20 @@ describe("the hub's page", () => {
         assert.deepStrictEqual(sent, [])
         yield* screenshot(page, "hub-page-approval.png")
 
+        // The tab keeps the conversation: after a reload the prompt is back, and the approval is pasted into it.
+        const reloaded = yield* Effect.promise(async () => {
+          await page.reload()
+          // The form and the kept conversation are put up in one go.
+          await page.waitForSelector("#message")
+          return page.evaluate(() => ({
+            taskId: document.querySelector(".approval")?.getAttribute("data-task-id") ?? null,
+            state: document.querySelector(".msg.agent")?.getAttribute("data-state"),
+            reply: document.querySelector(".msg.agent .text")?.textContent,
+            user: document.querySelector(".msg.user .text")?.textContent
+          }))
+        })
+        assert.deepStrictEqual(reloaded, { taskId: asked.taskId, state: "paused", reply: "drafted. ", user: "lunch at noon?" })
+
         // An approval signed by someone else is refused by the agent; the page says so and the task still waits.
         const wrong = yield* signApproval({ taskId: asked.taskId, capability: "send_email" }, mallory.did, mallory.privateKey)
         const refused = yield* Effect.promise(async () => {
@@ -452,6 +466,136 @@ describe("the hub's page", () => {
         assert.isFalse(shown.form)
         assert.deepStrictEqual(requests, [])
         yield* screenshot(page, "hub-page-signed-only.png")
+        assert.deepStrictEqual(errors, [])
+      })
+    ))
+
+  it.live("in a browser: each agent's chat is kept in the tab's sessionStorage and comes back on a reload or a later visit, and goes on from there; the bearer token is not kept", () =>
+    provide(
+      Effect.gen(function* () {
+        const { hub, client } = yield* startHub()
+        const serving = { allowedOrigins: [hub.url], maxEventLoopLagMs: Infinity }
+        const token = "t0ken-never-kept"
+        const keeper = yield* generateDid("keeper")
+        // No memory of its own: what it was told before comes in the history the page sends.
+        const agent = yield* AgentServer.make({
+          name: "keeper", did: keeper.did, privateKey: keeper.privateKey, database: ":memory:", serving,
+          auth: "bearer", bearerTokens: [token], handler: ({ message, history }) => `${history.length} before; you said: ${message}`
+        })
+        const record = yield* register(client, keeper, agent.url, { name: "keeper" })
+        const otherId = yield* generateDid("other")
+        const other = yield* AgentServer.make({ name: "other", did: otherId.did, privateKey: otherId.privateKey, database: ":memory:", serving, handler: ({ message }) => `other: ${message}` })
+        const otherRecord = yield* register(client, otherId, other.url, { name: "other" })
+        const { page, errors } = yield* browserPage
+        const chatUrl = `${hub.url}/chat/${record.didHash}`
+
+        const say = async (text: string) => {
+          const done = await page.evaluate(() => document.querySelectorAll('.msg.agent[data-state="done"]').length)
+          await page.fill("#message", text)
+          await page.click("#send")
+          await page.waitForFunction((n) => document.querySelectorAll('.msg.agent[data-state="done"]').length === n, done + 1)
+        }
+        // The form is put up and the kept conversation shown in one go, so once the form is there the log is complete.
+        const open = async (url: string) => {
+          await page.goto(url)
+          await page.waitForSelector("#message")
+        }
+        const transcript = () =>
+          page.evaluate(() =>
+            Array.from(document.querySelectorAll("#log .msg"), (m) => ({
+              who: m.classList.contains("user") ? "you" : "agent",
+              text: m.querySelector(".text")?.textContent,
+              state: m.getAttribute("data-state")
+            }))
+          )
+        const kept = () => page.evaluate(() => Object.keys(sessionStorage).map((k) => `${k}=${sessionStorage.getItem(k)}`).join("\n"))
+
+        const before = yield* Effect.promise(async () => {
+          await open(chatUrl)
+          await page.fill("#bearer", token)
+          await say("one")
+          await say("two")
+          return transcript()
+        })
+        assert.deepStrictEqual(before, [
+          { who: "you", text: "one", state: "sent" },
+          { who: "agent", text: "0 before; you said: one", state: "done" },
+          { who: "you", text: "two", state: "sent" },
+          { who: "agent", text: "2 before; you said: two", state: "done" }
+        ])
+
+        const reloaded = yield* Effect.promise(async () => {
+          await page.reload()
+          await page.waitForSelector("#message")
+          return { log: await transcript(), token: await page.inputValue("#bearer"), kept: await kept() }
+        })
+        assert.deepStrictEqual(reloaded.log, before)
+        assert.strictEqual(reloaded.token, "")
+        assert.include(reloaded.kept, record.didHash)
+        assert.notInclude(reloaded.kept, token)
+
+        // It goes on from the kept conversation: the agent is sent all four messages before the next.
+        const next = yield* Effect.promise(async () => {
+          await page.fill("#bearer", token)
+          await say("three")
+          return transcript()
+        })
+        assert.deepStrictEqual(next.slice(4), [
+          { who: "you", text: "three", state: "sent" },
+          { who: "agent", text: "4 before; you said: three", state: "done" }
+        ])
+
+        // Each agent has its own: another agent's chat starts empty, and coming back finds this one as it was.
+        const elsewhere = yield* Effect.promise(async () => {
+          await open(`${hub.url}/chat/${otherRecord.didHash}`)
+          const empty = await transcript()
+          await say("hi")
+          const own = await transcript()
+          await open(chatUrl)
+          return { empty, own, back: await transcript() }
+        })
+        assert.deepStrictEqual(elsewhere.empty, [])
+        assert.deepStrictEqual(elsewhere.own, [{ who: "you", text: "hi", state: "sent" }, { who: "agent", text: "other: hi", state: "done" }])
+        assert.deepStrictEqual(elsewhere.back, next)
+        yield* screenshot(page, "hub-page-chat-kept.png")
+        assert.deepStrictEqual(errors, [])
+      })
+    ))
+
+  it.live("in a browser: a reply cut off by a reload is kept as far as it came, marked as ended early", () =>
+    provide(
+      Effect.gen(function* () {
+        const { hub, client } = yield* startHub()
+        const identity = yield* generateDid("slow")
+        let finish = () => {}
+        const finished = new Promise<void>((resolve) => (finish = resolve))
+        const agent = yield* AgentServer.make({
+          name: "slow", did: identity.did, privateKey: identity.privateKey, database: ":memory:",
+          serving: { allowedOrigins: [hub.url], maxEventLoopLagMs: Infinity },
+          handler: async function* () {
+            yield "partial "
+            await finished
+            yield "rest"
+          }
+        })
+        // The run is let go when the test ends, so the agent's shutdown does not wait on it.
+        yield* Effect.addFinalizer(() => Effect.sync(finish))
+        const record = yield* register(client, identity, agent.url, { name: "slow" })
+        const { page, errors } = yield* browserPage
+        const reply = yield* Effect.promise(async () => {
+          await page.goto(`${hub.url}/chat/${record.didHash}`)
+          await page.waitForSelector("#message")
+          await page.fill("#message", "take your time")
+          await page.click("#send")
+          await page.waitForSelector('.msg.agent[data-chunks="1"]')
+          await page.reload()
+          await page.waitForSelector("#message")
+          return page.evaluate(() => {
+            const m = document.querySelector(".msg.agent")
+            return { state: m?.getAttribute("data-state"), text: m?.querySelector(".text")?.textContent, failure: m?.querySelector(".failure")?.textContent }
+          })
+        })
+        assert.deepStrictEqual(reply, { state: "error", text: "partial ", failure: "STREAM_ENDED: this page was left before the run ended" })
         assert.deepStrictEqual(errors, [])
       })
     ))
