@@ -388,10 +388,12 @@ export const webClient = function (): void {
         ", or with AgentClient."
       )
     }
+    /** True when every auth mode named is mesh-sig: then nothing this page sends is accepted. */
+    const signedOnly = (modes: ReadonlyArray<string>) => modes.length > 0 && modes.every((a) => a === "mesh-sig")
     // An agent whose manifest asks for signed calls is not called at all: whether or not it allows this page's
     // origin, nothing the page could send would be accepted, and its refusal would only hide why.
     const declared = Array.isArray(manifest.auth) ? manifest.auth.map(str) : []
-    if (declared.includes("mesh-sig")) {
+    if (signedOnly(declared)) {
       fields.append(field("auth", declared.join(", ")))
       document.title = `${nameIn(manifest) ?? str(record.did)} · agent-mesh hub`
       return needsSignedCalls()
@@ -422,7 +424,7 @@ export const webClient = function (): void {
     const auth = Array.isArray(discovery.auth) ? discovery.auth.map(str) : ["none"]
     const memory = str(discovery.memory) || "none"
     card.querySelector("dl")?.append(field("auth", auth.join(", ")), field("memory", memory))
-    if (auth.includes("mesh-sig")) return needsSignedCalls()
+    if (signedOnly(auth)) return needsSignedCalls()
     status.textContent = ""
 
     const message = h("textarea", { id: "message", name: "message", rows: 3, placeholder: `Message ${name}`, required: true, "aria-label": "Message" }) as HTMLTextAreaElement
