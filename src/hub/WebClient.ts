@@ -12,7 +12,8 @@
  * The chat calls the agent itself, from the browser, so the agent sees the person at the page as its caller and the
  * hub lends nobody its authority; the agent must list the hub's origin in `--allowed-origin`. The page holds no keys
  * and signs nothing: a mesh-sig agent cannot be called from it, and an approval at a human gate is signed by the
- * grantor where the grantor's key is, then pasted here.
+ * grantor where the grantor's key is, then pasted here. Each agent's conversation is kept in the tab's sessionStorage
+ * (never the bearer token), so a reload does not lose it.
  *
  * Floor: hub (docs/architecture.md §3).
  */
@@ -64,8 +65,10 @@ export const webClient = function (): void {
       : { code: `HTTP_${status}`, message: "unexpected answer" }
   const describe = (f: Failure) => `${f.code}: ${f.message}${f.correlationId === undefined ? "" : ` (correlation id ${f.correlationId})`}`
 
+  type HubAnswer = { ok: true; body: Json } | { ok: false; failure: Failure }
+
   /** GET a JSON resource of this hub. */
-  const hubGet = async (path: string): Promise<{ ok: true; body: Json } | { ok: false; failure: Failure }> => {
+  const hubGet = async (path: string): Promise<HubAnswer> => {
     try {
       const res = await fetch(path, { headers: { accept: "application/json" } })
       const body: unknown = await res.json().catch(() => undefined)
@@ -87,6 +90,36 @@ export const webClient = function (): void {
 
   const field = (label: string, value: Child, cls?: string) => h("div", { class: "field" }, h("dt", {}, label), h("dd", cls === undefined ? {} : { class: cls }, value))
 
+  // A manifest is addressed by its content, so what was read once stays true: the list, the detail pane and the chat
+  // share each read. A failed read is not kept, so the next view asks again.
+  const manifests = new Map<string, Promise<HubAnswer>>()
+  const manifestOf = (cid: string): Promise<HubAnswer> => {
+    const known = manifests.get(cid)
+    if (known !== undefined) return known
+    const got = hubGet(`/v1/manifests/${encodeURIComponent(cid)}`).then((a) => {
+      if (!a.ok) manifests.delete(cid)
+      return a
+    })
+    manifests.set(cid, got)
+    return got
+  }
+  /** The name a manifest gives its agent; undefined when it gives none worth showing. */
+  const nameIn = (manifest: Json): string | undefined => (typeof manifest.name === "string" && manifest.name.trim() !== "" ? manifest.name : undefined)
+  /**
+   * An agent's name, from the manifest its record names; a search hit names no manifest, so its record is read first.
+   * Undefined when there is none to be had: the page then shows the DID.
+   */
+  const agentName = async (record: Json): Promise<string | undefined> => {
+    let cid = typeof record.manifestCID === "string" ? record.manifestCID : undefined
+    if (cid === undefined) {
+      const got = await hubGet(`/v1/agents/${encodeURIComponent(str(record.didHash))}`)
+      if (!got.ok || typeof got.body.manifestCID !== "string") return undefined
+      cid = got.body.manifestCID
+    }
+    const m = await manifestOf(cid)
+    return m.ok ? nameIn(m.body) : undefined
+  }
+
   // ---------------------------------------------------------------- explorer
 
   const explorer = () => {
@@ -100,7 +133,10 @@ export const webClient = function (): void {
         onsubmit: (e: Event) => {
           e.preventDefault()
           const text = q.value.trim()
-          location.hash = text === "" ? "agents" : `search/${encodeURIComponent(text)}`
+          const target = `#${text === "" ? "agents" : `search/${encodeURIComponent(text)}`}`
+          // The same search again changes no hash, so no hashchange would run it.
+          if (location.hash === target) route()
+          else location.hash = target
         }
       },
       q,
@@ -126,12 +162,14 @@ export const webClient = function (): void {
     } as const
     type Tab = keyof typeof kinds
 
-    const item = (kind: string, record: Json) => {
+    // An agent's registry record names no agent (its name is in its manifest): `name` is the manifest's, when it has one.
+    const item = (kind: string, record: Json, name: string | undefined) => {
       const hash = str(record.didHash)
+      const did = str(record.did)
       return h(
         "li",
         { class: "item", "data-kind": kind, "data-did-hash": hash },
-        h("a", { href: `#${kind}/${encodeURIComponent(hash)}`, class: "name" }, str(record.name) || str(record.did)),
+        h("a", { href: `#${kind}/${encodeURIComponent(hash)}`, class: "name", title: did }, kind === "agent" ? (name ?? did) : str(record.name) || did),
         h("span", { class: `kind kind-${kind}` }, kind),
         h("code", { class: "hash" }, hash),
         kind === "agent" ? livenessOf(record) : null,
@@ -144,7 +182,10 @@ export const webClient = function (): void {
       const mine = ++generation
       const { path, kind } = kinds[tab]
       tabs.querySelectorAll("a").forEach((a) => a.classList.toggle("active", a.dataset.tab === tab))
-      if (cursor === undefined) clear(list)
+      if (cursor === undefined) {
+        clear(list)
+        more.hidden = true
+      }
       status.textContent = "Loading…"
       const got = await hubGet(`${path}?limit=50${cursor === undefined ? "" : `&cursor=${encodeURIComponent(cursor)}`}`)
       if (mine !== generation) return
@@ -153,7 +194,9 @@ export const webClient = function (): void {
         return
       }
       const items = Array.isArray(got.body.items) ? got.body.items.filter(isRecord) : []
-      for (const r of items) list.append(item(kind, r))
+      const names = await Promise.all(items.map((r) => (kind === "agent" ? agentName(r) : undefined)))
+      if (mine !== generation) return
+      items.forEach((r, i) => list.append(item(kind, r, names[i])))
       status.textContent = list.children.length === 0 ? `No ${tab === "mcp" ? "MCP servers" : tab} registered.` : ""
       const next = got.body.nextCursor
       more.hidden = typeof next !== "string"
@@ -174,14 +217,30 @@ export const webClient = function (): void {
         return
       }
       const items = Array.isArray(got.body.items) ? got.body.items.filter(isRecord) : []
-      for (const r of items) list.append(item(str(r.kind), r))
+      const names = await Promise.all(items.map((r) => (r.kind === "agent" ? agentName(r) : undefined)))
+      if (mine !== generation) return
+      items.forEach((r, i) => list.append(item(str(r.kind), r, names[i])))
       status.textContent = items.length === 0 ? `Nothing matches “${text}”.` : `${items.length} found.`
     }
 
+    // Which filling of the detail pane is current: a read that comes back after the pane moved on is dropped, so a
+    // slow answer cannot bring back a card the user left.
+    let shown = 0
+    /** The detail pane with nothing picked: it says what to click. */
+    const emptyDetail = () => {
+      shown++
+      clear(
+        detail,
+        h("p", { id: "detail-empty", class: "status hint" }, "Pick an agent from the list to see its card and chat with it. MCP servers and skills show their records here too.")
+      )
+    }
+
     const showDetail = async (kind: string, hash: string) => {
+      const mine = ++shown
       clear(detail, h("p", { class: "status" }, "Loading…"))
       const path = kind === "agent" ? "/v1/agents/" : kind === "mcp" ? "/v1/mcp/" : "/v1/skills/"
       const got = await hubGet(path + encodeURIComponent(hash))
+      if (mine !== shown) return
       if (!got.ok) return clear(detail, h("p", { class: "status error" }, describe(got.failure)))
       const r = got.body
       const fields = h("dl", { class: "fields" }, field("didHash", h("code", {}, str(r.didHash))), field("DID", h("code", {}, str(r.did))))
@@ -196,11 +255,13 @@ export const webClient = function (): void {
           field("registered", str(r.createdAt)),
           field("updated", str(r.updatedAt))
         )
-        const manifest = h("div", { id: "manifest" }, "Loading…")
+        const m = await manifestOf(str(r.manifestCID))
+        if (mine !== shown) return
+        const manifest = h("div", { id: "manifest" }, m.ok ? pretty(m.body) : h("p", { class: "status error" }, describe(m.failure)))
         const didDocument = h("div", { id: "did-document" }, "Loading…")
         clear(
           detail,
-          h("h2", {}, str(r.did)),
+          h("h2", {}, (m.ok ? nameIn(m.body) : undefined) ?? str(r.did)),
           h("p", {}, h("a", { href: `/chat/${encodeURIComponent(str(r.didHash))}`, class: "button", id: "open-chat" }, "Chat with this agent")),
           fields,
           h("h3", {}, "Manifest"),
@@ -208,8 +269,8 @@ export const webClient = function (): void {
           h("h3", {}, "DID document"),
           didDocument
         )
-        const [m, d] = await Promise.all([hubGet(`/v1/manifests/${encodeURIComponent(str(r.manifestCID))}`), hubGet(`/v1/dids/${encodeURIComponent(str(r.did))}`)])
-        clear(manifest, m.ok ? pretty(m.body) : h("p", { class: "status error" }, describe(m.failure)))
+        const d = await hubGet(`/v1/dids/${encodeURIComponent(str(r.did))}`)
+        if (mine !== shown) return
         clear(didDocument, d.ok ? pretty(d.body.document) : h("p", { class: "status error" }, describe(d.failure)))
         return
       }
@@ -232,13 +293,15 @@ export const webClient = function (): void {
       const slash = hash.indexOf("/")
       const head = slash < 0 ? hash : hash.slice(0, slash)
       const rest = slash < 0 ? "" : hash.slice(slash + 1)
-      if (head === "search" && rest !== "") return void showSearch(rest)
+      if (head === "search" && rest !== "") {
+        emptyDetail()
+        return void showSearch(rest)
+      }
       if ((head === "agent" || head === "mcp" || head === "skill") && rest !== "") {
         if (list.children.length === 0 && status.textContent === "") void showList(head === "agent" ? "agents" : head === "mcp" ? "mcp" : "skills")
         return void showDetail(head, rest)
       }
-      // The empty pane says what to do with it rather than staying blank.
-      clear(detail, h("p", { class: "status hint" }, "Click an agent, MCP server or skill in the list to see its record here; an agent's page has a Chat link to talk to it."))
+      emptyDetail()
       void showList(head === "mcp" || head === "skills" ? head : "agents")
     }
     window.addEventListener("hashchange", route)
@@ -301,18 +364,40 @@ export const webClient = function (): void {
     }
     const record = resolved.body
     const endpoint = str(record.endpointUrl).replace(/\/+$/, "")
-    clear(
-      card,
-      h("h2", { id: "agent-name" }, str(record.did)),
-      h(
-        "dl",
-        { class: "fields" },
-        field("didHash", h("code", {}, str(record.didHash))),
-        field("endpoint", h("code", {}, endpoint)),
-        field("liveness", livenessOf(record)),
-        field("details", h("a", { href: `/#agent/${encodeURIComponent(str(record.didHash))}` }, "in the registry"))
-      )
+    // The manifest comes from the hub, so it can be read even when the agent refuses this page: it names the agent
+    // and says how the agent takes calls.
+    const m = await manifestOf(str(record.manifestCID))
+    const manifest = m.ok ? m.body : {}
+    const fields = h(
+      "dl",
+      { class: "fields" },
+      field("didHash", h("code", {}, str(record.didHash))),
+      field("endpoint", h("code", {}, endpoint)),
+      field("liveness", livenessOf(record)),
+      field("details", h("a", { href: `/#agent/${encodeURIComponent(str(record.didHash))}` }, "in the registry"))
     )
+    clear(card, h("h2", { id: "agent-name" }, nameIn(manifest) ?? str(record.did)), fields)
+
+    /** Says that the agent takes signed calls only, which this page cannot make, and where they can be made. */
+    const needsSignedCalls = () => {
+      status.classList.add("error")
+      clear(
+        status,
+        "This agent needs signed calls (auth mesh-sig): each request must be signed with the caller's own key, and this page holds no keys, so it cannot chat with this agent. Call it where your identity file is, e.g. ",
+        h("code", {}, `mesh call ${didHash} "hello" --identity you.identity.json --stream`),
+        ", or with AgentClient."
+      )
+    }
+    /** True when every auth mode named is mesh-sig: then nothing this page sends is accepted. */
+    const signedOnly = (modes: ReadonlyArray<string>) => modes.length > 0 && modes.every((a) => a === "mesh-sig")
+    // An agent whose manifest asks for signed calls is not called at all: whether or not it allows this page's
+    // origin, nothing the page could send would be accepted, and its refusal would only hide why.
+    const declared = Array.isArray(manifest.auth) ? manifest.auth.map(str) : []
+    if (signedOnly(declared)) {
+      fields.append(field("auth", declared.join(", ")))
+      document.title = `${nameIn(manifest) ?? str(record.did)} · agent-mesh hub`
+      return needsSignedCalls()
+    }
 
     // The discovery document says the agent's name, auth mode and memory; reading it also tells whether the agent
     // answers this page at all (its CORS).
@@ -333,22 +418,13 @@ export const webClient = function (): void {
       )
       return
     }
-    const name = str(discovery.name) || str(record.did)
+    const name = str(discovery.name) || nameIn(manifest) || str(record.did)
     clear(card.querySelector("#agent-name") ?? card, name)
     document.title = `${name} · agent-mesh hub`
     const auth = Array.isArray(discovery.auth) ? discovery.auth.map(str) : ["none"]
     const memory = str(discovery.memory) || "none"
     card.querySelector("dl")?.append(field("auth", auth.join(", ")), field("memory", memory))
-    if (auth.includes("mesh-sig")) {
-      status.classList.add("error")
-      clear(
-        status,
-        "This agent takes mesh-sig requests only: each is signed with the caller's own key, and this page holds no keys. Call it where your identity file is, e.g. ",
-        h("code", {}, `mesh call ${didHash} "hello" --identity you.identity.json --stream`),
-        ", or with AgentClient."
-      )
-      return
-    }
+    if (signedOnly(auth)) return needsSignedCalls()
     status.textContent = ""
 
     const message = h("textarea", { id: "message", name: "message", rows: 3, placeholder: `Message ${name}`, required: true, "aria-label": "Message" }) as HTMLTextAreaElement
@@ -381,6 +457,27 @@ export const webClient = function (): void {
 
     let sessionId: string | undefined
     const history: Array<{ role: "user" | "assistant"; content: string }> = []
+    // What each paused reply was asked, so a kept conversation can show its approval prompt again.
+    const asks = new WeakMap<HTMLElement, Json>()
+
+    // The conversation is kept in this tab's sessionStorage, one entry per agent, so a reload or coming back to the
+    // agent in the same tab finds it as it was: the messages, the session id and the history sent to an agent without
+    // memory. The bearer token is not kept with it.
+    const keptAt = `agent-mesh.chat.${str(record.didHash)}`
+    const keep = () => {
+      const messages = Array.from(log.querySelectorAll<HTMLElement>(":scope > .msg"), (el) => ({
+        role: el.classList.contains("user") ? "user" : "agent",
+        text: el.querySelector(".text")?.textContent ?? "",
+        state: el.dataset.state ?? "",
+        failures: Array.from(el.querySelectorAll(":scope > .failure"), (f) => f.textContent ?? ""),
+        asked: el.dataset.state === "paused" ? asks.get(el) : undefined
+      }))
+      try {
+        sessionStorage.setItem(keptAt, JSON.stringify({ sessionId, history, messages }))
+      } catch {
+        // Storage full or turned off: the chat goes on, only not kept.
+      }
+    }
 
     const bubble = (role: "user" | "agent", text = "") => {
       const el = h("div", { class: `msg ${role}`, "data-state": role === "agent" ? "streaming" : "sent", "data-chunks": 0 }, h("div", { class: "who" }, role === "user" ? "you" : name), h("div", { class: "text" }, text))
@@ -401,9 +498,14 @@ export const webClient = function (): void {
         reply.dataset.state = "error"
         reply.append(h("p", { class: "failure" }, describe(f)))
       }
+      // Kept once it ends, and after every event before, so a reload mid-run keeps what had arrived.
+      const onEvent = (event: string, data: unknown, id: string | undefined) => {
+        seen(event, data, id)
+        keep()
+      }
       let lastId: string | undefined
       let ended = false
-      const onEvent = (event: string, data: unknown, id: string | undefined) => {
+      const seen = (event: string, data: unknown, id: string | undefined) => {
         if (id !== undefined) lastId = id
         const d = isRecord(data) ? data : {}
         if (event === "chunk") {
@@ -472,6 +574,7 @@ export const webClient = function (): void {
     const paused = (d: Json, reply: HTMLElement) => {
       if (typeof d.sessionId === "string") sessionId = d.sessionId
       reply.dataset.state = "paused"
+      asks.set(reply, d)
       const asked = isRecord(d.approvalRequired) ? d.approvalRequired : {}
       const action = isRecord(asked.asked) ? asked.asked : {}
       const taskId = str(asked.taskId)
@@ -530,11 +633,13 @@ export const webClient = function (): void {
         void stream("/v1/resume", { taskId, approval }, reply).then(() => {
           if (reply.dataset.state === "error") {
             // The task is still paused after a refused approval: another one may be pasted.
+            reply.dataset.state = "paused"
             resume.disabled = false
             note.textContent = "Refused; the task is still waiting."
           } else {
             card.remove()
           }
+          keep()
         })
       }
     }
@@ -553,13 +658,46 @@ export const webClient = function (): void {
       if (mandate.value.trim() !== "") payload.mandate = mandate.value.trim()
       if (capability.value.trim() !== "") payload.capability = capability.value.trim()
       history.push({ role: "user", content: text })
+      keep()
       try {
         await stream("/v1/run", payload, reply)
       } finally {
+        keep()
         send.disabled = false
         message.focus()
       }
     }
+
+    /** Shows the conversation kept for this agent, if any, and goes on from it. */
+    const restore = () => {
+      let kept: unknown
+      try {
+        kept = JSON.parse(sessionStorage.getItem(keptAt) ?? "null")
+      } catch {
+        return
+      }
+      if (!isRecord(kept)) return
+      if (typeof kept.sessionId === "string") sessionId = kept.sessionId
+      for (const t of Array.isArray(kept.history) ? kept.history.filter(isRecord) : []) {
+        if ((t.role === "user" || t.role === "assistant") && typeof t.content === "string") history.push({ role: t.role, content: t.content })
+      }
+      for (const m of Array.isArray(kept.messages) ? kept.messages.filter(isRecord) : []) {
+        if (m.role === "user") {
+          bubble("user", str(m.text))
+          continue
+        }
+        const reply = bubble("agent", str(m.text))
+        for (const f of Array.isArray(m.failures) ? m.failures : []) reply.append(h("p", { class: "failure" }, str(f)))
+        if (m.state === "paused" && isRecord(m.asked)) paused(m.asked, reply)
+        else if (m.state === "done" || m.state === "error") reply.dataset.state = m.state
+        else {
+          // The page went away while this reply streamed; the run may have gone on at the agent, unseen here.
+          reply.dataset.state = "error"
+          reply.append(h("p", { class: "failure" }, describe({ code: "STREAM_ENDED", message: "this page was left before the run ended" })))
+        }
+      }
+    }
+    restore()
     message.focus()
   }
 

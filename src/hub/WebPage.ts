@@ -37,9 +37,9 @@ export const shell = `<!doctype html>
 </html>
 `
 
-/** The page's style sheet. */
+/** The page's style sheet. `[hidden]` beats every `display` rule (buttons are inline-block), so hidden is hidden. */
 export const style = `:root{--fg:#1d2330;--muted:#5b6475;--line:#dde2ea;--bg:#f7f8fb;--card:#fff;--accent:#2557d6;--ok:#13795b;--warn:#a15c00;--bad:#b42318;font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:var(--fg);background:var(--bg)}
-*{box-sizing:border-box}body{margin:0}a{color:var(--accent)}code,pre{font:13px/1.4 ui-monospace,SFMono-Regular,Menlo,monospace}
+*{box-sizing:border-box}body{margin:0}[hidden]{display:none!important}a{color:var(--accent)}code,pre{font:13px/1.4 ui-monospace,SFMono-Regular,Menlo,monospace}
 .top{display:flex;align-items:center;gap:1rem;padding:.7rem 1.5rem;background:var(--card);border-bottom:1px solid var(--line)}
 .brand{font-weight:700;text-decoration:none;color:var(--fg)}.version{color:var(--muted);font-size:12px}.top nav{margin-left:auto;display:flex;gap:1rem}
 main{max-width:1200px;margin:0 auto;padding:1.2rem 1.5rem;display:grid;gap:1.2rem;grid-template-columns:minmax(0,1fr)}

@@ -8,23 +8,20 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
+import * as http from "node:http"
 import * as net from "node:net"
-import * as path from "node:path"
 import * as vm from "node:vm"
-import { type Browser, chromium, type Page } from "playwright-core"
 import * as AgentServer from "../../src/agent/AgentServer.js"
+import { agentManifest } from "../../src/cli/Cli.js"
 import { signApproval } from "../../src/core/Approval.js"
-import { generateDid, type MeshIdentity } from "../../src/core/Did.js"
+import { generateDid } from "../../src/core/Did.js"
 import { issueTaskMandate } from "../../src/core/Mandate.js"
-import type * as MeshClient from "../../src/hub/MeshClient.js"
 import { CONTENT_SECURITY_POLICY } from "../../src/hub/WebPage.js"
 import { script } from "../../src/hub/WebClient.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
 import { ensureBin } from "../support/bin.js"
+import { browserPage, CHROMIUM, chromiumMissing, register, screenshot } from "./browser.js"
 import { startHub, tempDatabase } from "./support.js"
-
-const CHROMIUM = "/usr/bin/chromium"
-const ARTIFACTS = path.resolve("test/artifacts")
 
 const provide = <A, E, R>(e: Effect.Effect<A, E, R>) => e.pipe(Effect.scoped, Effect.provide(KeysNative.layer))
 
@@ -35,26 +32,27 @@ const fetchText = (url: string) =>
     return { status: res.status, type: res.headers.get("content-type") ?? "", csp: res.headers.get("content-security-policy"), text: await res.text() }
   })
 
-/** Registers `identity` as an agent at `endpointUrl` under an API key of its own. */
-const register = (client: MeshClient.MeshClientApi, identity: MeshIdentity, endpointUrl: string, manifest: Record<string, unknown>) =>
-  Effect.gen(function* () {
-    const key = yield* client.createApiKey({ owner: identity.did })
-    return yield* client.registerAgent({ manifest: { meshProtocolVersion: "1.0", ...manifest }, endpointUrl, identity, apiKey: key.apiKey })
-  })
-
-/** A headless chromium for the scope, with every uncaught page error collected. */
-const browserPage = Effect.acquireRelease(
-  Effect.promise(async () => {
-    const browser: Browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ["--no-sandbox"] })
-    const page: Page = await browser.newPage({ viewport: { width: 1280, height: 860 } })
-    // Well inside the test's own timeout, so a page that never gets there fails naming what it waited for.
-    page.setDefaultTimeout(10_000)
-    const errors: Array<string> = []
-    page.on("pageerror", (e) => errors.push(String(e)))
-    return { browser, page, errors }
-  }),
-  ({ browser }) => Effect.promise(() => browser.close())
-)
+/** An HTTP proxy in front of `target` that writes down each request (`METHOD path`) as it passes. */
+const countingProxy = (target: string, seen: Array<string>) =>
+  Effect.acquireRelease(
+    Effect.async<{ readonly url: string; readonly server: http.Server }>((resume) => {
+      const server = http.createServer((req, res) => {
+        seen.push(`${req.method} ${req.url}`)
+        const upstream = http.request(`${target}${req.url ?? "/"}`, { method: req.method ?? "GET", headers: req.headers }, (answer) => {
+          res.writeHead(answer.statusCode ?? 502, answer.headers)
+          answer.pipe(res)
+        })
+        upstream.on("error", () => res.destroy())
+        req.pipe(upstream)
+      })
+      server.listen(0, "127.0.0.1", () => resume(Effect.succeed({ url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`, server })))
+    }),
+    ({ server }) =>
+      Effect.async<void>((resume) => {
+        server.closeAllConnections()
+        server.close(() => resume(Effect.void))
+      })
+  )
 
 /**
  * A TCP proxy in front of `target` whose `cut()` drops every connection that is carrying an event stream at that
@@ -94,14 +92,6 @@ const cuttingProxy = (target: string) =>
     }),
     ({ server }) => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)))
   )
-
-const screenshot = (page: Page, name: string) =>
-  Effect.promise(async () => {
-    fs.mkdirSync(ARTIFACTS, { recursive: true })
-    const file = path.join(ARTIFACTS, name)
-    await page.screenshot({ path: file, fullPage: true })
-    return file
-  })
 
 describe("the hub's page", () => {
   it.live("serves the explorer and the chat shell, its script and style, under a policy that loads from the hub only", () =>
@@ -154,7 +144,7 @@ describe("the hub's page", () => {
       assert.doesNotThrow(() => new vm.Script(js.text))
       const home = yield* fetchText(`${url}/`)
       assert.include(home.text, "/ui/app.js")
-      if (!fs.existsSync(CHROMIUM) && process.env.MESH_REQUIRE_CHROMIUM !== "1") return
+      if (chromiumMissing) return
       const { page, errors } = yield* browserPage
       const status = yield* Effect.promise(async () => {
         await page.goto(`${url}/`)
@@ -166,7 +156,7 @@ describe("the hub's page", () => {
     }).pipe(Effect.scoped))
 
   // CI sets MESH_REQUIRE_CHROMIUM=1 (after installing it): there a missing browser fails these tests, never skips them.
-  if (!fs.existsSync(CHROMIUM) && process.env.MESH_REQUIRE_CHROMIUM !== "1") {
+  if (chromiumMissing) {
     it.skip(`in a browser: SKIPPED, ${CHROMIUM} is missing (apt-get install -y chromium; .ci/run installs it)`, () => {})
     return
   }
@@ -337,6 +327,20 @@ describe("the hub's page", () => {
         assert.deepStrictEqual(sent, [])
         yield* screenshot(page, "hub-page-approval.png")
 
+        // The tab keeps the conversation: after a reload the prompt is back, and the approval is pasted into it.
+        const reloaded = yield* Effect.promise(async () => {
+          await page.reload()
+          // The form and the kept conversation are put up in one go.
+          await page.waitForSelector("#message")
+          return page.evaluate(() => ({
+            taskId: document.querySelector(".approval")?.getAttribute("data-task-id") ?? null,
+            state: document.querySelector(".msg.agent")?.getAttribute("data-state"),
+            reply: document.querySelector(".msg.agent .text")?.textContent,
+            user: document.querySelector(".msg.user .text")?.textContent
+          }))
+        })
+        assert.deepStrictEqual(reloaded, { taskId: asked.taskId, state: "paused", reply: "drafted. ", user: "lunch at noon?" })
+
         // An approval signed by someone else is refused by the agent; the page says so and the task still waits.
         const wrong = yield* signApproval({ taskId: asked.taskId, capability: "send_email" }, mallory.did, mallory.privateKey)
         const refused = yield* Effect.promise(async () => {
@@ -422,6 +426,176 @@ describe("the hub's page", () => {
         assert.include(refused.text, "this page holds no keys")
         assert.include(refused.text, `mesh call ${signedRecord.didHash}`)
         assert.isFalse(refused.form)
+        assert.deepStrictEqual(errors, [])
+      })
+    ))
+
+  it.live("in a browser: a mesh-sig agent that does not allow the hub's origin is said to need signed calls, not to refuse the origin", () =>
+    provide(
+      Effect.gen(function* () {
+        const { hub, client } = yield* startHub()
+        const identity = yield* generateDid("signer")
+        const requests: Array<string> = []
+        const options: AgentServer.AgentServerOptions = {
+          name: "Signed Only", did: identity.did, privateKey: identity.privateKey, database: ":memory:",
+          auth: "mesh-sig", hubUrl: hub.url, handler: () => "only for signed callers"
+        }
+        const agent = yield* AgentServer.make(options)
+        // Every request the page makes of the agent is counted on its way there.
+        const proxy = yield* countingProxy(agent.url, requests)
+        // Registered as `mesh agent` registers it: the manifest says the agent's auth.
+        const record = yield* register(client, identity, proxy.url, agentManifest(options))
+        const { page, errors } = yield* browserPage
+        const shown = yield* Effect.promise(async () => {
+          await page.goto(`${hub.url}/chat/${record.didHash}`)
+          await page.waitForSelector("#status.error")
+          return page.evaluate(() => ({
+            text: document.querySelector("#status")?.textContent ?? "",
+            name: document.querySelector("#agent-name")?.textContent,
+            card: document.querySelector(".agent-card")?.textContent ?? "",
+            form: document.querySelector("#message") !== null
+          }))
+        })
+        assert.include(shown.text, "This agent needs signed calls")
+        assert.include(shown.text, "this page holds no keys")
+        assert.include(shown.text, `mesh call ${record.didHash}`)
+        assert.notInclude(shown.text, "--allowed-origin")
+        assert.notInclude(shown.text, "cannot reach")
+        assert.strictEqual(shown.name, "Signed Only")
+        assert.include(shown.card, "mesh-sig")
+        assert.isFalse(shown.form)
+        assert.deepStrictEqual(requests, [])
+        yield* screenshot(page, "hub-page-signed-only.png")
+        assert.deepStrictEqual(errors, [])
+      })
+    ))
+
+  it.live("in a browser: each agent's chat is kept in the tab's sessionStorage and comes back on a reload or a later visit, and goes on from there; the bearer token is not kept", () =>
+    provide(
+      Effect.gen(function* () {
+        const { hub, client } = yield* startHub()
+        const serving = { allowedOrigins: [hub.url], maxEventLoopLagMs: Infinity }
+        const token = "t0ken-never-kept"
+        const keeper = yield* generateDid("keeper")
+        // No memory of its own: what it was told before comes in the history the page sends.
+        const agent = yield* AgentServer.make({
+          name: "keeper", did: keeper.did, privateKey: keeper.privateKey, database: ":memory:", serving,
+          auth: "bearer", bearerTokens: [token], handler: ({ message, history }) => `${history.length} before; you said: ${message}`
+        })
+        const record = yield* register(client, keeper, agent.url, { name: "keeper" })
+        const otherId = yield* generateDid("other")
+        const other = yield* AgentServer.make({ name: "other", did: otherId.did, privateKey: otherId.privateKey, database: ":memory:", serving, handler: ({ message }) => `other: ${message}` })
+        const otherRecord = yield* register(client, otherId, other.url, { name: "other" })
+        const { page, errors } = yield* browserPage
+        const chatUrl = `${hub.url}/chat/${record.didHash}`
+
+        const say = async (text: string) => {
+          const done = await page.evaluate(() => document.querySelectorAll('.msg.agent[data-state="done"]').length)
+          await page.fill("#message", text)
+          await page.click("#send")
+          await page.waitForFunction((n) => document.querySelectorAll('.msg.agent[data-state="done"]').length === n, done + 1)
+        }
+        // The form is put up and the kept conversation shown in one go, so once the form is there the log is complete.
+        const open = async (url: string) => {
+          await page.goto(url)
+          await page.waitForSelector("#message")
+        }
+        const transcript = () =>
+          page.evaluate(() =>
+            Array.from(document.querySelectorAll("#log .msg"), (m) => ({
+              who: m.classList.contains("user") ? "you" : "agent",
+              text: m.querySelector(".text")?.textContent,
+              state: m.getAttribute("data-state")
+            }))
+          )
+        const kept = () => page.evaluate(() => Object.keys(sessionStorage).map((k) => `${k}=${sessionStorage.getItem(k)}`).join("\n"))
+
+        const before = yield* Effect.promise(async () => {
+          await open(chatUrl)
+          await page.fill("#bearer", token)
+          await say("one")
+          await say("two")
+          return transcript()
+        })
+        assert.deepStrictEqual(before, [
+          { who: "you", text: "one", state: "sent" },
+          { who: "agent", text: "0 before; you said: one", state: "done" },
+          { who: "you", text: "two", state: "sent" },
+          { who: "agent", text: "2 before; you said: two", state: "done" }
+        ])
+
+        const reloaded = yield* Effect.promise(async () => {
+          await page.reload()
+          await page.waitForSelector("#message")
+          return { log: await transcript(), token: await page.inputValue("#bearer"), kept: await kept() }
+        })
+        assert.deepStrictEqual(reloaded.log, before)
+        assert.strictEqual(reloaded.token, "")
+        assert.include(reloaded.kept, record.didHash)
+        assert.notInclude(reloaded.kept, token)
+
+        // It goes on from the kept conversation: the agent is sent all four messages before the next.
+        const next = yield* Effect.promise(async () => {
+          await page.fill("#bearer", token)
+          await say("three")
+          return transcript()
+        })
+        assert.deepStrictEqual(next.slice(4), [
+          { who: "you", text: "three", state: "sent" },
+          { who: "agent", text: "4 before; you said: three", state: "done" }
+        ])
+
+        // Each agent has its own: another agent's chat starts empty, and coming back finds this one as it was.
+        const elsewhere = yield* Effect.promise(async () => {
+          await open(`${hub.url}/chat/${otherRecord.didHash}`)
+          const empty = await transcript()
+          await say("hi")
+          const own = await transcript()
+          await open(chatUrl)
+          return { empty, own, back: await transcript() }
+        })
+        assert.deepStrictEqual(elsewhere.empty, [])
+        assert.deepStrictEqual(elsewhere.own, [{ who: "you", text: "hi", state: "sent" }, { who: "agent", text: "other: hi", state: "done" }])
+        assert.deepStrictEqual(elsewhere.back, next)
+        yield* screenshot(page, "hub-page-chat-kept.png")
+        assert.deepStrictEqual(errors, [])
+      })
+    ))
+
+  it.live("in a browser: a reply cut off by a reload is kept as far as it came, marked as ended early", () =>
+    provide(
+      Effect.gen(function* () {
+        const { hub, client } = yield* startHub()
+        const identity = yield* generateDid("slow")
+        let finish = () => {}
+        const finished = new Promise<void>((resolve) => (finish = resolve))
+        const agent = yield* AgentServer.make({
+          name: "slow", did: identity.did, privateKey: identity.privateKey, database: ":memory:",
+          serving: { allowedOrigins: [hub.url], maxEventLoopLagMs: Infinity },
+          handler: async function* () {
+            yield "partial "
+            await finished
+            yield "rest"
+          }
+        })
+        // The run is let go when the test ends, so the agent's shutdown does not wait on it.
+        yield* Effect.addFinalizer(() => Effect.sync(finish))
+        const record = yield* register(client, identity, agent.url, { name: "slow" })
+        const { page, errors } = yield* browserPage
+        const reply = yield* Effect.promise(async () => {
+          await page.goto(`${hub.url}/chat/${record.didHash}`)
+          await page.waitForSelector("#message")
+          await page.fill("#message", "take your time")
+          await page.click("#send")
+          await page.waitForSelector('.msg.agent[data-chunks="1"]')
+          await page.reload()
+          await page.waitForSelector("#message")
+          return page.evaluate(() => {
+            const m = document.querySelector(".msg.agent")
+            return { state: m?.getAttribute("data-state"), text: m?.querySelector(".text")?.textContent, failure: m?.querySelector(".failure")?.textContent }
+          })
+        })
+        assert.deepStrictEqual(reply, { state: "error", text: "partial ", failure: "STREAM_ENDED: this page was left before the run ended" })
         assert.deepStrictEqual(errors, [])
       })
     ))
