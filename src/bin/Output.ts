@@ -8,7 +8,7 @@
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Logger from "effect/Logger"
-import { plainPrettyLogger } from "../cli/Observability.js"
+import { colourPrettyLogger, plainPrettyLogger } from "../cli/Observability.js"
 
 // eslint-disable-next-line no-control-regex
 const ANSI = /\x1b\[[0-9;]*m/g
@@ -37,9 +37,10 @@ export const fixUsage = (text: string, words: ReadonlyArray<string>): string =>
 
 /**
  * What the parser writes under every option of a type before the option's own text ("A file.", "A user-defined piece
- * of text.", "One of the following: …" beside a usage line that lists them already): dropped from `--help`.
+ * of text.", "One of the following: …" beside a usage line that lists them already, "This setting is optional." where the
+ * usage line's brackets say so): dropped from `--help`.
  */
-const FILLER = /^ {2}(An? (integer|floating point number|true or false value|user-defined piece of text( that is confidential)?|(existing )?(file|directory|file or directory)( that must not exist)?)\.|A (file|directory|file or directory) that must not exist\.|One of the following: .*|This option can be set from environment variables\.|This option may be repeated zero or more times\.)\n\n?/gm
+const FILLER = /^ {2}(An? (integer|floating point number|true or false value|user-defined piece of text( that is confidential)?|(existing )?(file|directory|file or directory)( that must not exist)?)\.|A (file|directory|file or directory) that must not exist\.|One of the following: .*|This option can be set from environment variables\.|This option may be repeated zero or more times\.|This setting is optional\.)\n\n?/gm
 
 /** The parser's own description of `--log-level`, said for this command line. */
 const BUILTIN_LOG_LEVEL = "  Sets the minimum log level for a command."
@@ -67,7 +68,8 @@ export const withOutput = (args: ReadonlyArray<string>) => <A, E, R>(effect: Eff
     const t = xs.map(String).join(" ")
     return plain ? t.replace(ANSI, "") : t
   }
-  const logged = plain ? Effect.provide(effect, Logger.replace(Logger.prettyLoggerDefault, plainPrettyLogger)) : effect
+  // Log lines are notes beside the result: on stderr, whatever the command.
+  const logged = Effect.provide(effect, Logger.replace(Logger.prettyLoggerDefault, isPlain(process.env, process.stderr.isTTY === true) ? plainPrettyLogger : colourPrettyLogger))
   return Console.consoleWith((base) =>
     Effect.withConsole(logged, {
       ...base,

@@ -34,6 +34,7 @@ import {
   CONSTRAINTS_HELP,
   createKey,
   DEFAULT_DATABASE,
+  printResult,
   issueMandate,
   keygen,
   listAgents,
@@ -44,13 +45,12 @@ import {
   runHub,
   runMcp,
   runPlatform,
-  runSagaFile,
-  sagaStatus,
   searchAgents,
   showAgent,
   verifyMandateToken
 } from "../cli/Cli.js"
 import * as Ledger from "../cli/LedgerCommands.js"
+import * as Sagas from "../cli/SagaCommands.js"
 import * as KeysNative from "../node/KeysNative.js"
 import * as Observability from "../cli/Observability.js"
 import { VERSION } from "../core/Version.js"
@@ -72,6 +72,8 @@ const setting = <A>(read: (name: string) => Config.Config<A>, name: string, lega
 }
 /** A description with an example line, as `--help` shows it. */
 const described = (text: string, example: string) => Command.withDescription(`${text}\n\nexample: ${example}`)
+/** `--json`: the command's result as one JSON document on stdout, and nothing else there (notes stay on stderr). */
+const jsonFlag = Options.boolean("json").pipe(Options.withDescription("print the result as one JSON document on stdout (notes stay on stderr)"))
 
 const name = Args.text({ name: "name" }).pipe(Args.withDescription("the identity's name: did:mesh:[<namespace>.]<name>"))
 const namespace = Options.text("namespace").pipe(Options.optional, Options.withDescription("namespace of the DID"))
@@ -79,23 +81,86 @@ const endpoint = Options.text("endpoint").pipe(Options.optional, Options.withDes
 const out = Options.file("out").pipe(Options.optional, Options.withDescription("identity file to write (default ./<name>.identity.json)"))
 const force = Options.boolean("force").pipe(Options.withDescription("overwrite an existing identity file"))
 
-const keygenCommand = Command.make("keygen", { name, namespace, endpoint, out, force }, (args) =>
+const keygenCommand = Command.make("keygen", { name, namespace, endpoint, out, force, json: jsonFlag }, (args) =>
   Effect.flatMap(keygen(args), (written) =>
-    Console.log(`wrote ${written.path}\n  did      ${written.did}\n  didHash  ${written.didHash}\n  key      ${written.publicKeyB64}`)
+    // The private key stays in the file: the JSON names the file and the public half only.
+    printResult(
+      args.json,
+      { path: written.path, did: written.did, didHash: written.didHash, publicKeyB64: written.publicKeyB64, didKey: written.didKey },
+      (w) => `wrote ${w.path}\n  did      ${w.did}\n  didHash  ${w.didHash}\n  key      ${w.publicKeyB64}`
+    )
   )
 ).pipe(described("create an Ed25519 identity and write it to a file (mode 0600)", "mesh keygen alice --namespace acme --endpoint https://alice.example"))
 
-/** A TCP port flag, refused on one line when out of range rather than failing later in listen(). */
-const portOf = (flag: string) =>
-  Options.integer(flag).pipe(
-    Options.mapEffect((n) =>
-      Number.isInteger(n) && n >= 0 && n <= 65535
-        ? Effect.succeed(n)
-        : Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--${flag} must be a port from 0 to 65535 (0: any free port), not ${n}`)))
-    )
+/** A value refused while the flags and settings are read: a usage error that names its code. */
+const refusedValue = (text: string) => ValidationError.invalidValue(HelpDoc.p(`INVALID_ARGUMENT: ${text}`))
+
+/**
+ * The first of `names` set in the environment or mesh.json, with the name it came from, so a refusal names the
+ * variable rather than a flag that was not given. Only the first name is a mesh.json key; the others are older names.
+ */
+const settingOf = (names: ReadonlyArray<string>): Effect.Effect<Option.Option<{ readonly name: string; readonly value: string }>> =>
+  Effect.reduce(names, Option.none<{ readonly name: string; readonly value: string }>(), (found, name) =>
+    Option.isSome(found)
+      ? Effect.succeed(found)
+      : Effect.map(Effect.orElseSucceed(Config.option(Config.string(name)), () => Option.none<string>()), Option.map((value) => ({ name, value })))
   )
 
-const port = portOf("port").pipe(Options.withFallbackConfig(setting(Config.integer, "MESH_HUB_PORT", "MESH_PORT")), Options.withDefault(7700), Options.withDescription("port to listen on (env MESH_HUB_PORT)"))
+/**
+ * A flag checked by `check` whether it was given on the command line or read from its setting (`names`, the first
+ * set): either way a bad value is refused on one line naming where it came from. None when neither gave one.
+ */
+const checkedOf = <A>(
+  flag: Options.Options<Option.Option<A>>,
+  names: ReadonlyArray<string>,
+  parse: (text: string, from: string) => Effect.Effect<A, ValidationError.ValidationError>,
+  check: (a: A, from: string) => Effect.Effect<A, ValidationError.ValidationError>,
+  flagName: string
+) => {
+  // Registered now, before mesh.json is read: only a known name is accepted there.
+  if (names[0] !== undefined) settingNames.add(names[0])
+  return flag.pipe(
+    Options.mapEffect(Option.match({
+      onSome: (a) => Effect.map(check(a, `--${flagName}`), Option.some),
+      onNone: () =>
+        Effect.flatMap(settingOf(names), Option.match({
+          onNone: () => Effect.succeedNone,
+          onSome: ({ name, value }) => Effect.map(Effect.flatMap(parse(value.trim(), name), (a) => check(a, name)), Option.some)
+        }))
+    }))
+  )
+}
+
+const PORT_RANGE = "a port from 0 to 65535 (0: any free port)"
+/** A TCP port flag and its settings, refused on one line when out of range rather than failing later in listen(). */
+const portOf = (flag: string, ...names: ReadonlyArray<string>) =>
+  checkedOf(
+    Options.integer(flag).pipe(Options.optional),
+    names,
+    (text, from) => (/^\d{1,10}$/.test(text) ? Effect.succeed(Number(text)) : Effect.fail(refusedValue(`${from} must be ${PORT_RANGE}, not ${JSON.stringify(text)}`))),
+    (n, from) => (Number.isInteger(n) && n >= 0 && n <= 65535 ? Effect.succeed(n) : Effect.fail(refusedValue(`${from} must be ${PORT_RANGE}, not ${n}`))),
+    flag
+  )
+
+/** An http(s) URL flag (a hub's) and its settings: a URL without its scheme is refused on one line. */
+const urlOf = (flag: string, ...names: ReadonlyArray<string>) =>
+  checkedOf(
+    Options.text(flag).pipe(Options.optional),
+    names,
+    (text) => Effect.succeed(text),
+    (text, from) =>
+      !/^https?:\/\//i.test(text.trim())
+        ? Effect.fail(refusedValue(`${from} ${JSON.stringify(text)} must start with http:// or https://`))
+        : URL.canParse(text.trim())
+          ? Effect.succeed(text.trim())
+          : Effect.fail(refusedValue(`${from} ${JSON.stringify(text)} is not a URL`)),
+    flag
+  )
+
+/** A setting that has a default: the flag, else the setting, else `fallback`. */
+const orDefault = <A>(fallback: A) => Options.map((o: Option.Option<A>) => Option.getOrElse(o, () => fallback))
+
+const port = portOf("port", "MESH_HUB_PORT", "MESH_PORT").pipe(orDefault(7700), Options.withDescription("port to listen on (env MESH_HUB_PORT; default 7700)"))
 const host = Options.text("host").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_HUB_HOST", "MESH_HOST")), Options.withDefault("127.0.0.1"), Options.withDescription("address to listen on (env MESH_HUB_HOST)"))
 /** After a command's own variable: MESH_DATABASE_URL, then MESH_DB (the older name). */
 const databaseUrlConfig = Config.string("MESH_DATABASE_URL").pipe(Config.orElse(() => Config.string("MESH_DB")))
@@ -205,9 +270,7 @@ const publicUrl = Options.text("public-url").pipe(
   Options.optional,
   Options.withDescription("the URL clients reach the hub at (env MESH_HUB_PUBLIC_URL): signed ledger requests name it, and its host is allowed in Host")
 )
-const probePort = portOf("probe-port").pipe(
-  Options.withFallbackConfig(setting(Config.integer, "MESH_HUB_PROBE_PORT")),
-  Options.optional,
+const probePort = portOf("probe-port", "MESH_HUB_PROBE_PORT").pipe(
   Options.withDescription("a second port answering only /health, whose accept queue a flood of the main port does not fill (env MESH_HUB_PROBE_PORT)")
 )
 const newAdminKey = Options.boolean("new-admin-key").pipe(Options.withDescription("issue a new admin credential on this start (after the old one was revoked or lost)"))
@@ -259,9 +322,12 @@ const hubCommand = Command.make(
   "mesh hub --port 7700 --db .mesh/hub.db --public-url https://hub.example.com"
 ))
 
-const registryUrl = Options.text("registry").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_PLATFORM_REGISTRY", "MESH_REGISTRY")), Options.withDescription("the registry hub's URL (env MESH_PLATFORM_REGISTRY)"))
+const registryUrl = urlOf("registry", "MESH_PLATFORM_REGISTRY", "MESH_REGISTRY").pipe(
+  Options.mapEffect(Option.match({ onNone: () => Effect.fail(ValidationError.missingValue(HelpDoc.p("Expected to find option: '--registry'"))), onSome: Effect.succeed })),
+  Options.withDescription("the registry hub's URL (env MESH_PLATFORM_REGISTRY)")
+)
 const registryKey = requiredSecretOf("registry-key", setting((n) => Config.redacted(n), "MESH_PLATFORM_REGISTRY_KEY", "MESH_REGISTRY_KEY")).pipe(Options.withDescription("that hub's admin credential (env MESH_PLATFORM_REGISTRY_KEY)"))
-const platformPort = portOf("port").pipe(Options.withFallbackConfig(setting(Config.integer, "MESH_PLATFORM_PORT", "MESH_PORT")), Options.withDefault(7701), Options.withDescription("port to listen on (env MESH_PLATFORM_PORT)"))
+const platformPort = portOf("port", "MESH_PLATFORM_PORT", "MESH_PORT").pipe(orDefault(7701), Options.withDescription("port to listen on (env MESH_PLATFORM_PORT; default 7701)"))
 const platformHost = Options.text("host").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_PLATFORM_HOST", "MESH_HOST")), Options.withDefault("127.0.0.1"), Options.withDescription("address to listen on (env MESH_PLATFORM_HOST)"))
 
 const platformCommand = Command.make(
@@ -272,26 +338,26 @@ const platformCommand = Command.make(
 
 /** The hub a client command talks to: the flag, MESH_HUB, mesh.json, else the local default (which it then names). */
 const DEFAULT_HUB = "http://127.0.0.1:7700"
-const hubUrl = Options.text("hub").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_HUB")), Options.withDefault(DEFAULT_HUB), Options.withDescription(`hub URL (env MESH_HUB; default ${DEFAULT_HUB})`))
+const hubUrl = urlOf("hub", "MESH_HUB").pipe(orDefault(DEFAULT_HUB), Options.withDescription(`hub URL (env MESH_HUB; default ${DEFAULT_HUB})`))
 const adminKey = requiredSecretOf("admin-key", setting((n) => Config.redacted(n), "MESH_ADMIN_KEY")).pipe(Options.withDescription("the admin credential (env MESH_ADMIN_KEY)"))
 const owner = Options.text("owner").pipe(Options.withDescription("who the key is for: a name, or an agent's DID"))
 const label = Options.text("label").pipe(Options.optional, Options.withDescription("a note to recognize the key by"))
 
-const keysCreate = Command.make("create", { hubUrl, adminKey, owner, label }, (args) =>
+const keysCreate = Command.make("create", { hubUrl, adminKey, owner, label, json: jsonFlag }, (args) =>
   Effect.flatMap(createKey(args), (k) =>
     Effect.zipRight(
-      note(`created API key ${k.id} for ${k.owner} (${k.kind}) on hub ${args.hubUrl}${args.hubUrl === DEFAULT_HUB ? " (the default: pass --hub or set MESH_HUB for another)" : ""}; shown once below: store it now`),
-      Console.log(k.apiKey)
+      note(`created API key ${k.id} for ${k.owner} (${k.kind}) on hub ${args.hubUrl}${args.hubUrl === DEFAULT_HUB ? " (the default: pass --hub or set MESH_HUB for another)" : ""}; shown once ${args.json ? "in the JSON" : "below"}: store it now`),
+      printResult(args.json, { ...k, hub: args.hubUrl }, (created) => created.apiKey)
     )
   )
 ).pipe(described("create an API key on a hub with the admin credential", "mesh keys create --hub http://127.0.0.1:7700 --admin-key mk_… --owner did:mesh:acme.alice"))
 
 const agentModule = Args.file({ name: "module", exists: "yes" }).pipe(Args.withDescription("a module whose default export is the agent's options ({ name, handler, … }) or a function returning them"))
-const agentPort = portOf("port").pipe(Options.withFallbackConfig(setting(Config.integer, "MESH_AGENT_PORT", "MESH_PORT")), Options.optional, Options.withDescription("port to listen on (env MESH_AGENT_PORT; default the module's, else any free port)"))
+const agentPort = portOf("port", "MESH_AGENT_PORT", "MESH_PORT").pipe(Options.withDescription("port to listen on (env MESH_AGENT_PORT; default the module's, else any free port)"))
 const agentHost = Options.text("host").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_AGENT_HOST", "MESH_HOST")), Options.optional, Options.withDescription("address to listen on (env MESH_AGENT_HOST; default 127.0.0.1)"))
 const agentDb = Options.text("db").pipe(Options.withFallbackConfig(Config.orElse(setting(Config.string, "MESH_AGENT_DB"), () => databaseUrlConfig)), Options.optional, Options.withDescription("SQLite file, or postgres:// URL shared by the agent's replicas, for paused tasks, nonces, streamed runs and memory (env MESH_AGENT_DB, else MESH_DATABASE_URL; default .mesh/agents/<didHash>.db, after the agent's DID)"))
 const agentSharedDb = Options.boolean("shared-db").pipe(Options.withFallbackConfig(setting(Config.boolean, "MESH_AGENT_SHARED_DB")), Options.withDescription("run even when another live agent uses the same SQLite file (refused otherwise; env MESH_AGENT_SHARED_DB)"))
-const agentHub = Options.text("hub").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_AGENT_HUB", "MESH_HUB")), Options.optional, Options.withDescription("hub whose registry resolves callers' and grantors' keys, and where --register registers (env MESH_AGENT_HUB)"))
+const agentHub = urlOf("hub", "MESH_AGENT_HUB", "MESH_HUB").pipe(Options.withDescription("hub whose registry resolves callers' and grantors' keys, and where --register registers (env MESH_AGENT_HUB)"))
 const agentProvider = Options.choice("provider", ["anthropic", "openai"]).pipe(Options.withFallbackConfig(setting(Config.literal("anthropic", "openai"), "MESH_AGENT_PROVIDER", "MESH_PROVIDER")), Options.optional, Options.withDescription("model provider of an LLM chat agent (env MESH_AGENT_PROVIDER): anthropic (ANTHROPIC_API_KEY) or openai (OPENAI_API_KEY, OPENAI_BASE_URL); overrides the module's"))
 const agentModel = Options.text("model").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_AGENT_MODEL", "MESH_MODEL")), Options.optional, Options.withDescription("model of an LLM chat agent (env MESH_AGENT_MODEL); overrides the module's"))
 const agentIdentity = Options.file("identity").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_AGENT_IDENTITY")), Options.optional, Options.withDescription("identity file from `mesh keygen`: the agent's DID and key (env MESH_AGENT_IDENTITY)"))
@@ -336,21 +402,37 @@ const sagaCaller = Options.file("identity").pipe(
   Options.withFallbackConfig(setting(Config.string, "MESH_CALL_IDENTITY")),
   Options.withDescription("identity file (`mesh keygen`) of the saga mandate's grantor: it signs every request, and only it may read the saga (env MESH_CALL_IDENTITY)")
 )
-const sagaRun = Command.make("run", { hubUrl, file: sagaFile, identity: sagaCaller }, (args) =>
+const followFlag = Options.boolean("follow").pipe(Options.withDescription("print each progress event on stderr as it happens, until the saga ends"))
+const sagaRun = Command.make("run", { hubUrl, file: sagaFile, identity: sagaCaller, follow: followFlag, json: jsonFlag }, (args) =>
   // A saga that did not commit is a failure for a script: the exit code says so, the JSON on stdout says how.
-  Effect.flatMap(runSagaFile(args), (ended) =>
-    ended.status === "committed"
-      ? Effect.void
-      : Effect.zipRight(Console.error(`mesh: saga ${ended.sagaId} ended ${ended.status}`), Effect.sync(() => void (process.exitCode = 1)))
-  )
+  Effect.flatMap(Sagas.runSagaFile(args), Sagas.exitByOutcome)
 ).pipe(
-  described("start a saga on the hub, print its progress on stderr, then its end as JSON on stdout; exits 1 unless it committed", "mesh saga run trip.json --identity buyer.identity.json --hub http://127.0.0.1:7700")
+  described(
+    "start a saga on the hub, wait for its end and print it as JSON on stdout (--json or not); exits 1 unless it committed. --follow prints its progress on stderr meanwhile",
+    "mesh saga run trip.json --follow --identity buyer.identity.json --hub http://127.0.0.1:7700"
+  )
 )
-const sagaId = Args.text({ name: "id" }).pipe(Args.withDescription("the saga's id"))
-const sagaStatusCommand = Command.make("status", { hubUrl, sagaId, identity: sagaCaller }, (args) => sagaStatus(args)).pipe(
-  described("print a saga's state", "mesh saga status saga_… --identity buyer.identity.json --hub http://127.0.0.1:7700")
+const sagaId = Args.text({ name: "id" }).pipe(Args.withDescription("the saga's id (mesh saga ls lists yours)"))
+const sagaStatusCommand = Command.make("status", { hubUrl, sagaId, identity: sagaCaller, follow: followFlag, json: jsonFlag }, (args) =>
+  args.follow ? Effect.flatMap(Sagas.sagaStatus(args), Sagas.exitByOutcome) : Sagas.sagaStatus(args)
+).pipe(
+  described(
+    "print a saga's state as JSON (--json or not); with --follow, its progress on stderr until it ends, then its end, exiting 1 unless it committed",
+    "mesh saga status saga_… --follow --identity buyer.identity.json --hub http://127.0.0.1:7700"
+  )
 )
-const sagaCommand = Command.make("saga").pipe(described("run sagas on a hub", "mesh saga run trip.json"), Command.withSubcommands([sagaRun, sagaStatusCommand]))
+const sagaLs = Command.make(
+  "ls",
+  {
+    hubUrl,
+    identity: sagaCaller,
+    limit: Options.integer("limit").pipe(Options.withDefault(50), Options.withDescription("at most this many (up to 200)")),
+    cursor: Options.text("cursor").pipe(Options.optional, Options.withDescription("where the last page ended (its nextCursor, or what the note under it says)")),
+    json: jsonFlag
+  },
+  (args) => Sagas.listSagas(args)
+).pipe(described("list the sagas your identity started on the hub, newest first: id, status, steps, when", "mesh saga ls --identity buyer.identity.json --hub http://127.0.0.1:7700"))
+const sagaCommand = Command.make("saga").pipe(described("run sagas on a hub and read them", "mesh saga run trip.json --follow"), Command.withSubcommands([sagaRun, sagaStatusCommand, sagaLs]))
 
 const keysCommand = Command.make("keys").pipe(described("manage API keys", "mesh keys create --admin-key mk_… --owner alice"), Command.withSubcommands([keysCreate]))
 
@@ -371,13 +453,12 @@ const callApiKey = secretOf("api-key", setting((n) => Config.redacted(n), "MESH_
 
 const callCommand = Command.make(
   "call",
-  { hubUrl, target: callTarget, message: callMessage, identity: callIdentity, session: callSession, stream: callStream, mandate: callMandate, bearerToken: callBearer, apiKey: callApiKey },
+  { hubUrl, target: callTarget, message: callMessage, identity: callIdentity, session: callSession, stream: callStream, mandate: callMandate, bearerToken: callBearer, apiKey: callApiKey, json: jsonFlag },
   (args) => callAgent(args)
 ).pipe(described("send a message to an agent and print its reply", "mesh call 3f2a…c9 \"hello\" --identity alice.identity.json --stream"))
 
 const liveFlag = Options.boolean("live").pipe(Options.withDescription("only agents heard from within the hub's stale interval (90 s by default)"))
 const staleFlag = Options.boolean("stale").pipe(Options.withDescription("only agents not heard from within it"))
-const jsonFlag = Options.boolean("json").pipe(Options.withDescription("print the hub's answer as JSON"))
 const limit = Options.integer("limit").pipe(Options.withDefault(50), Options.withDescription("at most this many (up to 200)"))
 const agentsLs = Command.make("ls", { hubUrl, live: liveFlag, stale: staleFlag, limit, json: jsonFlag }, (args) => listAgents(args)).pipe(
   described("list the agents registered on a hub, live or stale", "mesh agents ls --live")
@@ -387,19 +468,19 @@ const agentsSearch = Command.make("search", { hubUrl, query: searchQuery, live: 
   described("search agents, MCP servers and skills by name, description, capability and tag", "mesh agents search translate --live")
 )
 const showHash = Args.text({ name: "didHash" }).pipe(Args.withDescription("the agent's didHash"))
-const agentsShow = Command.make("show", { hubUrl, didHash: showHash }, (args) => showAgent(args)).pipe(
+const agentsShow = Command.make("show", { hubUrl, didHash: showHash, json: jsonFlag }, (args) => showAgent(args)).pipe(
   described("print an agent's record, liveness, DID document and manifest", "mesh agents show 3f2a…c9")
 )
 const rmIdentity = Options.file("identity").pipe(Options.optional, Options.withDescription("identity file of the DID being removed: its key signs the deletion (needed with any API key but the admin's)"))
 const rmApiKey = requiredSecretOf("api-key", setting((n) => Config.redacted(n), "MESH_API_KEY")).pipe(Options.withDescription("the API key that registered the record, or the admin's (env MESH_API_KEY)"))
-const agentsRm = Command.make("rm", { hubUrl, didHash: showHash, identity: rmIdentity, apiKey: rmApiKey }, (args) => removeAgent(args)).pipe(
+const agentsRm = Command.make("rm", { hubUrl, didHash: showHash, identity: rmIdentity, apiKey: rmApiKey, json: jsonFlag }, (args) => removeAgent(args)).pipe(
   described("remove a record from the hub's registry, signed by its DID's key", "mesh agents rm 3f2a…c9 --identity alice.identity.json --api-key mk_…")
 )
 const agentsCommand = Command.make("agents").pipe(described("read a hub's registry", "mesh agents ls"), Command.withSubcommands([agentsLs, agentsSearch, agentsShow, agentsRm]))
 
 const ownIdentity = Options.file("identity").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_CALL_IDENTITY")), Options.withDescription("identity file from `mesh keygen` (env MESH_CALL_IDENTITY)"))
 const registerApiKey = requiredSecretOf("api-key", setting((n) => Config.redacted(n), "MESH_API_KEY")).pipe(Options.withDescription("an API key for the DID (`mesh keys create --owner <did>`) or the admin's; it owns the record (env MESH_API_KEY)"))
-const registerCommand = Command.make("register", { hubUrl, identity: ownIdentity, apiKey: registerApiKey }, (args) => registerCaller(args)).pipe(described(
+const registerCommand = Command.make("register", { hubUrl, identity: ownIdentity, apiKey: registerApiKey, json: jsonFlag }, (args) => registerCaller(args)).pipe(described(
   "register an identity's DID and key on the hub with no endpoint, so agents, mandate verifiers and sagas resolve it when it calls or grants",
   "mesh register --identity alice.identity.json --hub http://127.0.0.1:7700 --api-key mk_…"
 ))
@@ -412,7 +493,8 @@ const approveCommand = Command.make(
     capability: Options.text("capability").pipe(Options.withDescription("the gated capability the approval is for")),
     identity: Options.file("identity").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_CALL_IDENTITY")), Options.withDescription("identity file of the mandate's grantor: it signs the decision (env MESH_CALL_IDENTITY)")),
     deny: Options.boolean("deny").pipe(Options.withDescription("sign a denial: the agent ends the task")),
-    ttlSeconds: Options.integer("ttl").pipe(Options.optional, Options.withDescription("seconds the signed decision stays valid (default 900)"))
+    ttlSeconds: Options.integer("ttl").pipe(Options.optional, Options.withDescription("seconds the signed decision stays valid (default 900)")),
+    json: jsonFlag
   },
   (args) => approveTask(args)
 ).pipe(described("approve (or --deny) a task paused at a human gate, signed as the mandate's grantor, and resume it", "mesh approve task_… --agent 3f2a…c9 --capability send_email --identity alice.identity.json"))
@@ -435,7 +517,8 @@ const mandateIssue = Command.make(
     kind: Options.text("kind").pipe(Options.withDescription("the root kind: intent (a spending budget), task (capabilities) or model-budget (model routing); cart and payment are cut from an intent with `mesh mandate attenuate`")),
     constraints: Options.text("constraints").pipe(Options.withDescription(constraintsHelp(ROOT_KINDS))),
     ttlSeconds: mandateTtl,
-    keyVersion: mandateKeyVersion
+    keyVersion: mandateKeyVersion,
+    json: jsonFlag
   },
   (args) => issueMandate(args)
 ).pipe(described(
@@ -452,7 +535,8 @@ const mandateAttenuate = Command.make(
     kind: Options.choice("kind", CHILD_KINDS).pipe(Options.withDescription("the child's kind: cart or payment from an intent (payment also from a cart), task from a task, model-budget from a model-budget")),
     constraints: Options.text("constraints").pipe(Options.withDescription(constraintsHelp(CHILD_KINDS))),
     ttlSeconds: mandateTtl,
-    keyVersion: mandateKeyVersion
+    keyVersion: mandateKeyVersion,
+    json: jsonFlag
   },
   (args) => attenuateMandate(args)
 ).pipe(described(
@@ -465,7 +549,8 @@ const mandateVerify = Command.make(
     hubUrl,
     token: Args.text({ name: "token" }).pipe(Args.withDescription("the mandate's token")),
     grantee: Options.text("grantee").pipe(Options.optional, Options.withDescription("the DID that must be its grantee")),
-    kind: Options.choice("kind", MANDATE_KINDS).pipe(Options.optional, Options.withDescription("the kind it must have"))
+    kind: Options.choice("kind", MANDATE_KINDS).pipe(Options.optional, Options.withDescription("the kind it must have")),
+    json: jsonFlag
   },
   (args) => verifyMandateToken(args)
 ).pipe(described("verify a mandate's whole chain against the hub's registry (keys, key versions, revocations) and print it", "mesh mandate verify \"$TOKEN\" --grantee did:mesh:acme.bot"))
@@ -485,7 +570,7 @@ const ledgerPoolsCommand = Command.make("pools", { hubUrl, identity: ledgerIdent
 const ledgerPoolCommand = Command.make("pool", { hubUrl, identity: ledgerIdentity, apiKey: ledgerApiKey, poolId, json: jsonFlag }, (args) => Ledger.ledgerPool(args)).pipe(
   described("print a pool and every allocation from it: amount, used amount, idempotency key, commit token", "mesh ledger pool pool_… --identity alice.identity.json")
 )
-const ledgerReconcileCommand = Command.make("reconcile", { hubUrl, identity: ledgerIdentity, apiKey: ledgerApiKey, poolId }, (args) => Ledger.ledgerReconcile(args)).pipe(
+const ledgerReconcileCommand = Command.make("reconcile", { hubUrl, identity: ledgerIdentity, apiKey: ledgerApiKey, poolId, json: jsonFlag }, (args) => Ledger.ledgerReconcile(args)).pipe(
   described("check a pool's trail on this machine: each commit token's signature under its agent's key, its step and amount, the totals; exits 1 on any failure", "mesh ledger reconcile pool_… --identity alice.identity.json")
 )
 const ledgerCommand = Command.make("ledger").pipe(
@@ -493,7 +578,7 @@ const ledgerCommand = Command.make("ledger").pipe(
   Command.withSubcommands([ledgerPoolsCommand, ledgerPoolCommand, ledgerReconcileCommand])
 )
 
-const mcpPort = portOf("port").pipe(Options.withFallbackConfig(setting(Config.integer, "MESH_MCP_PORT")), Options.optional, Options.withDescription("serve Streamable HTTP on this port (at /mcp) instead of stdio (env MESH_MCP_PORT)"))
+const mcpPort = portOf("port", "MESH_MCP_PORT").pipe(Options.withDescription("serve Streamable HTTP on this port (at /mcp) instead of stdio (env MESH_MCP_PORT)"))
 const mcpHost = Options.text("host").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_MCP_HOST")), Options.withDefault("127.0.0.1"), Options.withDescription("address to listen on with --port (env MESH_MCP_HOST)"))
 const mcpIdentity = Options.file("identity").pipe(Options.withFallbackConfig(setting(Config.string, "MESH_MCP_IDENTITY")), Options.optional, Options.withDescription("identity file from `mesh keygen`: calls to agents are signed as this DID (mesh-sig; env MESH_MCP_IDENTITY)"))
 const mcpCommand = Command.make("mcp", { hubUrl, identity: mcpIdentity, port: mcpPort, host: mcpHost }, (args) => runMcp(args)).pipe(

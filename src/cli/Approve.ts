@@ -7,11 +7,10 @@
  * Floor: cli (docs/architecture.md §3).
  */
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
-import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { signApproval } from "../core/Approval.js"
-import { formatApproval, readIdentityFile } from "./Cli.js"
+import { callJson, formatApproval, printResult, readIdentityFile } from "./Cli.js"
 
 /** What `mesh approve` takes. */
 export interface ApproveArgs {
@@ -24,6 +23,8 @@ export interface ApproveArgs {
   readonly identity: string
   readonly deny: boolean
   readonly ttlSeconds: Option.Option<number>
+  /** Print the outcome as one JSON document: the reply as `mesh call --json` prints it, or `{ status: "denied", … }`. */
+  readonly json?: boolean
 }
 
 /**
@@ -46,8 +47,10 @@ export const approveTask = (args: ApproveArgs) =>
       Effect.map(Option.some),
       Effect.catchIf((e) => args.deny && e.code === "HUMAN_GATE_DENIED", () => Effect.succeedNone)
     )
-    if (Option.isNone(resumed)) return yield* Console.log(`denied: task ${args.taskId} (${args.capability}) ended by the agent`)
+    const json = args.json === true
+    if (Option.isNone(resumed)) {
+      return yield* printResult(json, { status: "denied", taskId: args.taskId, capability: args.capability }, () => `denied: task ${args.taskId} (${args.capability}) ended by the agent`)
+    }
     const reply = resumed.value
-    if ("status" in reply) return yield* Console.log(formatApproval(reply, { agent: args.agent, hubUrl: args.hubUrl }))
-    yield* Console.log(reply.message)
+    yield* printResult(json, callJson(reply), () => ("status" in reply ? formatApproval(reply, { agent: args.agent, hubUrl: args.hubUrl }) : reply.message))
   }).pipe(Effect.provide(FetchHttpClient.layer))

@@ -37,15 +37,13 @@ import {
   publicKeyOfDidKey,
   verificationMethodId
 } from "../core/Did.js"
-import { importPublicKey, Keys, type MalformedKey } from "../core/Keys.js"
+import { importPublicKey, Keys, MalformedKey } from "../core/Keys.js"
 import { equalBytes, randomBytes, toBase64, toHex } from "../core/internal/bytes.js"
 import { requireCsprng } from "../core/Entropy.js"
 import { tryParseJsonStrict } from "../core/internal/json.js"
 import type * as AgentServer from "../agent/AgentServer.js"
 import * as Mandate from "../core/Mandate.js"
 import { constraintsProblem, withCanonicalUsd } from "../core/Constraints.js"
-import { type SagaEvent, SagaInput } from "../saga/Saga.js"
-import * as SagaClient from "../saga/SagaClient.js"
 import type * as Serve from "../http/Serve.js"
 import * as NodeOs from "node:os"
 import * as NodePath from "node:path"
@@ -53,7 +51,7 @@ import { pathToFileURL } from "node:url"
 
 /** The CLI could not do what was asked; `code` says why. */
 export class CliError extends Schema.TaggedError<CliError>()("CliError", {
-  code: Schema.Literal("FILE_EXISTS", "IO_ERROR", "MODULE_INVALID", "IDENTITY_INVALID", "INVALID_ARGUMENT", "CONFIG_INVALID", "MANDATE_INVALID", "RECONCILIATION_FAILED"),
+  code: Schema.Literal("FILE_EXISTS", "IO_ERROR", "MODULE_INVALID", "IDENTITY_INVALID", "INVALID_ARGUMENT", "CONFIG_INVALID", "MANDATE_INVALID", "RECONCILIATION_FAILED", "AGENT_NOT_FOUND"),
   message: Schema.String
 }) {}
 
@@ -123,6 +121,29 @@ export const keygen = (args: {
     return { ...content, path: file }
   })
 
+const TYPE_NAMES: Readonly<Record<string, string>> = { string: "a string", number: "a number", boolean: "true or false", unknown: "present" }
+
+/**
+ * The first thing wrong in a decoded file, as one line naming the member: `didHash is missing`, `steps[0].budgetUsd
+ * must be a number, not "5"`, rather than the schema's tree.
+ */
+export const problemLine = (error: ParseResult.ParseError): string => {
+  const issue = ParseResult.ArrayFormatter.formatErrorSync(error)[0]
+  if (issue === undefined) return "does not match"
+  const where = issue.path.length === 0
+    ? "the file"
+    : issue.path.map((p, i) => (typeof p === "number" ? `[${p}]` : i === 0 ? String(p) : `.${String(p)}`)).join("")
+  const message = issue.message.replace(/\s+/g, " ").trim()
+  if (issue._tag === "Missing") return `${where} is missing`
+  if (issue._tag === "Unexpected") return `${where} is not expected here`
+  const m = /^Expected (.+?), actual (.+)$/.exec(message)
+  if (m === null) return `${where}: ${message.length > 160 ? `${message.slice(0, 160)}…` : message}`
+  const expected = m[1]!
+  const wanted = TYPE_NAMES[expected] ?? (expected.startsWith("{") ? (issue.path.length === 0 ? "a JSON object" : "an object") : /^(ReadonlyArray|Array)<|\[/.test(expected) ? "an array" : expected.length > 60 ? "another value" : expected)
+  const actual = m[2]!.length > 60 ? `${m[2]!.slice(0, 60)}…` : m[2]!
+  return `${where} must be ${wanted}, not ${actual}`
+}
+
 const identityInvalid = (file: string, message: string) => new CliError({ code: "IDENTITY_INVALID", message: `identity ${file}: ${message}` })
 
 /**
@@ -139,19 +160,22 @@ export const readIdentityFile = (
     const parsed = tryParseJsonStrict(text)
     if (!parsed.ok) return yield* Effect.fail(identityInvalid(file, parsed.error.message))
     const decoded = Schema.decodeUnknownEither(IdentityFile)(parsed.value)
-    if (Either.isLeft(decoded)) return yield* Effect.fail(identityInvalid(file, ParseResult.TreeFormatter.formatErrorSync(decoded.left)))
+    if (Either.isLeft(decoded)) return yield* Effect.fail(identityInvalid(file, `${problemLine(decoded.left)} (an identity file is what mesh keygen writes)`))
     const id = decoded.right
     if (!isNormalizedDid(id.did)) return yield* Effect.fail(identityInvalid(file, `${JSON.stringify(id.did)} is not a lower-case did:mesh DID`))
-    const publicKey = yield* importPublicKey(id.publicKeyB64)
+    // A bad key keeps its code (INVALID_PUBLIC_KEY, MALFORMED_KEY) and says which member of which file holds it.
+    const inMember = (member: string) => (e: MalformedKey) => new MalformedKey({ code: e.code, message: `identity ${file}: ${member}: ${e.message}` })
+    const publicKey = yield* Effect.mapError(importPublicKey(id.publicKeyB64), inMember("publicKeyB64"))
     const fromDocument = yield* extractPublicKey(id.document, verificationMethodId(id.did)).pipe(
       Effect.catchTags({
-        MalformedDidDocument: (e) => Effect.fail(identityInvalid(file, e.message)),
-        KeyRevoked: (e) => Effect.fail(identityInvalid(file, e.message))
+        MalformedDidDocument: (e) => Effect.fail(identityInvalid(file, `document: ${e.message}`)),
+        KeyRevoked: (e) => Effect.fail(identityInvalid(file, `document: ${e.message}`)),
+        MalformedKey: (e) => Effect.fail(inMember("document")(e))
       })
     )
-    const fromDidKey = yield* publicKeyOfDidKey(id.didKey)
+    const fromDidKey = yield* Effect.mapError(publicKeyOfDidKey(id.didKey), inMember("didKey"))
     const keys = yield* Keys
-    const privateKey = yield* keys.importPrivateKey(id.privateKeyPkcs8B64)
+    const privateKey = yield* Effect.mapError(keys.importPrivateKey(id.privateKeyPkcs8B64), inMember("privateKeyPkcs8B64"))
     for (const [what, k] of [["publicKeyB64", publicKey], ["document", fromDocument], ["didKey", fromDidKey]] as const) {
       if (!equalBytes(k, privateKey.publicKey)) return yield* Effect.fail(identityInvalid(file, `the ${what} key is not the private key's`))
     }
@@ -266,17 +290,17 @@ export const runHub = (
       }
       if (hub.probeUrl !== undefined) yield* Console.log(`  probe      ${hub.probeUrl}/health`)
       yield* Console.log(`  database   ${Database.describe(args.db)}`)
-      // After the line scripts wait for: the two commands a newcomer runs next.
-      yield* Console.log(
+      // After the line scripts wait for: the two commands a newcomer runs next (a note: on stderr).
+      yield* note(
         `\nnext, in another shell:\n  mesh keygen echo && mesh keys create --hub ${hub.url} --admin-key <admin credential> --owner did:mesh:echo   # prints an API key\n` +
           `  mesh agent examples/echo-agent.ts --hub ${hub.url} --identity echo.identity.json --api-key <that key> --register`
       )
       // Added after the server's finalizers, so it prints first, when the graceful close begins.
-      yield* Effect.addFinalizer(() => Console.log(`hub stopping: requests in flight have up to ${shutdownSeconds} s to finish`))
+      yield* Effect.addFinalizer(() => note(`hub stopping: requests in flight have up to ${shutdownSeconds} s to finish`))
       yield* Effect.logInfo("hub started")
       return yield* Effect.never
     })
-  ).pipe(Effect.onInterrupt(() => Console.log("hub stopped")))
+  ).pipe(Effect.onInterrupt(() => note("hub stopped")))
 
 /** The cluster settings of a hub's saga runner on Postgres, from its flags (docs/scaling.md §7). */
 const clusterOf = (
@@ -319,7 +343,7 @@ export const runPlatform = (
       yield* Console.log(`agent-mesh platform ${VERSION} listening on ${platform.url} (registry ${args.registryUrl})`)
       return yield* Effect.never
     })
-  ).pipe(Effect.onInterrupt(() => Console.log("platform stopped")))
+  ).pipe(Effect.onInterrupt(() => note("platform stopped")))
 
 /** Creates an API key on a hub with the admin credential. */
 export const createKey = (args: {
@@ -334,6 +358,9 @@ export const createKey = (args: {
 
 /** A note for the person at the terminal, on stderr, so stdout carries only the result a script reads. */
 export const note = (text: string) => Effect.sync(() => void process.stderr.write(`${text}\n`))
+
+/** A command's result on stdout: one JSON document with `--json`, else its text. */
+export const printResult = <A>(json: boolean, value: A, text: (a: A) => string) => Console.log(json ? JSON.stringify(value, null, 2) : text(value))
 
 /** What `mesh agent <module>` loads: the module's default export, options or a function returning them. */
 const agentOptionsOf = (exported: unknown): Promise<AgentServer.AgentServerOptions> =>
@@ -516,10 +543,10 @@ export const runAgent = (args: {
       }
       // The "discovery" line comes last: scripts wait for it.
       yield* Console.log(`  discovery  ${agent.url}/.well-known/mesh-agent.json`)
-      yield* Effect.addFinalizer(() => Console.log(`agent stopping: requests and streamed runs in flight have up to ${shutdownMs / 1000} s to finish`))
+      yield* Effect.addFinalizer(() => note(`agent stopping: requests and streamed runs in flight have up to ${shutdownMs / 1000} s to finish`))
       return yield* Effect.never
     })
-  ).pipe(Effect.onInterrupt(() => Console.log("agent stopped")))
+  ).pipe(Effect.onInterrupt(() => note("agent stopped")))
 
 /**
  * Serves the mesh as an MCP server until interrupted: over stdio, or over Streamable HTTP when `port` is given.
@@ -555,63 +582,6 @@ export const runMcp = (args: {
     }).pipe(Effect.provide(FetchHttpClient.layer))
   ).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger))))
 
-/** One progress event as a line of `mesh saga run`. */
-export const formatSagaEvent = (e: SagaEvent): string => {
-  const d = e.data as Record<string, unknown>
-  const detail =
-    e.type === "step_started"
-      ? ` ${String(d.capability)} on ${String(d.agentDid)}, budget ${String(d.budgetUsd)} USD`
-      : e.type === "step_committed"
-        ? ` used ${String(d.usedUsd)} USD`
-        : typeof d.code === "string"
-          ? ` ${d.code}${typeof d.message === "string" ? `: ${d.message}` : ""}`
-          : ""
-  return `${String(e.seq).padStart(3)} ${e.type}${e.step === null ? "" : ` ${e.step}`}${detail}`
-}
-
-/** The signer of an identity file: its DID and its PKCS#8 key. */
-const signerOf = (file: IdentityFile): { readonly did: string; readonly privateKey: string } => ({ did: file.did, privateKey: file.privateKeyPkcs8B64 })
-
-const sagaCallFailed = (e: SagaClient.SagaCallError) => new CliError({ code: "INVALID_ARGUMENT", message: `${e.code}: ${e.message}` })
-
-/** Reads a saga file (`{ mandate, steps }`, strict JSON) for `mesh saga run`. */
-export const readSagaFile = (file: string): Effect.Effect<SagaInput, CliError, FileSystem.FileSystem> =>
-  Effect.gen(function* () {
-    const fs = yield* FileSystem.FileSystem
-    const text = yield* Effect.mapError(fs.readFileString(file), (e) => new CliError({ code: "IO_ERROR", message: `cannot read ${file}: ${e.message}` }))
-    const parsed = tryParseJsonStrict(text)
-    if (!parsed.ok) return yield* Effect.fail(new CliError({ code: "INVALID_ARGUMENT", message: `${file}: ${parsed.error.message}` }))
-    return yield* Effect.mapError(
-      Schema.decodeUnknown(SagaInput)(parsed.value),
-      (e) => new CliError({ code: "INVALID_ARGUMENT", message: `${file}: ${ParseResult.TreeFormatter.formatErrorSync(e)}` })
-    )
-  })
-
-/**
- * `mesh saga run <file>`: starts the saga as the identity in `identity` (the mandate's grantor, who signs every
- * request), prints each progress event, then the saga as it ended (JSON).
- */
-export const runSagaFile = (args: { readonly hubUrl: string; readonly file: string; readonly identity: string }) =>
-  Effect.gen(function* () {
-    const input = yield* readSagaFile(args.file)
-    const client = yield* SagaClient.make({ hubUrl: args.hubUrl, identity: signerOf(yield* readIdentityFile(args.identity)) })
-    const started = yield* Effect.mapError(client.startSaga(input), sagaCallFailed)
-    yield* note(`saga ${started.sagaId} started on ${args.hubUrl}`)
-    yield* Effect.mapError(Stream.runForEach(client.sagaEvents(started.sagaId), (e) => note(formatSagaEvent(e))), sagaCallFailed)
-    const ended = yield* Effect.mapError(client.getSaga(started.sagaId), sagaCallFailed)
-    yield* Console.log(JSON.stringify(ended, null, 2))
-    return ended
-  }).pipe(Effect.provide(FetchHttpClient.layer))
-
-/** `mesh saga status <id>`: the saga's state (JSON), read as the identity that started it. */
-export const sagaStatus = (args: { readonly hubUrl: string; readonly sagaId: string; readonly identity: string }) =>
-  Effect.gen(function* () {
-    const client = yield* SagaClient.make({ hubUrl: args.hubUrl, identity: signerOf(yield* readIdentityFile(args.identity)) })
-    const saga = yield* Effect.mapError(client.getSaga(args.sagaId), sagaCallFailed)
-    yield* Console.log(JSON.stringify(saga, null, 2))
-    return saga
-  }).pipe(Effect.provide(FetchHttpClient.layer))
-
 // ---------------------------------------------------------------------------------------------------------------
 // Calling agents, reading the registry, delegating authority
 
@@ -628,7 +598,18 @@ export interface CallArgs {
   readonly bearerToken?: Option.Option<Redacted.Redacted<string>>
   /** An API key of the caller's on the hub: with it, a paid call is booked in the hub's ledger. */
   readonly apiKey?: Option.Option<Redacted.Redacted<string>>
+  /** Print the reply as one JSON document (`callJson`). */
+  readonly json?: boolean
 }
+
+/**
+ * A reply as `mesh call --json` and `mesh approve --json` print it: `status` `done` with the message, or
+ * `approval_required` with what must be approved.
+ */
+export const callJson = (reply: { readonly message: string; readonly sessionId: string; readonly commitToken?: string | undefined } | { readonly status: "approval_required"; readonly sessionId: string; readonly approvalRequired: unknown }) =>
+  "status" in reply
+    ? { status: reply.status, sessionId: reply.sessionId, approvalRequired: reply.approvalRequired }
+    : { status: "done" as const, message: reply.message, sessionId: reply.sessionId, commitToken: reply.commitToken ?? null }
 
 // Notes beside a command's answer go to stderr, so that stdout holds the answer alone (`$(mesh mandate issue …)`).
 
@@ -652,6 +633,9 @@ export const formatApproval = (
 export const callAgent = (args: CallArgs) =>
   Effect.gen(function* () {
     const target = yield* callTargetOf(args.target)
+    if (args.json === true && args.stream) {
+      return yield* Effect.fail(new CliError({ code: "INVALID_ARGUMENT", message: "--json prints the whole reply once it is done; leave out --stream" }))
+    }
     // Loaded only by `mesh call`.
     const [AgentClient, Ledger] = yield* Effect.promise(() => Promise.all([import("../agent/AgentClient.js"), import("./LedgerCommands.js")]))
     // Checked before anything is read or sent: an empty token (a failed `$(mesh mandate issue …)`) is not "no mandate".
@@ -676,8 +660,9 @@ export const callAgent = (args: CallArgs) =>
     const call = Effect.gen(function* () {
       if (!args.stream) {
         const result = yield* client.call(target, args.message, options)
-        if ("status" in result) return yield* Console.log(formatApproval(result, { agent: args.target, hubUrl: args.hubUrl }))
-        yield* Console.log(result.message)
+        const json = args.json === true
+        if ("status" in result) return yield* printResult(json, callJson(result), () => formatApproval(result, { agent: args.target, hubUrl: args.hubUrl }))
+        yield* printResult(json, callJson(result), () => result.message)
         yield* note(`session ${result.sessionId}`)
         return yield* settle(result.commitToken)
       }
@@ -694,6 +679,7 @@ export const callAgent = (args: CallArgs) =>
     })
     return yield* call.pipe(
       Effect.mapError((e) => {
+        if (e.code === "AGENT_NOT_FOUND" && !/^https?:\/\//i.test(target)) return agentNotFound(target, args.hubUrl)
         const hint = flagHint(e.code, signAs !== undefined, bearer !== undefined)
         return hint === undefined ? e : new AgentClient.AgentCallError({ code: e.code, message: hint })
       }),
@@ -727,7 +713,7 @@ export const flagHint = (code: string, signed: boolean, bearer: boolean): string
 
 /** One agent as a line of `mesh agents ls`. */
 export const formatAgentLine = (a: { readonly didHash: string; readonly did: string; readonly live?: boolean | undefined; readonly endpointUrl?: string }): string =>
-  `${a.didHash}  ${a.live === undefined ? "     " : a.live ? "live " : "stale"}  ${a.did}${a.endpointUrl === undefined ? "" : `  ${a.endpointUrl}`}`
+  `${a.didHash}  ${a.live === undefined ? "     " : a.live ? "live " : "stale"}  ${a.did}${a.endpointUrl === undefined || a.endpointUrl === "" ? "" : `  ${a.endpointUrl}`}`
 
 const liveOf = (live: boolean, stale: boolean): boolean | undefined => (live === stale ? undefined : live)
 
@@ -738,9 +724,10 @@ export const listAgents = (args: { readonly hubUrl: string; readonly live: boole
     const live = liveOf(args.live, args.stale)
     const page = yield* client.listAgents({ limit: args.limit, ...(live === undefined ? {} : { live }) })
     if (args.json) return yield* Console.log(JSON.stringify(page, null, 2))
-    if (page.items.length === 0) return yield* Console.log(`no ${live === undefined ? "" : live ? "live " : "stale "}agents on ${args.hubUrl}`)
+    // An empty list prints nothing on stdout, so `mesh agents ls | wc -l` counts agents; the note says why.
+    if (page.items.length === 0) return yield* note(`no ${live === undefined ? "" : live ? "live " : "stale "}agents on ${args.hubUrl}`)
     for (const a of page.items) yield* Console.log(formatAgentLine(a))
-    if (page.nextCursor !== null) yield* Console.log(`(more: raise --limit, up to 200)`)
+    if (page.nextCursor !== null) yield* note(`(more: raise --limit, up to 200)`)
   }).pipe(Effect.provide(FetchHttpClient.layer))
 
 /** `mesh agents search <query>`: agents, MCP servers and skills matching every term. */
@@ -749,19 +736,35 @@ export const searchAgents = (args: { readonly hubUrl: string; readonly query: st
     const client = yield* MeshClient.make({ hubUrl: args.hubUrl, retry: { times: 2 } })
     const result = yield* client.search(args.query, undefined, liveOf(args.live, args.stale))
     if (args.json) return yield* Console.log(JSON.stringify(result, null, 2))
-    if (result.items.length === 0) return yield* Console.log(`nothing on ${args.hubUrl} matches ${JSON.stringify(args.query)}`)
+    if (result.items.length === 0) return yield* note(`nothing on ${args.hubUrl} matches ${JSON.stringify(args.query)}`)
     for (const hit of result.items) yield* Console.log(`${hit.kind.padEnd(5)}  ${formatAgentLine({ didHash: hit.didHash, did: hit.kind === "agent" ? hit.did : `${hit.name} (${hit.did})`, live: hit.live })}`)
   }).pipe(Effect.provide(FetchHttpClient.layer))
 
-/** `mesh agents show <didHash>`: the agent's record, liveness and manifest (JSON). */
-export const showAgent = (args: { readonly hubUrl: string; readonly didHash: string }) =>
+/** A didHash argument in lower case, or `INVALID_ARGUMENT` saying what one looks like. */
+export const didHashArg = (text: string): Effect.Effect<string, CliError> => {
+  const t = text.trim().toLowerCase()
+  return DID_HASH_PATTERN.test(t)
+    ? Effect.succeed(t)
+    : Effect.fail(new CliError({ code: "INVALID_ARGUMENT", message: `${JSON.stringify(text)} is not a didHash (24 characters, a-z and 2-7; mesh agents ls lists them)` }))
+}
+
+/**
+ * No agent under a didHash: `AGENT_NOT_FOUND`, the code `mesh call` fails with for one, whichever command asked (the
+ * hub's own answer is a bare `NOT_FOUND`).
+ */
+export const agentNotFound = (didHash: string, hubUrl: string) =>
+  new CliError({ code: "AGENT_NOT_FOUND", message: `no agent ${didHash} on ${hubUrl} (mesh agents ls lists them)` })
+
+/** `mesh agents show <didHash>`: the agent's record, liveness and manifest, as JSON with or without `--json`. */
+export const showAgent = (args: { readonly hubUrl: string; readonly didHash: string; readonly json?: boolean }) =>
   Effect.gen(function* () {
+    const h = yield* didHashArg(args.didHash)
     const client = yield* MeshClient.make({ hubUrl: args.hubUrl, retry: { times: 2 } })
-    const record = yield* client.resolveAgent(args.didHash)
+    const record = yield* client.resolveAgent(h).pipe(Effect.catchIf((e) => e.code === "NOT_FOUND", () => Effect.fail(agentNotFound(h, args.hubUrl))))
     // The record is the answer; a manifest that cannot be read only leaves its member null.
     const manifest = yield* Effect.either(client.manifest(record.manifestCID))
     const shown = { ...record, manifest: Either.getOrNull(manifest) }
-    yield* Console.log(JSON.stringify(shown, null, 2))
+    yield* printResult(true, shown, () => "")
     return shown
   }).pipe(Effect.provide(FetchHttpClient.layer))
 
@@ -797,6 +800,14 @@ const constraintsOf = (text: string): Effect.Effect<Record<string, unknown>, Cli
     : Effect.fail(new CliError({ code: "INVALID_ARGUMENT", message: "--constraints must be a JSON object, e.g. '{\"spendLimitUsd\":\"5.00\"}' (see --help for each kind's members)" }))
 }
 
+/** A mandate's chain as `--json` prints it, root first. */
+export const chainJson = (m: Mandate.Mandate) =>
+  Mandate.chainOf(m).map((link) => ({ kind: link.kind, grantor: link.grantor, grantee: link.grantee, expiry: link.expiry.toISOString(), jti: link.jti, constraints: link.constraints }))
+
+/** What `mesh mandate issue` and `attenuate` print: the token alone, or with `--json` the token and its chain. */
+const printMandate = (mandate: Mandate.Mandate, json: boolean) =>
+  Effect.zipRight(printResult(json, { token: mandate.token, chain: chainJson(mandate) }, (m) => m.token), note(formatMandate(mandate)))
+
 /** A mandate as `mesh mandate` describes it: one line per link, root first. */
 export const formatMandate = (m: Mandate.Mandate): string =>
   Mandate.chainOf(m)
@@ -814,6 +825,7 @@ export const issueMandate = (args: {
   readonly constraints: string
   readonly ttlSeconds: Option.Option<number>
   readonly keyVersion: Option.Option<number>
+  readonly json?: boolean
 }) =>
   Effect.gen(function* () {
     const kind = yield* rootKindOf(args.kind)
@@ -833,8 +845,7 @@ export const issueMandate = (args: {
         : kind === "task"
           ? yield* Mandate.issueTaskMandate({ ...base, constraints: constraints as never })
           : yield* Mandate.issueModelBudgetMandate({ ...base, constraints: constraints as never })
-    yield* Console.log(mandate.token)
-    yield* note(formatMandate(mandate))
+    yield* printMandate(mandate, args.json === true)
     return mandate
   })
 
@@ -853,6 +864,7 @@ export const attenuateMandate = (args: {
   readonly constraints: string
   readonly ttlSeconds: Option.Option<number>
   readonly keyVersion: Option.Option<number>
+  readonly json?: boolean
 }) =>
   Effect.gen(function* () {
     const grantor = yield* readIdentityFile(args.identity)
@@ -877,8 +889,7 @@ export const attenuateMandate = (args: {
           : args.kind === "task"
             ? yield* Mandate.attenuateTaskMandate({ ...base, constraints: constraints as never })
             : yield* Mandate.attenuateModelBudgetMandate({ ...base, constraints: constraints as never })
-    yield* Console.log(mandate.token)
-    yield* note(formatMandate(mandate))
+    yield* printMandate(mandate, args.json === true)
     return mandate
   })
 
@@ -891,6 +902,7 @@ export const verifyMandateToken = (args: {
   readonly token: string
   readonly grantee: Option.Option<string>
   readonly kind: Option.Option<Mandate.MandateKind>
+  readonly json?: boolean
 }) =>
   Effect.gen(function* () {
     const client = yield* MeshClient.make({ hubUrl: args.hubUrl, retry: { times: 2 } })
@@ -898,7 +910,7 @@ export const verifyMandateToken = (args: {
       ...(Option.isSome(args.grantee) ? { expectedGrantee: args.grantee.value } : {}),
       ...(Option.isSome(args.kind) ? { kinds: [args.kind.value] } : {})
     }).pipe(Effect.mapError((e) => new CliError({ code: "MANDATE_INVALID", message: `${e.reason}: ${e.message}` })))
-    yield* Console.log(`valid (checked against ${args.hubUrl})\n${formatMandate(mandate)}`)
+    yield* printResult(args.json === true, { valid: true, hub: args.hubUrl, token: mandate.token, chain: chainJson(mandate) }, () => `valid (checked against ${args.hubUrl})\n${formatMandate(mandate)}`)
     return mandate
   }).pipe(Effect.provide(FetchHttpClient.layer))
 

@@ -14,7 +14,7 @@ import { type Did, didHash } from "../core/Did.js"
 import { MESH_PROTOCOL_VERSION } from "../core/Version.js"
 import * as MeshClient from "../hub/MeshClient.js"
 import type { AgentRecord } from "../hub/RegistryWire.js"
-import { CliError, meshIdentityOf, readIdentityFile } from "./Cli.js"
+import { agentNotFound, CliError, didHashArg, meshIdentityOf, printResult, readIdentityFile } from "./Cli.js"
 
 /** The manifest of a caller-only identity: its name, and that it serves nothing. */
 export const callerManifest = (did: string): Readonly<Record<string, unknown>> => ({
@@ -37,7 +37,7 @@ const resolveOrNone = (client: MeshClient.MeshClientApi, h: string) =>
  * `mesh register`: registers the identity's DID and key on the hub with no endpoint (proof by that key, the API key
  * owning the record). A record already holding the same key is left as it is; one holding another key is refused.
  */
-export const registerCaller = (args: { readonly hubUrl: string; readonly identity: string; readonly apiKey: Redacted.Redacted<string> }) =>
+export const registerCaller = (args: { readonly hubUrl: string; readonly identity: string; readonly apiKey: Redacted.Redacted<string>; readonly json?: boolean }) =>
   Effect.gen(function* () {
     const file = yield* readIdentityFile(args.identity)
     const identity = yield* meshIdentityOf(file)
@@ -48,12 +48,14 @@ export const registerCaller = (args: { readonly hubUrl: string; readonly identit
       if (existing.value.publicKeyB64 !== file.publicKeyB64) {
         return yield* Effect.fail(new CliError({ code: "IDENTITY_INVALID", message: `${file.did} is registered on ${args.hubUrl} with another key (key version ${existing.value.keyVersion}); rotate it, or register another DID` }))
       }
-      yield* Console.log(`${h}  ${file.did}  already registered on ${args.hubUrl} with this key`)
-      return { action: "unchanged" as CallerRegistration, record: existing.value }
+      const unchanged = { action: "unchanged" as CallerRegistration, hub: args.hubUrl, record: existing.value }
+      yield* printResult(args.json === true, unchanged, () => `${h}  ${file.did}  already registered on ${args.hubUrl} with this key`)
+      return unchanged
     }
     const record = yield* client.registerAgent({ manifest: callerManifest(file.did), identity, apiKey: Redacted.value(args.apiKey) })
-    yield* Console.log(`${h}  ${file.did}  registered on ${args.hubUrl} (a caller: no endpoint)`)
-    return { action: "registered" as CallerRegistration, record }
+    const registered = { action: "registered" as CallerRegistration, hub: args.hubUrl, record }
+    yield* printResult(args.json === true, registered, () => `${h}  ${file.did}  registered on ${args.hubUrl} (a caller: no endpoint)`)
+    return registered
   }).pipe(Effect.provide(FetchHttpClient.layer))
 
 /** What `mesh whoami` tells about an identity: on the hub, `registered` with this key, with `another-key`, or `not-registered`. */
@@ -105,14 +107,18 @@ export const removeAgent = (args: {
   readonly didHash: string
   readonly identity: Option.Option<string>
   readonly apiKey: Redacted.Redacted<string>
+  readonly json?: boolean
 }) =>
   Effect.gen(function* () {
+    const h = yield* didHashArg(args.didHash)
     const file = Option.isNone(args.identity) ? undefined : yield* readIdentityFile(args.identity.value)
-    if (file !== undefined && didHash(file.did as Did) !== args.didHash) {
-      return yield* Effect.fail(new CliError({ code: "INVALID_ARGUMENT", message: `${args.identity.pipe(Option.getOrElse(() => ""))} is ${file.did} (didHash ${didHash(file.did as Did)}), not ${args.didHash}` }))
+    if (file !== undefined && didHash(file.did as Did) !== h) {
+      return yield* Effect.fail(new CliError({ code: "INVALID_ARGUMENT", message: `${args.identity.pipe(Option.getOrElse(() => ""))} is ${file.did} (didHash ${didHash(file.did as Did)}), not ${h}` }))
     }
     const identity = file === undefined ? undefined : yield* meshIdentityOf(file)
     const client = yield* MeshClient.make({ hubUrl: args.hubUrl, retry: { times: 2 } })
-    yield* client.deleteAgent(args.didHash, { apiKey: Redacted.value(args.apiKey), ...(identity === undefined ? {} : { identity }) })
-    yield* Console.log(`removed ${args.didHash} from ${args.hubUrl}`)
+    yield* client.deleteAgent(h, { apiKey: Redacted.value(args.apiKey), ...(identity === undefined ? {} : { identity }) }).pipe(
+      Effect.catchIf((e) => e.code === "NOT_FOUND", () => Effect.fail(agentNotFound(h, args.hubUrl)))
+    )
+    yield* printResult(args.json === true, { removed: h, hub: args.hubUrl }, () => `removed ${h} from ${args.hubUrl}`)
   }).pipe(Effect.provide(FetchHttpClient.layer))

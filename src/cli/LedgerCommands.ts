@@ -157,7 +157,7 @@ export const ledgerPools = (args: LedgerArgs & { readonly json: boolean }) =>
     const { client, identity } = yield* ledgerClient(args)
     const pools = yield* client.listPools()
     if (args.json) return yield* Console.log(JSON.stringify(pools, null, 2))
-    if (pools.length === 0) return yield* Console.log(`no pools for ${identity.did} on ${args.hubUrl} (a paid mesh call under a mandate cut from yours opens one)`)
+    if (pools.length === 0) return yield* note(`no pools for ${identity.did} on ${args.hubUrl} (a paid mesh call under a mandate cut from yours opens one)`)
     for (const p of pools) yield* Console.log(formatPool(p))
   }).pipe(Effect.provide(FetchHttpClient.layer))
 
@@ -179,21 +179,26 @@ export const ledgerPool = (args: LedgerArgs & { readonly poolId: string; readonl
  * agent's registered key, its step and amount against its allocation, the totals — one line per failure; exit 1 when
  * any.
  */
-export const ledgerReconcile = (args: LedgerArgs & { readonly poolId: string }) =>
+export const ledgerReconcile = (args: LedgerArgs & { readonly poolId: string; readonly json?: boolean }) =>
   Effect.gen(function* () {
     yield* checkPoolId(args.poolId)
     const { client } = yield* ledgerClient(args)
     const trail = yield* client.listAllocations(args.poolId)
     const report = yield* Reconciliation.verify(trail.allocations, trail.pool, client.keyResolver)
-    for (const [allocationId, r] of report.receipts) {
-      yield* Console.log(`verified  ${allocationId}  ${r.amountUsd} USD by ${r.issuer} for ${r.sagaId}:${r.step} (${r.capability}) at ${r.at}`)
+    if (args.json === true) {
+      const receipts = [...report.receipts].map(([allocationId, r]) => ({ allocationId, ...r }))
+      yield* Console.log(JSON.stringify({ poolId: report.poolId, ok: report.ok, usedUsd: report.usedUsd, allocatedUsd: report.allocatedUsd, receipts, failures: report.failures }, null, 2))
+    } else {
+      for (const [allocationId, r] of report.receipts) {
+        yield* Console.log(`verified  ${allocationId}  ${r.amountUsd} USD by ${r.issuer} for ${r.sagaId}:${r.step} (${r.capability}) at ${r.at}`)
+      }
+      for (const f of report.failures) yield* Console.log(`FAILED    ${f.allocationId ?? args.poolId}  ${f.code}: ${f.message}`)
+      yield* Console.log(
+        report.ok
+          ? `pool ${report.poolId} reconciles: ${report.receipts.size} receipt${report.receipts.size === 1 ? "" : "s"}, ${report.usedUsd} USD used, ${report.allocatedUsd} USD allocated`
+          : `pool ${report.poolId} does not reconcile: ${report.failures.length} failure${report.failures.length === 1 ? "" : "s"}`
+      )
     }
-    for (const f of report.failures) yield* Console.log(`FAILED    ${f.allocationId ?? args.poolId}  ${f.code}: ${f.message}`)
-    yield* Console.log(
-      report.ok
-        ? `pool ${report.poolId} reconciles: ${report.receipts.size} receipt${report.receipts.size === 1 ? "" : "s"}, ${report.usedUsd} USD used, ${report.allocatedUsd} USD allocated`
-        : `pool ${report.poolId} does not reconcile: ${report.failures.length} failure${report.failures.length === 1 ? "" : "s"}`
-    )
     if (!report.ok) {
       return yield* Effect.fail(new CliError({ code: "RECONCILIATION_FAILED", message: `pool ${args.poolId} does not reconcile` }))
     }

@@ -19,25 +19,29 @@ export const LOG_FORMATS = ["pretty", "json", "logfmt"] as const
 /** How log lines are printed: `pretty` (the default: for a terminal), `json` (one object a line), `logfmt` (key=value). */
 export type LogFormat = (typeof LOG_FORMATS)[number]
 
-/** The uncoloured pretty logger `mesh` prints through when its output is plain (NO_COLOR, or not a terminal). */
-export const plainPrettyLogger = Logger.prettyLogger({ colors: false })
+/**
+ * The pretty loggers `mesh` prints log lines through, on stderr (stdout holds a command's result): uncoloured when
+ * its output is plain (NO_COLOR, or stderr not a terminal), else coloured.
+ */
+export const plainPrettyLogger = Logger.prettyLogger({ colors: false, stderr: true })
+/** The coloured one. */
+export const colourPrettyLogger = Logger.prettyLogger({ colors: true, stderr: true })
 
 /**
- * The logger of a format, in place of the default one and of the pretty one `NodeRuntime.runMain` (or plain output) installs (other
- * loggers, such as the one recording log events on spans, stay); `pretty` is coloured only on a terminal and when
- * `NO_COLOR` is unset.
+ * The logger of a format, on stderr, in place of the default one and of the pretty one `NodeRuntime.runMain` (or
+ * `mesh`'s output) installs (other loggers, such as the one recording log events on spans, stay); `pretty` is coloured
+ * only on a terminal and when `NO_COLOR` is unset.
  */
 export const loggerOf = (format: LogFormat, env: Readonly<Record<string, string | undefined>> = process.env): Layer.Layer<never> => {
   const chosen =
     format === "json"
-      ? Logger.withConsoleLog(Logger.jsonLogger)
+      ? Logger.withConsoleError(Logger.jsonLogger)
       : format === "logfmt"
-        ? Logger.withConsoleLog(Logger.logfmtLogger)
-        : Logger.prettyLogger({ colors: process.stdout.isTTY === true && (env.NO_COLOR ?? "") === "" })
+        ? Logger.withConsoleError(Logger.logfmtLogger)
+        : process.stderr.isTTY === true && (env.NO_COLOR ?? "") === "" ? colourPrettyLogger : plainPrettyLogger
+  const replaced = [Logger.defaultLogger, Logger.prettyLoggerDefault, plainPrettyLogger, colourPrettyLogger]
   return Layer.scopedDiscard(
-    Effect.locallyScopedWith(FiberRef.currentLoggers, (loggers) =>
-      HashSet.add(HashSet.remove(HashSet.remove(HashSet.remove(loggers, Logger.defaultLogger), Logger.prettyLoggerDefault), plainPrettyLogger), chosen)
-    )
+    Effect.locallyScopedWith(FiberRef.currentLoggers, (loggers) => HashSet.add(replaced.reduce((set, l) => HashSet.remove(set, l), loggers), chosen))
   )
 }
 

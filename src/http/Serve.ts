@@ -784,12 +784,19 @@ const closer = (server: Http.Server): Effect.Effect<void> =>
 const listen = (server: Http.Server, port: number, host: string): Effect.Effect<Net.AddressInfo, ServeError, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.async<Net.AddressInfo, ServeError>((resume) => {
-      const onError = (cause: unknown) => resume(Effect.fail(new ServeError({ message: `cannot listen: ${String(cause)}`, cause })))
+      const onError = (cause: unknown) =>
+        resume(Effect.fail(new ServeError({ message: `cannot listen on ${host}:${port}: ${cause instanceof Error ? cause.message : String(cause)}`, cause })))
       server.once("error", onError)
-      server.listen(port, host, () => {
+      // listen() throws at once on an argument it refuses (a port out of range): a failure like any other, not a defect.
+      try {
+        server.listen(port, host, () => {
+          server.off("error", onError)
+          resume(Effect.succeed(server.address() as Net.AddressInfo))
+        })
+      } catch (cause) {
         server.off("error", onError)
-        resume(Effect.succeed(server.address() as Net.AddressInfo))
-      })
+        onError(cause)
+      }
     }),
     () => (server.listening ? closer(server) : Effect.void)
   )

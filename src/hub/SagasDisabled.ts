@@ -32,6 +32,7 @@ const DESCRIPTION = "This hub runs no sagas (started without a saga runner): alw
 /** The saga paths, each refused. Bodies are not read: whatever is sent, the answer is the same. */
 export class SagasDisabledGroup extends HttpApiGroup.make("sagas")
   .add(HttpApiEndpoint.post("startSaga", "/sagas").setPayload(Schema.Unknown).addSuccess(Schema.Void).annotate(OpenApi.Description, DESCRIPTION))
+  .add(HttpApiEndpoint.get("listSagas", "/sagas").addSuccess(Schema.Void).annotate(OpenApi.Description, DESCRIPTION))
   .add(HttpApiEndpoint.get("getSaga", "/sagas/:sagaId").setPath(SagaPath).addSuccess(Schema.Void).annotate(OpenApi.Description, DESCRIPTION))
   .add(HttpApiEndpoint.get("sagaEvents", "/sagas/:sagaId/events").setPath(SagaPath).addSuccess(Schema.Void).annotate(OpenApi.Description, DESCRIPTION))
   .prefix("/v1")
@@ -44,7 +45,7 @@ const refuse = () => Effect.fail(new SagasDisabled({ code: "SAGAS_DISABLED", mes
 
 /** The handlers of the refused saga paths. */
 export const SagasDisabledLive = ApiGroup.group(HubWithoutSagasApi, "sagas", (handlers) =>
-  Effect.succeed(handlers.handle("startSaga", refuse).handle("getSaga", refuse).handle("sagaEvents", refuse))
+  Effect.succeed(handlers.handle("startSaga", refuse).handle("listSagas", refuse).handle("getSaga", refuse).handle("sagaEvents", refuse))
 )
 
 /** `/openapi.json` and `/docs` of such a hub, computed from its contract when first asked for. */

@@ -114,6 +114,31 @@ export const SagaResult = Schema.Struct({
 /** A saga's state. */
 export type SagaResult = typeof SagaResult.Type
 
+/** A saga as `GET /v1/sagas` lists it: its state without its steps (`GET /v1/sagas/:sagaId` has them). */
+export const SagaSummary = Schema.Struct({
+  sagaId: Schema.String,
+  status: SagaStatus,
+  poolId: Schema.String,
+  /** How many steps it has. */
+  steps: Schema.Number,
+  failedStep: Schema.NullOr(Schema.String),
+  errorCode: Schema.NullOr(Schema.String),
+  createdAt: Schema.String,
+  updatedAt: Schema.String
+})
+/** A saga as `GET /v1/sagas` lists it. */
+export type SagaSummary = typeof SagaSummary.Type
+
+/** One page of a caller's sagas, newest first; `nextCursor` asks for the next page, null on the last. */
+export const SagaPage = Schema.Struct({ items: Schema.Array(SagaSummary), nextCursor: Schema.NullOr(Schema.String) })
+/** One page of a caller's sagas. */
+export type SagaPage = typeof SagaPage.Type
+
+/** Most sagas one page lists, and how many when not told. */
+export const MAX_SAGA_PAGE = 200
+/** Most sagas one page lists, and how many when not told. */
+export const DEFAULT_SAGA_PAGE = 50
+
 /** What a progress event reports. */
 export const SagaEventType = Schema.Literal(
   "saga_started",

@@ -13,7 +13,7 @@ import * as Schema from "effect/Schema"
 import { Overloaded } from "../http/ErrorBody.js"
 import { BadRequest, NotFound, RateLimited, Unauthorized, Unavailable } from "../hub/HubError.js"
 import { HubApi } from "../hub/HubApi.js"
-import { SagaInput, SagaResult } from "./Saga.js"
+import { SagaInput, SagaPage, SagaResult } from "./Saga.js"
 
 /** A saga refused before it ran: an unknown agent, a budget above the mandate, a mandate that does not verify. */
 export class SagaUnprocessable extends Schema.TaggedError<SagaUnprocessable>()(
@@ -37,6 +37,7 @@ export class SagaRunnerUnavailableError extends Schema.TaggedError<SagaRunnerUna
 ) {}
 
 const SagaPath = Schema.Struct({ sagaId: Schema.String })
+const Page = Schema.Struct({ limit: Schema.optional(Schema.NumberFromString), cursor: Schema.optional(Schema.String) })
 
 // The events endpoint answers with Server-Sent Events; HttpApi declares JSON bodies, so the media type is written here.
 const asEventStream = (operation: Record<string, unknown>): Record<string, unknown> => {
@@ -48,7 +49,7 @@ const asEventStream = (operation: Record<string, unknown>): Record<string, unkno
 }
 
 /**
- * Sagas: start one, read its state, follow its progress. Every request is signed (mesh-sig) by the mandate's
+ * Sagas: start one, list one's own, read its state, follow its progress. Every request is signed (mesh-sig) by the mandate's
  * grantor; a saga is read only by the one who started it (another's is 404).
  */
 export class SagaGroup extends HttpApiGroup.make("sagas")
@@ -62,6 +63,12 @@ export class SagaGroup extends HttpApiGroup.make("sagas")
       .addError(NotFound)
       .addError(Overloaded)
       .annotate(OpenApi.Description, "Starts a saga under the caller's spending mandate, granted to the hub's saga runner; the request is signed (mesh-sig) by the mandate's grantor. Answers at once with status running.")
+  )
+  .add(
+    HttpApiEndpoint.get("listSagas", "/sagas")
+      .setUrlParams(Page)
+      .addSuccess(SagaPage)
+      .annotate(OpenApi.Description, "The sagas the request's signer started, newest first: at most `limit` (1 to 200, default 50) after `cursor` (the last page's `nextCursor`; null on the last page). Another's sagas are never listed.")
   )
   .add(
     HttpApiEndpoint.get("getSaga", "/sagas/:sagaId")

@@ -19,7 +19,7 @@ import { signWith } from "../hub/MeshClient.js"
 import * as Stream from "effect/Stream"
 import * as Sse from "../core/Sse.js"
 import { isRecord } from "../core/internal/record.js"
-import { isFinal, SagaEvent, type SagaInput, SagaResult } from "./Saga.js"
+import { isFinal, SagaEvent, type SagaInput, SagaPage, SagaResult } from "./Saga.js"
 
 /** A saga call failed; `code` is the hub's (INVALID_REQUEST, AGENT_NOT_FOUND, LIMIT_EXCEEDED, MANDATE_INVALID, NOT_FOUND, …) or HUB_UNREACHABLE, BAD_RESPONSE. */
 export class SagaCallError extends Schema.TaggedError<SagaCallError>()("SagaCallError", {
@@ -41,6 +41,8 @@ export interface SagaClientOptions {
 export interface SagaClientApi {
   readonly startSaga: (input: SagaInput) => Effect.Effect<SagaResult, SagaCallError>
   readonly getSaga: (sagaId: string) => Effect.Effect<SagaResult, SagaCallError>
+  /** The sagas this identity started, newest first: `limit` of them (default 50, at most 200) after `cursor`. */
+  readonly listSagas: (page?: { readonly limit?: number; readonly cursor?: string }) => Effect.Effect<SagaPage, SagaCallError>
   /** The saga's events after `afterSeq`, ending with its final event. */
   readonly sagaEvents: (sagaId: string, afterSeq?: number) => Stream.Stream<SagaEvent, SagaCallError>
   /** Starts the saga, reports each event to `onEvent`, and answers with the saga as it ended. */
@@ -49,18 +51,20 @@ export interface SagaClientApi {
 
 const unreachable = (e: { readonly message: string }) => new SagaCallError({ code: "HUB_UNREACHABLE", message: e.message })
 const decodeResult = Schema.decodeUnknown(SagaResult)
+const decodePage = Schema.decodeUnknown(SagaPage)
 const decodeEvent = Schema.decodeUnknown(Schema.parseJson(SagaEvent))
 
-const answer = (response: HttpClientResponse.HttpClientResponse): Effect.Effect<SagaResult, SagaCallError> =>
+const answerWith = <A>(decode: (body: unknown) => Effect.Effect<A, { readonly message: string }>) => (response: HttpClientResponse.HttpClientResponse): Effect.Effect<A, SagaCallError> =>
   Effect.flatMap(Effect.mapError(response.json, unreachable), (body) =>
     response.status === 200 || response.status === 202
-      ? Effect.mapError(decodeResult(body), (e) => new SagaCallError({ code: "BAD_RESPONSE", message: e.message, status: response.status }))
+      ? Effect.mapError(decode(body), (e) => new SagaCallError({ code: "BAD_RESPONSE", message: e.message, status: response.status }))
       : Effect.fail(
           isRecord(body) && typeof body.code === "string"
             ? new SagaCallError({ code: body.code, message: typeof body.error === "string" ? body.error : body.code, status: response.status })
             : new SagaCallError({ code: "BAD_RESPONSE", message: `unexpected answer (HTTP ${response.status})`, status: response.status })
         )
   )
+const answer = answerWith(decodeResult)
 
 /** Builds the client over an `HttpClient`. */
 export const make = (options: SagaClientOptions): Effect.Effect<SagaClientApi, never, HttpClient.HttpClient | Keys> =>
@@ -73,6 +77,14 @@ export const make = (options: SagaClientOptions): Effect.Effect<SagaClientApi, n
       Effect.flatMap(Effect.mapError(http.execute(HttpClientRequest.post(`${base}/v1/sagas`).pipe(HttpClientRequest.bodyUnsafeJson(input))), unreachable), answer)
     const getSaga = (sagaId: string) =>
       Effect.flatMap(Effect.mapError(http.execute(HttpClientRequest.get(`${base}/v1/sagas/${encodeURIComponent(sagaId)}`)), unreachable), answer)
+    const listSagas = (page: { readonly limit?: number; readonly cursor?: string } = {}) =>
+      Effect.flatMap(
+        Effect.mapError(
+          http.execute(HttpClientRequest.get(`${base}/v1/sagas`).pipe(HttpClientRequest.setUrlParams({ ...(page.limit === undefined ? {} : { limit: String(page.limit) }), ...(page.cursor === undefined ? {} : { cursor: page.cursor }) }))),
+          unreachable
+        ),
+        answerWith(decodePage)
+      )
 
     const sagaEvents = (sagaId: string, afterSeq = 0): Stream.Stream<SagaEvent, SagaCallError> => {
       const open = (from: number, left: number): Stream.Stream<SagaEvent, SagaCallError> => {
@@ -117,7 +129,7 @@ export const make = (options: SagaClientOptions): Effect.Effect<SagaClientApi, n
         return yield* getSaga(started.sagaId)
       })
 
-    return { startSaga, getSaga, sagaEvents, runSaga }
+    return { startSaga, getSaga, listSagas, sagaEvents, runSaga }
   })
 
 /** Runs a saga on the hub at `hubUrl` as `identity` (the mandate's grantor) and answers with its end (`SagaClient.make(...).runSaga`). */

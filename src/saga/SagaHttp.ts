@@ -56,6 +56,14 @@ export const SagasLive = HttpApiBuilder.group(SagaHubApi, "sagas", (handlers) =>
     const signer = Effect.flatMap(HttpServerRequest.HttpServerRequest, verify)
     return handlers
       .handle("startSaga", ({ payload }) => Effect.flatMap(signer, (caller) => Effect.mapError(scheduler.submit(caller, payload), refused)))
+      .handle("listSagas", ({ urlParams }) =>
+        Effect.flatMap(signer, (caller) =>
+          Effect.mapError(
+            scheduler.list(caller, { ...(urlParams.limit === undefined ? {} : { limit: urlParams.limit }), ...(urlParams.cursor === undefined ? {} : { cursor: urlParams.cursor }) }),
+            (e) => (e._tag === "SagaInvalid" ? new BadRequest({ code: e.code, message: e.message }) : errors.unavailable(e.message))
+          )
+        )
+      )
       .handle("getSaga", ({ path }) => Effect.flatMap(signer, (caller) => Effect.mapError(scheduler.get(path.sagaId, caller), notFoundOr)))
       .handleRaw("sagaEvents", ({ path }) =>
         Effect.gen(function* () {

@@ -52,14 +52,18 @@ import { Ledger } from "../hub/Ledger.js"
 import { Registry } from "../hub/Registry.js"
 import {
   type AgentEntry,
+  DEFAULT_SAGA_PAGE,
   type FindAgent,
   isFinal,
+  MAX_SAGA_PAGE,
   plan,
   SagaBusy,
   type SagaEvent,
   type SagaInput,
+  SagaInvalid,
   SagaMandateRefused,
   SagaNotFound,
+  type SagaPage,
   type SagaRefused,
   type SagaResult,
   SagaUnavailable
@@ -133,6 +137,11 @@ export interface SagaSchedulerApi {
   readonly await: (sagaId: string) => Effect.Effect<SagaResult, SagaNotFound | SagaUnavailable>
   /** The saga's progress events after `afterSeq` (0: all), ending with the final one; with `caller`, as `get`. */
   readonly events: (sagaId: string, afterSeq?: number, caller?: string) => Stream.Stream<SagaEvent, SagaNotFound | SagaUnavailable>
+  /**
+   * The sagas `caller` started, newest first, a page at a time: `limit` (1 to 200, default 50) after `cursor` (the
+   * last page's `nextCursor`; `INVALID_REQUEST` when it is not one).
+   */
+  readonly list: (caller: string, page?: { readonly limit?: number; readonly cursor?: string }) => Effect.Effect<SagaPage, SagaInvalid | SagaUnavailable>
 }
 
 /** The `SagaScheduler` service. */
@@ -512,8 +521,19 @@ export const make = (options: SchedulerOptions) =>
         })
       )
 
+    const list = (caller: string, page: { readonly limit?: number; readonly cursor?: string } = {}) =>
+      Effect.gen(function* () {
+        const cursor = page.cursor === undefined || page.cursor === "" ? undefined : SagaStore.parseCursor(page.cursor)
+        if (page.cursor !== undefined && page.cursor !== "" && cursor === undefined) {
+          return yield* Effect.fail(new SagaInvalid({ code: "INVALID_REQUEST", message: "cursor is not a nextCursor this hub gave" }))
+        }
+        const limit = Math.max(1, Math.min(MAX_SAGA_PAGE, Math.floor(page.limit ?? DEFAULT_SAGA_PAGE) || DEFAULT_SAGA_PAGE))
+        return yield* store.list(normalizeDid(caller) ?? caller, limit, cursor)
+      })
+
     return {
       runner,
+      list,
       submit,
       run: (caller, input) => Effect.flatMap(submit(caller, input), (r) => awaitEnd(r.sagaId)),
       get,

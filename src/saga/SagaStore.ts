@@ -20,7 +20,7 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { formatUsdString, type Micros } from "../core/Money.js"
 import { classify, summarize } from "../sql/SqlFailure.js"
-import { type SagaEvent, type SagaEventType, type SagaPlan, type SagaResult, type SagaStatus, SagaUnavailable, type StepStatus } from "./Saga.js"
+import { type SagaEvent, type SagaEventType, type SagaPage, type SagaPlan, type SagaResult, type SagaStatus, SagaUnavailable, type StepStatus } from "./Saga.js"
 
 /** A saga as stored. */
 export interface StoredSaga {
@@ -68,6 +68,8 @@ export interface SagaStoreApi {
   readonly append: (id: string, type: SagaEventType, step: string | null, data: Readonly<Record<string, unknown>>) => Effect.Effect<void, SagaUnavailable>
   readonly eventsAfter: (id: string, seq: number) => Effect.Effect<ReadonlyArray<SagaEvent>, SagaUnavailable>
   readonly result: (id: string) => Effect.Effect<SagaResult | undefined, SagaUnavailable>
+  /** The sagas `caller` started, newest first: at most `limit`, after `cursor` (a page's `nextCursor`). */
+  readonly list: (caller: string, limit: number, cursor?: SagaCursor) => Effect.Effect<SagaPage, SagaUnavailable>
   /**
    * Each event appended (its saga and type), for readers waiting in this process. On Postgres it also carries the
    * events other processes append (LISTEN/NOTIFY), so a reader on one hub hears of a saga running on another.
@@ -91,6 +93,21 @@ export interface SagaChange {
   readonly type: SagaEventType
 }
 
+/** Where a page of `list` starts: after the saga created at `createdAt` (ms) with id `id`, newest first. */
+export interface SagaCursor {
+  readonly createdAt: number
+  readonly id: string
+}
+
+/** A cursor as `nextCursor` writes it: `<createdAt>.<id>`. */
+export const formatCursor = (c: SagaCursor): string => `${c.createdAt}.${c.id}`
+
+/** A `nextCursor` read back; undefined when it is not one. */
+export const parseCursor = (text: string): SagaCursor | undefined => {
+  const m = /^(\d{1,15})\.(saga_[A-Za-z0-9_-]{1,64})$/.exec(text)
+  return m === null ? undefined : { createdAt: Number(m[1]), id: m[2]! }
+}
+
 /** The `SagaStore` service. */
 export class SagaStore extends Context.Tag("agent-mesh/SagaStore")<SagaStore, SagaStoreApi>() {}
 
@@ -103,6 +120,17 @@ interface SagaRow {
   readonly status: SagaStatus
   readonly failed_step: string | null
   readonly error_code: string | null
+}
+
+interface SummaryRow {
+  readonly id: string
+  readonly pool_id: string
+  readonly status: SagaStatus
+  readonly failed_step: string | null
+  readonly error_code: string | null
+  readonly created_at: number | string
+  readonly updated_at: number | string
+  readonly steps: number | string
 }
 
 interface StepRow {
@@ -275,6 +303,30 @@ export const make: Effect.Effect<SagaStoreApi, never, SqlClient.SqlClient | Scop
           }))
         )
       ),
+    list: (caller, limit, cursor) =>
+      Effect.gen(function* () {
+        // Newest first, keyed on (created_at, id) so a page never repeats or skips a saga created meanwhile; one row
+        // more than asked tells whether another page exists.
+        const after = cursor === undefined ? sql.literal("") : sql`AND (created_at < ${cursor.createdAt} OR (created_at = ${cursor.createdAt} AND id < ${cursor.id}))`
+        const rows = yield* q(sql<SummaryRow>`SELECT id, pool_id, status, failed_step, error_code, created_at, updated_at,
+            (SELECT COUNT(*) FROM mesh_saga_steps st WHERE st.saga_id = s.id) AS steps
+          FROM mesh_sagas s WHERE caller = ${caller} ${after} ORDER BY created_at DESC, id DESC LIMIT ${limit + 1}`)
+        const page = rows.slice(0, limit)
+        const last = page[page.length - 1]
+        return {
+          items: page.map((r) => ({
+            sagaId: r.id,
+            status: r.status,
+            poolId: r.pool_id,
+            steps: Number(r.steps),
+            failedStep: r.failed_step,
+            errorCode: r.error_code,
+            createdAt: new Date(Number(r.created_at)).toISOString(),
+            updatedAt: new Date(Number(r.updated_at)).toISOString()
+          })),
+          nextCursor: rows.length > limit && last !== undefined ? formatCursor({ createdAt: Number(last.created_at), id: last.id }) : null
+        }
+      }),
     result: (id) =>
       Effect.gen(function* () {
         const row = yield* load(id)

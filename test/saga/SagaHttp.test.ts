@@ -1,7 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as KeysNative from "../../src/node/KeysNative.js"
-import { signedRequest, step, world } from "./support.js"
+import { generateDid } from "../../src/core/Did.js"
+import { register, signedRequest, step, world } from "./support.js"
 
 const provide = <A, E, R>(e: Effect.Effect<A, E, R>) => e.pipe(Effect.scoped, Effect.provide(KeysNative.layer))
 
@@ -62,6 +63,46 @@ describe("hub saga endpoints", () => {
         const doc = yield* signedRequest(`${w.hub.url}/openapi.json`, "GET", w.buyer)
         const paths = Object.keys(doc.body.paths as Record<string, unknown>)
         for (const p of ["/v1/sagas", "/v1/sagas/{sagaId}", "/v1/sagas/{sagaId}/events", "/v1/agents"]) assert.include(paths, p)
+      })
+    ))
+
+  it.live("GET /v1/sagas lists the signer's own sagas newest first, a page at a time; another's are never listed", () =>
+    provide(
+      Effect.gen(function* () {
+        const w = yield* world({ agents: [{ name: "airline" }] })
+        const mandate = yield* w.mandate()
+        const ids: Array<string> = []
+        for (const name of ["a", "b", "c"]) {
+          const ended = yield* w.hub.scheduler.run(w.buyer.did, { mandate, steps: [step(w.agents, name, "airline", "book-flight", 1)] })
+          ids.push(ended.sagaId)
+        }
+        const first = yield* signedRequest(`${w.hub.url}/v1/sagas?limit=2`, "GET", w.buyer)
+        assert.strictEqual(first.status, 200, JSON.stringify(first.body))
+        const items = first.body.items as ReadonlyArray<Record<string, unknown>>
+        // Sagas created in one millisecond are ordered by id, so newest first is checked as the set of the pages.
+        assert.strictEqual(items.length, 2)
+        assert.deepInclude(items[0], { status: "committed", steps: 1, failedStep: null, errorCode: null })
+        assert.match(String(items[0]!.createdAt), /^\d{4}-\d\d-\d\dT/)
+        assert.isString(first.body.nextCursor)
+        const second = yield* signedRequest(`${w.hub.url}/v1/sagas?limit=2&cursor=${encodeURIComponent(String(first.body.nextCursor))}`, "GET", w.buyer)
+        assert.strictEqual(second.status, 200, JSON.stringify(second.body))
+        const rest = second.body.items as ReadonlyArray<Record<string, unknown>>
+        assert.strictEqual(rest.length, 1)
+        assert.isNull(second.body.nextCursor)
+        assert.sameMembers([...items, ...rest].map((i) => String(i.sagaId)), ids)
+        const created = [...items, ...rest].map((i) => Date.parse(String(i.createdAt)))
+        assert.deepStrictEqual(created, [...created].sort((x, y) => y - x))
+
+        // Another DID registered on the hub lists none of them.
+        const stranger = yield* generateDid("stranger")
+        yield* register(w.client, stranger, "http://127.0.0.1:9/stranger")
+        const foreign = yield* signedRequest(`${w.hub.url}/v1/sagas`, "GET", stranger)
+        assert.deepStrictEqual([foreign.status, foreign.body.items, foreign.body.nextCursor], [200, [], null])
+
+        const badCursor = yield* signedRequest(`${w.hub.url}/v1/sagas?cursor=nope`, "GET", w.buyer)
+        assert.deepStrictEqual([badCursor.status, badCursor.body.code], [400, "INVALID_REQUEST"])
+        const unsigned = yield* Effect.promise(() => fetch(`${w.hub.url}/v1/sagas`).then((r) => r.status))
+        assert.strictEqual(unsigned, 401)
       })
     ))
 })

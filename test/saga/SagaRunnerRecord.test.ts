@@ -73,7 +73,7 @@ describe("the saga runner's registry record", () => {
   it.scoped("a hub without a saga runner answers every saga path with 503 SAGAS_DISABLED naming --saga-identity", () =>
     Effect.gen(function* () {
       const { hub } = yield* startHub()
-      for (const [method, path, body] of [["POST", "/v1/sagas", { mandate: "x", steps: [] }], ["GET", "/v1/sagas/saga_x", undefined], ["GET", "/v1/sagas/saga_x/events", undefined]] as const) {
+      for (const [method, path, body] of [["POST", "/v1/sagas", { mandate: "x", steps: [] }], ["GET", "/v1/sagas", undefined], ["GET", "/v1/sagas/saga_x", undefined], ["GET", "/v1/sagas/saga_x/events", undefined]] as const) {
         const r = yield* request(`${hub.url}${path}`, method, body)
         assert.strictEqual(r.status, 503, `${method} ${path}: ${JSON.stringify(r.body)}`)
         assert.strictEqual(r.body.code, "SAGAS_DISABLED")

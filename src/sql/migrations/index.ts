@@ -33,6 +33,7 @@ import m0023 from "./0023_a2a_tasks.js"
 import m0024 from "./0024_write_quotas.js"
 import m0025 from "./0025_search_trigram.js"
 import m0026 from "./0026_a2a_task_listing.js"
+import m0027 from "./0027_saga_listing.js"
 import postgresBaseline from "./postgres_baseline.js"
 
 type Migration = Effect.Effect<void, unknown, SqlClient.SqlClient>
@@ -71,5 +72,6 @@ export const migrations: Record<string, Migration> = {
   "0023_a2a_tasks": m0023,
   "0024_write_quotas": m0024,
   "0025_search_trigram": m0025,
-  "0026_a2a_task_listing": m0026
+  "0026_a2a_task_listing": m0026,
+  "0027_saga_listing": m0027
 }
