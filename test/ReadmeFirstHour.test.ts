@@ -68,10 +68,11 @@ const didHashOf = (dir: string, name: string): string =>
   (JSON.parse(fs.readFileSync(path.join(dir, `${name}.identity.json`), "utf8")) as { didHash: string }).didHash
 
 describe("README: Your first hour", () => {
-  it.scopedLive("runs as written: a saga hub, a paid call booked and reconciled, a saga committed", () =>
+  it.scopedLive("runs as written: a saga hub, a paid call booked and reconciled, a saga committed, a task approved", () =>
     Effect.gen(function* () {
-      const [hubBlock, setup, paidCall, saga] = shellBlocks(fs.readFileSync("README.md", "utf8"), "Your first hour")
-      for (const b of [hubBlock, setup, paidCall, saga]) assert.isString(b)
+      const blocks = shellBlocks(fs.readFileSync("README.md", "utf8"), "Your first hour")
+      assert.strictEqual(blocks.length, 6, "the hub, the paid call's two blocks, the saga, the assistant and its approval")
+      const [hubBlock, setup, paidCall, saga, assistant, approval] = blocks
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), "mesh-readme-hour-"))
       const binDir = path.join(dir, "bin")
       fs.mkdirSync(binDir)
@@ -129,5 +130,18 @@ describe("README: Your first hour", () => {
       assert.match(sagaRan.stderr, /step_started widgets answer on did:mesh:shop, budget 0\.5 USD/)
       assert.match(sagaRan.stderr, /step_committed widgets used 0\.25 USD/)
       assert.match(sagaRan.stderr, /saga_committed/)
+
+      const assistantStarted = yield* run(assistant!)
+      assert.strictEqual(assistantStarted.status, 0, assistantStarted.stderr)
+      const assistantHash = didHashOf(dir, "assistant")
+      yield* registered(hub.url, assistantHash, () => `${assistantStarted.stdout}\n${assistantStarted.stderr}`)
+      assert.include(approval!, assistantHash, "the README names the assistant by its didHash")
+      const approved = yield* run(approval!)
+      assert.strictEqual(approved.status, 0, `${approved.stdout}\n${approved.stderr}`)
+      assert.strictEqual(approved.stdout.trim(), 'sent "lunch at noon?" to bob')
+      // Once: the same approval again is refused, and the email is not sent twice.
+      const again = yield* bash(`. ./.readme-vars\n${approval!.trim().split("\n").at(-1)!}`, dir, env)
+      assert.notStrictEqual(again.status, 0)
+      assert.notInclude(again.stdout, "sent")
     }).pipe(Effect.provide(KeysNative.layer)), { timeout: 300_000 })
 })
