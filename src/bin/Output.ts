@@ -8,7 +8,7 @@
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Logger from "effect/Logger"
-import { plainPrettyLogger } from "../cli/Observability.js"
+import { colourPrettyLogger, plainPrettyLogger } from "../cli/Observability.js"
 
 // eslint-disable-next-line no-control-regex
 const ANSI = /\x1b\[[0-9;]*m/g
@@ -57,8 +57,9 @@ export const errorLine = (text: string, words: ReadonlyArray<string>): string =>
 }
 
 /**
- * Runs `effect` with the console and logger `mesh` prints through. Everything `mesh` itself writes to stderr is a
- * line starting `mesh: `; anything else written there is the parser's usage error, which is reshaped into that line.
+ * Runs `effect` with the console and logger `mesh` prints through (the one-line pretty format). Everything `mesh`
+ * itself writes to stderr is a line starting `mesh: `; anything else written there is the parser's usage error, which
+ * is reshaped into that line.
  */
 export const withOutput = (args: ReadonlyArray<string>) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
   const plain = isPlain()
@@ -67,7 +68,7 @@ export const withOutput = (args: ReadonlyArray<string>) => <A, E, R>(effect: Eff
     const t = xs.map(String).join(" ")
     return plain ? t.replace(ANSI, "") : t
   }
-  const logged = plain ? Effect.provide(effect, Logger.replace(Logger.prettyLoggerDefault, plainPrettyLogger)) : effect
+  const logged = Effect.provide(effect, Logger.replace(Logger.prettyLoggerDefault, plain ? plainPrettyLogger : colourPrettyLogger))
   return Console.consoleWith((base) =>
     Effect.withConsole(logged, {
       ...base,
