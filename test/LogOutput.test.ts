@@ -1,7 +1,9 @@
 /**
  * Each log record is one line in every `--log-format`: the pretty line (time, level, message, `key=value`
  * annotations, the cause last, colour only when asked), and json and logfmt, written through the layer `mesh hub`
- * and `mesh agent` log through; the command's own stdout lines go to the same writer.
+ * and `mesh agent` log through; the command's own stdout lines go to the same writer. The stdout writer loses no
+ * line: not when its scope closes just before the process exits, nor the last ones when the process exits or
+ * crashes with it open.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Cause from "effect/Cause"
@@ -12,6 +14,8 @@ import * as FiberRefs from "effect/FiberRefs"
 import * as HashMap from "effect/HashMap"
 import * as List from "effect/List"
 import * as LogLevel from "effect/LogLevel"
+import { spawn } from "node:child_process"
+import * as path from "node:path"
 import * as AccessLog from "../src/http/AccessLog.js"
 import { prettyLine } from "../src/cli/LogOutput.js"
 import * as Observability from "../src/cli/Observability.js"
@@ -90,6 +94,37 @@ describe("the log layer of mesh hub and mesh agent", () => {
         assert.include(logged[1], "c-4")
         assert.include(logged[2], "gone")
         if (format === "json") for (const l of logged) JSON.parse(l)
+      }))
+  }
+})
+
+describe("the stdout log writer", () => {
+  const N = 20_000
+  const line = (i: number) => `line ${i} ${"x".repeat(60)}`
+
+  /** Runs test/support/logLinesProcess.ts ending `how`; its stdout and exit code. */
+  const run = (how: "scope" | "exit" | "crash") =>
+    Effect.async<{ readonly out: string; readonly code: number | null }>((resume) => {
+      const p = spawn(process.execPath, ["--import", "tsx", path.resolve("test/support/logLinesProcess.ts"), how, String(N)], { stdio: ["ignore", "pipe", "ignore"] })
+      let out = ""
+      p.stdout.on("data", (d: Buffer) => (out += d.toString()))
+      p.on("close", (code) => resume(Effect.succeed({ out, code })))
+    })
+
+  it.live("every line, in order, when the scope closes just before the process exits", () =>
+    Effect.map(run("scope"), ({ code, out }) => {
+      assert.strictEqual(code, 0)
+      assert.strictEqual(out, Array.from({ length: N }, (_, i) => `${line(i)}\n`).join(""))
+    }))
+
+  for (const how of ["exit", "crash"] as const) {
+    it.live(`the last lines when the process ${how === "exit" ? "exits" : "crashes"} with the scope open`, () =>
+      Effect.map(run(how), ({ code, out }) => {
+        assert.strictEqual(code, how === "exit" ? 0 : 1)
+        // The lines waiting in the buffer are written on the way out, in order; the one write under way then (the
+        // first line's, which the first line started) is the operating system's to finish, so it is not asserted.
+        const rest = Array.from({ length: N - 1 }, (_, i) => `${line(i + 1)}\n`).join("")
+        assert.strictEqual(out.replace(`${line(0)}\n`, ""), rest, out.slice(-200))
       }))
   }
 })
