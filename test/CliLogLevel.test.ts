@@ -1,7 +1,9 @@
 /**
  * `--log-level` as a process sees it: one flag for every command, which silences the access log of `mesh hub` and
  * `mesh agent` as their variables (`MESH_HUB_LOG_LEVEL`, `MESH_AGENT_LOG_LEVEL`) do, and wins over them; every other
- * command takes it without a usage error.
+ * command takes it without a usage error. `--log-format` of both servers likewise, against `MESH_HUB_LOG_FORMAT` and
+ * `MESH_AGENT_LOG_FORMAT`, each format one line per access; and the access lines of requests answered as SIGTERM
+ * arrives are all in the output when the process has exited.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
@@ -56,25 +58,62 @@ const stop = (proc: ChildProcess) =>
     proc.kill("SIGTERM")
   })
 
+/** Waits for the process to exit and its output to be read, without signalling it again. */
+const closed = (proc: ChildProcess) =>
+  Effect.async<void>((resume) => {
+    if (proc.exitCode !== null || proc.signalCode !== null) return resume(Effect.void)
+    proc.once("close", () => resume(Effect.void))
+  })
+
 const request = (url: string, correlationId: string) =>
   Effect.promise(() => fetch(`${url}/health`, { headers: { "x-correlation-id": correlationId } }).then((r) => r.text()))
 
 const servers = {
-  hub: { args: () => ["hub", "--db", path.join(tempDir(), "hub.db"), "--port", "0"], env: "MESH_HUB_LOG_LEVEL", ready: /\n {2}database [^\n]*\n/ },
-  agent: { args: () => ["agent", "examples/echo-agent.ts", "--port", "0", "--db", ":memory:"], env: "MESH_AGENT_LOG_LEVEL", ready: /\n {2}discovery [^\n]*\n/ }
+  hub: {
+    args: () => ["hub", "--db", path.join(tempDir(), "hub.db"), "--port", "0"],
+    env: "MESH_HUB_LOG_LEVEL",
+    formatEnv: "MESH_HUB_LOG_FORMAT",
+    ready: /\n {2}database [^\n]*\n/
+  },
+  agent: {
+    args: () => ["agent", "examples/echo-agent.ts", "--port", "0", "--db", ":memory:"],
+    env: "MESH_AGENT_LOG_LEVEL",
+    formatEnv: "MESH_AGENT_LOG_FORMAT",
+    ready: /\n {2}discovery [^\n]*\n/
+  }
 } as const
 
-/** Whether a request to the server started with `flags` and `env` shows in its log. */
-const logged = (which: keyof typeof servers, flags: ReadonlyArray<string>, env: Readonly<Record<string, string>>, id: string) =>
+/** The lines of the server's output, started with `flags` and `env`, that hold the correlation id of one request to it. */
+const linesOf = (which: keyof typeof servers, flags: ReadonlyArray<string>, env: Readonly<Record<string, string>>, id: string) =>
   Effect.gen(function* () {
     const s = servers[which]
     const served = yield* serve([...s.args(), ...flags], env, s.ready)
     yield* request(served.url, id)
     yield* stop(served.proc)
-    return served.output().includes(id)
+    return served.output().split("\n").filter((l) => l.includes(id))
   }).pipe(Effect.scoped)
 
-describe("mesh --log-level", () => {
+/** Whether a request to the server started with `flags` and `env` shows in its log. */
+const logged = (which: keyof typeof servers, flags: ReadonlyArray<string>, env: Readonly<Record<string, string>>, id: string) =>
+  Effect.map(linesOf(which, flags, env, id), (lines) => lines.length > 0)
+
+/** The one access line of a request, checked to be in `format`. */
+const accessLine = (format: "pretty" | "json" | "logfmt", lines: ReadonlyArray<string>, id: string) => {
+  assert.strictEqual(lines.length, 1, lines.join("\n"))
+  const line = lines[0]!
+  if (format === "json") {
+    const json = JSON.parse(line) as { logLevel: string; annotations: Record<string, unknown> }
+    assert.strictEqual(json.logLevel, "INFO")
+    assert.deepInclude(json.annotations, { method: "GET", path: "/health", status: 200, correlationId: id })
+  } else if (format === "logfmt") {
+    assert.match(line, /^timestamp=\S+ level=INFO /)
+    for (const field of ["message=\"GET /health 200 ", "method=GET", "path=/health", "status=200", `correlationId=${id}`]) assert.include(line, field)
+  } else {
+    assert.match(line, new RegExp(`^\\d\\d:\\d\\d:\\d\\d\\.\\d{3} INFO  GET /health 200 [\\d.]+ms correlationId=${id}$`))
+  }
+}
+
+describe("mesh --log-level and --log-format", () => {
   for (const which of ["hub", "agent"] as const) {
     const env = servers[which].env
     it.live(`${which}: the access log shows a request at the default level`, () =>
@@ -85,6 +124,36 @@ describe("mesh --log-level", () => {
       Effect.map(logged(which, [], { [env]: "error" }, `${which}-env`), (shown) => assert.isFalse(shown)))
     it.live(`${which}: --log-level info wins over ${env}=error`, () =>
       Effect.map(logged(which, ["--log-level", "info"], { [env]: "error" }, `${which}-both`), (shown) => assert.isTrue(shown)))
+
+    const formatEnv = servers[which].formatEnv
+    it.live(`${which}: the access line is one pretty line by default`, () =>
+      Effect.map(linesOf(which, [], {}, `${which}-pretty`), (lines) => accessLine("pretty", lines, `${which}-pretty`)))
+    it.live(`${which} --log-format logfmt prints it as one logfmt line`, () =>
+      Effect.map(linesOf(which, ["--log-format", "logfmt"], {}, `${which}-logfmt`), (lines) => accessLine("logfmt", lines, `${which}-logfmt`)))
+    it.live(`${which}: ${formatEnv}=json prints it as one JSON object`, () =>
+      Effect.map(linesOf(which, [], { [formatEnv]: "json" }, `${which}-json`), (lines) => accessLine("json", lines, `${which}-json`)))
+    it.live(`${which}: --log-format logfmt wins over ${formatEnv}=json`, () =>
+      Effect.map(linesOf(which, ["--log-format", "logfmt"], { [formatEnv]: "json" }, `${which}-fmt-both`), (lines) => accessLine("logfmt", lines, `${which}-fmt-both`)))
+
+    it.live(`${which}: every request answered as SIGTERM arrives has its access line in the output`, () =>
+      Effect.gen(function* () {
+        const s = servers[which]
+        const served = yield* serve([...s.args(), "--log-format", "logfmt"], {}, s.ready)
+        const ids = Array.from({ length: 40 }, (_, i) => `${which}-term-${i}`)
+        const answered = yield* Effect.promise(() => {
+          const calls = ids.map((id) => fetch(`${served.url}/health`, { headers: { "x-correlation-id": id } }).then((r) => r.text()).then(() => id))
+          // SIGTERM as soon as the first answer is in: the rest are answered (or refused) while the server stops.
+          void Promise.race(calls).then(() => served.proc.kill("SIGTERM"), () => served.proc.kill("SIGTERM"))
+          return Promise.allSettled(calls)
+        })
+        yield* closed(served.proc)
+        const done = answered.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []))
+        assert.isAtLeast(done.length, 1)
+        const out = served.output()
+        for (const id of done) assert.include(out, `correlationId=${id}`, out)
+        // The last line, written as the process exits.
+        assert.isTrue(out.endsWith(`${which} stopped\n`), out)
+      }).pipe(Effect.scoped))
   }
 
   it.live("a level that is not one is refused on one line, exit 2", () =>

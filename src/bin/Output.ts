@@ -58,8 +58,9 @@ export const errorLine = (text: string, words: ReadonlyArray<string>): string =>
 }
 
 /**
- * Runs `effect` with the console and logger `mesh` prints through. Everything `mesh` itself writes to stderr is a
- * line starting `mesh: `; anything else written there is the parser's usage error, which is reshaped into that line.
+ * Runs `effect` with the console and logger `mesh` prints through (the one-line pretty format). Everything `mesh`
+ * itself writes to stderr is a line starting `mesh: `; anything else written there is the parser's usage error, which
+ * is reshaped into that line.
  */
 export const withOutput = (args: ReadonlyArray<string>) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
   const plain = isPlain()

@@ -31,6 +31,12 @@ export interface Entry {
   readonly traceId: string | undefined
 }
 
+/** The message of an access line; its fields are annotations too, for the formats that are read by programs. */
+export const message = (method: string, path: string, status: number, durationMs: number): string => `${method} ${path} ${status} ${durationMs}ms`
+
+/** The annotations an access line's message already says (`message`): the pretty format leaves them out. */
+export const IN_MESSAGE = ["method", "path", "status", "durationMs"] as const
+
 /**
  * A writer of access lines through `runtime`'s loggers, at Info whatever the status (the Error line of a failure is
  * its cause's, written once elsewhere: FailureLog.ts), honouring its minimum log level and log annotations;
@@ -53,7 +59,7 @@ export const writer = (runtime: Runtime.Runtime<never>, now: () => number): ((en
     const options = {
       fiberId: FiberId.none,
       logLevel: LogLevel.Info,
-      message: `${e.method} ${e.path} ${e.status} ${e.durationMs}ms`,
+      message: message(e.method, e.path, e.status, e.durationMs),
       cause: Cause.empty,
       context: refs,
       spans: List.empty(),

@@ -12,7 +12,6 @@ import * as HashMap from "effect/HashMap"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as Stream from "effect/Stream"
-import { vi } from "vitest"
 import * as AgentServer from "../../src/agent/AgentServer.js"
 import { generateDid, verificationMethodId } from "../../src/core/Did.js"
 import { signRequest } from "../../src/core/HttpSignature.js"
@@ -151,7 +150,6 @@ describe("agent observability", () => {
 
   it.live("--log-format json prints the access line as one JSON object with its fields", () => {
     const printed: Array<string> = []
-    const spy = vi.spyOn(globalThis.console, "log").mockImplementation((...args: Array<unknown>) => void printed.push(args.map(String).join(" ")))
     return Effect.gen(function* () {
       const agent = yield* AgentServer.make({ name: "json", database: ":memory:", handler: () => "ok" })
       yield* post(`${agent.url}/v1/run`, { message: "hi" }, { "x-correlation-id": "json-1" })
@@ -159,6 +157,6 @@ describe("agent observability", () => {
       assert.isDefined(line)
       assert.strictEqual(line!.logLevel, "INFO")
       assert.deepInclude(line!.annotations, { method: "POST", path: "/v1/run", status: 200, correlationId: "json-1" })
-    }).pipe(Effect.scoped, Effect.provide(Layer.merge(Observability.layer("test", "json", {}), KeysNative.layer)), Effect.ensuring(Effect.sync(() => spy.mockRestore())))
+    }).pipe(Effect.scoped, Effect.provide(Layer.merge(Observability.layer("test", "json", {}, (line) => void printed.push(line)), KeysNative.layer)))
   })
 })
