@@ -95,7 +95,7 @@ export const make = (options: Options) =>
 
     const once: IdempotencyApi["once"] = <E>(caller: Caller, key: string, request: { readonly body: unknown; readonly streaming: boolean }, work: Effect.Effect<StoredReply, E>) =>
       Effect.gen(function* () {
-        if (caller.auth === "none") return yield* Effect.fail(badRequest("Idempotency-Key needs an authenticated caller, and this agent takes anyone's calls (auth none): start it with --auth mesh-sig to take saga steps and keyed calls"))
+        if (caller.auth === "none") return yield* Effect.fail(badRequest("Idempotency-Key needs an authenticated caller, and this agent takes anyone's calls (auth none): start it with --auth mesh-sig (auth: \"mesh-sig\" in code) to take saga steps and keyed calls"))
         if (!KEY_PATTERN.test(key)) return yield* Effect.fail(badRequest("Idempotency-Key must be 1 to 200 visible ASCII characters"))
         if (request.streaming) return yield* Effect.fail(badRequest("Idempotency-Key is for plain runs; a stream continues with Last-Event-ID"))
         const fingerprint = yield* fingerprintOf(request.body)
