@@ -173,23 +173,19 @@ export const fromParts = (parts: RouterParts): ModelRouterApi => {
   const exhausted = (message: string) => new ModelBudgetExhausted({ code: "BUDGET_EXHAUSTED", message })
 
   // The pick runs on every call: plain loops, no closures made per call.
-  const pickPool: Array<ModelSpec> = []
   const pickIds: Array<string> = []
   const pickModels: Array<ModelSpec> = []
+  const pickFits: Array<boolean> = []
   const expected: Array<number> = []
 
   /** The first pick, given a uniform source for THOMPSON; the error when no model holds the prompt. */
   const pick = (request: Omit<RouteRequest, "budget">, promptBound: number, uniform: () => number): ModelSpec | ModelBudgetExhausted => {
     let cheapestUsable: ModelSpec | undefined
     let strongestFitting: ModelSpec | undefined
-    pickPool.length = 0
     for (const m of models) {
       if (m.contextWindow - promptBound < MIN_OUTPUT_TOKENS) continue
       cheapestUsable ??= m
-      if (outputFitting(m, promptBound, request.share) >= MIN_OUTPUT_TOKENS) {
-        strongestFitting = m
-        pickPool.push(m)
-      }
+      if (outputFitting(m, promptBound, request.share) >= MIN_OUTPUT_TOKENS) strongestFitting = m
     }
     if (cheapestUsable === undefined) return exhausted(`a prompt of up to ${promptBound} tokens fits no model's context window`)
     if (request.mode !== "THOMPSON") return strongestFitting ?? cheapestUsable
@@ -197,10 +193,12 @@ export const fromParts = (parts: RouterParts): ModelRouterApi => {
     // route does, computed from the strongest down; the cheapest start that fits the share wins.
     pickIds.length = 0
     pickModels.length = 0
+    pickFits.length = 0
     for (const m of models) {
       if (m.contextWindow - promptBound < MIN_OUTPUT_TOKENS) continue
       pickIds.push(m.id)
       pickModels.push(m)
+      pickFits.push(outputFitting(m, promptBound, request.share) >= MIN_OUTPUT_TOKENS)
     }
     const thetas = learner.sample(pickIds, request.taskType, uniform)
     const shareOut = request.share.tokens - promptBound
@@ -221,7 +219,7 @@ export const fromParts = (parts: RouterParts): ModelRouterApi => {
         fallback = m
         fallbackCost = e
       }
-      if (e < bestCost && pickPool.includes(m)) {
+      if (e < bestCost && pickFits[i]!) {
         best = m
         bestCost = e
       }
