@@ -172,15 +172,23 @@ const clusterRun = (killAt: KillAt) =>
           stuck: sql<{ id: string }>`SELECT s.id, (SELECT type || ' ' || COALESCE(step, '') FROM mesh_saga_events e WHERE e.saga_id = s.id ORDER BY seq DESC LIMIT 1) AS last FROM mesh_sagas s WHERE status = 'running' LIMIT 5`.pipe(
             // The engine's messages of each stuck saga's workflow and their replies: what it last recorded.
             Effect.flatMap((rows) => Effect.forEach(rows, (r) => Effect.flatMap(SagaWorkflow.executionId({ sagaId: r.id }), (execution) =>
-              Effect.map(sql`SELECT m.message_id, m.processed, m.shard_id, m.last_read, (SELECT string_agg(LEFT(p.payload, 160), ' | ') FROM cluster_replies p WHERE p.request_id = m.id) AS replies
+              Effect.map(sql`SELECT m.message_id, m.processed, m.shard_id, m.last_read, m.deliver_at, m.last_reply_id,
+                  (SELECT string_agg(p.kind || ':' || COALESCE(p.acked::text, '-') || ':' || LEFT(p.payload, 160), ' | ') FROM cluster_replies p WHERE p.request_id = m.id) AS replies,
+                  -- who holds the shard's lock (SqlRunnerStorage numbers the default group's shards 1000001…)
+                  (SELECT string_agg(l.pid::text, ',') FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND l.objid = 1000000 + split_part(m.shard_id, ':', 2)::int) AS lock_pid
                 FROM cluster_messages m WHERE m.entity_id = ${execution} ORDER BY m.rowid`, (messages) => ({ ...r, messages }))
             )))
           ),
           runners: sql`SELECT address, healthy, last_heartbeat FROM cluster_runners`,
-          locks: sql`SELECT pid, COUNT(*) AS shards FROM pg_locks WHERE locktype = 'advisory' AND granted GROUP BY pid`
+          locks: sql`SELECT pid, COUNT(*) AS shards FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) GROUP BY pid`
         })
       )
-    ).pipe(Effect.map((state) => JSON.stringify({ ...state, hubs: survivors.map((h) => h.out().slice(-2000)) }, null, 1)))
+    ).pipe(Effect.map((state) => JSON.stringify({
+      ...state,
+      // The engine's own complaints (lock storage, reads, acquisition) and the hubs' last words.
+      cluster: survivors.map((h) => h.out().split("\n").filter((l) => /cluster|Shard|shard|storage/.test(l)).slice(-60)),
+      hubs: survivors.map((h) => h.out().slice(-2000))
+    }, null, 1)))
     const ended = yield* Effect.forEach(stored, (s, i) => {
       const buyer = buyers.find((b) => b.identity.did === s.caller)!
       return eventually(

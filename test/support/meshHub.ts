@@ -6,14 +6,17 @@ import * as Effect from "effect/Effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import { ensureBin } from "./bin.js"
 
-/** Starts `mesh hub` as its own process on `db`; resolves once it prints its URL (and admin key on first start). */
+/**
+ * Starts `mesh hub` as its own process on `db`; resolves once it prints its URL (and admin key on first start). Its log
+ * level is `warning`, or `MESH_TEST_HUB_LOG_LEVEL` when a diagnosis needs more.
+ */
 export const spawnHub = (db: string, ...args: ReadonlyArray<string>) => spawnHubIn(process.cwd(), db, ...args)
 
 /** `spawnHub` run from the directory `cwd`, where relative paths in `args` are read. */
 export const spawnHubIn = (cwd: string, db: string, ...args: ReadonlyArray<string>) =>
   Effect.acquireRelease(
     Effect.async<{ readonly proc: ChildProcess; readonly url: string; readonly adminKey: string | undefined; readonly out: () => string }, Error>((resume) => {
-      const proc = spawn(process.execPath, [ensureBin(), "hub", "--db", db, "--port", "0", "--log-level", "warning", ...args], {
+      const proc = spawn(process.execPath, [ensureBin(), "hub", "--db", db, "--port", "0", "--log-level", process.env.MESH_TEST_HUB_LOG_LEVEL ?? "warning", ...args], {
         cwd,
         stdio: ["ignore", "pipe", "pipe"]
       })
