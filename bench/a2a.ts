@@ -59,7 +59,8 @@ const request = (port: number, target: string, payload: unknown, headers: Readon
 
 const runRequests = (port: number) => Array.from({ length: CYCLED }, (_, i) => request(port, "/v1/run", { message: `hello ${i}`, sessionId: `bench-${i}` }))
 
-const legacySend = (port: number) =>
+/** 1,000 A2A 0.3 `message/send` requests (`POST /`) to cycle through. */
+export const legacySend = (port: number) =>
   Array.from({ length: CYCLED }, (_, i) =>
     request(port, "/", {
       jsonrpc: "2.0",

@@ -35,6 +35,10 @@
  * (requests per second of the server process's own CPU time, the steadier figure when other work shares the
  * machine). `AGENT_BENCH_PROF=1` runs the servers with `--cpu-prof` into `scratchpad/prof/agent-bench-<mode>/`.
  * Run: `npm run bench -- agent` (or `node --import ./bench/loader.mjs bench/agent.ts`).
+ *
+ * A diagnostic: the agent here is `AgentServer.make` in a bench process, on `:memory:`, without the access log the
+ * `mesh` command writes by default. What users run, `mesh agent` from the built binary with its defaults, is measured
+ * by bench/shipped.ts; this suite isolates the server's own cost (and `serve-echo`, the serving layer's) from that.
  */
 import * as Effect from "effect/Effect"
 import * as Scope from "effect/Scope"
@@ -86,7 +90,7 @@ const callerPublicKey = (): Uint8Array =>
 // Server side (child process).
 
 /** The echo on node:http; `verify` (if any) sees each request first and refuses it by returning false. */
-const rawServer = (verify?: (req: Http.IncomingMessage) => boolean): Http.Server =>
+export const rawServer = (verify?: (req: Http.IncomingMessage) => boolean): Http.Server =>
   Http.createServer({ keepAlive: true }, (req, res) => {
     const chunks: Array<Buffer> = []
     req.on("data", (chunk: Buffer) => chunks.push(chunk))
@@ -124,7 +128,8 @@ const verifier = (): ((req: Http.IncomingMessage) => boolean) => {
   }
 }
 
-const listen = (server: Http.Server): Promise<number> =>
+/** Listens on a free port of 127.0.0.1; resolves with the port. */
+export const listen = (server: Http.Server): Promise<number> =>
   new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve((server.address() as net.AddressInfo).port)))
 
 const startAgent = async (auth: "none" | "mesh-sig"): Promise<number> => {
@@ -169,9 +174,11 @@ const startServer = (mode: Mode): Promise<number> => {
 // ---------------------------------------------------------------------------------------------------------------
 // Load generator (this process).
 
-const body = (i: number): Buffer => Buffer.from(JSON.stringify({ message: `hello ${i}`, sessionId: `bench-${i}` }))
+/** The i-th echo body: `{"message":"hello <i>","sessionId":"bench-<i>"}`. */
+export const body = (i: number): Buffer => Buffer.from(JSON.stringify({ message: `hello ${i}`, sessionId: `bench-${i}` }))
 
-const request = (port: number, payload: Buffer, headers: Readonly<Record<string, string>> = {}): Buffer =>
+/** A keep-alive `POST /v1/run` to 127.0.0.1:<port> with this JSON body and extra headers, as bytes. */
+export const request = (port: number, payload: Buffer, headers: Readonly<Record<string, string>> = {}): Buffer =>
   Buffer.concat([
     Buffer.from(
       `POST /v1/run HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nContent-Length: ${payload.length}\r\n` +
@@ -181,7 +188,8 @@ const request = (port: number, payload: Buffer, headers: Readonly<Record<string,
     payload
   ])
 
-const unsigned = (port: number): Array<Buffer> => Array.from({ length: CYCLED }, (_, i) => request(port, body(i)))
+/** 1,000 unsigned echo requests to cycle through. */
+export const unsigned = (port: number): Array<Buffer> => Array.from({ length: CYCLED }, (_, i) => request(port, body(i)))
 
 /** `count` requests to `port`, each signed afresh (its own nonce) by the bench caller. */
 const signed = (port: number, count: number): Promise<Array<Buffer>> =>
@@ -201,10 +209,10 @@ const signed = (port: number, count: number): Promise<Array<Buffer>> =>
   )
 
 /** A function source over a pool that hands out each request once, and fails if the pool runs dry. */
-const once = (pool: Array<Buffer>): ((i: number) => Buffer) => {
+export const once = (pool: Array<Buffer>): ((i: number) => Buffer) => {
   let next = 0
   return () => {
-    if (next >= pool.length) throw new Error(`agent-sig: the pool of ${pool.length} signed requests ran out`)
+    if (next >= pool.length) throw new Error(`the pool of ${pool.length} signed requests ran out`)
     const r = pool[next]!
     pool[next++] = Buffer.alloc(0)
     return r

@@ -4,7 +4,9 @@
  *
  * - Servers: `spawnServer` forks a module (the suite's own file, usually) with an env that tells it which server to
  *   start; that module calls `serveChild(start)`, which listens, reports its port over IPC and answers "cpu" (its
- *   own CPU time) and "stop". On this 2-core machine the server then has one core and the load generator the other.
+ *   own CPU time) and "stop". `spawnCommand` starts a program as its users do instead (`node dist/bin/mesh.js agent
+ *   …`), waits for the line it prints once it listens, reads its CPU time from /proc and stops it with SIGTERM. On
+ *   this 2-core machine the server then has one core and the load generator the other.
  * - Load: `runLoad` is a minimal HTTP/1.1 client on raw sockets (cheaper than node's http client, so it does not
  *   bottleneck before the server): N keep-alive connections to 127.0.0.1, one request in flight on each. Requests
  *   are pre-built Buffers (any method, headers and body), given as an array cycled through or as a function called
@@ -22,7 +24,8 @@
  *   generator, not the server: the table says `generator-bound` and the figure is a floor. `bench/wrk.ts` (`npm run
  *   bench -- wrk`) cross-checks the generator against wrk where wrk is installed.
  */
-import { fork, spawnSync, type ChildProcess } from "node:child_process"
+import { fork, spawn, spawnSync, type ChildProcess } from "node:child_process"
+import * as fs from "node:fs"
 import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -213,6 +216,10 @@ export const quantile = (sorted: ReadonlyArray<number>, q: number): number =>
 export interface Spawned {
   readonly child: ChildProcess
   readonly port: number
+  /** The server's own CPU time so far (user + system, µs). */
+  readonly cpu: () => Promise<number>
+  /** Stops the server and waits for it to exit. */
+  readonly stop: () => Promise<void>
 }
 
 /** How to fork a server. */
@@ -242,7 +249,7 @@ export const spawnServer = (options: SpawnOptions): Promise<Spawned> =>
     pinChild()
     child.once("message", (m: { port: number }) => {
       pinChild()
-      resolve({ child, port: m.port })
+      resolve({ child, port: m.port, cpu: () => serverCpu(child), stop: () => stopServer(child) })
     })
     child.once("error", reject)
     child.once("exit", (code) => reject(new Error(`server ${JSON.stringify(options.env)} exited with ${code}`)))
@@ -281,6 +288,88 @@ export const serveChild = async (start: () => Promise<number>): Promise<void> =>
   })
   process.send?.({ port })
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// Servers started as commands.
+
+/** How to start a server as its users start it: `node <args>` in `cwd`. */
+export interface CommandOptions {
+  /** The arguments after `node`, e.g. `["dist/bin/mesh.js", "hub", "--port", "7700"]`. */
+  readonly args: ReadonlyArray<string>
+  readonly cwd: string
+  /** Reads what the process printed on stdout so far: the port it listens on once it is ready, else undefined. */
+  readonly ready: (stdout: string) => number | undefined
+  /** A file its stderr (its log lines) is written to, as a service manager would; default: discarded. */
+  readonly stderrFile?: string
+  /** Added to this process's environment. */
+  readonly env?: Readonly<Record<string, string>>
+  /** How long it may take to be ready; default 30 s. */
+  readonly timeoutMs?: number
+}
+
+let clockTicks: number | undefined
+
+/** CPU time (user + system, µs) of every thread of `pid` from /proc (Linux); NaN where there is no /proc. */
+export const procCpu = (pid: number): number => {
+  clockTicks ??= Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout?.trim()) || 100
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    return ((Number(fields[11]) + Number(fields[12])) * 1e6) / clockTicks
+  } catch {
+    return NaN
+  }
+}
+
+/**
+ * Starts `node <args>` in `cwd` (under `taskset -c <server CPU>` when pinning, so every thread it starts is placed)
+ * and resolves once `ready` finds its port in what it printed. Its stdout is read (and dropped) for as long as it
+ * runs, so it never blocks on a full pipe. Stopped with SIGTERM (a graceful stop, which flushes its logs), SIGKILL
+ * after 15 s.
+ */
+export const spawnCommand = (options: CommandOptions): Promise<Spawned & { readonly stdout: () => string }> =>
+  new Promise((resolve, reject) => {
+    const placed = pinning()
+    const [command, args] = placed.mode === "taskset"
+      ? ["taskset", ["-c", String(placed.serverCpu), process.execPath, ...options.args]] as const
+      : [process.execPath, options.args] as const
+    const stderr = options.stderrFile === undefined ? "ignore" : fs.openSync(options.stderrFile, "a")
+    const child = spawn(command, args, { cwd: options.cwd, env: { ...process.env, ...options.env }, stdio: ["ignore", "pipe", stderr] })
+    if (typeof stderr === "number") fs.closeSync(stderr)
+    let out = ""
+    let done = false
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL")
+      fail(new Error(`${options.args.join(" ")} was not ready within ${(options.timeoutMs ?? 30_000) / 1000} s:\n${out}`))
+    }, options.timeoutMs ?? 30_000)
+    const fail = (e: Error) => {
+      if (done) return
+      done = true
+      clearTimeout(timer)
+      reject(e)
+    }
+    const stop = (): Promise<void> =>
+      new Promise((stopped) => {
+        if (child.exitCode !== null || child.signalCode !== null) return stopped()
+        const kill = setTimeout(() => child.kill("SIGKILL"), 15_000)
+        child.once("exit", () => {
+          clearTimeout(kill)
+          stopped()
+        })
+        child.kill("SIGTERM")
+      })
+    child.stdout!.on("data", (d: Buffer) => {
+      if (done) return
+      out += d.toString()
+      const port = options.ready(out)
+      if (port === undefined) return
+      done = true
+      clearTimeout(timer)
+      resolve({ child, port, cpu: () => Promise.resolve(procCpu(child.pid!)), stop, stdout: () => out })
+    })
+    child.once("error", fail)
+    child.once("exit", (code, signal) => fail(new Error(`${options.args.join(" ")} exited with ${code ?? signal}:\n${out}`)))
+  })
 
 // ---------------------------------------------------------------------------------------------------------------
 // Interleaved rounds.
@@ -375,14 +464,14 @@ export const measureAll = async (
     const generatorUs: Array<Array<number>> = servers.map(() => [])
     const generatorBusy: Array<Array<number>> = servers.map(() => [])
     for (let r = 0; r < options.rounds; r++) {
-      for (const [i, { child }] of running.entries()) {
-        const c0 = await serverCpu(child)
+      for (const [i, spawned] of running.entries()) {
+        const c0 = await spawned.cpu()
         const g0 = process.cpuUsage()
         const t0 = performance.now()
         const result = await load(i, options.roundMs)
         const elapsed = performance.now() - t0
         const g = process.cpuUsage(g0)
-        const used = (await serverCpu(child)) - c0
+        const used = (await spawned.cpu()) - c0
         check(servers[i]!.name, `round ${r + 1}`, result)
         wall[i]!.push((result.ok * 1000) / elapsed)
         cpu[i]!.push((result.ok * 1e6) / used)
@@ -419,7 +508,7 @@ export const measureAll = async (
       details
     }
   } finally {
-    for (const { child } of running) await stopServer(child)
+    for (const { stop } of running) await stop()
   }
 }
 

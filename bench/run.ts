@@ -24,6 +24,7 @@ const suites: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
   postgres: () => import("./postgres.js"),
   tracing: () => import("./tracing.js"),
   runtimes: () => import("./runtimes.js"),
+  shipped: () => import("./shipped.js"),
   // Not in the default run: it needs wrk, and checks the load generator rather than measuring the project.
   wrk: () => import("./wrk.js")
 }

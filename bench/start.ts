@@ -30,24 +30,31 @@ interface Run {
   readonly peakMiB: number
 }
 
+/** `node <args>`, under `taskset -c <cpu>` when a CPU is given (taskset execs node: the pid and its threads are node's). */
+const nodeCommand = (args: ReadonlyArray<string>, cpu: number | undefined): [string, Array<string>] =>
+  cpu === undefined ? [process.execPath, [...args]] : ["taskset", ["-c", String(cpu), process.execPath, ...args]]
+
 /** Wall time from spawn to exit of `node <args>`; with `peak`, also its peak memory (the preload costs time). */
-const timeToExit = (args: ReadonlyArray<string>, peak = false): Promise<Run> =>
+export const timeToExit = (args: ReadonlyArray<string>, options: { readonly peak?: boolean; readonly cpu?: number | undefined } = {}): Promise<Run> =>
   new Promise((resolve, reject) => {
     const t0 = performance.now()
-    const p = spawn(process.execPath, [...(peak ? ["--import", PEAK] : []), ...args], { stdio: ["ignore", "ignore", "pipe"] })
+    const [command, argv] = nodeCommand([...(options.peak === true ? ["--import", PEAK] : []), ...args], options.cpu)
+    const p = spawn(command, argv, { stdio: ["ignore", "ignore", "pipe"] })
     let err = ""
     p.stderr.on("data", (d: Buffer) => (err += d.toString()))
     p.on("exit", () => resolve({ ms: performance.now() - t0, peakMiB: peakOf(err) }))
     p.on("error", reject)
   })
 
-const timeHub = (db: string): Promise<number> =>
+/** Wall time (ms) from spawn of `node <args>` in `cwd` to its printing `listening on`; then it is killed (SIGKILL). */
+export const timeToListen = (args: ReadonlyArray<string>, options: { readonly cwd?: string; readonly cpu?: number | undefined } = {}): Promise<number> =>
   new Promise((resolve, reject) => {
     const t0 = performance.now()
-    const p = spawn(process.execPath, [bin, "hub", "--db", db, "--port", "0", "--log-level", "error"], { stdio: ["ignore", "pipe", "ignore"] })
+    const [command, argv] = nodeCommand(args, options.cpu)
+    const p = spawn(command, argv, { stdio: ["ignore", "pipe", "ignore"], ...(options.cwd === undefined ? {} : { cwd: options.cwd }) })
     const timer = setTimeout(() => {
       p.kill("SIGKILL")
-      reject(new Error("mesh hub did not listen within 20 s"))
+      reject(new Error(`${args.join(" ")} did not listen within 20 s`))
     }, 20_000)
     let out = ""
     p.stdout.on("data", (d: Buffer) => {
@@ -61,6 +68,8 @@ const timeHub = (db: string): Promise<number> =>
     })
     p.on("error", reject)
   })
+
+const timeHub = (db: string): Promise<number> => timeToListen([bin, "hub", "--db", db, "--port", "0", "--log-level", "error"])
 
 const timeImport = (specifier: string): Promise<number> =>
   new Promise((resolve, reject) => {
@@ -89,8 +98,8 @@ export const run = async (): Promise<void> => {
       node.push(await timeToExit(["-e", "0"]))
       version.push(await timeToExit([bin, "--version"]))
       hub.push(await timeHub(db))
-      nodePeaks.push((await timeToExit(["-e", "0"], true)).peakMiB)
-      versionPeaks.push((await timeToExit([bin, "--version"], true)).peakMiB)
+      nodePeaks.push((await timeToExit(["-e", "0"], { peak: true })).peakMiB)
+      versionPeaks.push((await timeToExit([bin, "--version"], { peak: true })).peakMiB)
     }
     const n = median(node.map((r) => r.ms))
     const v = median(version.map((r) => r.ms))

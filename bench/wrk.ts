@@ -1,7 +1,8 @@
 /**
  * Is the load generator telling the truth? The same two servers loaded by bench/load.ts's raw-socket generator and
  * by wrk, alternately, side by side: raw node:http (the echo every HTTP suite compares against) and an agent's
- * `POST /v1/run` with auth none (a mesh figure). 32 keep-alive connections each; wrk with one thread. Pinned as
+ * `POST /v1/run` with auth none (a mesh figure). 32 keep-alive connections (the in-process suites') and 50
+ * (bench/shipped.ts's), each server at both; wrk with one thread. Pinned as
  * load.ts pins: the server on CPU 1, the generator and wrk on CPU 0. If the generator's req/s is well below wrk's on
  * raw node:http, the HTTP suites measured the generator, not the server. Needs wrk on PATH (apt-get install wrk);
  * without it the suite says so and measures nothing. Run: `npm run bench -- wrk` (not part of the default run).
@@ -24,7 +25,8 @@ import { pinning, quantile, runLoad, serveChild, spawnServer, stopServer } from 
 type Mode = "raw" | "agent"
 const ROUNDS = 3
 const SECONDS = 3
-const CONNECTIONS = 32
+/** The connection counts the suites load with: 32 (load.ts default), 50 (shipped). */
+const CONNECTIONS = [32, 50] as const
 const PAYLOAD = JSON.stringify({ message: "hello", sessionId: "bench-1" })
 
 const startServer = (mode: Mode): Promise<number> => {
@@ -61,8 +63,8 @@ interface Figure {
   readonly p99Ms: number
 }
 
-const ours = async (port: number): Promise<Figure> => {
-  const result = await runLoad(port, [request(port)], { ms: SECONDS * 1000, cap: 10_000_000, connections: CONNECTIONS })
+const ours = async (port: number, connections: number): Promise<Figure> => {
+  const result = await runLoad(port, [request(port)], { ms: SECONDS * 1000, cap: 10_000_000, connections })
   if (result.failed > 0) throw new Error(`generator: ${result.failed} failed; first: ${result.firstError}`)
   const sorted = result.latenciesMs.sort((a, b) => a - b)
   return { requestsPerSecond: result.ok / SECONDS, p50Ms: quantile(sorted, 0.5), p99Ms: quantile(sorted, 0.99) }
@@ -76,8 +78,8 @@ const wrkMs = (text: string, label: string): number => {
   return m[2] === "us" ? v / 1000 : m[2] === "s" ? v * 1000 : v
 }
 
-const wrk = (port: number, script: string, cpu: number | undefined): Figure => {
-  const args = ["-t1", `-c${CONNECTIONS}`, `-d${SECONDS}s`, "--latency", "-s", script, `http://127.0.0.1:${port}/v1/run`]
+const wrk = (port: number, connections: number, script: string, cpu: number | undefined): Figure => {
+  const args = ["-t1", `-c${connections}`, `-d${SECONDS}s`, "--latency", "-s", script, `http://127.0.0.1:${port}/v1/run`]
   const r = cpu === undefined ? spawnSync("wrk", args, { encoding: "utf8" }) : spawnSync("taskset", ["-c", String(cpu), "wrk", ...args], { encoding: "utf8" })
   const out = `${r.stdout}${r.stderr}`
   const rps = /Requests\/sec:\s+([\d.]+)/.exec(out)
@@ -98,30 +100,32 @@ export const run = async (): Promise<void> => {
   const placed = pinning()
   const script = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "mesh-wrk-")), "post.lua")
   fs.writeFileSync(script, `wrk.method = "POST"\nwrk.body = '${PAYLOAD}'\nwrk.headers["Content-Type"] = "application/json"\n`)
-  const rows: Array<{ server: string; generator: Figure; wrk: Figure; ratio: number }> = []
+  const rows: Array<{ server: string; connections: number; generator: Figure; wrk: Figure; ratio: number }> = []
   for (const [name, mode] of [["raw node:http echo", "raw"], ["agent POST /v1/run, auth none", "agent"]] as const) {
     const { child, port } = await spawnServer({ module: fileURLToPath(import.meta.url), env: { WRK_BENCH_SERVER: mode } })
     try {
-      await ours(port) // warm-up
-      const gen: Array<Figure> = []
-      const w: Array<Figure> = []
-      for (let r = 0; r < ROUNDS; r++) {
-        gen.push(await ours(port))
-        w.push(wrk(port, script, placed.generatorCpu))
+      await ours(port, CONNECTIONS[0]) // warm-up
+      for (const connections of CONNECTIONS) {
+        const gen: Array<Figure> = []
+        const w: Array<Figure> = []
+        for (let r = 0; r < ROUNDS; r++) {
+          gen.push(await ours(port, connections))
+          w.push(wrk(port, connections, script, placed.generatorCpu))
+        }
+        const pick = (fs: Array<Figure>): Figure => ({
+          requestsPerSecond: median(fs.map((f) => f.requestsPerSecond)),
+          p50Ms: median(fs.map((f) => f.p50Ms)),
+          p99Ms: median(fs.map((f) => f.p99Ms))
+        })
+        rows.push({ server: name, connections, generator: pick(gen), wrk: pick(w), ratio: pick(gen).requestsPerSecond / pick(w).requestsPerSecond })
       }
-      const pick = (fs: Array<Figure>): Figure => ({
-        requestsPerSecond: median(fs.map((f) => f.requestsPerSecond)),
-        p50Ms: median(fs.map((f) => f.p50Ms)),
-        p99Ms: median(fs.map((f) => f.p99Ms))
-      })
-      rows.push({ server: name, generator: pick(gen), wrk: pick(w), ratio: pick(gen).requestsPerSecond / pick(w).requestsPerSecond })
     } finally {
       await stopServer(child)
     }
   }
-  console.log(`\n## wrk (medians of ${ROUNDS} alternating rounds of ${SECONDS} s, ${CONNECTIONS} connections; ${found.stdout.split("\n")[0]?.trim()})`)
-  for (const { server, generator, wrk: w, ratio } of rows) {
-    console.log(`${server.padEnd(32)} generator ${fmt(generator)}   wrk ${fmt(w)}   generator/wrk ${ratio.toFixed(3)}${ratio < 0.9 ? "  (the generator is the bottleneck here)" : ""}`)
+  console.log(`\n## wrk (medians of ${ROUNDS} alternating rounds of ${SECONDS} s; ${found.stdout.split("\n")[0]?.trim()})`)
+  for (const { server, connections, generator, wrk: w, ratio } of rows) {
+    console.log(`${`${server}, ${connections} connections`.padEnd(48)} generator ${fmt(generator)}   wrk ${fmt(w)}   generator/wrk ${ratio.toFixed(3)}${ratio < 0.9 ? "  (the generator is the bottleneck here)" : ""}`)
   }
   saveResult("wrk", { rows })
 }
