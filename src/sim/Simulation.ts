@@ -34,7 +34,7 @@
 import * as HttpClient from "@effect/platform/HttpClient"
 import BetterSqlite3 from "better-sqlite3"
 import { createHash } from "node:crypto"
-import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Cause from "effect/Cause"
@@ -813,25 +813,29 @@ const planOf = (db: BetterSqlite3.Database): ResetPlan => {
   return { tables, indexes }
 }
 
+/** The column holding a row's rowid in the snapshot's copy of a table. */
+const ROWID = "snapshot_rowid"
+
 /**
- * A reset of `database` to `snapshot` (two files of one schema) on a connection of its own, which stays open beside
- * the hub's: every table is emptied and filled again from the snapshot with its rowids, in name order, in one
- * transaction, then each full-text index is rebuilt from its content table. Triggers fire as on any write (a
- * registry entry's insert makes its search row, which the search table's own turn then replaces), so a table
- * maintained by a trigger must sort after the table whose trigger writes it (`mesh_entries` before
+ * A reset of `database` to what it holds now (the snapshot, kept in memory beside it on a connection of its own,
+ * which stays open beside the hub's): every table is emptied and filled again from the snapshot with its rowids, in
+ * name order, in one transaction, then each full-text index is rebuilt from its content table. Triggers fire as on
+ * any write (a registry entry's insert makes its search row, which the search table's own turn then replaces), so a
+ * table maintained by a trigger must sort after the table whose trigger writes it (`mesh_entries` before
  * `mesh_search_docs`, `mesh_allocations` before `mesh_pools`). The first few resets of a process, those after its
  * first runs wrote to the database among them, check that the result is the snapshot (`checkReset`).
  */
-const databaseReset = (database: string, snapshot: string): { readonly reset: () => void; readonly db: BetterSqlite3.Database } => {
+const databaseReset = (database: string): { readonly reset: () => void; readonly db: BetterSqlite3.Database } => {
   const db = new BetterSqlite3(database, { fileMustExist: true })
-  db.prepare("ATTACH DATABASE ? AS prepared").run(snapshot)
+  db.exec("ATTACH DATABASE ':memory:' AS prepared")
   const plan = planOf(db)
   const statements: Array<BetterSqlite3.Statement> = []
   for (const t of plan.tables) {
     const columns = db.prepare<[string], { name: string }>("SELECT name FROM pragma_table_info(?)").all(t.name).map((c) => quoted(c.name)).join(", ")
+    db.exec(`CREATE TABLE prepared.${quoted(t.name)} AS SELECT ${t.rowid ? `rowid AS ${ROWID}, ` : ""}${columns} FROM main.${quoted(t.name)}`)
     const rowid = t.rowid ? "rowid, " : ""
     statements.push(db.prepare(`DELETE FROM main.${quoted(t.name)}`))
-    statements.push(db.prepare(`INSERT INTO main.${quoted(t.name)} (${rowid}${columns}) SELECT ${rowid}${columns} FROM prepared.${quoted(t.name)}`))
+    statements.push(db.prepare(`INSERT INTO main.${quoted(t.name)} (${rowid}${columns}) SELECT ${t.rowid ? `${ROWID}, ` : ""}${columns} FROM prepared.${quoted(t.name)}`))
   }
   for (const v of plan.indexes) statements.push(db.prepare(`INSERT INTO main.${quoted(v)} (${quoted(v)}) VALUES ('rebuild')`))
   const reset = db.transaction(() => {
@@ -853,10 +857,12 @@ const databaseReset = (database: string, snapshot: string): { readonly reset: ()
  * on the first runs.
  */
 const checkReset = (db: BetterSqlite3.Database, plan: ResetPlan): void => {
+  // Each table's rows as text, in one order whatever order the statement returned them in.
+  const rows = (sql: string) => db.prepare(sql).raw().all().map((r) => JSON.stringify(r)).sort().join("\n")
   for (const t of plan.tables) {
-    const rows = (schema: string) =>
-      JSON.stringify(db.prepare(`SELECT ${t.rowid ? "rowid, " : ""}* FROM ${schema}.${quoted(t.name)} ORDER BY ${t.rowid ? "rowid" : "1"}`).raw().all())
-    if (rows("main") !== rows("prepared")) throw new Error(`the simulation's database reset does not restore table ${t.name}`)
+    if (rows(`SELECT ${t.rowid ? "rowid, " : ""}* FROM main.${quoted(t.name)}`) !== rows(`SELECT * FROM prepared.${quoted(t.name)}`)) {
+      throw new Error(`the simulation's database reset does not restore table ${t.name}`)
+    }
   }
   for (const v of plan.indexes) db.prepare(`INSERT INTO main.${quoted(v)} (${quoted(v)}) VALUES ('integrity-check')`).run()
 }
@@ -898,10 +904,8 @@ const prepare = (names: ReadonlyArray<string>, files: MeshFiles) =>
     // Closing the hub closes its connections, the last of which writes the WAL back into the file.
     yield* Scope.close(hub.scope, Exit.void)
     current.world = undefined
-    const bytes = readFileSync(files.preparing)
-    writeFileSync(files.snapshot, bytes)
-    writeFileSync(files.database, bytes)
-    const { db, reset } = databaseReset(files.database, files.snapshot)
+    writeFileSync(files.database, readFileSync(files.preparing))
+    const { db, reset } = databaseReset(files.database)
     files.connections.push(db)
     return { ...preparing, database: files.database, resetDatabase: reset, hubClients } satisfies Prepared
   })
@@ -1260,10 +1264,9 @@ const scratch = existsSync("/dev/shm") ? "/dev/shm" : tmpdir()
 
 let databases = 0
 
-/** The files of one prepared mesh: the preparation's (removed once prepared), the snapshot and the mesh's database. */
+/** The files of one prepared mesh: the preparation's (removed once prepared) and the mesh's database. */
 interface MeshFiles {
   readonly preparing: string
-  readonly snapshot: string
   readonly database: string
   /** Connections the simulation itself holds on them (the reset's), closed when the process exits. */
   readonly connections: Array<BetterSqlite3.Database>
@@ -1273,17 +1276,40 @@ const removeDatabase = (database: string) => {
   for (const suffix of ["", "-wal", "-shm"]) rmSync(database + suffix, { force: true })
 }
 
+/**
+ * Removes the files of simulations whose process is gone: each process removes its own as it exits, but one killed
+ * (a test worker stopped by its pool, an exploration interrupted) cannot.
+ */
+const removeStale = () => {
+  for (const name of readdirSync(scratch)) {
+    const pid = Number(/^agent-mesh-sim-(\d+)-/.exec(name)?.[1])
+    if (!Number.isSafeInteger(pid) || pid === process.pid || isAlive(pid)) continue
+    rmSync(join(scratch, name), { force: true })
+  }
+}
+
+/** Whether a process with this id runs (one of another user's counts as running). */
+const isAlive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code !== "ESRCH"
+  }
+}
+
 /** Every prepared mesh's files, removed when the process exits: the mesh's database serves all its runs. */
 const meshFiles: Array<MeshFiles> = []
 
 const filesFor = (): MeshFiles => {
   const base = join(scratch, `agent-mesh-sim-${process.pid}-${databases++}`)
-  const files: MeshFiles = { preparing: `${base}-preparing.db`, snapshot: `${base}-snapshot.db`, database: `${base}.db`, connections: [] }
+  const files: MeshFiles = { preparing: `${base}-preparing.db`, database: `${base}.db`, connections: [] }
   if (meshFiles.length === 0) {
+    removeStale()
     process.once("exit", () => {
       for (const f of meshFiles) {
         for (const c of f.connections) c.close()
-        for (const d of [f.preparing, f.snapshot, f.database]) removeDatabase(d)
+        for (const d of [f.preparing, f.database]) removeDatabase(d)
       }
     })
   }
