@@ -62,10 +62,13 @@ export const migrate: Effect.Effect<ReadonlyArray<readonly [number, string]>, Da
 )
 
 /**
- * Prepared statements on a connection of their own, for the statements on every request (resolve, allocate):
- * through `SqlClient` each costs 30 µs or more. Only single statements run here, each its own transaction, and no
- * `SqlClient` transaction in the hub spans a yield, so neither connection can hold a lock the other waits on while
- * it is itself waiting. Absent for `:memory:` databases, which a second connection cannot see.
+ * Prepared statements on a connection of their own, for the statements on every request (resolve, allocate, record a
+ * nonce): through `SqlClient` each costs 30 µs or more. Only single statements run here, each its own transaction.
+ * A statement that finds the database locked fails at once (`SQLITE_BUSY`, classified `Busy`) rather than wait: in
+ * this process only a `SqlClient` transaction that yielded can hold the lock, and it cannot finish while the event
+ * loop waits here, so waiting would only stall every request for the busy timeout. A caller that can goes through
+ * `SqlClient` instead, which queues behind that transaction. Absent for `:memory:` databases, which a second
+ * connection cannot see.
  */
 export class HotReads extends Context.Tag("agent-mesh/HotReads")<HotReads, {
   /** A prepared statement returning the first row (reads, or writes with RETURNING), or undefined. */
@@ -78,7 +81,7 @@ const layerHotReads = (filename: string): Layer.Layer<HotReads, DatabaseError> =
     Effect.map(
       Effect.acquireRelease(
         Effect.try({
-          try: () => new BetterSqlite3(filename, { fileMustExist: true }),
+          try: () => new BetterSqlite3(filename, { fileMustExist: true, timeout: 0 }),
           catch: (e) => new DatabaseError({ code: "DATABASE_ERROR", message: `cannot open a read connection: ${String(e)}` })
         }),
         (db) => Effect.sync(() => db.close())
