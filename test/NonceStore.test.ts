@@ -167,6 +167,30 @@ describe("NonceStore (SQL) quota by count", () => {
       assert.isFalse(details.some((d) => /mesh_nonces\b/.test(d) || d.startsWith("SCAN mesh")), details.join("; "))
     }).pipe(Effect.provide(Database.layerSqlite(":memory:"))))
 
+  it.effect("the purge reaches expired rows through each sender's range, scanning no table", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const plan = yield* sql<{ detail: string }>`EXPLAIN QUERY PLAN DELETE FROM mesh_nonces WHERE sender IN (SELECT sender FROM mesh_nonce_senders) AND expires_at <= ${0}`
+      const details = plan.map((r) => r.detail)
+      assert.isTrue(details.some((d) => /SEARCH mesh_nonces USING (COVERING )?INDEX mesh_nonces_sender_expires \(sender=\? AND expires_at<\?\)/.test(d)), details.join("; "))
+      assert.isFalse(details.some((d) => d.startsWith("SCAN mesh_nonces ")), details.join("; "))
+    }).pipe(Effect.provide(Database.layerSqlite(":memory:"))))
+
+  // SQLite checkpoints its WAL automatically only from a statement stepped to its end; a write read with `get` never
+  // was, so records on the prepared statement grew the WAL by every page they wrote until a SqlClient write came.
+  it.effect("records on the prepared statement keep the WAL at its checkpoint size", () =>
+    Effect.gen(function* () {
+      const file = tempDb()
+      yield* Effect.scoped(
+        Effect.gen(function* () {
+          const store = yield* NonceStore
+          for (let i = 0; i < 3_000; i++) yield* store.recordAt!(`did:mesh:s${i % 50}`, `n${i}`, 4_000_000_000_000, 0)
+          // 1 000 pages of 4 KiB before a checkpoint, and the pages of the record that crossed it.
+          assert.isBelow(fs.statSync(`${file}-wal`).size, 1_100 * 4_096)
+        }).pipe(Effect.provide(sqlStore(file)))
+      )
+    }))
+
   // Every outcome as a model of live pairs says (a replay, else the quota over live pairs, else recorded), and the
   // count each sender is judged by stays the number of rows it holds, through take-overs, refusals and purges.
   it.live("outcomes follow the live pairs exactly, and each sender's count is the rows it holds", () =>

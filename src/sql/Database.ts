@@ -73,6 +73,8 @@ export const migrate: Effect.Effect<ReadonlyArray<readonly [number, string]>, Da
 export class HotReads extends Context.Tag("agent-mesh/HotReads")<HotReads, {
   /** A prepared statement returning the first row (reads, or writes with RETURNING), or undefined. */
   readonly prepareGet: <Row>(sql: string) => (...params: ReadonlyArray<string | number | null>) => Row | undefined
+  /** A prepared write returning how many rows it changed (not counting a trigger's). */
+  readonly prepareRun: (sql: string) => (...params: ReadonlyArray<string | number | null>) => number
 }>() {}
 
 const layerHotReads = (filename: string): Layer.Layer<HotReads, DatabaseError> =>
@@ -89,7 +91,14 @@ const layerHotReads = (filename: string): Layer.Layer<HotReads, DatabaseError> =
       (db) => ({
         prepareGet: <Row>(sql: string) => {
           const stmt = db.prepare<Array<string | number | null>, Row>(sql)
-          return (...params: ReadonlyArray<string | number | null>) => stmt.get(...params)
+          // A write is stepped to its end: SQLite runs the WAL's automatic checkpoint only from a step that returns
+          // SQLITE_DONE, and `get` stops at the first row, so writes with RETURNING read through `get` would grow the
+          // WAL without bound (every later read then searches it).
+          return stmt.readonly ? (...params: ReadonlyArray<string | number | null>) => stmt.get(...params) : (...params: ReadonlyArray<string | number | null>) => stmt.all(...params)[0]
+        },
+        prepareRun: (sql: string) => {
+          const stmt = db.prepare<Array<string | number | null>>(sql)
+          return (...params: ReadonlyArray<string | number | null>) => stmt.run(...params).changes
         }
       })
     )

@@ -50,7 +50,9 @@ export interface SqlOptions {
 export const purgeExpired: Effect.Effect<number, NonceStoreUnavailable, SqlClient.SqlClient> = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const now = yield* Clock.currentTimeMillis
-  const rows = yield* sql<{ sender: string }>`DELETE FROM mesh_nonces WHERE expires_at <= ${now} RETURNING sender`.pipe(
+  // Through each sender's range of the (sender, expires_at) index: the expired rows, none of the live ones.
+  const rows = yield* sql<{ sender: string }>`
+    DELETE FROM mesh_nonces WHERE sender IN (SELECT sender FROM mesh_nonce_senders) AND expires_at <= ${now} RETURNING sender`.pipe(
     Effect.mapError((e) => new NonceStoreUnavailable({ message: summarize(e) }))
   )
   yield* sql`DELETE FROM mesh_nonce_senders WHERE held <= 0`.pipe(Effect.mapError((e) => new NonceStoreUnavailable({ message: summarize(e) })))
@@ -59,13 +61,12 @@ export const purgeExpired: Effect.Effect<number, NonceStoreUnavailable, SqlClien
 
 /**
  * The record statement on SQLite, for the `HotReads` connection (positional parameters: sender, nonce, retain until,
- * now, quota, sender): a new pair inserts while the sender's count is under the quota, an expired pair is taken over,
- * a live pair (or a sender at its count) returns no row.
+ * sender, quota, now): a new pair inserts while the sender's count is under the quota, an expired pair is taken over,
+ * a live pair (or a sender at its count) changes no row.
  */
 export const RECORD_SQLITE = `INSERT INTO mesh_nonces (sender, nonce, expires_at)
   SELECT ?, ?, ? WHERE coalesce((SELECT held FROM mesh_nonce_senders WHERE sender = ?), 0) < ?
-  ON CONFLICT (sender, nonce) DO UPDATE SET expires_at = excluded.expires_at WHERE mesh_nonces.expires_at <= ?
-  RETURNING sender`
+  ON CONFLICT (sender, nonce) DO UPDATE SET expires_at = excluded.expires_at WHERE mesh_nonces.expires_at <= ?`
 
 /** A store on the migrated `SqlClient` (see `Database`); its purge runs until the scope closes. */
 export const make = (options: SqlOptions = {}): Effect.Effect<NonceStoreApi, never, SqlClient.SqlClient | Scope.Scope> =>
@@ -126,18 +127,18 @@ export const make = (options: SqlOptions = {}): Effect.Effect<NonceStoreApi, nev
     const recordAt: NonceStoreApi["recordAt"] & {} = Option.match(hot, {
       onNone: () => viaClient,
       onSome: (reads) => {
-        const statement = reads.prepareGet<{ sender: string }>(RECORD_SQLITE)
+        const statement = reads.prepareRun(RECORD_SQLITE)
         return (sender, nonce, retainUntilMs, now) =>
           Effect.suspend(() => {
-            let row: { sender: string } | undefined
+            let changed: number
             try {
-              row = statement(sender, nonce, Math.floor(retainUntilMs), sender, quota, now)
+              changed = statement(sender, nonce, Math.floor(retainUntilMs), sender, quota, now)
             } catch (e) {
               // Locked by another writer: SqlClient queues behind it (or waits for it); anything else fails closed.
               const failure = classify(e)
               return failure.reason === "Busy" ? viaClient(sender, nonce, retainUntilMs, now) : Effect.fail(new NonceStoreUnavailable({ message: `${failure.reason}: ${failure.message}` }))
             }
-            return row !== undefined ? Effect.void : refused(sender, nonce, retainUntilMs, now, true)
+            return changed > 0 ? Effect.void : refused(sender, nonce, retainUntilMs, now, true)
           })
       }
     })
