@@ -38,6 +38,9 @@
  * start-up row), `shipped-cpu` (requests per second of the server's own CPU time: IPC for forked peers, /proc for
  * the mesh processes) and p50/p99 latency. Needs the built binary (`npm run build`).
  * Run: `npm run bench -- shipped` (or `node --import ./bench/loader.mjs bench/run.ts shipped`).
+ * `SHIPPED_BENCH_ONLY=<comparisons>` (comma-separated: `echo`, `sig`, `a2a`, `hub`, `start`) runs only those comparisons
+ * and the servers they need, e.g. `SHIPPED_BENCH_ONLY=a2a` starts the SDK's server and the mesh agent answering A2A, and
+ * reports that row; unset, all of them.
  */
 import { serve as serveHono } from "@hono/node-server"
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
@@ -279,9 +282,31 @@ const startUp = async (cwd: string, cpu: number | undefined): Promise<{ readonly
   return { hubMs: median(hubMs), nodeMs: median(nodeMs) }
 }
 
+type ServerKey = "raw" | "fastify" | "hono" | "none" | "rawVerify" | "hub" | "sig" | "sdk" | "a2a" | "rawBytes"
+type Comparison = "echo" | "sig" | "a2a" | "hub" | "start"
+
+/** The servers each comparison measures (its figures and their baselines). */
+const COMPARISONS: Record<Comparison, ReadonlyArray<ServerKey>> = {
+  echo: ["raw", "fastify", "hono", "none"],
+  sig: ["raw", "rawVerify", "hub", "sig"],
+  a2a: ["sdk", "a2a"],
+  hub: ["raw", "rawBytes", "hub"],
+  start: []
+}
+
+/** The comparisons `SHIPPED_BENCH_ONLY` names (all when unset); an unknown name fails the run. */
+const chosenComparisons = (): Array<Comparison> => {
+  const only = process.env["SHIPPED_BENCH_ONLY"]
+  if (only === undefined || only.trim() === "") return Object.keys(COMPARISONS) as Array<Comparison>
+  const names = only.split(",").map((s) => s.trim()).filter((s) => s.length > 0)
+  for (const n of names) if (!(n in COMPARISONS)) throw new Error(`SHIPPED_BENCH_ONLY: unknown comparison ${n} (known: ${Object.keys(COMPARISONS).join(", ")})`)
+  return names as Array<Comparison>
+}
+
 /** Runs the suite. */
 export const run = async (): Promise<void> => {
   if (!fs.existsSync(bin)) throw new Error("dist/bin/mesh.js is missing: run `npm run build`")
+  const chosen = chosenComparisons()
   const placed = pinning()
   const root = fs.mkdtempSync(path.join(os.tmpdir(), "mesh-bench-shipped-"))
   logs.length = 0
@@ -307,14 +332,14 @@ export const run = async (): Promise<void> => {
       },
       requests: (port) => [Buffer.from(`GET ${reply!.path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: keep-alive\r\n\r\n`)]
     }
-    const all: Array<BenchServer> = [
-      peer("raw node:http echo", "raw", unsigned),
-      peer("fastify 5 echo", "fastify", unsigned),
-      peer("hono (@hono/node-server) echo", "hono", unsigned),
-      meshAgent(root, "mesh agent POST /v1/run, auth none", () => [], unsigned),
-      peer("raw node:http echo + Ed25519 verify", "raw-verify", (port) => signed(port, CYCLED, by), () => ({ SHIPPED_BENCH_KEYS: JSON.stringify(keys) })),
+    const servers: Record<ServerKey, BenchServer> = {
+      raw: peer("raw node:http echo", "raw", unsigned),
+      fastify: peer("fastify 5 echo", "fastify", unsigned),
+      hono: peer("hono (@hono/node-server) echo", "hono", unsigned),
+      none: meshAgent(root, "mesh agent POST /v1/run, auth none", () => [], unsigned),
+      rawVerify: peer("raw node:http echo + Ed25519 verify", "raw-verify", (port) => signed(port, CYCLED, by), () => ({ SHIPPED_BENCH_KEYS: JSON.stringify(keys) })),
       hub,
-      meshAgent(
+      sig: meshAgent(
         root,
         "mesh agent POST /v1/run, auth mesh-sig",
         () => ["--auth", "mesh-sig", "--hub", hubUrl],
@@ -327,43 +352,53 @@ export const run = async (): Promise<void> => {
         },
         SIG_ROUND_CAP
       ),
-      peer("@a2a-js/sdk express message/send", "sdk", legacySend),
-      meshAgent(root, "mesh agent A2A message/send", () => [], legacySend),
-      peer("raw node:http, the hub's bytes", "raw-bytes", (port) => [Buffer.from(`GET ${reply!.path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: keep-alive\r\n\r\n`)], () => ({
+      sdk: peer("@a2a-js/sdk express message/send", "sdk", legacySend),
+      a2a: meshAgent(root, "mesh agent A2A message/send", () => [], legacySend),
+      rawBytes: peer("raw node:http, the hub's bytes", "raw-bytes", (port) => [Buffer.from(`GET ${reply!.path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: keep-alive\r\n\r\n`)], () => ({
         SHIPPED_BENCH_REPLY: JSON.stringify(reply)
       }))
-    ]
-    const { wall, cpu, latency } = await measureAll(all, OPTIONS)
+    }
+    // The servers of the chosen comparisons, in the order above (the hub before the signed agent, which needs it).
+    const needed = new Set(chosen.flatMap((c) => COMPARISONS[c]))
+    const keysRun = (Object.keys(servers) as Array<ServerKey>).filter((k) => needed.has(k))
+    const { wall, cpu, latency } = await measureAll(keysRun.map((k) => servers[k]), OPTIONS)
     // Every mesh process ran with its access log on: one line per request (and a few of its own).
     const logLines = logs.map(({ name, file }) => ({ name, lines: fs.existsSync(file) ? fs.readFileSync(file, "utf8").split("\n").length - 1 : 0 }))
     console.log(`(access logs written: ${logLines.map((l) => `${l.name} ${l.lines.toLocaleString("en-US")} lines`).join(", ")})`)
     note("accessLogLines", logLines)
 
-    const started = await startUp(fs.mkdtempSync(path.join(root, "start-")), placed.mode === "taskset" ? placed.serverCpu : undefined)
-    console.log(`(mesh hub to first listen ${started.hubMs.toFixed(0)} ms, node -e 0 ${started.nodeMs.toFixed(0)} ms: ${(started.hubMs / started.nodeMs).toFixed(2)}×, target ≤ 3×)`)
-    const listenRow: Row = {
-      figure: { name: "mesh hub start to first listen (starts/s)", opsPerSecond: 1000 / started.hubMs },
-      baseline: { name: "node -e 0 to exit (starts/s)", opsPerSecond: 1000 / started.nodeMs },
-      target: 1 / 3
+    const listenRows: Array<Row> = []
+    if (chosen.includes("start")) {
+      const started = await startUp(fs.mkdtempSync(path.join(root, "start-")), placed.mode === "taskset" ? placed.serverCpu : undefined)
+      console.log(`(mesh hub to first listen ${started.hubMs.toFixed(0)} ms, node -e 0 ${started.nodeMs.toFixed(0)} ms: ${(started.hubMs / started.nodeMs).toFixed(2)}×, target ≤ 3×)`)
+      listenRows.push({
+        figure: { name: "mesh hub start to first listen (starts/s)", opsPerSecond: 1000 / started.hubMs },
+        baseline: { name: "node -e 0 to exit (starts/s)", opsPerSecond: 1000 / started.nodeMs },
+        target: 1 / 3
+      })
     }
+    // Each row whose figure and baseline both ran.
     const rows = (ms: Array<Measurement>): Array<Row> => {
-      const [raw, fastify, hono, none, rawVerify, hubResolve, sig, sdk, a2a, rawBytes] = ms as [
-        Measurement, Measurement, Measurement, Measurement, Measurement, Measurement, Measurement, Measurement, Measurement, Measurement
-      ]
+      const by = new Map(keysRun.map((k, i) => [k, ms[i]!]))
+      const row = (figure: ServerKey, baseline: ServerKey, target?: number): Array<Row> => {
+        const f = by.get(figure)
+        const b = by.get(baseline)
+        return f === undefined || b === undefined ? [] : [{ figure: f, baseline: b, ...(target === undefined ? {} : { target }) }]
+      }
       return [
-        { figure: raw, baseline: raw },
-        { figure: fastify, baseline: raw },
-        { figure: hono, baseline: raw },
-        { figure: none, baseline: raw, target: 0.5 },
-        { figure: rawVerify, baseline: raw },
-        { figure: sig, baseline: rawVerify, target: 0.7 },
-        { figure: sdk, baseline: raw },
-        { figure: a2a, baseline: sdk, target: 3 },
-        { figure: rawBytes, baseline: raw },
-        { figure: hubResolve, baseline: rawBytes, target: 0.45 }
+        ...row("raw", "raw"),
+        ...row("fastify", "raw"),
+        ...row("hono", "raw"),
+        ...row("none", "raw", 0.5),
+        ...row("rawVerify", "raw"),
+        ...row("sig", "rawVerify", 0.7),
+        ...row("sdk", "raw"),
+        ...row("a2a", "sdk", 3),
+        ...row("rawBytes", "raw"),
+        ...row("hub", "rawBytes", 0.45)
       ]
     }
-    report("shipped", [...rows(wall), listenRow])
+    report("shipped", [...rows(wall), ...listenRows])
     reportLatency("shipped", latency)
     report("shipped-cpu", rows(cpu))
   } finally {
