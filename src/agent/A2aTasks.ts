@@ -19,17 +19,20 @@ import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
+import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { AgentUnavailable } from "./AgentError.js"
 import { isInterrupted, isTerminal, type Message, type StreamResult, type Task, type TaskState } from "./A2aProtocol.js"
 import {
+  type A2aTaskInsert,
   type A2aTaskQuery,
   type A2aTaskRecord,
   A2aTaskStore,
@@ -224,7 +227,8 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
   Effect.gen(function* () {
     const bounds = boundsOf(options)
     const entropy = yield* Entropy
-    const store = Option.getOrElse(yield* Effect.serviceOption(A2aTaskStore), () => makeMemory(bounds))
+    const provided = yield* Effect.serviceOption(A2aTaskStore)
+    const store = Option.getOrElse(provided, () => makeMemory(bounds))
     // Writes reach the store in the order they were made, in batches, from one fiber; a state change waits for its own.
     const writes = yield* Queue.unbounded<{ readonly write: A2aTaskWrite; readonly done?: Deferred.Deferred<void> }>()
     yield* Queue.takeBetween(writes, 1, 512).pipe(
@@ -239,6 +243,27 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
       Effect.forever,
       Effect.forkScoped
     )
+    // New tasks are kept in a database in one transaction per turn of the event loop: every request of the turn that
+    // keeps one adds it here and waits, and the batch is written once the turn's requests have all been read
+    // (setImmediate runs after the loop's I/O callbacks). One commit per turn, not per request; each answer still
+    // waits for its own. In memory there is nothing to batch: a task is kept at once.
+    const runtime = yield* Effect.runtime<never>()
+    const keeping: Array<{ readonly entry: A2aTaskInsert; readonly resume: (kept: Effect.Effect<boolean, A2aTaskStoreUnavailable>) => void }> = []
+    const flush = () => {
+      const batch = keeping.splice(0)
+      Runtime.runCallback(runtime)(store.insertAll(batch.map((k) => k.entry)), {
+        onExit: (exit) => {
+          for (const [i, k] of batch.entries()) k.resume(Exit.isSuccess(exit) ? Effect.succeed(exit.value[i] ?? false) : Exit.failCause(exit.cause))
+        }
+      })
+    }
+    const insert = Option.isNone(provided)
+      ? store.insert
+      : (record: A2aTaskRecord, now: number): Effect.Effect<boolean, A2aTaskStoreUnavailable> =>
+        Effect.async((resume) => {
+          if (keeping.push({ entry: { record, now }, resume }) === 1) setImmediate(flush)
+        })
+
     // Made after the writer, so its tasks stop (and store how they ended) before the writer does.
     const live = yield* FiberSet.make<void>()
     // The tasks running (or resumed) in this process, until they end or wait for input: their followers here are
@@ -267,7 +292,7 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
 
     const keep: A2aTasksApi["keep"] = (task) =>
       Effect.gen(function* () {
-        const fits = yield* Effect.mapError(store.insert(recordOf(task), yield* Clock.currentTimeMillis), unavailable)
+        const fits = yield* Effect.mapError(insert(recordOf(task), yield* Clock.currentTimeMillis), unavailable)
         if (!fits) {
           return yield* Effect.fail(
             new AgentUnavailable({ code: "AGENT_BUSY", message: "the A2A tasks in progress hold this agent's bound of tasks or bytes; retry shortly", retryAfterSeconds: 1 })
@@ -279,7 +304,7 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
 
     // Its answer was given in its own request; one that does not fit (or a store that fails) leaves it unkept for GetTask.
     const keepEnded: A2aTasksApi["keepEnded"] = (task, now) =>
-      store.insert(recordOf(task), now).pipe(
+      insert(recordOf(task), now).pipe(
         Effect.map((fits) => void (task.stored = fits)),
         Effect.catchAll((e) => Effect.logWarning(`A2A task ${task.id} not kept: ${e.message}`))
       )

@@ -39,6 +39,12 @@ export interface A2aTaskRecord {
   readonly seq: number
 }
 
+/** A new task to keep at `now`. */
+export interface A2aTaskInsert {
+  readonly record: A2aTaskRecord
+  readonly now: number
+}
+
 /** One write, applied in order with the others of its batch. */
 export type A2aTaskWrite =
   | { readonly _tag: "Save"; readonly record: A2aTaskRecord; readonly at: number }
@@ -87,6 +93,11 @@ export interface A2aTaskBounds {
 export interface A2aTaskStoreApi {
   /** Keeps a new task at `now` if it fits once ended tasks are let go; whether it was kept. */
   readonly insert: (record: A2aTaskRecord, now: number) => Effect.Effect<boolean, A2aTaskStoreUnavailable>
+  /**
+   * `insert` of each entry in order, as one transaction where the store can (several requests' tasks, one commit);
+   * whether each was kept.
+   */
+  readonly insertAll: (entries: ReadonlyArray<A2aTaskInsert>) => Effect.Effect<ReadonlyArray<boolean>, A2aTaskStoreUnavailable>
   /**
    * Applies writes in order (one transaction where the store can); a task no longer kept is not brought back, and
    * a canceled one stays canceled (its run may still be going on another replica).
@@ -198,6 +209,7 @@ export const makeMemory = (bounds: A2aTaskBounds = DEFAULT_BOUNDS): A2aTaskStore
 
   return {
     insert: (record, now) => Effect.sync(() => insert(record, now)),
+    insertAll: (entries) => Effect.sync(() => entries.map((e) => insert(e.record, e.now))),
     write: (writes) =>
       Effect.sync(() => {
         for (const w of writes) {

@@ -28,6 +28,7 @@ import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import {
   type A2aTaskBounds,
+  type A2aTaskInsert,
   type A2aTaskRecord,
   A2aTaskStore,
   type A2aTaskStoreApi,
@@ -99,13 +100,40 @@ interface Totals {
   readonly held: number
 }
 
-function* totalsOf(holder: string): Op<Totals> {
-  const [t] = yield* query<{ tasks: number | string; bytes: number | string; held: number | string | null }>(
-    `SELECT t.tasks AS tasks, t.bytes AS bytes, (SELECT h.bytes FROM mesh_a2a_task_holders h WHERE h.holder = ?) AS held
-      FROM mesh_a2a_task_totals t WHERE t.id = 1`,
-    holder
-  )
-  return { tasks: Number(t?.tasks ?? 0), bytes: Number(t?.bytes ?? 0), held: Number(t?.held ?? 0) }
+/**
+ * The totals as one transaction has them: read once, then kept in step with every change it makes (which 0028's
+ * triggers make in the database too), so several inserts in one transaction read them once. Valid only while no
+ * task's size changes but through these operations.
+ */
+interface Tracked {
+  tasks: number
+  bytes: number
+  /** Holders' bytes read so far. */
+  readonly held: Map<string, number>
+  /** Ended tasks ended before this are gone already. */
+  cutoff: number
+}
+
+function* track(): Op<Tracked> {
+  const [t] = yield* query<{ tasks: number | string; bytes: number | string }>("SELECT tasks, bytes FROM mesh_a2a_task_totals WHERE id = 1")
+  return { tasks: Number(t?.tasks ?? 0), bytes: Number(t?.bytes ?? 0), held: new Map(), cutoff: -Infinity }
+}
+
+function* heldBy(t: Tracked, holder: string): Op<number> {
+  const known = t.held.get(holder)
+  if (known !== undefined) return known
+  const [h] = yield* query<{ bytes: number | string }>("SELECT bytes FROM mesh_a2a_task_holders WHERE holder = ?", holder)
+  const held = Number(h?.bytes ?? 0)
+  t.held.set(holder, held)
+  return held
+}
+
+/** Counts a task of `holder` and `bytes` out of the totals (`sign` -1) or into them (+1). */
+const count = (t: Tracked, holder: string, bytes: number, sign: 1 | -1) => {
+  t.tasks += sign
+  t.bytes += sign * bytes
+  const held = t.held.get(holder)
+  if (held !== undefined) t.held.set(holder, held + sign * bytes)
 }
 
 interface Ended {
@@ -114,65 +142,80 @@ interface Ended {
   readonly bytes: number | string
 }
 
-// Its events and its place in the totals go with it (0028's triggers).
-const letGo = (id: string) => query("DELETE FROM mesh_a2a_tasks WHERE task_id = ?", id)
+/** Lets an ended task go; its events and its place in the totals go with it (0028's triggers). */
+function* drop(t: Tracked, r: Ended): Op<void> {
+  yield* query("DELETE FROM mesh_a2a_tasks WHERE task_id = ?", r.task_id)
+  count(t, r.holder, Number(r.bytes), -1)
+}
 
 /**
  * Lets ended tasks go: those ended for longer than the retention, then, oldest first, `holder`'s own until its share
  * has room for `need` more bytes, then any until the store has room for `count` more tasks and `need` more bytes.
  * The totals left.
  */
-function* makeRoom(bounds: A2aTaskBounds, now: number, holder: string, need: number, count: number): Op<Totals> {
-  yield* query("DELETE FROM mesh_a2a_tasks WHERE ended = 1 AND ended_at < ?", now - bounds.retentionMs)
-  let t = yield* totalsOf(holder)
-  const drop = function*(r: Ended) {
-    yield* letGo(r.task_id)
-    const bytes = Number(r.bytes)
-    t = { tasks: t.tasks - 1, bytes: t.bytes - bytes, held: t.held - (r.holder === holder ? bytes : 0) }
+function* makeRoom(bounds: A2aTaskBounds, t: Tracked, now: number, holder: string, need: number, more: number): Op<Totals> {
+  const cutoff = now - bounds.retentionMs
+  if (cutoff > t.cutoff) {
+    const expired = yield* query<Ended>("DELETE FROM mesh_a2a_tasks WHERE ended = 1 AND ended_at < ? RETURNING task_id, holder, bytes", cutoff)
+    for (const r of expired) count(t, r.holder, Number(r.bytes), -1)
+    t.cutoff = cutoff
   }
   // Each page's first task goes (the bound is still over), so every page read makes progress.
-  while (!shareFits(bounds, t.held, need)) {
+  while (!shareFits(bounds, yield* heldBy(t, holder), need)) {
     const page = yield* query<Ended>(
-      `SELECT task_id, holder, bytes FROM mesh_a2a_tasks WHERE holder = ? AND ended = 1 ORDER BY ended_at, task_id LIMIT ${PAGE}`,
-      holder
+      "SELECT task_id, holder, bytes FROM mesh_a2a_tasks WHERE holder = ? AND ended = 1 ORDER BY ended_at, task_id LIMIT ?",
+      holder,
+      PAGE
     )
     if (page.length === 0) break
     for (const r of page) {
-      if (shareFits(bounds, t.held, need)) break
-      yield* drop(r)
+      if (shareFits(bounds, yield* heldBy(t, holder), need)) break
+      yield* drop(t, r)
     }
   }
-  while (!totalFits(bounds, t.tasks, t.bytes, count, need)) {
-    const page = yield* query<Ended>(`SELECT task_id, holder, bytes FROM mesh_a2a_tasks WHERE ended = 1 ORDER BY ended_at, task_id LIMIT ${PAGE}`)
+  while (!totalFits(bounds, t.tasks, t.bytes, more, need)) {
+    // Over by tasks alone (the usual case once the store is full), exactly that many go: read no more.
+    const over = t.bytes + need <= bounds.maxBytes ? Math.min(PAGE, t.tasks + more - bounds.maxTasks) : PAGE
+    const page = yield* query<Ended>("SELECT task_id, holder, bytes FROM mesh_a2a_tasks WHERE ended = 1 ORDER BY ended_at, task_id LIMIT ?", over)
     if (page.length === 0) break
     for (const r of page) {
-      if (totalFits(bounds, t.tasks, t.bytes, count, need)) break
-      yield* drop(r)
+      if (totalFits(bounds, t.tasks, t.bytes, more, need)) break
+      yield* drop(t, r)
     }
   }
-  return t
+  return { tasks: t.tasks, bytes: t.bytes, held: yield* heldBy(t, holder) }
 }
 
-function* insertOp(bounds: A2aTaskBounds, r: A2aTaskRecord, now: number): Op<{ readonly kept: boolean; readonly totals: Totals }> {
-  const t = yield* makeRoom(bounds, now, r.holder, r.bytes, 1)
-  if (!totalFits(bounds, t.tasks, t.bytes, 1, r.bytes) || !shareFits(bounds, t.held, r.bytes)) return { kept: false, totals: t }
-  const added = yield* query(
-    `INSERT INTO mesh_a2a_tasks (task_id, principal, holder, context_id, state, gate_task_id, body, bytes, seq, ended, ended_at, updated_at)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (task_id) DO NOTHING RETURNING task_id`,
-    r.id,
-    r.principal,
-    r.holder,
-    r.contextId,
-    r.state,
-    r.gateTaskId ?? null,
-    bodyOf(r),
-    r.bytes,
-    r.seq,
-    r.ended ? 1 : 0,
-    r.ended ? now : null,
-    updatedOf(r, now)
-  )
-  return added.length === 0 ? { kept: false, totals: t } : { kept: true, totals: { tasks: t.tasks + 1, bytes: t.bytes + r.bytes, held: t.held + r.bytes } }
+/** Keeps each entry in order if it fits once room is made: whether each was kept, and the totals after the last. */
+function* insertAllOp(bounds: A2aTaskBounds, entries: ReadonlyArray<A2aTaskInsert>): Op<{ readonly kept: ReadonlyArray<boolean>; readonly totals: Totals }> {
+  const t = yield* track()
+  const kept: Array<boolean> = []
+  for (const { now, record: r } of entries) {
+    const room = yield* makeRoom(bounds, t, now, r.holder, r.bytes, 1)
+    if (!totalFits(bounds, room.tasks, room.bytes, 1, r.bytes) || !shareFits(bounds, room.held, r.bytes)) {
+      kept.push(false)
+      continue
+    }
+    const added = yield* query(
+      `INSERT INTO mesh_a2a_tasks (task_id, principal, holder, context_id, state, gate_task_id, body, bytes, seq, ended, ended_at, updated_at)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (task_id) DO NOTHING RETURNING task_id`,
+      r.id,
+      r.principal,
+      r.holder,
+      r.contextId,
+      r.state,
+      r.gateTaskId ?? null,
+      bodyOf(r),
+      r.bytes,
+      r.seq,
+      r.ended ? 1 : 0,
+      r.ended ? now : null,
+      updatedOf(r, now)
+    )
+    if (added.length > 0) count(t, r.holder, r.bytes, 1)
+    kept.push(added.length > 0)
+  }
+  return { kept, totals: { tasks: t.tasks, bytes: t.bytes, held: 0 } }
 }
 
 /** The writes in order; the totals after the last that made room, if one did. */
@@ -207,8 +250,9 @@ function* writeOp(bounds: A2aTaskBounds, writes: ReadonlyArray<A2aTaskWrite>): O
       r.id,
       CANCELED
     )
-    // Its reply grew while it ran: room is made for it among the ended tasks (it may be the one let go).
-    if (r.ended) totals = yield* makeRoom(bounds, w.at, r.holder, 0, 0)
+    // Its reply grew while it ran: room is made for it among the ended tasks (it may be the one let go). The totals
+    // are read afresh, after its resize.
+    if (r.ended) totals = yield* makeRoom(bounds, yield* track(), w.at, r.holder, 0, 0)
   }
   return totals
 }
@@ -352,15 +396,20 @@ const makeOn = (driver: Driver, bounds: A2aTaskBounds): A2aTaskStoreApi => {
     )
   }
 
-  return {
-    insert: (r, now) =>
-      driver.write(() => insertOp(bounds, r, now), true).pipe(
+  const insertAll: A2aTaskStoreApi["insertAll"] = (entries) =>
+    entries.length === 0
+      ? Effect.succeed([])
+      : driver.write(() => insertAllOp(bounds, entries), true).pipe(
         Effect.mapError(unavailable),
         Effect.map(({ kept, totals }) => {
           saw(totals)
           return kept
         })
-      ),
+      )
+
+  return {
+    insert: (record, now) => Effect.map(insertAll([{ record, now }]), (kept) => kept[0] === true),
+    insertAll,
     write: (writes) => {
       if (writes.length === 0) return Effect.void
       // A batch that saves a task may change the totals (its bytes, or room made when it ended).

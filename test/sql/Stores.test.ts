@@ -181,12 +181,13 @@ const a2aTotalsStayExact = (store: A2aTaskStoreApi, sql: SqlClient.SqlClient, bo
     for (let step = 0; step < 240; step++) {
       const action = next(10)
       if (action < 5 || known.length === 0) {
-        const holder = holders[next(holders.length)]!
-        const id = unique("exact")
-        const kept = yield* store.insert(record(id, holder, 10 + next(200), next(5) > 0, 0), now)
-        if (kept) {
+        // Now and then several in one transaction, as an agent keeps the tasks of one turn of its event loop.
+        const batch = Array.from({ length: action === 0 ? 3 : 1 }, () => ({ id: unique("exact"), holder: holders[next(holders.length)]! }))
+        const kept = yield* store.insertAll(batch.map(({ holder, id }) => ({ record: record(id, holder, 10 + next(200), next(5) > 0, 0), now })))
+        for (const [i, t] of batch.entries()) {
+          if (!kept[i]) continue
           inserted++
-          known.push({ id, holder, seq: 0 })
+          known.push({ ...t, seq: 0 })
         }
       } else if (action < 8) {
         const t = known[next(known.length)]!
