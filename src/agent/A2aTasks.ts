@@ -41,7 +41,7 @@ import {
   boundsOf,
   makeMemory
 } from "../core/A2aTaskStore.js"
-import { Entropy } from "../core/Entropy.js"
+import { Entropy, uuidV7 } from "../core/Entropy.js"
 import { clientKey } from "../core/internal/clientKey.js"
 
 /** One task, as the server holds it. */
@@ -273,7 +273,8 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
     const iso = (ms: number) => new Date(ms).toISOString()
 
     const make: A2aTasksApi["make"] = (contextId, principal, message, now, holder = principal) => ({
-      id: entropy.uuid(),
+      // Time-ordered, so the store's key index grows at its end.
+      id: uuidV7(now, entropy),
       contextId,
       principal,
       holder,
