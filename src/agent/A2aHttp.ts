@@ -61,6 +61,7 @@ import * as Sse from "../core/Sse.js"
 import { isRecord } from "../core/internal/record.js"
 import { Entropy } from "../core/Entropy.js"
 import { CorrelationId } from "../http/CorrelationId.js"
+import { holdAnswer } from "../http/LeanRequest.js"
 import type { RefusalWriter } from "../http/Serve.js"
 
 const isSessionId = (s: string) => /^[A-Za-z0-9._:-]{1,128}$/.test(s)
@@ -243,6 +244,7 @@ const handlers = Effect.gen(function* () {
   const start = (
     id: RpcId,
     dialect: Dialect,
+    req: HttpServerRequest.HttpServerRequest,
     task: A2aTask,
     state: TaskState,
     approval: Approval | undefined,
@@ -252,7 +254,9 @@ const handlers = Effect.gen(function* () {
     const answer = () => rpcResponse(resultText(id, sendResult(dialect, snapshot(task, how.historyLength))), versionOf(dialect))
     if (!how.background) {
       const ran = Effect.flatMap(Effect.either(execution.execute(state, approval, false, () => undefined)), (result) => concludeNow(task, result))
-      return Effect.map(kept ? ran : Effect.flatMap(ran, (now) => tasks.keepEnded(task, now)), answer)
+      // The answer goes out once its task is kept: held back by the lean server, so this request needs no fiber to wait.
+      const keep = (now: number) => Effect.suspend(() => tasks.keepEnded(task, now, holdAnswer(req)))
+      return Effect.map(kept ? ran : Effect.flatMap(ran, keep), answer)
     }
     const keep = kept ? Effect.void : Effect.mapError(tasks.keep(task), asRpc)
     if (!how.streaming) return Effect.map(Effect.zipRight(keep, background(task, state, approval, false)), answer)
@@ -288,6 +292,7 @@ const handlers = Effect.gen(function* () {
   const send = (
     id: RpcId,
     dialect: Dialect,
+    req: HttpServerRequest.HttpServerRequest,
     params: Readonly<Record<string, unknown>>,
     streaming: boolean,
     caller: Caller,
@@ -300,13 +305,13 @@ const handlers = Effect.gen(function* () {
     if (typeof historyLength === "object") return fail(Codes.INVALID_PARAMS, historyLength.invalid)
     const how = { background: streaming || config.returnImmediately === true || config.blocking === false, streaming, historyLength }
     if (message.taskId !== undefined) {
-      return Effect.flatMap(resumeTask(message, message.taskId, caller), (resumed) => start(id, dialect, resumed.task, resumed.state, resumed.approval, true, how))
+      return Effect.flatMap(resumeTask(message, message.taskId, caller), (resumed) => start(id, dialect, req, resumed.task, resumed.state, resumed.approval, true, how))
     }
     const contextId = message.contextId ?? entropy.uuid()
     if (!isSessionId(contextId)) return fail(Codes.INVALID_PARAMS, "message.contextId must be 1 to 128 of A-Z a-z 0-9 . _ : -")
     const meta = params.metadata === undefined && message.metadata === undefined ? undefined : { ...(isRecord(params.metadata) ? params.metadata : {}), ...message.metadata }
     const task = tasks.make(contextId, caller.principal, message, clock.unsafeCurrentTimeMillis(), holder)
-    return Effect.flatMap(Effect.mapError(stateOf(task, message, meta, caller), asRpc), (state) => start(id, dialect, task, state, undefined, false, how))
+    return Effect.flatMap(Effect.mapError(stateOf(task, message, meta, caller), asRpc), (state) => start(id, dialect, req, task, state, undefined, false, how))
   }
 
   const taskParam = (params: Readonly<Record<string, unknown>>, caller: Caller) => {
@@ -395,9 +400,9 @@ const handlers = Effect.gen(function* () {
     const holder = () => holderOf(caller, Option.getOrUndefined(req.remoteAddress))
     switch (method.op) {
       case "send":
-        return { dialect, answer: send(id, dialect, params, false, caller, holder()) }
+        return { dialect, answer: send(id, dialect, req, params, false, caller, holder()) }
       case "stream":
-        return { dialect, answer: send(id, dialect, params, true, caller, holder()) }
+        return { dialect, answer: send(id, dialect, req, params, true, caller, holder()) }
       case "get":
         return { dialect, answer: get(id, dialect, params, caller) }
       case "cancel":

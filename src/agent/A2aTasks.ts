@@ -109,8 +109,12 @@ export interface A2aTasksApi {
   readonly make: (contextId: string, principal: string, message: Message, now: number, holder?: string) => A2aTask
   /** Keeps a task that will run in the background; busy when running tasks alone fill the store. */
   readonly keep: (task: A2aTask) => Effect.Effect<void, AgentUnavailable>
-  /** Keeps a task that finished (or paused) in its request at `now`, for `GetTask`. */
-  readonly keepEnded: (task: A2aTask, now: number) => Effect.Effect<void>
+  /**
+   * Keeps a task that finished (or paused) in its request at `now`, for `GetTask`. Given `kept`, the effect ends at
+   * once and `kept` is called when the task is in the store (or failed to be), for the answer to go out then;
+   * otherwise the effect waits for that.
+   */
+  readonly keepEnded: (task: A2aTask, now: number, kept?: () => void) => Effect.Effect<void>
   /** The task `id` of `principal`, if it is kept (here or in the store). */
   readonly find: (id: string, principal: string) => Effect.Effect<A2aTask | undefined, AgentUnavailable>
   /**
@@ -248,21 +252,23 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
     // (setImmediate runs after the loop's I/O callbacks). One commit per turn, not per request; each answer still
     // waits for its own. In memory there is nothing to batch: a task is kept at once.
     const runtime = yield* Effect.runtime<never>()
-    const keeping: Array<{ readonly entry: A2aTaskInsert; readonly resume: (kept: Effect.Effect<boolean, A2aTaskStoreUnavailable>) => void }> = []
+    const keeping: Array<{ readonly entry: A2aTaskInsert; readonly resume: (kept: Exit.Exit<boolean, A2aTaskStoreUnavailable>) => void }> = []
     const flush = () => {
       const batch = keeping.splice(0)
       Runtime.runCallback(runtime)(store.insertAll(batch.map((k) => k.entry)), {
         onExit: (exit) => {
-          for (const [i, k] of batch.entries()) k.resume(Exit.isSuccess(exit) ? Effect.succeed(exit.value[i] ?? false) : Exit.failCause(exit.cause))
+          for (const [i, k] of batch.entries()) k.resume(Exit.isSuccess(exit) ? Exit.succeed(exit.value[i] ?? false) : Exit.failCause(exit.cause))
         }
       })
     }
-    const insert = Option.isNone(provided)
-      ? store.insert
-      : (record: A2aTaskRecord, now: number): Effect.Effect<boolean, A2aTaskStoreUnavailable> =>
-        Effect.async((resume) => {
-          if (keeping.push({ entry: { record, now }, resume }) === 1) setImmediate(flush)
-        })
+    /** Adds a task to this turn's batch; `resume` is told whether it was kept. */
+    const enqueue = (record: A2aTaskRecord, now: number, resume: (kept: Exit.Exit<boolean, A2aTaskStoreUnavailable>) => void) => {
+      if (keeping.push({ entry: { record, now }, resume }) === 1) setImmediate(flush)
+    }
+    const batched = Option.isSome(provided)
+    const insert = batched
+      ? (record: A2aTaskRecord, now: number): Effect.Effect<boolean, A2aTaskStoreUnavailable> => Effect.async((resume) => enqueue(record, now, resume))
+      : store.insert
 
     // Made after the writer, so its tasks stop (and store how they ended) before the writer does.
     const live = yield* FiberSet.make<void>()
@@ -304,11 +310,24 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
       })
 
     // Its answer was given in its own request; one that does not fit (or a store that fails) leaves it unkept for GetTask.
-    const keepEnded: A2aTasksApi["keepEnded"] = (task, now) =>
-      insert(recordOf(task), now).pipe(
-        Effect.map((fits) => void (task.stored = fits)),
-        Effect.catchAll((e) => Effect.logWarning(`A2A task ${task.id} not kept: ${e.message}`))
+    const notKept = (task: A2aTask, e: A2aTaskStoreUnavailable) => Effect.logWarning(`A2A task ${task.id} not kept: ${e.message}`)
+    const keepEnded: A2aTasksApi["keepEnded"] = (task, now, kept) => {
+      if (kept === undefined || !batched) {
+        // In memory the task is kept before the request's effect ends: nothing to hold the answer for.
+        kept?.()
+        return insert(recordOf(task), now).pipe(
+          Effect.map((fits) => void (task.stored = fits)),
+          Effect.catchAll((e) => notKept(task, e))
+        )
+      }
+      return Effect.sync(() =>
+        enqueue(recordOf(task), now, (exit) => {
+          if (Exit.isSuccess(exit)) task.stored = exit.value
+          else Runtime.runFork(runtime)(Effect.catchAll(Effect.asVoid(exit), (e) => notKept(task, e)))
+          kept()
+        })
       )
+    }
 
     const find: A2aTasksApi["find"] = (id, principal) => {
       const here = local.get(id)
