@@ -174,9 +174,19 @@ function* makeRoom(bounds: A2aTaskBounds, t: Tracked, now: number, holder: strin
     }
   }
   while (!totalFits(bounds, t.tasks, t.bytes, more, need)) {
-    // Over by tasks alone (the usual case once the store is full), exactly that many go: read no more.
-    const over = t.bytes + need <= bounds.maxBytes ? Math.min(PAGE, t.tasks + more - bounds.maxTasks) : PAGE
-    const page = yield* query<Ended>("SELECT task_id, holder, bytes FROM mesh_a2a_tasks WHERE ended = 1 ORDER BY ended_at, task_id LIMIT ?", over)
+    if (t.bytes + need <= bounds.maxBytes) {
+      // Over by tasks alone (the usual case once the store is full): that many of the oldest go, in one statement.
+      const over = t.tasks + more - bounds.maxTasks
+      const gone = yield* query<Ended>(
+        `DELETE FROM mesh_a2a_tasks WHERE task_id IN (SELECT task_id FROM mesh_a2a_tasks WHERE ended = 1 ORDER BY ended_at, task_id LIMIT ?)
+          RETURNING task_id, holder, bytes`,
+        over
+      )
+      for (const r of gone) count(t, r.holder, Number(r.bytes), -1)
+      if (gone.length < over) break
+      continue
+    }
+    const page = yield* query<Ended>("SELECT task_id, holder, bytes FROM mesh_a2a_tasks WHERE ended = 1 ORDER BY ended_at, task_id LIMIT ?", PAGE)
     if (page.length === 0) break
     for (const r of page) {
       if (totalFits(bounds, t.tasks, t.bytes, more, need)) break
