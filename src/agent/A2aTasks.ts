@@ -141,10 +141,9 @@ export interface A2aTasksApi {
 /** The A2A tasks of one agent server. */
 export class A2aTasks extends Context.Tag("agent-mesh/agent/A2aTasks")<A2aTasks, A2aTasksApi>() {}
 
-const encoder = new TextEncoder()
 /** What a kept task holds: its messages, status message and reply, as UTF-8 JSON. */
 const sizeOf = (t: A2aTask): number =>
-  encoder.encode(JSON.stringify(t.history)).length + encoder.encode(t.text).length + (t.statusMessage === undefined ? 0 : encoder.encode(JSON.stringify(t.statusMessage)).length)
+  Buffer.byteLength(JSON.stringify(t.history)) + Buffer.byteLength(t.text) + (t.statusMessage === undefined ? 0 : Buffer.byteLength(JSON.stringify(t.statusMessage)))
 
 const ended = (s: TaskState) => isTerminal(s) || isInterrupted(s)
 
