@@ -110,13 +110,15 @@ interface Tracked {
   bytes: number
   /** Holders' bytes read so far. */
   readonly held: Map<string, number>
-  /** Ended tasks ended before this are gone already. */
-  cutoff: number
+  /** No ended task ended before this (a bound: the earliest end when read, or a retention cutoff since applied). */
+  endedSince: number
 }
 
 function* track(): Op<Tracked> {
-  const [t] = yield* query<{ tasks: number | string; bytes: number | string }>("SELECT tasks, bytes FROM mesh_a2a_task_totals WHERE id = 1")
-  return { tasks: Number(t?.tasks ?? 0), bytes: Number(t?.bytes ?? 0), held: new Map(), cutoff: -Infinity }
+  const [t] = yield* query<{ tasks: number | string; bytes: number | string; since: number | string | null }>(
+    "SELECT tasks, bytes, (SELECT min(ended_at) FROM mesh_a2a_tasks WHERE ended = 1) AS since FROM mesh_a2a_task_totals WHERE id = 1"
+  )
+  return { tasks: Number(t?.tasks ?? 0), bytes: Number(t?.bytes ?? 0), held: new Map(), endedSince: t?.since == null ? Infinity : Number(t.since) }
 }
 
 function* heldBy(t: Tracked, holder: string): Op<number> {
@@ -155,10 +157,10 @@ function* drop(t: Tracked, r: Ended): Op<void> {
  */
 function* makeRoom(bounds: A2aTaskBounds, t: Tracked, now: number, holder: string, need: number, more: number): Op<Totals> {
   const cutoff = now - bounds.retentionMs
-  if (cutoff > t.cutoff) {
+  if (cutoff > t.endedSince) {
     const expired = yield* query<Ended>("DELETE FROM mesh_a2a_tasks WHERE ended = 1 AND ended_at < ? RETURNING task_id, holder, bytes", cutoff)
     for (const r of expired) count(t, r.holder, Number(r.bytes), -1)
-    t.cutoff = cutoff
+    t.endedSince = cutoff
   }
   // Each page's first task goes (the bound is still over), so every page read makes progress.
   while (!shareFits(bounds, yield* heldBy(t, holder), need)) {
@@ -222,7 +224,10 @@ function* insertAllOp(bounds: A2aTaskBounds, entries: ReadonlyArray<A2aTaskInser
       r.ended ? now : null,
       updatedOf(r, now)
     )
-    if (added.length > 0) count(t, r.holder, r.bytes, 1)
+    if (added.length > 0) {
+      count(t, r.holder, r.bytes, 1)
+      if (r.ended) t.endedSince = Math.min(t.endedSince, now)
+    }
     kept.push(added.length > 0)
   }
   return { kept, totals: { tasks: t.tasks, bytes: t.bytes, held: 0 } }

@@ -242,6 +242,31 @@ const suite = (url: () => string) => {
       })
     ))
 
+  it.live("A2A tasks: several kept in one transaction are kept as one after the other would be, the retention of each included", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const [a] = yield* twoProcesses(url())
+        const sql = Context.get(a, SqlClient.SqlClient)
+        yield* clearA2a(sql)
+        const bounds = { maxTasks: 3, maxBytes: 1000, maxBytesPerCaller: 1000, retentionMs: 0 }
+        for (const store of [yield* A2aTaskStoreSql.make(bounds).pipe(Effect.provide(a)), makeMemory(bounds)]) {
+          const ids = [unique("batch"), unique("batch"), unique("batch")]
+          const rec = (id: string, ended: boolean): A2aTaskRecord => ({
+            id, contextId: "ctx", principal: "p", holder: "h", state: ended ? "TASK_STATE_COMPLETED" : "TASK_STATE_WORKING", statusMessage: undefined,
+            timestamp: "2026-01-01T00:00:00.000Z", history: [], text: "", gateTaskId: undefined, ended, bytes: 10, seq: 0
+          })
+          // The first has ended for longer than the retention (0) when the second is kept: it goes, though there is room.
+          const kept = yield* store.insertAll([{ record: rec(ids[0]!, true), now: 1 }, { record: rec(ids[1]!, false), now: 2 }, { record: rec(ids[2]!, false), now: 2 }])
+          assert.deepStrictEqual(kept, [true, true, true])
+          assert.isUndefined(yield* store.find(ids[0]!, "p"))
+          assert.deepStrictEqual(store.stats(), { tasks: 2, bytes: 20 })
+          // Then full of running tasks: nothing to let go for the last.
+          assert.deepStrictEqual(yield* store.insertAll([{ record: rec(unique("batch"), false), now: 3 }, { record: rec(unique("batch"), true), now: 3 }]), [true, false])
+          yield* clearA2a(sql)
+        }
+      })
+    ))
+
   it.live("A2A tasks: the totals the bounds are checked against stay exact under inserts, resizes, events, evictions and expiry", () =>
     Effect.scoped(
       Effect.gen(function* () {
