@@ -3,9 +3,10 @@
  * by replicas on one database. Making room and keeping a task is one transaction (on Postgres under one advisory lock,
  * so replicas do not both fill the last room); a task's events go when it does.
  *
- * The bounds are checked against running totals (0028: the store's task count and bytes, and each holder's, kept by
- * triggers in the transaction of every insert, delete and resize), and room is made from the oldest ended tasks read a
- * page at a time in index order, so keeping a task costs the same with 10 tasks kept as with 10 000.
+ * The bounds are checked against running totals (0028: the store's task count and bytes, and each holder's), which
+ * every operation here that keeps, lets go or resizes a task changes in its own transaction (`Tracked`); room is made
+ * from the oldest ended tasks read a page at a time in index order, so keeping a task costs the same with 10 tasks
+ * kept as with 10 000.
  *
  * Each operation is written once, as the statements it runs (`Op`), and run by one of two drivers. On a SQLite file,
  * on a connection of the store's own (`Database.sqliteConnection`): prepared statements, each write one IMMEDIATE
@@ -108,15 +109,17 @@ interface Totals {
 }
 
 /**
- * The totals as one transaction has them: read once, then kept in step with every change it makes (which 0028's
- * triggers make in the database too), so several inserts in one transaction read them once. Valid only while no
- * task's size changes but through these operations.
+ * The totals as one transaction has them: read once (a holder's when first needed), kept in step with every change it
+ * makes to the tasks, and written back as the changes' sums when it ends (`settle`). Every statement that keeps, lets
+ * go or resizes a task goes through here, so the totals stay exact.
  */
 interface Tracked {
   tasks: number
   bytes: number
-  /** Holders' bytes read so far. */
+  /** Holders' bytes, as read and changed so far. */
   readonly held: Map<string, number>
+  /** Each holder's change in tasks and bytes, to write back. */
+  readonly changed: Map<string, { tasks: number; bytes: number }>
   /** No ended task ended before this (a bound: the earliest end when read, or a retention cutoff since applied). */
   endedSince: number
 }
@@ -125,14 +128,20 @@ function* track(): Op<Tracked> {
   const [t] = yield* query<{ tasks: number | string; bytes: number | string; since: number | string | null }>(
     "SELECT tasks, bytes, (SELECT min(ended_at) FROM mesh_a2a_tasks WHERE ended = 1) AS since FROM mesh_a2a_task_totals WHERE id = 1"
   )
-  return { tasks: Number(t?.tasks ?? 0), bytes: Number(t?.bytes ?? 0), held: new Map(), endedSince: t?.since == null ? Infinity : Number(t.since) }
+  return {
+    tasks: Number(t?.tasks ?? 0),
+    bytes: Number(t?.bytes ?? 0),
+    held: new Map(),
+    changed: new Map(),
+    endedSince: t?.since == null ? Infinity : Number(t.since)
+  }
 }
 
 function* heldBy(t: Tracked, holder: string): Op<number> {
   const known = t.held.get(holder)
   if (known !== undefined) return known
   const [h] = yield* query<{ bytes: number | string }>("SELECT bytes FROM mesh_a2a_task_holders WHERE holder = ?", holder)
-  const held = Number(h?.bytes ?? 0)
+  const held = Number(h?.bytes ?? 0) + (t.changed.get(holder)?.bytes ?? 0)
   t.held.set(holder, held)
   return held
 }
@@ -143,6 +152,33 @@ const count = (t: Tracked, holder: string, bytes: number, sign: 1 | -1) => {
   t.bytes += sign * bytes
   const held = t.held.get(holder)
   if (held !== undefined) t.held.set(holder, held + sign * bytes)
+  const changed = t.changed.get(holder)
+  if (changed === undefined) t.changed.set(holder, { tasks: sign, bytes: sign * bytes })
+  else {
+    changed.tasks += sign
+    changed.bytes += sign * bytes
+  }
+}
+
+/** Writes the transaction's changes to the totals: the store's, and each holder's (whose row goes with its last task). */
+function* settle(t: Tracked): Op<void> {
+  let tasks = 0
+  let bytes = 0
+  for (const [holder, c] of t.changed) {
+    if (c.tasks === 0 && c.bytes === 0) continue
+    tasks += c.tasks
+    bytes += c.bytes
+    yield* query(
+      `INSERT INTO mesh_a2a_task_holders (holder, tasks, bytes) VALUES (?, ?, ?)
+        ON CONFLICT (holder) DO UPDATE SET tasks = mesh_a2a_task_holders.tasks + excluded.tasks, bytes = mesh_a2a_task_holders.bytes + excluded.bytes`,
+      holder,
+      c.tasks,
+      c.bytes
+    )
+    if (c.tasks < 0) yield* query("DELETE FROM mesh_a2a_task_holders WHERE holder = ? AND tasks = 0", holder)
+  }
+  t.changed.clear()
+  if (tasks !== 0 || bytes !== 0) yield* query("UPDATE mesh_a2a_task_totals SET tasks = tasks + ?, bytes = bytes + ? WHERE id = 1", tasks, bytes)
 }
 
 interface Ended {
@@ -151,9 +187,10 @@ interface Ended {
   readonly bytes: number | string
 }
 
-/** Lets an ended task go; its events and its place in the totals go with it (0028's triggers). */
+/** Lets a task go, with its events. */
 function* drop(t: Tracked, r: Ended): Op<void> {
   yield* query("DELETE FROM mesh_a2a_tasks WHERE task_id = ?", r.task_id)
+  yield* query("DELETE FROM mesh_a2a_task_events WHERE task_id = ?", r.task_id)
   count(t, r.holder, Number(r.bytes), -1)
 }
 
@@ -166,7 +203,10 @@ function* makeRoom(bounds: A2aTaskBounds, t: Tracked, now: number, holder: strin
   const cutoff = now - bounds.retentionMs
   if (cutoff > t.endedSince) {
     const expired = yield* query<Ended>("DELETE FROM mesh_a2a_tasks WHERE ended = 1 AND ended_at < ? RETURNING task_id, holder, bytes", cutoff)
-    for (const r of expired) count(t, r.holder, Number(r.bytes), -1)
+    for (const r of expired) {
+      yield* query("DELETE FROM mesh_a2a_task_events WHERE task_id = ?", r.task_id)
+      count(t, r.holder, Number(r.bytes), -1)
+    }
     t.endedSince = cutoff
   }
   // Each page's first task goes (the bound is still over), so every page read makes progress.
@@ -222,11 +262,13 @@ function* insertAllOp(bounds: A2aTaskBounds, entries: ReadonlyArray<A2aTaskInser
     }
     kept.push(added.length > 0)
   }
+  yield* settle(t)
   return { kept, totals: { tasks: t.tasks, bytes: t.bytes, held: 0 } }
 }
 
 /** The writes in order; the totals after the last that made room, if one did. */
 function* writeOp(bounds: A2aTaskBounds, writes: ReadonlyArray<A2aTaskWrite>): Op<Totals | undefined> {
+  let t: Tracked | undefined = undefined
   let totals: Totals | undefined = undefined
   for (const w of writes) {
     if (w._tag === "Event") {
@@ -242,10 +284,13 @@ function* writeOp(bounds: A2aTaskBounds, writes: ReadonlyArray<A2aTaskWrite>): O
       )
       continue
     }
+    t ??= yield* track()
     const r = w.record
+    const [was] = yield* query<{ holder: string; bytes: number | string }>("SELECT holder, bytes FROM mesh_a2a_tasks WHERE task_id = ? AND state <> ?", r.id, CANCELED)
+    if (was === undefined) continue
     yield* query(
       `UPDATE mesh_a2a_tasks SET state = ?, gate_task_id = ?, body = ?, bytes = ?, seq = ?, ended = ?, ended_at = ?, updated_at = ?
-        WHERE task_id = ? AND state <> ?`,
+        WHERE task_id = ?`,
       r.state,
       r.gateTaskId ?? null,
       bodyOf(r),
@@ -254,13 +299,16 @@ function* writeOp(bounds: A2aTaskBounds, writes: ReadonlyArray<A2aTaskWrite>): O
       r.ended ? 1 : 0,
       r.ended ? w.at : null,
       updatedOf(r, w.at),
-      r.id,
-      CANCELED
+      r.id
     )
-    // Its reply grew while it ran: room is made for it among the ended tasks (it may be the one let go). The totals
-    // are read afresh, after its resize.
-    if (r.ended) totals = yield* makeRoom(bounds, yield* track(), w.at, r.holder, 0, 0)
+    count(t, was.holder, Number(was.bytes), -1)
+    count(t, was.holder, r.bytes, 1)
+    if (!r.ended) continue
+    t.endedSince = Math.min(t.endedSince, w.at)
+    // Its reply grew while it ran: room is made for it among the ended tasks (it may be the one let go).
+    totals = yield* makeRoom(bounds, t, w.at, r.holder, 0, 0)
   }
+  if (t !== undefined) yield* settle(t)
   return totals
 }
 

@@ -123,8 +123,14 @@ it.effect("A2A tasks in memory: bounds per holder and in all, ended tasks let go
     yield* a2aTaskContract(store, store)
   }))
 
-/** No A2A task left by an earlier test on this database (the tests of one engine share it). */
-const clearA2a = (sql: SqlClient.SqlClient) => Effect.orDie(sql`DELETE FROM mesh_a2a_tasks`)
+/** No A2A task left by an earlier test on this database (the tests of one engine share it), and totals to match. */
+const clearA2a = (sql: SqlClient.SqlClient) =>
+  Effect.orDie(Effect.all([
+    sql`DELETE FROM mesh_a2a_tasks`,
+    sql`DELETE FROM mesh_a2a_task_events`,
+    sql`DELETE FROM mesh_a2a_task_holders`,
+    sql`UPDATE mesh_a2a_task_totals SET tasks = 0, bytes = 0`
+  ], { discard: true }))
 
 /** What the totals rows say, and what counting the kept tasks says. */
 const a2aTotals = (sql: SqlClient.SqlClient) =>
