@@ -10,7 +10,7 @@
  *
  * Floor: agent (docs/architecture.md §3).
  */
-import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as ApiGroup from "../http/ApiGroup.js"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Clock from "effect/Clock"
@@ -61,6 +61,7 @@ import * as Sse from "../core/Sse.js"
 import { isRecord } from "../core/internal/record.js"
 import { Entropy } from "../core/Entropy.js"
 import { CorrelationId } from "../http/CorrelationId.js"
+import { holdAnswer } from "../http/LeanRequest.js"
 import type { RefusalWriter } from "../http/Serve.js"
 
 const isSessionId = (s: string) => /^[A-Za-z0-9._:-]{1,128}$/.test(s)
@@ -80,13 +81,16 @@ class RpcFailure {
 }
 const fail = (code: number, message: string, meshCode?: string) => Effect.fail(new RpcFailure(rpcError(code, message, meshCode)))
 
-/** The `A2A-Version` a request names, checked: absent is 0.3 (A2A 1.0 §3.6.2); a version this server lacks is refused. */
-const checkVersion = (header: string | undefined): Effect.Effect<void, RpcFailure> => {
-  if (header === undefined || header === VERSION_1_0 || header === VERSION_0_3 || header.trim() === "") return Effect.void
+/**
+ * The `A2A-Version` a request names, checked: absent is 0.3 (A2A 1.0 §3.6.2); a version this server lacks is refused
+ * (the failure to answer with), one it speaks is undefined.
+ */
+const checkVersion = (header: string | undefined): Effect.Effect<never, RpcFailure> | undefined => {
+  if (header === undefined || header === VERSION_1_0 || header === VERSION_0_3 || header.trim() === "") return undefined
   const m = /^\s*(\d+)(?:\.(\d+))?/.exec(header)
   const v = m === null ? "" : `${m[1]}.${m[2] ?? "0"}`
   return v === VERSION_1_0 || v === VERSION_0_3
-    ? Effect.void
+    ? undefined
     : fail(Codes.VERSION_NOT_SUPPORTED, `A2A version ${header} is not supported; this server speaks ${VERSION_1_0} and ${VERSION_0_3}`, "VERSION_NOT_SUPPORTED")
 }
 
@@ -160,6 +164,8 @@ const handlers = Effect.gen(function* () {
   const { did } = yield* Identity
   const mandateCache = Option.getOrUndefined(yield* Effect.serviceOption(MandateCache))
   const entropy = yield* Entropy
+  // Read without a fiber, so a request whose handler answers at once is answered on the calling stack (Serve).
+  const clock = yield* Effect.clock
 
   /** Applies how a run ended (at `now`) to its task. */
   const conclude = (task: A2aTask, result: Either.Either<Outcome, RunError>, now: number): Effect.Effect<void> => {
@@ -179,7 +185,10 @@ const handlers = Effect.gen(function* () {
 
   /** How a run ended, applied to its task at the clock's time. */
   const concludeNow = (task: A2aTask, result: Either.Either<Outcome, RunError>) =>
-    Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.as(conclude(task, result, now), now))
+    Effect.suspend(() => {
+      const now = clock.unsafeCurrentTimeMillis()
+      return Effect.as(conclude(task, result, now), now)
+    })
 
   /** The run of a task in the background: chunks go to its followers as the reply artifact grows. */
   const background = (task: A2aTask, state: TaskState, approval: Approval | undefined, streaming: boolean) =>
@@ -231,58 +240,79 @@ const handlers = Effect.gen(function* () {
     })
   }
 
-  /** `SendMessage` and `SendStreamingMessage`: a new task, or the next message of a task waiting for input. */
-  const send = (id: RpcId, dialect: Dialect, params: Readonly<Record<string, unknown>>, streaming: boolean, caller: Caller, holder: string) =>
-    Effect.gen(function* () {
-      const message = readMessage(dialect, params.message)
-      if (typeof message === "string") return yield* fail(Codes.INVALID_PARAMS, message)
-      const config = isRecord(params.configuration) ? params.configuration : {}
-      const background_ = streaming || config.returnImmediately === true || config.blocking === false
-      const historyLength = yield* historyLengthOf(config.historyLength)
-      const meta = { ...(isRecord(params.metadata) ? params.metadata : {}), ...message.metadata }
-
-      let task: A2aTask
-      let state: TaskState
-      let approval: Approval | undefined
-      let kept = false
-      if (message.taskId !== undefined) {
-        const found = yield* Effect.mapError(tasks.find(message.taskId, caller.principal), asRpc)
-        if (found === undefined) return yield* fail(Codes.TASK_NOT_FOUND, `no task ${message.taskId}`, "TASK_NOT_FOUND")
-        if (found.state !== "TASK_STATE_INPUT_REQUIRED" || found.gateTaskId === undefined) {
-          return yield* fail(Codes.UNSUPPORTED_OPERATION, `task ${found.id} is ${found.state}: only a task waiting for input takes another message`, "TASK_NOT_PAUSED")
-        }
-        const given = approvalOf(message)
-        if (given === undefined) return yield* fail(Codes.INVALID_PARAMS, "the task waits for the grantor's signed approval: send it as a data part { approval }", "APPROVAL_MALFORMED")
-        const claimed = yield* Effect.mapError(gates.resume(found.gateTaskId, given, caller), asRpc)
-        task = found
-        task.gateTaskId = undefined
-        task.history.push({ ...message, contextId: task.contextId })
-        yield* tasks.settle(task, yield* Clock.currentTimeMillis, "TASK_STATE_WORKING")
-        state = claimed.state
-        approval = claimed.approval
-        kept = true
-      } else {
-        const contextId = message.contextId ?? entropy.uuid()
-        if (!isSessionId(contextId)) return yield* fail(Codes.INVALID_PARAMS, "message.contextId must be 1 to 128 of A-Z a-z 0-9 . _ : -")
-        task = tasks.make(contextId, caller.principal, message, yield* Clock.currentTimeMillis, holder)
-        state = yield* Effect.mapError(stateOf(task, message, meta, caller), asRpc)
-      }
-
-      if (!background_) {
-        const now = yield* concludeNow(task, yield* Effect.either(execution.execute(state, approval, false, () => undefined)))
-        if (!kept) yield* tasks.keepEnded(task, now)
-        return rpcResponse(resultText(id, sendResult(dialect, snapshot(task, historyLength))), versionOf(dialect))
-      }
-      if (!kept) yield* Effect.mapError(tasks.keep(task), asRpc)
-      if (!streaming) {
-        yield* background(task, state, approval, false)
-        return rpcResponse(resultText(id, sendResult(dialect, snapshot(task, historyLength))), versionOf(dialect))
-      }
+  /** The task's run, by the request's configuration: in the request (blocking), or in the background (streamed or not). */
+  const start = (
+    id: RpcId,
+    dialect: Dialect,
+    req: HttpServerRequest.HttpServerRequest,
+    task: A2aTask,
+    state: TaskState,
+    approval: Approval | undefined,
+    kept: boolean,
+    how: { readonly background: boolean; readonly streaming: boolean; readonly historyLength: number | undefined }
+  ): Effect.Effect<HttpServerResponse.HttpServerResponse, RpcFailure> => {
+    const answer = () => rpcResponse(resultText(id, sendResult(dialect, snapshot(task, how.historyLength))), versionOf(dialect))
+    if (!how.background) {
+      const ran = Effect.flatMap(Effect.either(execution.execute(state, approval, false, () => undefined)), (result) => concludeNow(task, result))
+      // The answer goes out once its task is kept: held back by the lean server, so this request needs no fiber to wait.
+      const keep = (now: number) => Effect.suspend(() => tasks.keepEnded(task, now, holdAnswer(req)))
+      return Effect.map(kept ? ran : Effect.flatMap(ran, keep), answer)
+    }
+    const keep = kept ? Effect.void : Effect.mapError(tasks.keep(task), asRpc)
+    if (!how.streaming) return Effect.map(Effect.zipRight(keep, background(task, state, approval, false)), answer)
+    return Effect.flatMap(keep, () => {
       // Followed before the run starts, so no event of it is missed.
-      const events = tasks.follow(task, () => [{ task: snapshot(task, historyLength) }])
-      yield* background(task, state, approval, true)
-      return sse(id, dialect, events)
+      const events = tasks.follow(task, () => [{ task: snapshot(task, how.historyLength) }])
+      return Effect.as(background(task, state, approval, true), sse(id, dialect, events))
     })
+  }
+
+  /** The next message of a task waiting for input: the grantor's approval, which resumes it. */
+  const resumeTask = (message: Message, taskId: string, caller: Caller) =>
+    Effect.gen(function* () {
+      const found = yield* Effect.mapError(tasks.find(taskId, caller.principal), asRpc)
+      if (found === undefined) return yield* fail(Codes.TASK_NOT_FOUND, `no task ${taskId}`, "TASK_NOT_FOUND")
+      if (found.state !== "TASK_STATE_INPUT_REQUIRED" || found.gateTaskId === undefined) {
+        return yield* fail(Codes.UNSUPPORTED_OPERATION, `task ${found.id} is ${found.state}: only a task waiting for input takes another message`, "TASK_NOT_PAUSED")
+      }
+      const given = approvalOf(message)
+      if (given === undefined) return yield* fail(Codes.INVALID_PARAMS, "the task waits for the grantor's signed approval: send it as a data part { approval }", "APPROVAL_MALFORMED")
+      const claimed = yield* Effect.mapError(gates.resume(found.gateTaskId, given, caller), asRpc)
+      const task = found
+      task.gateTaskId = undefined
+      task.history.push({ ...message, contextId: task.contextId })
+      yield* tasks.settle(task, yield* Clock.currentTimeMillis, "TASK_STATE_WORKING")
+      return { task, state: claimed.state, approval: claimed.approval }
+    })
+
+  /**
+   * `SendMessage` and `SendStreamingMessage`: a new task, or the next message of a task waiting for input. Per
+   * request, so a new task is built of plain combinators rather than a generator.
+   */
+  const send = (
+    id: RpcId,
+    dialect: Dialect,
+    req: HttpServerRequest.HttpServerRequest,
+    params: Readonly<Record<string, unknown>>,
+    streaming: boolean,
+    caller: Caller,
+    holder: string
+  ): Effect.Effect<HttpServerResponse.HttpServerResponse, RpcFailure> => {
+    const message = readMessage(dialect, params.message)
+    if (typeof message === "string") return fail(Codes.INVALID_PARAMS, message)
+    const config = isRecord(params.configuration) ? params.configuration : {}
+    const historyLength = readCount(config.historyLength, "historyLength")
+    if (typeof historyLength === "object") return fail(Codes.INVALID_PARAMS, historyLength.invalid)
+    const how = { background: streaming || config.returnImmediately === true || config.blocking === false, streaming, historyLength }
+    if (message.taskId !== undefined) {
+      return Effect.flatMap(resumeTask(message, message.taskId, caller), (resumed) => start(id, dialect, req, resumed.task, resumed.state, resumed.approval, true, how))
+    }
+    const contextId = message.contextId ?? entropy.uuid()
+    if (!isSessionId(contextId)) return fail(Codes.INVALID_PARAMS, "message.contextId must be 1 to 128 of A-Z a-z 0-9 . _ : -")
+    const meta = params.metadata === undefined && message.metadata === undefined ? undefined : { ...(isRecord(params.metadata) ? params.metadata : {}), ...message.metadata }
+    const task = tasks.make(contextId, caller.principal, message, clock.unsafeCurrentTimeMillis(), holder)
+    return Effect.flatMap(Effect.mapError(stateOf(task, message, meta, caller), asRpc), (state) => start(id, dialect, req, task, state, undefined, false, how))
+  }
 
   const taskParam = (params: Readonly<Record<string, unknown>>, caller: Caller) => {
     if (typeof params.id !== "string" || params.id.length === 0) return fail(Codes.INVALID_PARAMS, "params.id must be a task id")
@@ -341,49 +371,58 @@ const handlers = Effect.gen(function* () {
       return sse(id, dialect, tasks.follow(task, () => [{ task: snapshot(task) }]))
     })
 
-  const rpc = (payload: unknown) =>
-    Effect.gen(function* () {
-      const req = yield* HttpServerRequest.HttpServerRequest
-      const caller = yield* CurrentCaller
-      const cid = yield* CorrelationId
-      let id: RpcId = null
-      let dialect: Dialect = "1.0"
-      const answer = Effect.gen(function* () {
-        // The id is read first, so an Invalid Request answer names the request whenever its id is readable.
-        const rawId = isRecord(payload) ? readId(payload.id) : undefined
-        if (rawId !== undefined) id = rawId
-        if (!isRecord(payload) || payload.jsonrpc !== "2.0" || typeof payload.method !== "string") {
-          return yield* fail(Codes.INVALID_REQUEST, Array.isArray(payload) ? "batches are not supported" : "not a JSON-RPC 2.0 request")
-        }
-        if (rawId === undefined) return yield* fail(Codes.INVALID_REQUEST, "a request needs an id: a string or a number")
-        yield* checkVersion(req.headers[VERSION_HEADER])
-        const method = METHODS.get(payload.method)
-        if (method === undefined) {
-          const code = UNSUPPORTED.get(payload.method)
-          return yield* code === undefined
-            ? fail(Codes.METHOD_NOT_FOUND, `method ${JSON.stringify(payload.method.slice(0, 100))} not found`)
-            : fail(code, `${payload.method} is not offered by this agent`)
-        }
-        dialect = method.dialect
-        const params = payload.params
-        if (!isRecord(params)) return yield* fail(Codes.INVALID_PARAMS, "params must be an object")
-        switch (method.op) {
-          case "send":
-            return yield* send(id, dialect, params, false, caller, holderOf(caller, Option.getOrUndefined(req.remoteAddress)))
-          case "stream":
-            return yield* send(id, dialect, params, true, caller, holderOf(caller, Option.getOrUndefined(req.remoteAddress)))
-          case "get":
-            return yield* get(id, dialect, params, caller)
-          case "cancel":
-            return yield* cancel(id, dialect, params, caller)
-          case "subscribe":
-            return yield* subscribe(id, dialect, params, caller)
-          case "list":
-            return yield* list(id, dialect, params, holderOf(caller, Option.getOrUndefined(req.remoteAddress)), caller)
-        }
-      })
-      return yield* Effect.catchAll(answer, (e) =>
-        Effect.succeed(rpcResponse(errorText(id, { ...e.error, data: { ...(isRecord(e.error.data) ? e.error.data : {}), correlationId: cid } }), versionOf(dialect)))
+  /** The method a request calls, with its params: the answer, or the failure to answer with. */
+  const dispatch = (
+    payload: unknown,
+    id: RpcId,
+    req: HttpServerRequest.HttpServerRequest,
+    caller: Caller
+  ): { readonly dialect: Dialect; readonly answer: Effect.Effect<HttpServerResponse.HttpServerResponse, RpcFailure> } => {
+    const failing = (answer: Effect.Effect<never, RpcFailure>) => ({ dialect: "1.0" as const, answer })
+    if (!isRecord(payload) || payload.jsonrpc !== "2.0" || typeof payload.method !== "string") {
+      return failing(fail(Codes.INVALID_REQUEST, Array.isArray(payload) ? "batches are not supported" : "not a JSON-RPC 2.0 request"))
+    }
+    if (readId(payload.id) === undefined) return failing(fail(Codes.INVALID_REQUEST, "a request needs an id: a string or a number"))
+    const version = checkVersion(req.headers[VERSION_HEADER])
+    if (version !== undefined) return failing(version)
+    const method = METHODS.get(payload.method)
+    if (method === undefined) {
+      const code = UNSUPPORTED.get(payload.method)
+      return failing(
+        code === undefined
+          ? fail(Codes.METHOD_NOT_FOUND, `method ${JSON.stringify(payload.method.slice(0, 100))} not found`)
+          : fail(code, `${payload.method} is not offered by this agent`)
+      )
+    }
+    const dialect = method.dialect
+    const params = payload.params
+    if (!isRecord(params)) return { dialect, answer: fail(Codes.INVALID_PARAMS, "params must be an object") }
+    const holder = () => holderOf(caller, Option.getOrUndefined(req.remoteAddress))
+    switch (method.op) {
+      case "send":
+        return { dialect, answer: send(id, dialect, req, params, false, caller, holder()) }
+      case "stream":
+        return { dialect, answer: send(id, dialect, req, params, true, caller, holder()) }
+      case "get":
+        return { dialect, answer: get(id, dialect, params, caller) }
+      case "cancel":
+        return { dialect, answer: cancel(id, dialect, params, caller) }
+      case "subscribe":
+        return { dialect, answer: subscribe(id, dialect, params, caller) }
+      case "list":
+        return { dialect, answer: list(id, dialect, params, holder(), caller) }
+    }
+  }
+
+  // Per request, so built of plain combinators rather than generators: a request answered at once runs without a fiber.
+  const rpc = (payload: unknown, req: HttpServerRequest.HttpServerRequest) =>
+    Effect.flatMap(CurrentCaller, (caller) => {
+      // The id is read first, so an Invalid Request answer names the request whenever its id is readable.
+      const id = (isRecord(payload) ? readId(payload.id) : undefined) ?? null
+      const { answer, dialect } = dispatch(payload, id, req, caller)
+      return Effect.catchAll(answer, (e) =>
+        Effect.map(CorrelationId, (cid) =>
+          rpcResponse(errorText(id, { ...e.error, data: { ...(isRecord(e.error.data) ? e.error.data : {}), correlationId: cid } }), versionOf(dialect)))
       )
     })
 
@@ -402,8 +441,8 @@ export const refusal: RefusalWriter = ({ code, correlationId, message }) => {
 
 /** The handlers of the A2A groups of `AgentApi`. */
 export const layer = Layer.mergeAll(
-  HttpApiBuilder.group(AgentApi, "a2a", (h) => Effect.map(handlers, ({ rpc }) => h.handle("rpc", ({ payload }) => rpc(payload)))),
-  HttpApiBuilder.group(AgentApi, "a2aCard", (h) =>
+  ApiGroup.group(AgentApi, "a2a", (h) => Effect.map(handlers, ({ rpc }) => h.handle("rpc", ({ payload, request }) => rpc(payload, request)))),
+  ApiGroup.group(AgentApi, "a2aCard", (h) =>
     Effect.map(A2aCard, (card) =>
       h.handle("card", () =>
         Effect.map(card.text, (text) =>

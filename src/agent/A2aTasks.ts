@@ -19,17 +19,20 @@ import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
+import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { AgentUnavailable } from "./AgentError.js"
 import { isInterrupted, isTerminal, type Message, type StreamResult, type Task, type TaskState } from "./A2aProtocol.js"
 import {
+  type A2aTaskInsert,
   type A2aTaskQuery,
   type A2aTaskRecord,
   A2aTaskStore,
@@ -38,7 +41,7 @@ import {
   boundsOf,
   makeMemory
 } from "../core/A2aTaskStore.js"
-import { Entropy } from "../core/Entropy.js"
+import { Entropy, uuidV7 } from "../core/Entropy.js"
 import { clientKey } from "../core/internal/clientKey.js"
 
 /** One task, as the server holds it. */
@@ -106,8 +109,12 @@ export interface A2aTasksApi {
   readonly make: (contextId: string, principal: string, message: Message, now: number, holder?: string) => A2aTask
   /** Keeps a task that will run in the background; busy when running tasks alone fill the store. */
   readonly keep: (task: A2aTask) => Effect.Effect<void, AgentUnavailable>
-  /** Keeps a task that finished (or paused) in its request at `now`, for `GetTask`. */
-  readonly keepEnded: (task: A2aTask, now: number) => Effect.Effect<void>
+  /**
+   * Keeps a task that finished (or paused) in its request at `now`, for `GetTask`. Given `kept`, the effect ends at
+   * once and `kept` is called when the task is in the store (or failed to be), for the answer to go out then;
+   * otherwise the effect waits for that.
+   */
+  readonly keepEnded: (task: A2aTask, now: number, kept?: () => void) => Effect.Effect<void>
   /** The task `id` of `principal`, if it is kept (here or in the store). */
   readonly find: (id: string, principal: string) => Effect.Effect<A2aTask | undefined, AgentUnavailable>
   /**
@@ -134,10 +141,9 @@ export interface A2aTasksApi {
 /** The A2A tasks of one agent server. */
 export class A2aTasks extends Context.Tag("agent-mesh/agent/A2aTasks")<A2aTasks, A2aTasksApi>() {}
 
-const encoder = new TextEncoder()
 /** What a kept task holds: its messages, status message and reply, as UTF-8 JSON. */
 const sizeOf = (t: A2aTask): number =>
-  encoder.encode(JSON.stringify(t.history)).length + encoder.encode(t.text).length + (t.statusMessage === undefined ? 0 : encoder.encode(JSON.stringify(t.statusMessage)).length)
+  Buffer.byteLength(JSON.stringify(t.history)) + Buffer.byteLength(t.text) + (t.statusMessage === undefined ? 0 : Buffer.byteLength(JSON.stringify(t.statusMessage)))
 
 const ended = (s: TaskState) => isTerminal(s) || isInterrupted(s)
 
@@ -224,7 +230,8 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
   Effect.gen(function* () {
     const bounds = boundsOf(options)
     const entropy = yield* Entropy
-    const store = Option.getOrElse(yield* Effect.serviceOption(A2aTaskStore), () => makeMemory(bounds))
+    const provided = yield* Effect.serviceOption(A2aTaskStore)
+    const store = Option.getOrElse(provided, () => makeMemory(bounds))
     // Writes reach the store in the order they were made, in batches, from one fiber; a state change waits for its own.
     const writes = yield* Queue.unbounded<{ readonly write: A2aTaskWrite; readonly done?: Deferred.Deferred<void> }>()
     yield* Queue.takeBetween(writes, 1, 512).pipe(
@@ -239,6 +246,29 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
       Effect.forever,
       Effect.forkScoped
     )
+    // New tasks are kept in a database in one transaction per turn of the event loop: every request of the turn that
+    // keeps one adds it here and waits, and the batch is written once the turn's requests have all been read
+    // (setImmediate runs after the loop's I/O callbacks). One commit per turn, not per request; each answer still
+    // waits for its own. In memory there is nothing to batch: a task is kept at once.
+    const runtime = yield* Effect.runtime<never>()
+    const keeping: Array<{ readonly entry: A2aTaskInsert; readonly resume: (kept: Exit.Exit<boolean, A2aTaskStoreUnavailable>) => void }> = []
+    const flush = () => {
+      const batch = keeping.splice(0)
+      Runtime.runCallback(runtime)(store.insertAll(batch.map((k) => k.entry)), {
+        onExit: (exit) => {
+          for (const [i, k] of batch.entries()) k.resume(Exit.isSuccess(exit) ? Exit.succeed(exit.value[i] ?? false) : Exit.failCause(exit.cause))
+        }
+      })
+    }
+    /** Adds a task to this turn's batch; `resume` is told whether it was kept. */
+    const enqueue = (record: A2aTaskRecord, now: number, resume: (kept: Exit.Exit<boolean, A2aTaskStoreUnavailable>) => void) => {
+      if (keeping.push({ entry: { record, now }, resume }) === 1) setImmediate(flush)
+    }
+    const batched = Option.isSome(provided)
+    const insert = batched
+      ? (record: A2aTaskRecord, now: number): Effect.Effect<boolean, A2aTaskStoreUnavailable> => Effect.async((resume) => enqueue(record, now, resume))
+      : store.insert
+
     // Made after the writer, so its tasks stop (and store how they ended) before the writer does.
     const live = yield* FiberSet.make<void>()
     // The tasks running (or resumed) in this process, until they end or wait for input: their followers here are
@@ -248,7 +278,8 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
     const iso = (ms: number) => new Date(ms).toISOString()
 
     const make: A2aTasksApi["make"] = (contextId, principal, message, now, holder = principal) => ({
-      id: entropy.uuid(),
+      // Time-ordered, so the store's key index grows at its end.
+      id: uuidV7(now, entropy),
       contextId,
       principal,
       holder,
@@ -267,7 +298,7 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
 
     const keep: A2aTasksApi["keep"] = (task) =>
       Effect.gen(function* () {
-        const fits = yield* Effect.mapError(store.insert(recordOf(task), yield* Clock.currentTimeMillis), unavailable)
+        const fits = yield* Effect.mapError(insert(recordOf(task), yield* Clock.currentTimeMillis), unavailable)
         if (!fits) {
           return yield* Effect.fail(
             new AgentUnavailable({ code: "AGENT_BUSY", message: "the A2A tasks in progress hold this agent's bound of tasks or bytes; retry shortly", retryAfterSeconds: 1 })
@@ -278,11 +309,24 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
       })
 
     // Its answer was given in its own request; one that does not fit (or a store that fails) leaves it unkept for GetTask.
-    const keepEnded: A2aTasksApi["keepEnded"] = (task, now) =>
-      store.insert(recordOf(task), now).pipe(
-        Effect.map((fits) => void (task.stored = fits)),
-        Effect.catchAll((e) => Effect.logWarning(`A2A task ${task.id} not kept: ${e.message}`))
+    const notKept = (task: A2aTask, e: A2aTaskStoreUnavailable) => Effect.logWarning(`A2A task ${task.id} not kept: ${e.message}`)
+    const keepEnded: A2aTasksApi["keepEnded"] = (task, now, kept) => {
+      if (kept === undefined || !batched) {
+        // In memory the task is kept before the request's effect ends: nothing to hold the answer for.
+        kept?.()
+        return insert(recordOf(task), now).pipe(
+          Effect.map((fits) => void (task.stored = fits)),
+          Effect.catchAll((e) => notKept(task, e))
+        )
+      }
+      return Effect.sync(() =>
+        enqueue(recordOf(task), now, (exit) => {
+          if (Exit.isSuccess(exit)) task.stored = exit.value
+          else Runtime.runFork(runtime)(Effect.catchAll(Effect.asVoid(exit), (e) => notKept(task, e)))
+          kept()
+        })
       )
+    }
 
     const find: A2aTasksApi["find"] = (id, principal) => {
       const here = local.get(id)

@@ -39,6 +39,12 @@ export interface A2aTaskRecord {
   readonly seq: number
 }
 
+/** A new task to keep at `now`. */
+export interface A2aTaskInsert {
+  readonly record: A2aTaskRecord
+  readonly now: number
+}
+
 /** One write, applied in order with the others of its batch. */
 export type A2aTaskWrite =
   | { readonly _tag: "Save"; readonly record: A2aTaskRecord; readonly at: number }
@@ -88,6 +94,11 @@ export interface A2aTaskStoreApi {
   /** Keeps a new task at `now` if it fits once ended tasks are let go; whether it was kept. */
   readonly insert: (record: A2aTaskRecord, now: number) => Effect.Effect<boolean, A2aTaskStoreUnavailable>
   /**
+   * `insert` of each entry in order, as one transaction where the store can (several requests' tasks, one commit);
+   * whether each was kept.
+   */
+  readonly insertAll: (entries: ReadonlyArray<A2aTaskInsert>) => Effect.Effect<ReadonlyArray<boolean>, A2aTaskStoreUnavailable>
+  /**
    * Applies writes in order (one transaction where the store can); a task no longer kept is not brought back, and
    * a canceled one stays canceled (its run may still be going on another replica).
    */
@@ -108,51 +119,12 @@ export class A2aTaskStore extends Context.Tag("agent-mesh/A2aTaskStore")<A2aTask
 /** Default bounds: 10 000 tasks, 64 MiB, 8 MiB per holder, ended tasks kept 5 minutes. */
 export const DEFAULT_BOUNDS: A2aTaskBounds = { maxTasks: 10_000, maxBytes: 64 * 1024 * 1024, maxBytesPerCaller: 8 * 1024 * 1024, retentionMs: 5 * 60_000 }
 
-/** An ended task to let go, oldest first. */
-export interface EndedTask {
-  readonly id: string
-  readonly holder: string
-  readonly bytes: number
-}
+/** Whether `holder`'s share, of which it holds `held` bytes, has room for `need` more. */
+export const shareFits = (bounds: A2aTaskBounds, held: number, need: number): boolean => held + need <= bounds.maxBytesPerCaller
 
-/**
- * Which ended tasks (oldest first) go so that `need` more bytes and `count` more tasks fit: first `holder`'s own until
- * its share has room, then any until the totals do. Shared by both layers so they let go of the same tasks.
- */
-export const toLetGo = (
-  bounds: A2aTaskBounds,
-  totals: { readonly tasks: number; readonly bytes: number; readonly held: number },
-  holder: string,
-  need: number,
-  count: number,
-  endedOldestFirst: Iterable<EndedTask>
-): Array<string> => {
-  let { bytes, held, tasks } = totals
-  const out: Array<string> = []
-  const own: Array<EndedTask> = []
-  const all: Array<EndedTask> = []
-  for (const t of endedOldestFirst) {
-    all.push(t)
-    if (t.holder === holder) own.push(t)
-  }
-  const gone = new Set<string>()
-  const drop = (t: EndedTask) => {
-    gone.add(t.id)
-    out.push(t.id)
-    tasks--
-    bytes -= t.bytes
-    if (t.holder === holder) held -= t.bytes
-  }
-  for (const t of own) {
-    if (held + need <= bounds.maxBytesPerCaller) break
-    drop(t)
-  }
-  for (const t of all) {
-    if (tasks + count <= bounds.maxTasks && bytes + need <= bounds.maxBytes) break
-    if (!gone.has(t.id)) drop(t)
-  }
-  return out
-}
+/** Whether the store, holding `tasks` tasks of `bytes` bytes, has room for `count` more tasks of `need` more bytes. */
+export const totalFits = (bounds: A2aTaskBounds, tasks: number, bytes: number, count: number, need: number): boolean =>
+  tasks + count <= bounds.maxTasks && bytes + need <= bounds.maxBytes
 
 const CANCELED = "TASK_STATE_CANCELED"
 
@@ -237,6 +209,7 @@ export const makeMemory = (bounds: A2aTaskBounds = DEFAULT_BOUNDS): A2aTaskStore
 
   return {
     insert: (record, now) => Effect.sync(() => insert(record, now)),
+    insertAll: (entries) => Effect.sync(() => entries.map((e) => insert(e.record, e.now))),
     write: (writes) =>
       Effect.sync(() => {
         for (const w of writes) {

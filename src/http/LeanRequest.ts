@@ -18,6 +18,12 @@ import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import type * as Http from "node:http"
 
+/** The holds on a request's answer, shared by the request and its `modify`d copies. */
+class Holds {
+  count = 0
+  write: (() => void) | undefined = undefined
+}
+
 /** A read request: its node:http source, its raw body and (when the body was JSON) the parsed value. */
 export class LeanRequest implements HttpServerRequest.HttpServerRequest {
   readonly [HttpServerRequest.TypeId]: HttpServerRequest.TypeId = HttpServerRequest.TypeId
@@ -33,7 +39,8 @@ export class LeanRequest implements HttpServerRequest.HttpServerRequest {
     readonly body: Buffer,
     readonly parsedJson: unknown,
     headers?: Headers.Headers,
-    private readonly remoteAddressOverride?: string
+    private readonly remoteAddressOverride?: string,
+    private readonly holds: Holds = new Holds()
   ) {
     // node:http already upper-cases standard methods.
     this.method = source.method as HttpMethod
@@ -102,8 +109,30 @@ export class LeanRequest implements HttpServerRequest.HttpServerRequest {
       this.body,
       this.parsedJson,
       options.headers ?? this.headers,
-      options.remoteAddress ?? this.remoteAddressOverride
+      options.remoteAddress ?? this.remoteAddressOverride,
+      this.holds
     )
+  }
+
+  /** Holds the answer back until the returned function is called (once is enough; later calls do nothing). */
+  hold(): () => void {
+    const holds = this.holds
+    holds.count++
+    let released = false
+    return () => {
+      if (released) return
+      released = true
+      if (--holds.count > 0 || holds.write === undefined) return
+      const write = holds.write
+      holds.write = undefined
+      write()
+    }
+  }
+
+  /** Runs `write` now, or when the last hold on the answer is released. */
+  whenReleased(write: () => void): void {
+    if (this.holds.count === 0) write()
+    else this.holds.write = write
   }
 
   toString(): string {
@@ -118,6 +147,14 @@ export class LeanRequest implements HttpServerRequest.HttpServerRequest {
     return this.toJSON()
   }
 }
+
+/**
+ * Holds back the answer to `req` until the returned function is called, when the lean server serves it (it writes the
+ * answer then, however the handler ended): a handler that answers at once but must not be heard before something
+ * else is done (a commit of several requests' writes) needs no fiber to wait in. Undefined for any other request: the
+ * handler waits itself then.
+ */
+export const holdAnswer = (req: HttpServerRequest.HttpServerRequest): (() => void) | undefined => (req instanceof LeanRequest ? req.hold() : undefined)
 
 /** Records the verified caller's DID on a lean request, for the access log; other requests are left alone. */
 export const noteCaller = (req: HttpServerRequest.HttpServerRequest, did: string): void => {

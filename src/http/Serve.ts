@@ -3,7 +3,9 @@
  * routes are taken from HttpApiBuilder's router, and the endpoints of groups made with `ApiGroup.group` are compiled
  * at start (`Endpoint.ts`: HttpApiBuilder's decoding, middleware and success encoding with every schema compiled
  * once). A request runs synchronously where its handler does, as one fiber on a prebuilt runtime where it does not,
- * with the body already read natively; other groups run HttpApiBuilder's route effect. No per-request layer, scope or web `Request`; a span only while tracing is on (`Tracing`). Every answer is
+ * with the body already read natively; other groups run HttpApiBuilder's route effect. A handler that answers at once
+ * but must not be heard before something else is done holds its answer back (`LeanRequest.holdAnswer`) rather than
+ * waiting on a fiber: it is written when the handler lets go. No per-request layer, scope or web `Request`; a span only while tracing is on (`Tracing`). Every answer is
  * counted for `/metrics` (`Metrics`), written to the access log when it is on (`AccessLog`), and a 5xx is logged once
  * with its correlation id (`FailureLog`). Errors go out as `{ _tag, error, code, correlationId }` with the status
  * annotated on the error schema.
@@ -528,14 +530,17 @@ export const listener = <Api extends HttpApi.HttpApi.Any, E, R>(
       const search = query < 0 ? NO_SEARCH_PARAMS : HttpServerRequest.searchParamsFromURL(new URL(url, "http://l"))
       let effect = (compiled === undefined ? route.handler : compiled.endpoint.program(request, params, search)) as Effect.Effect<unknown, unknown>
       const ended = (exit: Exit.Exit<unknown, unknown>): void => finish(method, path, res, served.stats, t0, cid, request.caller, span, exit)
-      // In flight means the handler runs: a streamed response (SSE) that outlives it does not hold a slot.
-      const done = (exit: Exit.Exit<unknown, unknown>): void => {
+      // In flight means the handler runs (or its answer is held back): a streamed response (SSE) that outlives it
+      // does not hold a slot.
+      const respond = (exit: Exit.Exit<unknown, unknown>): void => {
         inFlight--
         if (compiled !== undefined) return respondCompiled(res, cid, compiled.endpoint, exit, ended)
         if (Exit.isSuccess(exit)) writeResponse(res, cid, exit.value, runFork, (cause) => respondFailure(res, cid, cause))
         else respondFailure(res, cid, exit.cause)
         ended(exit)
       }
+      // An answer the handler holds back (`holdAnswer`) is written once it lets go.
+      const done = (exit: Exit.Exit<unknown, unknown>): void => request.whenReleased(() => respond(exit))
       // An answer known without running anything (a decoding failure, `Effect.succeed`) needs no fiber, nor context.
       if (Exit.isExit(effect)) return done(effect)
       // Made once, when first asked for: by the handler's services, its context, or the fiber's.

@@ -20,6 +20,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
 import { migrations } from "./migrations/index.js"
 
 /** The table the migrator records applied migrations in. */
@@ -103,6 +104,33 @@ const layerHotReads = (filename: string): Layer.Layer<HotReads, DatabaseError> =
       })
     )
   )
+
+/**
+ * A connection of its own to the migrated SQLite file `filename`, for a store whose writes run synchronously, each
+ * transaction from its first statement to its commit in one call (so it never holds the write lock across a yield),
+ * and which retries a write that meets another's lock after a pause. Its busy timeout is 0: such a write fails at once
+ * (`SQLITE_BUSY`) when another connection (the `SqlClient`'s, in a transaction of its own, or another process's) holds
+ * the lock, instead of waiting on the one thread that must let that lock go. Synchronous NORMAL, as the main one; it
+ * checkpoints the log every 4 000 pages (16 MB) rather than SQLite's 1 000: such a store commits on every few requests,
+ * and each checkpoint syncs the file to disk, which costs the requests waiting behind it far more than the copying.
+ * Closed with the scope.
+ */
+export const sqliteConnection = (filename: string): Effect.Effect<BetterSqlite3.Database, DatabaseError, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.try({
+      try: () => {
+        const db = new BetterSqlite3(filename, { fileMustExist: true, timeout: 0 })
+        db.pragma("synchronous = NORMAL")
+        db.pragma("wal_autocheckpoint = 4000")
+        return db
+      },
+      catch: (e) => new DatabaseError({ code: "DATABASE_ERROR", message: `cannot open a connection to ${filename}: ${String(e)}` })
+    }),
+    (db) => Effect.sync(() => db.close())
+  )
+
+/** Whether `filename` names a SQLite database that lives in its one connection only (`:memory:`, or `""`: a temporary one). */
+export const isMemoryFile = (filename: string): boolean => filename === ":memory:" || filename === ""
 
 /** A SQLite database (WAL) at `filename` (`:memory:` for tests), migrated. Creates the parent folder. */
 export const layerSqlite = (filename: string): Layer.Layer<SqlClient.SqlClient | SqliteClient.SqliteClient | HotReads, DatabaseError> => {

@@ -7,6 +7,7 @@
 import { type AgentCard, Role, TaskState, verifyAgentCardSignature } from "@a2a-js/sdk"
 import { type Client, ClientFactory, JsonRpcTransportFactory } from "@a2a-js/sdk/client"
 import { assert, describe, it } from "@effect/vitest"
+import BetterSqlite3 from "better-sqlite3"
 import * as Effect from "effect/Effect"
 import { holderOf } from "../../src/agent/A2aTasks.js"
 import * as AgentServer from "../../src/agent/AgentServer.js"
@@ -15,7 +16,7 @@ import { generateDid } from "../../src/core/Did.js"
 import { issueTaskMandate } from "../../src/core/Mandate.js"
 import * as KeysNative from "../../src/node/KeysNative.js"
 import { toBase64Url } from "../../src/core/internal/bytes.js"
-import { post } from "./support.js"
+import { post, tempDatabase } from "./support.js"
 
 const provide = <A, E, R>(e: Effect.Effect<A, E, R>) => e.pipe(Effect.scoped, Effect.provide(KeysNative.layer))
 
@@ -368,47 +369,73 @@ describe("A2A server", () => {
       })
     ))
 
-  it.live("kept A2A tasks are bounded by bytes, per caller and in all: big messages let the caller's own old tasks go, and a background task past the bound is AGENT_BUSY", () =>
+  for (const where of ["memory", "its database file"] as const) {
+    it.live(`kept A2A tasks are bounded by bytes, per caller and in all: big messages let the caller's own old tasks go, and a background task past the bound is AGENT_BUSY (${where})`, () =>
+      provide(
+        Effect.gen(function* () {
+          const release: Array<() => void> = []
+          const agent = yield* AgentServer.make({
+            ...echo,
+            database: where === "memory" ? ":memory:" : tempDatabase(),
+            auth: "bearer",
+            bearerTokens: ["a", "b"],
+            maxA2aTaskBytes: 400_000,
+            maxA2aTaskBytesPerCaller: 150_000,
+            handler: ({ message }) => (message.startsWith("wait") ? new Promise<string>((r) => void release.push(() => r("done"))) : "ok")
+          })
+          const part = "p".repeat(40_000)
+          const send = (token: string, n: number, configuration: Record<string, unknown> = {}) =>
+            post(`${agent.url}/`, { jsonrpc: "2.0", id: n, method: "SendMessage", params: { message: { messageId: `m${n}`, role: "ROLE_USER", parts: [{ text: part }] }, configuration } }, {
+              authorization: `Bearer ${token}`
+            })
+          const getTask = (token: string, id: string) => post(`${agent.url}/`, { jsonrpc: "2.0", id: "g", method: "GetTask", params: { id } }, { authorization: `Bearer ${token}` })
+          // 50 blocking sends of 40 KB by one caller: each answered, but only its latest tasks are kept, within its share.
+          const ids: Array<string> = []
+          for (let n = 0; n < 50; n++) {
+            const r = yield* send("a", n)
+            assert.strictEqual(r.status, 200)
+            ids.push(String((r.body.result as { readonly task: { readonly id: string } }).task.id))
+          }
+          assert.isAtMost(agent.stats().a2aTaskBytes, 150_000)
+          assert.isAtLeast(agent.stats().a2aTaskBytes, 80_000)
+          assert.strictEqual((yield* getTask("a", ids[0]!)).body.error?.data?.code, "TASK_NOT_FOUND")
+          assert.isDefined((yield* getTask("a", ids[49]!)).body.result)
+          // Background tasks that are still running cannot be let go: past the caller's share a new one is refused.
+          const waiting: Array<number> = []
+          for (let n = 100; n < 106; n++) {
+            const r = yield* post(`${agent.url}/`, { jsonrpc: "2.0", id: n, method: "SendMessage", params: { message: { messageId: `w${n}`, role: "ROLE_USER", parts: [{ text: `wait ${part}` }] }, configuration: { blocking: false } } }, { authorization: "Bearer b" })
+            waiting.push(r.body.error === undefined ? 0 : Number(r.body.error.code))
+          }
+          assert.deepStrictEqual(waiting.slice(0, 3), [0, 0, 0])
+          assert.isTrue(waiting.slice(3).every((c) => c !== 0), JSON.stringify(waiting))
+          const busy = yield* post(`${agent.url}/`, { jsonrpc: "2.0", id: 200, method: "SendMessage", params: { message: { messageId: "w200", role: "ROLE_USER", parts: [{ text: `wait ${part}` }] }, configuration: { blocking: false } } }, { authorization: "Bearer b" })
+          assert.strictEqual(busy.body.error?.data?.code, "AGENT_BUSY")
+          assert.isAtMost(agent.stats().a2aTaskBytes, 400_000)
+          for (const r of release) r()
+        })
+      ))
+  }
+
+  it.live("on its database file, the tasks of concurrent blocking sends are each committed before their answer, and found by GetTask", () =>
     provide(
       Effect.gen(function* () {
-        const release: Array<() => void> = []
-        const agent = yield* AgentServer.make({
-          ...echo,
-          auth: "bearer",
-          bearerTokens: ["a", "b"],
-          maxA2aTaskBytes: 400_000,
-          maxA2aTaskBytesPerCaller: 150_000,
-          handler: ({ message }) => (message.startsWith("wait") ? new Promise<string>((r) => void release.push(() => r("done"))) : "ok")
-        })
-        const part = "p".repeat(40_000)
-        const send = (token: string, n: number, configuration: Record<string, unknown> = {}) =>
-          post(`${agent.url}/`, { jsonrpc: "2.0", id: n, method: "SendMessage", params: { message: { messageId: `m${n}`, role: "ROLE_USER", parts: [{ text: part }] }, configuration } }, {
-            authorization: `Bearer ${token}`
-          })
-        const getTask = (token: string, id: string) => post(`${agent.url}/`, { jsonrpc: "2.0", id: "g", method: "GetTask", params: { id } }, { authorization: `Bearer ${token}` })
-        // 50 blocking sends of 40 KB by one caller: each answered, but only its latest tasks are kept, within its share.
-        const ids: Array<string> = []
-        for (let n = 0; n < 50; n++) {
-          const r = yield* send("a", n)
-          assert.strictEqual(r.status, 200)
-          ids.push(String((r.body.result as { readonly task: { readonly id: string } }).task.id))
+        const database = tempDatabase()
+        const agent = yield* AgentServer.make({ ...echo, database })
+        const sends = Array.from({ length: 40 }, (_, n) =>
+          post(`${agent.url}/`, { jsonrpc: "2.0", id: n, method: "SendMessage", params: { message: { messageId: `m${n}`, role: "ROLE_USER", parts: [{ text: `hi ${n}` }] } } }))
+        const answered = yield* Effect.all(sends, { concurrency: "unbounded" })
+        const ids = answered.map((r) => String(r.body.result?.task?.id))
+        assert.strictEqual(new Set(ids).size, 40)
+        // Another connection to the file (as another process would open it) already sees every one of them.
+        const db = new BetterSqlite3(database, { readonly: true })
+        const kept = db.prepare(`SELECT count(*) AS n FROM mesh_a2a_tasks WHERE task_id IN (${ids.map(() => "?").join(", ")})`).get(...ids) as { n: number }
+        db.close()
+        assert.strictEqual(kept.n, 40)
+        for (const [n, id] of ids.entries()) {
+          const got = yield* post(`${agent.url}/`, { jsonrpc: "2.0", id: "g", method: "GetTask", params: { id } })
+          assert.strictEqual(got.body.result?.status?.state, "TASK_STATE_COMPLETED")
+          assert.strictEqual(got.body.result?.history?.[0]?.parts?.[0]?.text, `hi ${n}`)
         }
-        assert.isAtMost(agent.stats().a2aTaskBytes, 150_000)
-        assert.isAtLeast(agent.stats().a2aTaskBytes, 80_000)
-        assert.strictEqual((yield* getTask("a", ids[0]!)).body.error?.data?.code, "TASK_NOT_FOUND")
-        assert.isDefined((yield* getTask("a", ids[49]!)).body.result)
-        // Background tasks that are still running cannot be let go: past the caller's share a new one is refused.
-        const waiting: Array<number> = []
-        for (let n = 100; n < 106; n++) {
-          const r = yield* post(`${agent.url}/`, { jsonrpc: "2.0", id: n, method: "SendMessage", params: { message: { messageId: `w${n}`, role: "ROLE_USER", parts: [{ text: `wait ${part}` }] }, configuration: { blocking: false } } }, { authorization: "Bearer b" })
-          waiting.push(r.body.error === undefined ? 0 : Number(r.body.error.code))
-        }
-        assert.deepStrictEqual(waiting.slice(0, 3), [0, 0, 0])
-        assert.isTrue(waiting.slice(3).every((c) => c !== 0), JSON.stringify(waiting))
-        const busy = yield* post(`${agent.url}/`, { jsonrpc: "2.0", id: 200, method: "SendMessage", params: { message: { messageId: "w200", role: "ROLE_USER", parts: [{ text: `wait ${part}` }] }, configuration: { blocking: false } } }, { authorization: "Bearer b" })
-        assert.strictEqual(busy.body.error?.data?.code, "AGENT_BUSY")
-        assert.isAtMost(agent.stats().a2aTaskBytes, 400_000)
-        for (const r of release) r()
       })
     ))
 

@@ -8,7 +8,7 @@ import * as Option from "effect/Option"
 import * as AgentWeb from "../../src/agent/AgentWeb.js"
 import { keygen } from "../../src/cli/Cli.js"
 import { generateDid } from "../../src/core/Did.js"
-import { csprng, Entropy, layerSeeded, requireCsprng, seeded, SeededEntropyRefused, xoshiro128ss } from "../../src/core/Entropy.js"
+import { csprng, Entropy, layerSeeded, requireCsprng, seeded, SeededEntropyRefused, uuidV7, xoshiro128ss } from "../../src/core/Entropy.js"
 import { buildEnvelope } from "../../src/core/Envelope.js"
 import { Keys } from "../../src/core/Keys.js"
 import { KeyResolver, makeStatic } from "../../src/core/KeyResolver.js"
@@ -57,6 +57,18 @@ describe("Entropy: the seeded generator", () => {
     const ids = Array.from({ length: 100 }, () => e.uuid())
     for (const id of ids) assert.match(id, UUID_V4)
     assert.strictEqual(new Set(ids).size, ids.length)
+  })
+
+  it("makes version 7 UUIDs: the time in the first 48 bits, so later ids sort after earlier ones", () => {
+    const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
+    const e = seeded(9)
+    const t = Date.UTC(2026, 10, 29, 12, 0, 0, 123)
+    const ids = Array.from({ length: 200 }, (_, i) => uuidV7(t + Math.floor(i / 3), e))
+    for (const id of ids) assert.match(id, UUID_V7)
+    assert.strictEqual(parseInt(ids[0]!.replace("-", "").slice(0, 12), 16), t)
+    assert.strictEqual(new Set(ids).size, ids.length)
+    for (let i = 3; i < ids.length; i += 3) assert.isTrue(ids[i - 1]! < ids[i]!, `${ids[i - 1]} < ${ids[i]}`)
+    assert.match(uuidV7(t, csprng), UUID_V7)
   })
 
   it("refuses a seed that is not a safe integer", () => {

@@ -5,8 +5,18 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Http from "node:http"
+import * as HttpApi from "@effect/platform/HttpApi"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
+import * as Schema from "effect/Schema"
+import * as ApiGroup from "../../src/http/ApiGroup.js"
+import { holdAnswer } from "../../src/http/LeanRequest.js"
 import * as Serve from "../../src/http/Serve.js"
-import { AgentsLive, ExampleApi } from "./ExampleApi.js"
+import { AgentNotFound, AgentsLive, ExampleApi } from "./ExampleApi.js"
 
 interface Reply {
   readonly status: number
@@ -186,6 +196,39 @@ describe("Serve", () => {
       const reply = yield* request(`http://127.0.0.1:${port}/v1/agents/a1`)
       assert.strictEqual(reply.status, 200)
       assert.strictEqual(json(reply).name, "Alice")
+    })
+  )
+
+  it.scoped("writes an answer its handler holds back (holdAnswer) once it lets go, whether the handler succeeded or failed", () =>
+    Effect.gen(function* () {
+      const held: Array<() => void> = []
+      const registered = yield* Queue.unbounded<void>()
+      const HoldGroup = HttpApiGroup.make("hold")
+        .add(HttpApiEndpoint.get("held", "/held").addSuccess(Schema.String))
+        .add(HttpApiEndpoint.get("failing", "/failing").addSuccess(Schema.String).addError(AgentNotFound))
+        .add(HttpApiEndpoint.get("free", "/free").addSuccess(Schema.String))
+      const HoldApi = HttpApi.make("hold").add(HoldGroup)
+      const hold = (request: HttpServerRequest.HttpServerRequest) =>
+        Effect.sync(() => {
+          held.push(holdAnswer(request)!)
+          Queue.unsafeOffer(registered, undefined)
+        })
+      const handlers = ApiGroup.group(HoldApi, "hold", (h) =>
+        h.handle("held", ({ request }) => Effect.as(hold(request), "kept"))
+          .handle("failing", ({ request }) => Effect.zipRight(hold(request), Effect.fail(new AgentNotFound({ code: "AGENT_NOT_FOUND", message: "none" }))))
+          .handle("free", () => Effect.succeed("free")))
+      const server = yield* Serve.make(HoldApi, handlers)
+      for (const [path, status, body] of [["/held", 200, "\"kept\""], ["/failing", 404, undefined]] as const) {
+        const answer = yield* Effect.fork(request(`${server.url}${path}`))
+        yield* Queue.take(registered)
+        // Another request answered after it: the held one was not written meanwhile.
+        assert.strictEqual((yield* request(`${server.url}/free`)).status, 200)
+        assert.isTrue(Option.isNone(yield* Fiber.poll(answer)))
+        held.shift()!()
+        const reply = yield* Fiber.join(answer)
+        assert.strictEqual(reply.status, status)
+        if (body !== undefined) assert.strictEqual(reply.body, body)
+      }
     })
   )
 

@@ -27,7 +27,7 @@ import * as NonceStoreSql from "../../src/sql/NonceStoreSql.js"
 import * as RegistryStore from "../../src/sql/RegistryStore.js"
 import * as RunLogSql from "../../src/sql/RunLogSql.js"
 import * as A2aTaskStoreSql from "../../src/sql/A2aTaskStoreSql.js"
-import { type A2aTaskRecord, type A2aTaskStoreApi, makeMemory } from "../../src/core/A2aTaskStore.js"
+import { type A2aTaskBounds, type A2aTaskRecord, type A2aTaskStoreApi, makeMemory } from "../../src/core/A2aTaskStore.js"
 import * as RateLimiter from "../../src/hub/RateLimiter.js"
 import * as TaskStoreSql from "../../src/sql/TaskStoreSql.js"
 import { describePostgres, probeNow } from "../support/postgres.js"
@@ -123,14 +123,167 @@ it.effect("A2A tasks in memory: bounds per holder and in all, ended tasks let go
     yield* a2aTaskContract(store, store)
   }))
 
+/** No A2A task left by an earlier test on this database (the tests of one engine share it), and totals to match. */
+const clearA2a = (sql: SqlClient.SqlClient) =>
+  Effect.orDie(Effect.all([
+    sql`DELETE FROM mesh_a2a_tasks`,
+    sql`DELETE FROM mesh_a2a_task_events`,
+    sql`DELETE FROM mesh_a2a_task_holders`,
+    sql`UPDATE mesh_a2a_task_totals SET tasks = 0, bytes = 0`
+  ], { discard: true }))
+
+/** What the totals rows say, and what counting the kept tasks says. */
+const a2aTotals = (sql: SqlClient.SqlClient) =>
+  Effect.gen(function* () {
+    const [kept] = yield* sql<{ tasks: number; bytes: number }>`SELECT tasks, bytes FROM mesh_a2a_task_totals WHERE id = 1`
+    const [counted] = yield* sql<{ tasks: number; bytes: number }>`SELECT count(*) AS tasks, coalesce(sum(bytes), 0) AS bytes FROM mesh_a2a_tasks`
+    const holders = yield* sql<{ holder: string; tasks: number; bytes: number }>`SELECT holder, tasks, bytes FROM mesh_a2a_task_holders ORDER BY holder`
+    const countedHolders = yield* sql<{ holder: string; tasks: number; bytes: number }>`
+      SELECT holder, count(*) AS tasks, sum(bytes) AS bytes FROM mesh_a2a_tasks GROUP BY holder ORDER BY holder`
+    const [orphans] = yield* sql<{ n: number }>`
+      SELECT count(*) AS n FROM mesh_a2a_task_events e WHERE NOT EXISTS (SELECT 1 FROM mesh_a2a_tasks t WHERE t.task_id = e.task_id)`
+    const num = (r: { holder?: string; tasks: number; bytes: number }) => ({ ...r, tasks: Number(r.tasks), bytes: Number(r.bytes) })
+    return {
+      kept: num(kept!),
+      counted: num(counted!),
+      holders: holders.map(num),
+      countedHolders: countedHolders.map(num),
+      orphanEvents: Number(orphans!.n)
+    }
+  }).pipe(Effect.orDie)
+
+/**
+ * A seeded run of inserts (running and ended, four holders), saves (resized, ended), events and expiries past the
+ * bounds, with the totals rows checked against a count of the kept tasks after every step.
+ */
+const a2aTotalsStayExact = (store: A2aTaskStoreApi, sql: SqlClient.SqlClient, bounds: A2aTaskBounds, seed: number) =>
+  Effect.gen(function* () {
+    yield* clearA2a(sql)
+    let state = seed
+    const next = (n: number) => {
+      state = (state * 1103515245 + 12345) % 2147483648
+      return state % n
+    }
+    const holders = ["h0", "h1", "h2", "h3"]
+    const known: Array<{ id: string; holder: string; seq: number }> = []
+    let now = 1_000
+    let inserted = 0
+    let letGo = 0
+    const record = (id: string, holder: string, bytes: number, ended: boolean, seq: number): A2aTaskRecord => ({
+      id,
+      contextId: "ctx",
+      principal: `p-${holder}`,
+      holder,
+      state: ended ? "TASK_STATE_COMPLETED" : "TASK_STATE_WORKING",
+      statusMessage: undefined,
+      timestamp: new Date(now).toISOString(),
+      history: [],
+      text: "",
+      gateTaskId: undefined,
+      ended,
+      bytes,
+      seq
+    })
+    for (let step = 0; step < 240; step++) {
+      const action = next(10)
+      if (action < 5 || known.length === 0) {
+        // Now and then several in one transaction, as an agent keeps the tasks of one turn of its event loop.
+        const batch = Array.from({ length: action === 0 ? 3 : 1 }, () => ({ id: unique("exact"), holder: holders[next(holders.length)]! }))
+        const kept = yield* store.insertAll(batch.map(({ holder, id }) => ({ record: record(id, holder, 10 + next(200), next(5) > 0, 0), now })))
+        for (const [i, t] of batch.entries()) {
+          if (!kept[i]) continue
+          inserted++
+          known.push({ ...t, seq: 0 })
+        }
+      } else if (action < 8) {
+        const t = known[next(known.length)]!
+        yield* store.write([
+          { _tag: "Event", id: t.id, seq: t.seq, event: `e${t.seq}` },
+          { _tag: "Save", record: record(t.id, t.holder, 10 + next(250), action > 5, t.seq + 1), at: now }
+        ])
+        t.seq++
+      } else {
+        now += 200 + next(900)
+      }
+      const totals = yield* a2aTotals(sql)
+      assert.deepStrictEqual(totals.kept, totals.counted, `step ${step}`)
+      assert.deepStrictEqual(totals.holders, totals.countedHolders, `step ${step}`)
+      assert.strictEqual(totals.orphanEvents, 0, `step ${step}`)
+      assert.isAtMost(totals.counted.tasks, bounds.maxTasks)
+      if (action < 5) assert.deepStrictEqual(store.stats(), totals.counted, `step ${step}`)
+      letGo = inserted - totals.counted.tasks
+    }
+    // The run went past the bounds: tasks were let go to make room, and by their retention.
+    assert.isAbove(letGo, 20)
+  })
+
+/** An `SqlClient` that records the text of every statement it makes. */
+const recording = (sql: SqlClient.SqlClient, texts: Set<string>): SqlClient.SqlClient => {
+  const record = (statement: unknown) => {
+    if (typeof statement === "object" && statement !== null && "compile" in statement && typeof statement.compile === "function") {
+      const [text] = (statement.compile as () => readonly [string, ReadonlyArray<unknown>])()
+      if (/^\s*(SELECT|INSERT|UPDATE|DELETE)\b/i.test(text)) texts.add(text)
+    }
+    return statement
+  }
+  return new Proxy(sql, {
+    apply: (target, _, args) => record(Reflect.apply(target, target, args)),
+    get: (target, key) => {
+      const value = Reflect.get(target, key)
+      if (key === "unsafe") return (...args: Array<unknown>) => record(Reflect.apply(value as (...a: Array<unknown>) => unknown, target, args))
+      return typeof value === "function" ? value.bind(target) : value
+    }
+  })
+}
+
 const suite = (url: () => string) => {
   it.live("A2A tasks: one process keeps a task and its events, the other finds and follows it; the bounds hold in the database", () =>
     Effect.scoped(
       Effect.gen(function* () {
         const [a, b] = yield* twoProcesses(url())
+        yield* clearA2a(Context.get(a, SqlClient.SqlClient))
         const sa = yield* A2aTaskStoreSql.make(A2A_BOUNDS).pipe(Effect.provideService(SqlClient.SqlClient, Context.get(a, SqlClient.SqlClient)))
         const sb = yield* A2aTaskStoreSql.make(A2A_BOUNDS).pipe(Effect.provideService(SqlClient.SqlClient, Context.get(b, SqlClient.SqlClient)))
         yield* a2aTaskContract(sa, sb)
+      })
+    ))
+
+  it.live("A2A tasks: several kept in one transaction are kept as one after the other would be, the retention of each included", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const [a] = yield* twoProcesses(url())
+        const sql = Context.get(a, SqlClient.SqlClient)
+        yield* clearA2a(sql)
+        const bounds = { maxTasks: 3, maxBytes: 1000, maxBytesPerCaller: 1000, retentionMs: 0 }
+        for (const store of [yield* A2aTaskStoreSql.make(bounds).pipe(Effect.provide(a)), makeMemory(bounds)]) {
+          const ids = [unique("batch"), unique("batch"), unique("batch")]
+          const rec = (id: string, ended: boolean): A2aTaskRecord => ({
+            id, contextId: "ctx", principal: "p", holder: "h", state: ended ? "TASK_STATE_COMPLETED" : "TASK_STATE_WORKING", statusMessage: undefined,
+            timestamp: "2026-01-01T00:00:00.000Z", history: [], text: "", gateTaskId: undefined, ended, bytes: 10, seq: 0
+          })
+          // The first has ended for longer than the retention (0) when the second is kept: it goes, though there is room.
+          const kept = yield* store.insertAll([{ record: rec(ids[0]!, true), now: 1 }, { record: rec(ids[1]!, false), now: 2 }, { record: rec(ids[2]!, false), now: 2 }])
+          assert.deepStrictEqual(kept, [true, true, true])
+          assert.isUndefined(yield* store.find(ids[0]!, "p"))
+          assert.deepStrictEqual(store.stats(), { tasks: 2, bytes: 20 })
+          // Then full of running tasks: nothing to let go for the last.
+          assert.deepStrictEqual(yield* store.insertAll([{ record: rec(unique("batch"), false), now: 3 }, { record: rec(unique("batch"), true), now: 3 }]), [true, false])
+          yield* clearA2a(sql)
+        }
+      })
+    ))
+
+  it.live("A2A tasks: the totals the bounds are checked against stay exact under inserts, resizes, events, evictions and expiry", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const [a] = yield* twoProcesses(url())
+        const sql = Context.get(a, SqlClient.SqlClient)
+        const bounds = { maxTasks: 12, maxBytes: 1500, maxBytesPerCaller: 600, retentionMs: 1000 }
+        // Through SqlClient, and (on a SQLite file) through the store's own connection.
+        const viaSql = yield* A2aTaskStoreSql.make(bounds).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+        yield* a2aTotalsStayExact(viaSql, sql, bounds, 7)
+        const viaContext = yield* A2aTaskStoreSql.make(bounds).pipe(Effect.provide(a))
+        yield* a2aTotalsStayExact(viaContext, sql, bounds, 11)
       })
     ))
 
@@ -537,6 +690,38 @@ const suite = (url: () => string) => {
 describe("SQL stores on SQLite", () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "mesh-stores-"))
   suite(() => path.join(dir, "stores.db"))
+
+  it.live("A2A tasks on a SQLite file through the store's own connection: the same contract, two processes on one file", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const [a, b] = yield* twoProcesses(path.join(dir, "stores.db"))
+        yield* clearA2a(Context.get(a, SqlClient.SqlClient))
+        const sa = yield* A2aTaskStoreSql.make(A2A_BOUNDS).pipe(Effect.provide(a))
+        const sb = yield* A2aTaskStoreSql.make(A2A_BOUNDS).pipe(Effect.provide(b))
+        yield* a2aTaskContract(sa, sb)
+      })
+    ))
+
+  it.live("A2A tasks: no statement the store runs reads the whole task table, nor sorts it, however many tasks are kept", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const [a] = yield* twoProcesses(path.join(dir, "stores.db"))
+        const sql = Context.get(a, SqlClient.SqlClient)
+        yield* clearA2a(sql)
+        const texts = new Set<string>()
+        const store = yield* A2aTaskStoreSql.make(A2A_BOUNDS).pipe(Effect.provideService(SqlClient.SqlClient, recording(sql, texts)))
+        yield* a2aTaskContract(store, store)
+        yield* store.list({ principal: "p-alice", holder: "alice", contextId: "ctx", state: "TASK_STATE_CANCELED", updatedAfter: 0, after: { updated: 1, id: "x" }, limit: 5 })
+        assert.isAbove(texts.size, 8)
+        for (const text of texts) {
+          const plan = yield* sql.unsafe<{ detail: string }>(`EXPLAIN QUERY PLAN ${text}`, Array.from(text.matchAll(/\?/g), () => null)).pipe(Effect.orDie)
+          for (const { detail } of plan) {
+            assert.notMatch(detail, /^SCAN mesh_a2a_task/, `${text}: ${detail}`)
+            assert.notInclude(detail, "TEMP B-TREE", `${text}: ${detail}`)
+          }
+        }
+      })
+    ))
 })
 
 describePostgres("SQL stores on Postgres", suite)
