@@ -141,17 +141,19 @@ describe("NonceStore (SQL)", () => {
       assert.strictEqual((yield* Effect.flip(store.record("did:mesh:a", "same", 20_000)))._tag, "NonceReplayed")
     }).pipe(Effect.provide(sqlStore(":memory:"))))
 
-  it.effect("purges expired rows on a schedule (every purgeIntervalMs), keeping the live ones", () =>
+  it.effect("purges expired rows on a schedule (every purgeIntervalMs), in chunks, keeping the live ones and the counts", () =>
     Effect.gen(function* () {
       const store = yield* NonceStore
       const sql = yield* SqlClient.SqlClient
       const count = Effect.map(sql<{ n: number }>`SELECT count(*) AS n FROM mesh_nonces`, (rows) => rows[0]!.n)
-      yield* Effect.forEach(Array.from({ length: 1000 }, (_, i) => i), (i) => store.record("s", `n${i}`, 100))
+      const expired = 2 * NonceStoreSql.PURGE_CHUNK + 500
+      yield* Effect.forEach(Array.from({ length: expired }, (_, i) => i), (i) => store.record(`s${i % 2}`, `n${i}`, 100))
       yield* store.record("t", "live", 120_000)
       yield* TestClock.adjust("59 seconds")
-      assert.strictEqual(yield* count, 1001)
+      assert.strictEqual(yield* count, expired + 1)
       yield* TestClock.adjust("1 second")
       assert.strictEqual(yield* count, 1)
+      assert.deepStrictEqual(yield* sql<{ sender: string; held: number }>`SELECT sender, held FROM mesh_nonce_senders`, [{ sender: "t", held: 1 }])
     }).pipe(Effect.provide(NonceStoreSql.layerWith({ perSenderQuota: 2000 }).pipe(Layer.provideMerge(Database.layerSqlite(":memory:"))))))
 })
 
@@ -170,7 +172,8 @@ describe("NonceStore (SQL) quota by count", () => {
   it.effect("the purge reaches expired rows through each sender's range, scanning no table", () =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
-      const plan = yield* sql<{ detail: string }>`EXPLAIN QUERY PLAN DELETE FROM mesh_nonces WHERE sender IN (SELECT sender FROM mesh_nonce_senders) AND expires_at <= ${0}`
+      const plan = yield* sql<{ detail: string }>`EXPLAIN QUERY PLAN DELETE FROM mesh_nonces WHERE (sender, nonce) IN (
+        SELECT sender, nonce FROM mesh_nonces WHERE sender IN (SELECT sender FROM mesh_nonce_senders) AND expires_at <= ${0} LIMIT ${1000})`
       const details = plan.map((r) => r.detail)
       assert.isTrue(details.some((d) => /SEARCH mesh_nonces USING (COVERING )?INDEX mesh_nonces_sender_expires \(sender=\? AND expires_at<\?\)/.test(d)), details.join("; "))
       assert.isFalse(details.some((d) => d.startsWith("SCAN mesh_nonces ")), details.join("; "))

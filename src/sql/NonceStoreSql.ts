@@ -46,17 +46,32 @@ export interface SqlOptions {
   readonly purgeIntervalMs?: number
 }
 
-/** Deletes expired rows (and the counts of senders left with none); how many rows went. */
+/** Expired rows the purge deletes per statement: a purge of a busy minute's nonces goes in steps, letting requests in. */
+export const PURGE_CHUNK = 1_000
+
+/**
+ * Deletes expired rows, `PURGE_CHUNK` at a time with a yield between (a minute of a busy agent's nonces in one
+ * statement held the event loop for a quarter of a second per 100 000), then the counts of senders left with none;
+ * how many rows went.
+ */
 export const purgeExpired: Effect.Effect<number, NonceStoreUnavailable, SqlClient.SqlClient> = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const now = yield* Clock.currentTimeMillis
-  // Through each sender's range of the (sender, expires_at) index: the expired rows, none of the live ones.
-  const rows = yield* sql<{ sender: string }>`
-    DELETE FROM mesh_nonces WHERE sender IN (SELECT sender FROM mesh_nonce_senders) AND expires_at <= ${now} RETURNING sender`.pipe(
-    Effect.mapError((e) => new NonceStoreUnavailable({ message: summarize(e) }))
-  )
-  yield* sql`DELETE FROM mesh_nonce_senders WHERE held <= 0`.pipe(Effect.mapError((e) => new NonceStoreUnavailable({ message: summarize(e) })))
-  return rows.length
+  const unavailable = (e: unknown) => new NonceStoreUnavailable({ message: summarize(e) })
+  let purged = 0
+  for (;;) {
+    // Through each sender's range of the (sender, expires_at) index: the expired rows, none of the live ones.
+    const rows = yield* sql<{ sender: string }>`
+      DELETE FROM mesh_nonces WHERE (sender, nonce) IN (
+        SELECT sender, nonce FROM mesh_nonces
+        WHERE sender IN (SELECT sender FROM mesh_nonce_senders) AND expires_at <= ${now} LIMIT ${PURGE_CHUNK}
+      ) RETURNING sender`.pipe(Effect.mapError(unavailable))
+    purged += rows.length
+    if (rows.length < PURGE_CHUNK) break
+    yield* Effect.yieldNow()
+  }
+  yield* sql`DELETE FROM mesh_nonce_senders WHERE held <= 0`.pipe(Effect.mapError(unavailable))
+  return purged
 })
 
 /**

@@ -329,6 +329,26 @@ const suite = (url: () => string) => {
       })
     ))
 
+  it.live("the nonce purge deletes expired rows of every sender and the counts left at none, keeping live ones", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const [a] = yield* twoProcesses(url())
+        const sql = Context.get(a, SqlClient.SqlClient)
+        const store = Context.get(a, NonceStore)
+        const gone = unique("did:mesh:gone")
+        const kept = unique("did:mesh:kept")
+        // Expired by the clock the purge reads (epoch ms 1 000), or far from it.
+        for (const n of ["a", "b", "c"]) yield* store.recordAt!(gone, n, 1_000, 0)
+        yield* store.recordAt!(kept, "old", 1_000, 0)
+        yield* store.recordAt!(kept, "live", 4_000_000_000_000, 0)
+        assert.isAtLeast(yield* NonceStoreSql.purgeExpired.pipe(Effect.provideService(SqlClient.SqlClient, sql)), 4)
+        const rows = yield* sql<{ sender: string; nonce: string }>`SELECT sender, nonce FROM mesh_nonces WHERE sender IN (${gone}, ${kept})`
+        assert.deepStrictEqual(rows.map((r) => `${r.sender === kept ? "kept" : "gone"}:${r.nonce}`), ["kept:live"])
+        const counts = yield* sql<{ sender: string; held: number }>`SELECT sender, held FROM mesh_nonce_senders WHERE sender IN (${gone}, ${kept})`
+        assert.deepStrictEqual(counts.map((c) => [c.sender === kept, Number(c.held)]), [[true, 1]])
+      })
+    ))
+
   it.live("counters are atomic across processes: 60 concurrent charges of 1 under a limit of 25 pass 25 times", () =>
     Effect.scoped(
       Effect.gen(function* () {
