@@ -275,7 +275,16 @@ export const make = (options: Options): Effect.Effect<A2aTasksApi, never, Scope.
     // told at once, and a cancel here reaches their fiber.
     const local = new Map<string, A2aTask>()
 
-    const iso = (ms: number) => new Date(ms).toISOString()
+    // A task is made and settled in the same millisecond more often than not: the text is made once for both.
+    let isoMs = Number.NaN
+    let isoText = ""
+    const iso = (ms: number) => {
+      if (ms !== isoMs) {
+        isoMs = ms
+        isoText = new Date(ms).toISOString()
+      }
+      return isoText
+    }
 
     const make: A2aTasksApi["make"] = (contextId, principal, message, now, holder = principal) => ({
       // Time-ordered, so the store's key index grows at its end.
