@@ -65,11 +65,12 @@ export const migrate: Effect.Effect<ReadonlyArray<readonly [number, string]>, Da
 /**
  * Prepared statements on a connection of their own, for the statements on every request (resolve, allocate, record a
  * nonce): through `SqlClient` each costs 30 µs or more. Only single statements run here, each its own transaction.
- * A statement that finds the database locked fails at once (`SQLITE_BUSY`, classified `Busy`) rather than wait: in
- * this process only a `SqlClient` transaction that yielded can hold the lock, and it cannot finish while the event
- * loop waits here, so waiting would only stall every request for the busy timeout. A caller that can goes through
- * `SqlClient` instead, which queues behind that transaction. Absent for `:memory:` databases, which a second
- * connection cannot see.
+ * A statement that finds the database locked waits for it at most `HOT_BUSY_MS`, then fails (`SQLITE_BUSY`,
+ * classified `Busy`): another process on the same file (two hubs on one SQLite file) holds the lock for a statement's
+ * time and must be waited for, while in this process only a `SqlClient` transaction that yielded can hold it, and it
+ * cannot finish while the event loop waits here, so the wait is short. A caller that can goes through `SqlClient`
+ * after a `Busy`, which queues behind that transaction. Absent for `:memory:` databases, which a second connection
+ * cannot see.
  */
 export class HotReads extends Context.Tag("agent-mesh/HotReads")<HotReads, {
   /** A prepared statement returning the first row (reads, or writes with RETURNING), or undefined. */
@@ -78,13 +79,16 @@ export class HotReads extends Context.Tag("agent-mesh/HotReads")<HotReads, {
   readonly prepareRun: (sql: string) => (...params: ReadonlyArray<string | number | null>) => number
 }>() {}
 
+/** How long a `HotReads` statement waits for another connection's lock (another process's write takes far less). */
+const HOT_BUSY_MS = 1_000
+
 const layerHotReads = (filename: string): Layer.Layer<HotReads, DatabaseError> =>
   Layer.scoped(
     HotReads,
     Effect.map(
       Effect.acquireRelease(
         Effect.try({
-          try: () => new BetterSqlite3(filename, { fileMustExist: true, timeout: 0 }),
+          try: () => new BetterSqlite3(filename, { fileMustExist: true, timeout: HOT_BUSY_MS }),
           catch: (e) => new DatabaseError({ code: "DATABASE_ERROR", message: `cannot open a read connection: ${String(e)}` })
         }),
         (db) => Effect.sync(() => db.close())
