@@ -14,18 +14,25 @@
  * buyer's, `commit` and an `Idempotency-Key`, fresh for each call), so the part of a step's cost that is the call's own
  * protocol work (the agent's idempotency record, its commit token) can be told from the scheduler's and the engine's.
  *
+ * Also printed: the engine's floor, one activity that does nothing on the durable engine beside the in-memory engine
+ * (a saga step is about one activity), so the engine's share of a step is told from the step's own work.
+ *
  * Also printed: the rows the engine journals per step (inserts into `cluster_messages` and `cluster_replies`) and the
  * rows the scheduler writes per step (events; the step row's three updates are not counted).
  *
  * Run: `npm run bench -- saga` (or `node --import ./bench/loader.mjs bench/saga.ts`).
  */
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
+import * as Activity from "@effect/workflow/Activity"
+import * as Workflow from "@effect/workflow/Workflow"
+import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
 import BetterSqlite3 from "better-sqlite3"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -35,7 +42,9 @@ import { generateDid, type MeshIdentity } from "../src/core/Did.js"
 import { attenuateToPayment, issueIntentMandate } from "../src/core/Mandate.js"
 import * as MeshClient from "../src/hub/MeshClient.js"
 import * as KeysNative from "../src/node/KeysNative.js"
+import * as SagaEngine from "../src/saga/SagaEngine.js"
 import * as SagaHub from "../src/saga/SagaHub.js"
+import * as Database from "../src/sql/Database.js"
 import { median, report } from "./harness.js"
 import { quietPool, withDatabase } from "./postgres.js"
 
@@ -144,10 +153,53 @@ const program = (engine: "SQLite" | "Postgres", database: string) => Effect.gen(
   Logger.withMinimumLogLevel(LogLevel.Error)
 )
 
+const FLOOR_ACTIVITIES = 20
+const Floor = Workflow.make({ name: "bench-floor", payload: { id: Schema.String }, success: Schema.Number, idempotencyKey: ({ id }) => id })
+const FloorLive = Floor.toLayer(() =>
+  Effect.gen(function* () {
+    let sum = 0
+    for (let i = 0; i < FLOOR_ACTIVITIES; i++) sum += yield* Activity.make({ name: `a${i}`, success: Schema.Number, execute: Effect.succeed(i) })
+    return sum
+  })
+)
+let floorRun = 0
+
+/**
+ * The engine's own cost: one activity that does nothing, in a workflow of 20, on the durable engine the hub runs
+ * sagas on (single runner over `database`) beside the in-memory engine; per activity, wall-clock median of 15
+ * workflows after one warm-up, and the process's CPU per activity. A saga step is about one activity.
+ */
+const engineFloor = (engine: "SQLite" | "Postgres", database: string) => {
+  const perActivity = (layer: Layer.Layer<WorkflowEngine.WorkflowEngine>) =>
+    Effect.gen(function* () {
+      const tag = `${engine}-${++floorRun}-${Date.now()}`
+      yield* Floor.execute({ id: `${tag}-warm` })
+      const samples: Array<number> = []
+      const cpu0 = process.cpuUsage()
+      for (let i = 0; i < 15; i++) {
+        const t0 = performance.now()
+        yield* Floor.execute({ id: `${tag}-${i}` })
+        samples.push((performance.now() - t0) / FLOOR_ACTIVITIES)
+      }
+      const cpu = process.cpuUsage(cpu0)
+      return { ms: median(samples), cpuMs: (cpu.user + cpu.system) / 1000 / (15 * FLOOR_ACTIVITIES) }
+    }).pipe(Effect.provide(FloorLive), Effect.provide(layer), Effect.scoped)
+  return Effect.gen(function* () {
+    const memory = yield* perActivity(WorkflowEngine.layerMemory)
+    const durable = yield* perActivity(SagaEngine.layerSingle.pipe(Layer.provide(Layer.orDie(Database.layer(database)))))
+    console.log(
+      `${engine}: an activity that does nothing costs ${durable.ms.toFixed(2)} ms on the durable engine (${durable.cpuMs.toFixed(2)} ms CPU), ` +
+        `${memory.ms.toFixed(2)} ms on the in-memory engine (${memory.cpuMs.toFixed(2)} ms CPU)`
+    )
+    return { figure: { name: `empty activity, durable engine on ${engine} (/s)`, opsPerSecond: 1000 / durable.ms }, baseline: { name: "empty activity, in-memory engine (/s)", opsPerSecond: 1000 / memory.ms } }
+  })
+}
+
 /** Runs the suite: on a SQLite file, then (when a server answers) on a fresh Postgres database. */
 export const run = async (): Promise<void> => {
-  const rows = await Effect.runPromise(program("SQLite", path.join(fs.mkdtempSync(path.join(os.tmpdir(), "mesh-bench-saga-")), "hub.db")))
-  const pgRows = await withDatabase((url) => Effect.runPromise(program("Postgres", url))).catch((e: unknown) => {
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "mesh-bench-saga-")), "hub.db")
+  const rows = [...await Effect.runPromise(program("SQLite", file)), await Effect.runPromise(engineFloor("SQLite", file))]
+  const pgRows = await withDatabase((url) => Effect.runPromise(Effect.zipWith(program("Postgres", url), engineFloor("Postgres", url), (r, f) => [...r, f]))).catch((e: unknown) => {
     console.log(`saga on Postgres: not run (${e instanceof Error ? e.message : String(e)})`)
     return []
   })

@@ -38,9 +38,9 @@
  * start-up row), `shipped-cpu` (requests per second of the server's own CPU time: IPC for forked peers, /proc for
  * the mesh processes) and p50/p99 latency. Needs the built binary (`npm run build`).
  * Run: `npm run bench -- shipped` (or `node --import ./bench/loader.mjs bench/run.ts shipped`).
- * `SHIPPED_BENCH_ONLY=<comparisons>` (comma-separated: `echo`, `sig`, `a2a`, `hub`, `start`) runs only those comparisons
- * and the servers they need, e.g. `SHIPPED_BENCH_ONLY=a2a` starts the SDK's server and the mesh agent answering A2A, and
- * reports that row; unset, all of them.
+ * `SHIPPED_BENCH_ONLY=run,sig` measures only the named figures, each with its baseline (and, for `sig`, the hub its
+ * agent resolves callers on, measured too): `run` (auth none), `sig` (mesh-sig), `a2a`, `hub`, `peers` (fastify,
+ * hono) and `start`; a partial run is for comparing builds, not a record of the suite.
  */
 import { serve as serveHono } from "@hono/node-server"
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
@@ -76,6 +76,18 @@ const SIG_TTL_SECONDS = 300
 const STARTS = 7
 
 type Mode = "raw" | "fastify" | "hono" | "raw-verify" | "sdk" | "raw-bytes"
+
+/** The figures of the suite, in the order they are reported; `SHIPPED_BENCH_ONLY` picks some. */
+const FIGURES = ["peers", "run", "sig", "a2a", "hub", "start"] as const
+type Figure = (typeof FIGURES)[number]
+
+/** The figures this run measures: those `SHIPPED_BENCH_ONLY` names (comma-separated), else all. */
+const wantedFigures = (): ReadonlySet<Figure> => {
+  const only = (process.env["SHIPPED_BENCH_ONLY"] ?? "").split(",").map((s) => s.trim()).filter((s) => s !== "")
+  const unknown = only.filter((s) => !(FIGURES as ReadonlyArray<string>).includes(s))
+  if (unknown.length > 0) throw new Error(`SHIPPED_BENCH_ONLY names ${unknown.join(", ")}; the figures are ${FIGURES.join(", ")}`)
+  return new Set(only.length === 0 ? FIGURES : (only as Array<Figure>))
+}
 
 /** What the hub answered to one resolve, to be served again byte for byte. */
 interface Reply {
@@ -282,31 +294,10 @@ const startUp = async (cwd: string, cpu: number | undefined): Promise<{ readonly
   return { hubMs: median(hubMs), nodeMs: median(nodeMs) }
 }
 
-type ServerKey = "raw" | "fastify" | "hono" | "none" | "rawVerify" | "hub" | "sig" | "sdk" | "a2a" | "rawBytes"
-type Comparison = "echo" | "sig" | "a2a" | "hub" | "start"
-
-/** The servers each comparison measures (its figures and their baselines). */
-const COMPARISONS: Record<Comparison, ReadonlyArray<ServerKey>> = {
-  echo: ["raw", "fastify", "hono", "none"],
-  sig: ["raw", "rawVerify", "hub", "sig"],
-  a2a: ["sdk", "a2a"],
-  hub: ["raw", "rawBytes", "hub"],
-  start: []
-}
-
-/** The comparisons `SHIPPED_BENCH_ONLY` names (all when unset); an unknown name fails the run. */
-const chosenComparisons = (): Array<Comparison> => {
-  const only = process.env["SHIPPED_BENCH_ONLY"]
-  if (only === undefined || only.trim() === "") return Object.keys(COMPARISONS) as Array<Comparison>
-  const names = only.split(",").map((s) => s.trim()).filter((s) => s.length > 0)
-  for (const n of names) if (!(n in COMPARISONS)) throw new Error(`SHIPPED_BENCH_ONLY: unknown comparison ${n} (known: ${Object.keys(COMPARISONS).join(", ")})`)
-  return names as Array<Comparison>
-}
-
 /** Runs the suite. */
 export const run = async (): Promise<void> => {
   if (!fs.existsSync(bin)) throw new Error("dist/bin/mesh.js is missing: run `npm run build`")
-  const chosen = chosenComparisons()
+  const wanted = wantedFigures()
   const placed = pinning()
   const root = fs.mkdtempSync(path.join(os.tmpdir(), "mesh-bench-shipped-"))
   logs.length = 0
@@ -332,43 +323,51 @@ export const run = async (): Promise<void> => {
       },
       requests: (port) => [Buffer.from(`GET ${reply!.path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: keep-alive\r\n\r\n`)]
     }
-    const servers: Record<ServerKey, BenchServer> = {
-      raw: peer("raw node:http echo", "raw", unsigned),
-      fastify: peer("fastify 5 echo", "fastify", unsigned),
-      hono: peer("hono (@hono/node-server) echo", "hono", unsigned),
-      none: meshAgent(root, "mesh agent POST /v1/run, auth none", () => [], unsigned),
-      rawVerify: peer("raw node:http echo + Ed25519 verify", "raw-verify", (port) => signed(port, CYCLED, by), () => ({ SHIPPED_BENCH_KEYS: JSON.stringify(keys) })),
-      hub,
-      sig: meshAgent(
-        root,
-        "mesh agent POST /v1/run, auth mesh-sig",
-        () => ["--auth", "mesh-sig", "--hub", hubUrl],
-        async (port) => {
-          const count = SIG_ROUND_CAP * (OPTIONS.rounds + 1)
-          const t0 = performance.now()
-          const pool = await signed(port, count, by)
-          console.log(`(signed ${count.toLocaleString("en-US")} requests by ${CALLERS} callers in ${((performance.now() - t0) / 1000).toFixed(1)} s)`)
-          return once(pool)
-        },
-        SIG_ROUND_CAP
-      ),
-      sdk: peer("@a2a-js/sdk express message/send", "sdk", legacySend),
-      a2a: meshAgent(root, "mesh agent A2A message/send", () => [], legacySend),
-      rawBytes: peer("raw node:http, the hub's bytes", "raw-bytes", (port) => [Buffer.from(`GET ${reply!.path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: keep-alive\r\n\r\n`)], () => ({
-        SHIPPED_BENCH_REPLY: JSON.stringify(reply)
-      }))
+    const raw = peer("raw node:http echo", "raw", unsigned)
+    const servers: Record<Figure, ReadonlyArray<BenchServer>> = {
+      peers: [peer("fastify 5 echo", "fastify", unsigned), peer("hono (@hono/node-server) echo", "hono", unsigned)],
+      run: [meshAgent(root, "mesh agent POST /v1/run, auth none", () => [], unsigned)],
+      sig: [
+        peer("raw node:http echo + Ed25519 verify", "raw-verify", (port) => signed(port, CYCLED, by), () => ({ SHIPPED_BENCH_KEYS: JSON.stringify(keys) })),
+        meshAgent(
+          root,
+          "mesh agent POST /v1/run, auth mesh-sig",
+          () => ["--auth", "mesh-sig", "--hub", hubUrl],
+          async (port) => {
+            const count = SIG_ROUND_CAP * (OPTIONS.rounds + 1)
+            const t0 = performance.now()
+            const pool = await signed(port, count, by)
+            console.log(`(signed ${count.toLocaleString("en-US")} requests by ${CALLERS} callers in ${((performance.now() - t0) / 1000).toFixed(1)} s)`)
+            return once(pool)
+          },
+          SIG_ROUND_CAP
+        )
+      ],
+      a2a: [peer("@a2a-js/sdk express message/send", "sdk", legacySend), meshAgent(root, "mesh agent A2A message/send", () => [], legacySend)],
+      hub: [
+        peer("raw node:http, the hub's bytes", "raw-bytes", (port) => [Buffer.from(`GET ${reply!.path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: keep-alive\r\n\r\n`)], () => ({
+          SHIPPED_BENCH_REPLY: JSON.stringify(reply)
+        }))
+      ],
+      start: []
     }
-    // The servers of the chosen comparisons, in the order above (the hub before the signed agent, which needs it).
-    const needed = new Set(chosen.flatMap((c) => COMPARISONS[c]))
-    const keysRun = (Object.keys(servers) as Array<ServerKey>).filter((k) => needed.has(k))
-    const { wall, cpu, latency } = await measureAll(keysRun.map((k) => servers[k]), OPTIONS)
+    // The hub is spawned before the first server that needs it: the signed agent resolves its callers there, and
+    // the raw server of its bytes serves what it answered.
+    const all: Array<BenchServer> = [raw]
+    for (const f of FIGURES.filter((f) => wanted.has(f))) {
+      if ((f === "sig" || f === "hub") && !all.includes(hub)) all.push(hub)
+      all.push(...servers[f])
+    }
+    const measured = await measureAll(all, OPTIONS)
+    const byName = (ms: ReadonlyArray<Measurement>) => (name: string): Measurement => ms[all.findIndex((s) => s.name === name)]!
+    const { latency } = measured
     // Every mesh process ran with its access log on: one line per request (and a few of its own).
     const logLines = logs.map(({ name, file }) => ({ name, lines: fs.existsSync(file) ? fs.readFileSync(file, "utf8").split("\n").length - 1 : 0 }))
     console.log(`(access logs written: ${logLines.map((l) => `${l.name} ${l.lines.toLocaleString("en-US")} lines`).join(", ")})`)
     note("accessLogLines", logLines)
 
     const listenRows: Array<Row> = []
-    if (chosen.includes("start")) {
+    if (wanted.has("start")) {
       const started = await startUp(fs.mkdtempSync(path.join(root, "start-")), placed.mode === "taskset" ? placed.serverCpu : undefined)
       console.log(`(mesh hub to first listen ${started.hubMs.toFixed(0)} ms, node -e 0 ${started.nodeMs.toFixed(0)} ms: ${(started.hubMs / started.nodeMs).toFixed(2)}×, target ≤ 3×)`)
       listenRows.push({
@@ -377,30 +376,31 @@ export const run = async (): Promise<void> => {
         target: 1 / 3
       })
     }
-    // Each row whose figure and baseline both ran.
     const rows = (ms: Array<Measurement>): Array<Row> => {
-      const by = new Map(keysRun.map((k, i) => [k, ms[i]!]))
-      const row = (figure: ServerKey, baseline: ServerKey, target?: number): Array<Row> => {
-        const f = by.get(figure)
-        const b = by.get(baseline)
-        return f === undefined || b === undefined ? [] : [{ figure: f, baseline: b, ...(target === undefined ? {} : { target }) }]
+      const m = byName(ms)
+      const r = m(raw.name)
+      const groups: Record<Figure, () => Array<Row>> = {
+        peers: () => [{ figure: m("fastify 5 echo"), baseline: r }, { figure: m("hono (@hono/node-server) echo"), baseline: r }],
+        run: () => [{ figure: m("mesh agent POST /v1/run, auth none"), baseline: r, target: 0.5 }],
+        sig: () => [
+          { figure: m("raw node:http echo + Ed25519 verify"), baseline: r },
+          { figure: m("mesh agent POST /v1/run, auth mesh-sig"), baseline: m("raw node:http echo + Ed25519 verify"), target: 0.7 }
+        ],
+        a2a: () => [
+          { figure: m("@a2a-js/sdk express message/send"), baseline: r },
+          { figure: m("mesh agent A2A message/send"), baseline: m("@a2a-js/sdk express message/send"), target: 3 }
+        ],
+        hub: () => [
+          { figure: m("raw node:http, the hub's bytes"), baseline: r },
+          { figure: m(hub.name), baseline: m("raw node:http, the hub's bytes"), target: 0.45 }
+        ],
+        start: () => []
       }
-      return [
-        ...row("raw", "raw"),
-        ...row("fastify", "raw"),
-        ...row("hono", "raw"),
-        ...row("none", "raw", 0.5),
-        ...row("rawVerify", "raw"),
-        ...row("sig", "rawVerify", 0.7),
-        ...row("sdk", "raw"),
-        ...row("a2a", "sdk", 3),
-        ...row("rawBytes", "raw"),
-        ...row("hub", "rawBytes", 0.45)
-      ]
+      return [{ figure: r, baseline: r }, ...FIGURES.filter((f) => wanted.has(f)).flatMap((f) => groups[f]())]
     }
-    report("shipped", [...rows(wall), ...listenRows])
+    report("shipped", [...rows(measured.wall), ...listenRows])
     reportLatency("shipped", latency)
-    report("shipped-cpu", rows(cpu))
+    report("shipped-cpu", rows(measured.cpu))
   } finally {
     fs.rmSync(root, { recursive: true, force: true })
   }

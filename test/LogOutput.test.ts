@@ -9,18 +9,32 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Cause from "effect/Cause"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as FiberId from "effect/FiberId"
 import * as FiberRefs from "effect/FiberRefs"
 import * as HashMap from "effect/HashMap"
 import * as List from "effect/List"
 import * as LogLevel from "effect/LogLevel"
+import * as fc from "fast-check"
 import { spawn } from "node:child_process"
+import * as fs from "node:fs"
+import { createRequire } from "node:module"
+import * as os from "node:os"
 import * as path from "node:path"
 import * as AccessLog from "../src/http/AccessLog.js"
-import { prettyLine } from "../src/cli/LogOutput.js"
+import { fdLines, prettyAccessLine, prettyLine } from "../src/cli/LogOutput.js"
 import * as Observability from "../src/cli/Observability.js"
 
 const at = new Date(2025, 0, 2, 9, 5, 7, 42)
+
+const recordAt = (date: Date) => ({
+  fiberId: FiberId.none,
+  logLevel: LogLevel.Info,
+  cause: Cause.empty,
+  context: FiberRefs.empty(),
+  spans: List.empty(),
+  date
+})
 
 const record = (fields: {
   readonly message: unknown
@@ -72,6 +86,41 @@ describe("the pretty log line", () => {
   })
 })
 
+describe("the pretty access line", () => {
+  // Made from the entry (AccessLog.Direct) instead of from a record: it must be the line the record would have made.
+  const text = fc.string({ unit: fc.constantFrom("a", "Z", "0", "/", " ", "=", "\"", "\n", "\x1b", "é", "-", ":", "#") })
+  const entry = fc.record({
+    method: fc.constantFrom("GET", "POST", "DELETE"),
+    path: text,
+    status: fc.integer({ min: 100, max: 599 }),
+    durationMs: fc.double({ min: 0, max: 1e6, noNaN: true }),
+    correlationId: text,
+    caller: fc.option(text, { nil: undefined }),
+    traceId: fc.option(text, { nil: undefined })
+  })
+  const base = fc.dictionary(fc.constantFrom("service", "region", "correlationId", "status", "caller", "k=v"), fc.oneof(text, fc.integer()), { maxKeys: 4 })
+
+  it("is the line prettyLine makes of the record AccessLog.writer builds, coloured or not, whatever the runtime's annotations", () => {
+    fc.assert(
+      fc.property(entry, base, fc.boolean(), fc.integer({ min: 0, max: 4_000_000_000_000 }), (e, annotations, colours, ms) => {
+        const runtimeAnnotations = HashMap.fromIterable(Object.entries(annotations))
+        const date = new Date(ms)
+        const record = { ...recordAt(date), message: AccessLog.message(e.method, e.path, e.status, e.durationMs), annotations: AccessLog.annotationsOf(runtimeAnnotations, e) }
+        assert.strictEqual(prettyAccessLine(colours, runtimeAnnotations)(e, date), prettyLine(colours)(record))
+      }),
+      { numRuns: 2_000 }
+    )
+  })
+
+  it("the pretty logger of mesh hub and mesh agent writes access lines from their entries", () => {
+    const printed: Array<string> = []
+    const runtime = Effect.runSync(Effect.scoped(Layer.toRuntime(Observability.layer("test", "pretty", { NO_COLOR: "1" }, (line) => void printed.push(line)))))
+    const write = AccessLog.writer(runtime, () => at.getTime())!
+    write({ method: "GET", path: "/health", status: 200, durationMs: 1.4, correlationId: "c-1", caller: "did:mesh:a", traceId: undefined })
+    assert.deepStrictEqual(printed, ["09:05:07.042 INFO  GET /health 200 1.4ms caller=did:mesh:a correlationId=c-1"])
+  })
+})
+
 describe("the log layer of mesh hub and mesh agent", () => {
   const lines = (format: Observability.LogFormat) => {
     const printed: Array<string> = []
@@ -99,6 +148,37 @@ describe("the log layer of mesh hub and mesh agent", () => {
 })
 
 describe("the log writer", () => {
+  // Lines gather until the gather says they may go, then go out in one write: under load, a write per few hundred
+  // lines rather than per line (each write costs a hand-off to the thread pool and back).
+  it.live("holds the lines until the gather lets them go, then writes them in one write", () =>
+    Effect.gen(function* () {
+      const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "mesh-lines-")), "log")
+      const fd = fs.openSync(file, "a")
+      const nodeFs = createRequire(import.meta.url)("node:fs") as typeof fs
+      const original = nodeFs.write
+      let writes = 0
+      nodeFs.write = ((...args: Parameters<typeof fs.write>) => {
+        if (args[0] === fd) writes++
+        return (original as (...a: Parameters<typeof fs.write>) => void)(...args)
+      }) as typeof fs.write
+      let letGo: (() => void) | undefined
+      yield* Effect.scoped(
+        Effect.gen(function* () {
+          const out = yield* fdLines(fd, (handOver) => void (letGo = handOver))
+          for (let i = 0; i < 100; i++) {
+            out(`line ${i}`)
+            yield* Effect.yieldNow()
+          }
+          yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
+          assert.strictEqual(fs.readFileSync(file, "utf8"), "", "nothing is written before the gather lets it go")
+          letGo!()
+        })
+      ).pipe(Effect.ensuring(Effect.sync(() => (nodeFs.write = original))))
+      fs.closeSync(fd)
+      assert.strictEqual(fs.readFileSync(file, "utf8"), Array.from({ length: 100 }, (_, i) => `line ${i}\n`).join(""))
+      assert.strictEqual(writes, 1)
+    }))
+
   const N = 20_000
   const line = (i: number) => `line ${i} ${"x".repeat(60)}`
 

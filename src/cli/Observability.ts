@@ -13,9 +13,9 @@ import * as FiberRef from "effect/FiberRef"
 import * as HashSet from "effect/HashSet"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
-import { AccessLog } from "../http/AccessLog.js"
+import * as AccessLog from "../http/AccessLog.js"
 import { requestedByEnv } from "../http/Tracing.js"
-import { type LineOut, prettyLine, stderrLines } from "./LogOutput.js"
+import { type LineOut, prettyAccessLine, prettyLine, stderrLines } from "./LogOutput.js"
 
 /** The log formats `--log-format` offers. */
 export const LOG_FORMATS = ["pretty", "json", "logfmt"] as const
@@ -38,9 +38,18 @@ const coloured = (env: Readonly<Record<string, string | undefined>>) => process.
  * `pretty` is coloured only on a terminal and when `NO_COLOR` is unset.
  */
 export const loggerOf = (format: LogFormat, out: LineOut, env: Readonly<Record<string, string | undefined>> = process.env): Layer.Layer<never> => {
+  const colours = coloured(env)
   const line: (options: Logger.Logger.Options<unknown>) => string =
-    format === "json" ? (o) => Logger.jsonLogger.log(o) : format === "logfmt" ? (o) => Logger.logfmtLogger.log(o) : prettyLine(coloured(env))
-  const chosen = Logger.make((options) => out(line(options)))
+    format === "json" ? (o) => Logger.jsonLogger.log(o) : format === "logfmt" ? (o) => Logger.logfmtLogger.log(o) : prettyLine(colours)
+  const logger = Logger.make((options) => out(line(options)))
+  // The pretty logger writes access lines from their entries (AccessLog.Direct): the same text, without a record.
+  const direct: AccessLog.Direct = {
+    [AccessLog.DirectTypeId]: (base) => {
+      const accessLine = prettyAccessLine(colours, base)
+      return (entry, date) => out(accessLine(entry, date))
+    }
+  }
+  const chosen = format === "pretty" ? Object.assign(logger, direct) : logger
   const replaced = [Logger.defaultLogger, Logger.prettyLoggerDefault, plainPrettyLogger, colourPrettyLogger]
   return Layer.scopedDiscard(
     Effect.locallyScopedWith(FiberRef.currentLoggers, (loggers) => HashSet.add(replaced.reduce((set, l) => HashSet.remove(set, l), loggers), chosen))
@@ -72,7 +81,7 @@ export const layer = (
       Layer.mergeAll(
         loggerOf(format, to, env),
         consoleTo(to),
-        Layer.succeed(AccessLog, true),
+        Layer.succeed(AccessLog.AccessLog, true),
         requestedByEnv(env) ? Layer.unwrapEffect(Effect.map(Effect.promise(() => import("../http/Telemetry.js")), (t) => t.layerFromEnv(service))) : Layer.empty
       ))
   )

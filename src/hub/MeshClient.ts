@@ -331,10 +331,14 @@ export const make = (options: MeshClientOptions) =>
 
     const ttl = options.keyCacheTtlMs ?? 30_000
     const cache = new Map<string, { readonly key: ResolvedKey; readonly until: number }>()
+    // The clock of the client's construction, read directly: a cached key is answered without a fiber (a server
+    // resolving a signed request's key keeps it on the calling stack, RunSync.ts).
+    const clock = yield* Effect.clock
     /** A `KeyResolver` over the hub's did:mesh resolver, caching keys for `keyCacheTtlMs`; revocations are not cached. */
     const keyResolver: KeyResolverApi = {
       resolve: (did) =>
-        Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        Effect.suspend(() => {
+          const now = clock.unsafeCurrentTimeMillis()
           const hit = cache.get(did)
           if (hit !== undefined && hit.until > now) return Effect.succeed(hit.key)
           return api.resolveDid(did).pipe(

@@ -4,7 +4,9 @@
  * finished (and with what exit), which executions ended. The journal is the world's; each process builds its own
  * engine over it (`layer`), and a crash (its scope closed) takes only the running fibers with it. The next process
  * registers the workflow again and `resumeAll` restarts every execution that has not ended: journalled activities
- * answer their recorded exit, the one in flight when the process died runs again.
+ * answer their recorded exit, the one in flight when the process died runs again. A process that lives through several
+ * runs reads the journal of the run in progress, and says whether any of its workflows still runs (`Fibers`), so
+ * that one left busy at the end of a run is not carried into the next.
  *
  * Kept in memory rather than on the run's SQLite file: what the simulation checks is the saga's code across a crash
  * (each step's work once, every saga ending), and an in-memory journal keeps a run a few milliseconds long.
@@ -63,20 +65,42 @@ export const inFlight = (journal: Journal): ReadonlyArray<string> =>
 
 type Execute = (payload: object, executionId: string) => Effect.Effect<unknown, unknown, WorkflowEngine.WorkflowInstance | WorkflowEngine.WorkflowEngine>
 
+/** The fibers an engine forked into its process, each until it ends: none left means no workflow of it runs or waits on the clock. */
+export type Fibers = Set<Fiber.RuntimeFiber<unknown, unknown>>
+
+/** Counts `fiber` in `fibers` until it ends. */
+const tracked = <A, E>(fibers: Fibers, fiber: Fiber.RuntimeFiber<A, E>): Fiber.RuntimeFiber<A, E> => {
+  fibers.add(fiber)
+  fiber.addObserver(() => void fibers.delete(fiber))
+  return fiber
+}
+
 /**
- * An engine over `journal` for one process: its workflow fibers live in the scope the workflow was registered in
- * (the process's), so closing that scope is the crash.
+ * An engine over the journal `journalOf` answers (the run's) for one process: its workflow fibers live in the scope
+ * the workflow was registered in (the process's), so closing that scope is the crash; while they run, they are in
+ * `fibers`.
  */
-export const layer = (journal: Journal): Layer.Layer<WorkflowEngine.WorkflowEngine> =>
+export const layer = (journalOf: () => Journal, fibers: Fibers = new Set()): Layer.Layer<WorkflowEngine.WorkflowEngine> =>
   Layer.sync(WorkflowEngine.WorkflowEngine, () => {
     const registered = new Map<string, { readonly workflow: Workflow.Any; readonly execute: Execute; readonly scope: Scope.Scope }>()
-    // This process's runs, a fiber per execution: a caller waiting on a result joins it.
-    const running = new Map<string, Fiber.RuntimeFiber<Workflow.Result<unknown, unknown>, never>>()
+    // This process's runs, a fiber per execution of the journal: a caller waiting on a result joins it. Kept per
+    // journal, so the runs of a journal read before (an earlier run's, whose ids may repeat) go with it.
+    const runs = new WeakMap<Journal, Map<string, Fiber.RuntimeFiber<Workflow.Result<unknown, unknown>, never>>>()
+    const runningOf = () => {
+      const journal = journalOf()
+      let running = runs.get(journal)
+      if (running === undefined) {
+        running = new Map()
+        runs.set(journal, running)
+      }
+      return running
+    }
 
     const start = (executionId: string): Effect.Effect<void> =>
       Effect.suspend(() => {
-        const execution = journal.executions.get(executionId)
+        const execution = journalOf().executions.get(executionId)
         if (execution === undefined || execution.result !== undefined) return Effect.void
+        const running = runningOf()
         const current = running.get(executionId)
         if (current !== undefined && current.unsafePoll() === null) return Effect.void
         const entry = registered.get(execution.workflowName)
@@ -98,15 +122,15 @@ export const layer = (journal: Journal): Layer.Layer<WorkflowEngine.WorkflowEngi
           Effect.provideService(WorkflowEngine.WorkflowInstance, instance),
           Effect.provideService(WorkflowEngine.WorkflowEngine, engine),
           Effect.forkIn(entry.scope),
-          Effect.map((fiber) => void running.set(executionId, fiber))
+          Effect.map((fiber) => void running.set(executionId, tracked(fibers, fiber)))
         )
       })
 
     const resultOf = (executionId: string): Effect.Effect<Workflow.Result<unknown, unknown>> =>
       Effect.suspend(() => {
-        const execution = journal.executions.get(executionId)
+        const execution = journalOf().executions.get(executionId)
         if (execution?.result !== undefined) return Effect.succeed(execution.result)
-        const fiber = running.get(executionId)
+        const fiber = runningOf().get(executionId)
         return fiber === undefined ? Effect.dieMessage(`workflow execution ${executionId} is not running`) : Fiber.join(fiber)
       })
 
@@ -115,19 +139,20 @@ export const layer = (journal: Journal): Layer.Layer<WorkflowEngine.WorkflowEngi
         Effect.flatMap(Effect.scope, (scope) => Effect.sync(() => void registered.set(workflow.name, { workflow, execute, scope }))),
       execute: (workflow, options) =>
         Effect.gen(function* () {
-          if (!journal.executions.has(options.executionId)) {
-            journal.executions.set(options.executionId, { workflowName: workflow.name, payload: options.payload, parent: options.parent?.executionId, result: undefined, interrupted: false })
+          if (!journalOf().executions.has(options.executionId)) {
+            journalOf().executions.set(options.executionId, { workflowName: workflow.name, payload: options.payload, parent: options.parent?.executionId, result: undefined, interrupted: false })
           }
           yield* start(options.executionId)
           if (options.discard) return undefined
           return yield* resultOf(options.executionId)
         }) as never,
-      poll: (_workflow, executionId) => Effect.sync(() => journal.executions.get(executionId)?.result),
+      poll: (_workflow, executionId) => Effect.sync(() => journalOf().executions.get(executionId)?.result),
       interrupt: (_workflow, executionId) =>
         Effect.suspend(() => {
-          const execution = journal.executions.get(executionId)
+          const execution = journalOf().executions.get(executionId)
           if (execution === undefined || execution.result !== undefined) return Effect.void
           execution.interrupted = true
+          const running = runningOf()
           const fiber = running.get(executionId)
           running.delete(executionId)
           return Effect.zipRight(fiber === undefined ? Effect.void : Fiber.interrupt(fiber), start(executionId))
@@ -137,30 +162,30 @@ export const layer = (journal: Journal): Layer.Layer<WorkflowEngine.WorkflowEngi
         Effect.gen(function* () {
           const parent = yield* WorkflowEngine.WorkflowInstance
           const key = `${parent.executionId}/${activity.name}/${attempt}`
-          const done = journal.activities.get(key)
+          const done = journalOf().activities.get(key)
           if (done !== undefined) return done
           const instance = WorkflowEngine.WorkflowInstance.initial(parent.workflow, parent.executionId)
           instance.interrupted = parent.interrupted
           const result = yield* activity.executeEncoded.pipe(Workflow.intoResult, Effect.provideService(WorkflowEngine.WorkflowInstance, instance))
           // Only a finished activity is journalled; one interrupted by a crash fails above and runs again on resume.
-          if (result._tag === "Complete") journal.activities.set(key, result)
+          if (result._tag === "Complete") journalOf().activities.set(key, result)
           return result
         }),
       deferredResult: (deferred: DurableDeferred.Any) =>
-        Effect.map(WorkflowEngine.WorkflowInstance, (instance) => journal.deferreds.get(`${instance.executionId}/${deferred.name}`)),
+        Effect.map(WorkflowEngine.WorkflowInstance, (instance) => journalOf().deferreds.get(`${instance.executionId}/${deferred.name}`)),
       deferredDone: (options) =>
         Effect.suspend(() => {
           const key = `${options.executionId}/${options.deferredName}`
-          if (journal.deferreds.has(key)) return Effect.void
-          journal.deferreds.set(key, options.exit)
+          if (journalOf().deferreds.has(key)) return Effect.void
+          journalOf().deferreds.set(key, options.exit)
           return start(options.executionId)
         }),
       scheduleClock: (workflow, options: { readonly executionId: string; readonly clock: DurableClock }) =>
         Effect.gen(function* () {
           const key = `${options.executionId}/${options.clock.name}`
           const now = yield* Clock.currentTimeMillis
-          const at = journal.clocks.get(key) ?? now + Duration.toMillis(options.clock.duration)
-          journal.clocks.set(key, at)
+          const at = journalOf().clocks.get(key) ?? now + Duration.toMillis(options.clock.duration)
+          journalOf().clocks.set(key, at)
           const entry = registered.get(workflow.name)
           if (entry === undefined) return
           yield* engine.deferredDone(options.clock.deferred, {
@@ -168,7 +193,7 @@ export const layer = (journal: Journal): Layer.Layer<WorkflowEngine.WorkflowEngi
             executionId: options.executionId,
             deferredName: options.clock.deferred.name,
             exit: Exit.void
-          }).pipe(Effect.delay(Duration.millis(Math.max(0, at - now))), Effect.forkIn(entry.scope))
+          }).pipe(Effect.delay(Duration.millis(Math.max(0, at - now))), Effect.forkIn(entry.scope), Effect.map((fiber) => void tracked(fibers, fiber)))
         })
     })
 

@@ -64,6 +64,8 @@ export interface NetworkApi {
   readonly sent: Effect.Effect<number>
   /** Requests whose handler has not answered yet: while there are some, the mesh is not idle. */
   readonly inFlight: Effect.Effect<number>
+  /** Requests delivered to `handler` that it has not answered yet (a process still at work). */
+  readonly inFlightAt: (handler: Handler) => Effect.Effect<number>
   /** Sends one request through the network, faults and all: what the `HttpClient` of `client` does. */
   readonly send: (
     request: HttpClientRequest.HttpClientRequest,
@@ -127,6 +129,7 @@ export const make: Effect.Effect<NetworkApi> = Effect.sync(() => {
   let seq = 0
   let sinceReset = 0
   let inFlight = 0
+  const atHandler = new Map<Handler, number>()
   const lines: Array<TraceLine> = []
   return {
     register: (origin, handler) => Effect.sync(() => void handlers.set(origin, handler)),
@@ -140,6 +143,7 @@ export const make: Effect.Effect<NetworkApi> = Effect.sync(() => {
     trace: Effect.sync(() => lines.slice()),
     sent: Effect.sync(() => sinceReset),
     inFlight: Effect.sync(() => inFlight),
+    inFlightAt: (handler) => Effect.sync(() => atHandler.get(handler) ?? 0),
     send: (request, url) =>
       Effect.gen(function* () {
         const n = sinceReset++
@@ -165,7 +169,13 @@ export const make: Effect.Effect<NetworkApi> = Effect.sync(() => {
         const call = Effect.tryPromise({
           try: () => {
             inFlight++
-            return handler(webRequest()).finally(() => inFlight--)
+            atHandler.set(handler, (atHandler.get(handler) ?? 0) + 1)
+            return handler(webRequest()).finally(() => {
+              inFlight--
+              const left = atHandler.get(handler)! - 1
+              if (left === 0) atHandler.delete(handler)
+              else atHandler.set(handler, left)
+            })
           },
           catch: (cause) => transport(request, String(cause))
         })

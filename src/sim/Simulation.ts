@@ -23,11 +23,18 @@
  * digest, so two runs of one schedule can be compared. Finding the shortest failing schedule (shrinking) is the
  * caller's: `shrink` drops events one at a time, and `scripts/simulate.ts` and the tests use it.
  *
+ * Starting a hub and its agents costs about a quarter of a run, so they are started once per process and mesh (the
+ * residents) and serve every run that leaves them at rest: what they hold of a run is the run's (its stores, journal
+ * and network, reached through the run in progress; its clock, randomness and rate limits, through the section's
+ * objects below) or reset before the next (the database, from the prepared snapshot). A crash within a run still
+ * closes the process and starts another over its durable stores.
+ *
  * Floor: sim (docs/architecture.md §3).
  */
 import * as HttpClient from "@effect/platform/HttpClient"
+import BetterSqlite3 from "better-sqlite3"
 import { createHash } from "node:crypto"
-import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Cause from "effect/Cause"
@@ -42,12 +49,12 @@ import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
 import * as Random from "effect/Random"
+import * as Runtime from "effect/Runtime"
 import * as Scheduler from "effect/Scheduler"
 import * as Scope from "effect/Scope"
 import { PCGRandom } from "effect/Utils"
 import * as AgentClient from "../agent/AgentClient.js"
 import type { Handler, RunInput } from "../agent/Handler.js"
-import type { Stores } from "../agent/AgentServices.js"
 import * as AgentWeb from "../agent/AgentWeb.js"
 import * as AgentMemory from "../core/AgentMemory.js"
 import * as Entropy from "../core/Entropy.js"
@@ -65,6 +72,7 @@ import * as Hub from "../hub/Hub.js"
 import { HubPublicUrl } from "../hub/HubHttp.js"
 import { Ledger } from "../hub/Ledger.js"
 import * as MeshClient from "../hub/MeshClient.js"
+import * as RateLimiter from "../hub/RateLimiter.js"
 import * as Registry from "../hub/Registry.js"
 import { fromSpecs } from "../model/ModelCatalogue.js"
 import * as ModelRouter from "../model/ModelRouter.js"
@@ -375,6 +383,144 @@ const withTrackedDigest = <A, E, R>(outside: Outside, effect: Effect.Effect<A, E
   )
 
 // ---------------------------------------------------------------------------------------------------------------
+// The clock, randomness and caches of the section in progress
+
+/**
+ * What a section of simulated work (a run, the preparation, a start of the residents) gives every fiber in it. The
+ * hub and the agents are started once and serve many runs, and what they took when started (their runtime's `Clock`
+ * and `Random`, their `Entropy`, their caches and rate limiters) is one of the process-wide objects below, each of
+ * which acts as the section's in progress: so a resident keeps time by the run's clock and draws from the run's seed,
+ * as a process started for the run would.
+ */
+interface Section {
+  readonly clock: SimClock.SimClock
+  readonly random: Random.Random
+  readonly entropy: Entropy.EntropyApi
+  /** The buckets of each rate limiter the hubs made, by limiter: empty at the start of the section. */
+  readonly limiters: Map<symbol, RateLimiter.RateLimiter>
+}
+
+let section: Section | undefined = undefined
+
+/** The section in progress; throws outside one (a resident's fiber still at work between runs would be a bug). */
+const inSection = (): Section => {
+  if (section === undefined) throw new Error("the simulated clock or randomness was used outside a simulation run")
+  return section
+}
+
+/** The Clock of every simulated fiber: the section's. */
+const sectionClock: Clock.Clock = {
+  [Clock.ClockTypeId]: Clock.ClockTypeId,
+  unsafeCurrentTimeMillis: () => inSection().clock.unsafeCurrentTimeMillis(),
+  currentTimeMillis: Effect.sync(() => inSection().clock.unsafeCurrentTimeMillis()),
+  unsafeCurrentTimeNanos: () => inSection().clock.unsafeCurrentTimeNanos(),
+  currentTimeNanos: Effect.sync(() => inSection().clock.unsafeCurrentTimeNanos()),
+  sleep: (duration) => Effect.suspend(() => inSection().clock.sleep(duration))
+}
+
+/** Effect's `Random` of every simulated fiber: the section's. */
+const sectionRandom: Random.Random = {
+  [Random.RandomTypeId]: Random.RandomTypeId,
+  next: Effect.suspend(() => inSection().random.next),
+  nextBoolean: Effect.suspend(() => inSection().random.nextBoolean),
+  nextInt: Effect.suspend(() => inSection().random.nextInt),
+  nextRange: (min, max) => Effect.suspend(() => inSection().random.nextRange(min, max)),
+  nextIntBetween: (min, max) => Effect.suspend(() => inSection().random.nextIntBetween(min, max)),
+  shuffle: (elements) => Effect.suspend(() => inSection().random.shuffle(elements))
+}
+
+/** The `Entropy` of every simulated fiber: the section's seeded generator. */
+const sectionEntropy: Entropy.EntropyApi = {
+  kind: "seeded",
+  bytes: (n) => inSection().entropy.bytes(n),
+  nonceBytes: (n) => inSection().entropy.nonceBytes(n),
+  uuid: () => inSection().entropy.uuid()
+}
+
+/** The mandate cache of every simulated fiber, emptied as each section starts: every run parses the same tokens. */
+const sectionMandates = MandateCache.make()
+
+/**
+ * The hubs' rate limits, kept in memory as a SQLite hub keeps them, in buckets of the section's: each limiter a hub
+ * makes starts every section with no bucket, as the limiter of a hub started for the run would (and a hub started
+ * again after a crash makes new limiters, whose buckets are empty).
+ */
+const sectionRateLimits: RateLimiter.SharedRateLimits["Type"] = {
+  make: (_name, options) => {
+    const id = Symbol("limiter")
+    return {
+      take: (key) =>
+        Effect.suspend(() => {
+          const { limiters } = inSection()
+          let limiter = limiters.get(id)
+          if (limiter === undefined) {
+            limiter = RateLimiter.make(options)
+            limiters.set(id, limiter)
+          }
+          return limiter.take(key)
+        })
+    }
+  }
+}
+
+/** The process's `Keys`: OpenSSL key objects of the mesh's fixed identities, made once (the preparation signs with each). */
+const sharedKeys = KeysNative.makeNative()
+
+/** The services every simulated fiber has. */
+type SimulationServices = Entropy.Entropy | Keys | MandateCache.MandateCache
+
+/**
+ * Every id, nonce and key outside Effect's Random from one seeded generator (the same requests in every run); the
+ * keys' caches (key objects by key bytes), which are pure and shared by every run of the process, so a run does not
+ * import the mesh's fixed keys again; the mandate cache, emptied for each section, so every run parses the same tokens.
+ */
+const simulationServices: Context.Context<SimulationServices> = Context.make(Entropy.Entropy, sectionEntropy).pipe(
+  Context.add(Keys, sharedKeys),
+  Context.add(MandateCache.MandateCache, sectionMandates)
+)
+
+/** Gives `effect` the simulation's clock, randomness, scheduler and services: what every simulated fiber runs with. */
+const inSimulation = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, Exclude<R, SimulationServices>> =>
+  effect.pipe(
+    // Effect's own randomness (retry jitter, the router's draws) seeded, so retries wait the same from run to run.
+    Effect.withRandom(sectionRandom),
+    Effect.withClock(sectionClock),
+    Effect.withScheduler(microtaskScheduler),
+    // An agent's failing handler logs at ERROR; thousands of runs would drown what the run reports.
+    Logger.withMinimumLogLevel(LogLevel.None),
+    Effect.provide(simulationServices)
+  )
+
+let processRuntime: Runtime.Runtime<SimulationServices> | undefined = undefined
+
+/**
+ * Runs `effect` (starting a process of the mesh) in a fiber of its own, started afresh in the simulation rather than
+ * forked from the fiber that starts the process. A process keeps the fiber refs it was started with (its runtime's),
+ * and a forked fiber's refs stack its parent's: a process started from a fiber of another (a crash set off by a
+ * request) would carry that fiber's refs, the other process's context among them, and a resident would carry them
+ * into every later run, each restart's stacked on the last's.
+ */
+const asProcess = <A, E>(effect: Effect.Effect<A, E, SimulationServices>): Effect.Effect<A, E> =>
+  Effect.suspend(() => {
+    processRuntime ??= Effect.runSync(inSimulation(Effect.runtime<SimulationServices>()))
+    const fiber = Runtime.runFork(processRuntime)(effect)
+    // Awaited, not joined: the caller takes nothing of the process's refs either.
+    return Effect.onInterrupt(Effect.flatten(Fiber.await(fiber)), () => Fiber.interrupt(fiber))
+  })
+
+/** Runs `effect` as the section `next`: the process-wide clock, randomness and caches act as its while it runs. */
+const withSection = (next: Section) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.acquireUseRelease(
+    Effect.sync(() => {
+      section = next
+      sectionMandates.headers.clear()
+      sectionMandates.chains.clear()
+    }),
+    () => effect,
+    () => Effect.sync(() => void (section = undefined))
+  )
+
+// ---------------------------------------------------------------------------------------------------------------
 // The mesh
 
 const HUB = "http://hub.sim"
@@ -424,15 +570,25 @@ const handlerOf = (spec: AgentSpec, effects: Effects): Handler => (input: RunInp
   return spec.handler === undefined ? `${spec.name} did ${capability}` : spec.handler(input)
 }
 
-/** A simulation's pieces that outlive crashes. */
+/** What an agent process of a run reaches through its resident: the run's stores (they outlive its crashes) and handler. */
+interface RunAgent {
+  readonly spec: AgentSpec
+  readonly identity: MeshIdentity
+  readonly stores: Context.Context<RunStores>
+  readonly handler: Handler
+}
+
+/** The stores an agent keeps in a run, made for each run (its nonce, idempotency and task stores, and caller keys). */
+type RunStores = TaskStore.TaskStore | NonceStore.NonceStore | IdempotencyStore.IdempotencyStore | KeyResolver
+
+/** A run's pieces that outlive crashes. */
 interface World {
   readonly network: Network.NetworkApi
   readonly http: HttpClient.HttpClient
-  readonly database: string
   readonly runner: MeshIdentity
   readonly buyer: MeshIdentity
   readonly chatter: MeshIdentity
-  readonly agents: ReadonlyMap<string, { readonly spec: AgentSpec; readonly identity: MeshIdentity; readonly stores: Context.Context<Stores> }>
+  readonly agents: ReadonlyMap<string, RunAgent>
   readonly effects: Effects
   /** Gated calls by id → approvals signed by their grantor and sent to the agent. */
   readonly approvals: Map<string, number>
@@ -440,80 +596,164 @@ interface World {
   readonly journal: JournalEngine.Journal
 }
 
-/** A process of the mesh: its scope, closed when it crashes. */
+/**
+ * A process of the mesh: its scope, closed when it crashes, and the handler it serves. `fibers` are the workflows it
+ * runs (the hub's): with none, and no request in flight at `handler`, it is at rest.
+ */
 interface Process<A> {
   readonly scope: Scope.CloseableScope
+  readonly handler: Network.Handler
+  readonly fibers: JournalEngine.Fibers
   readonly value: A
 }
 
-/** The hub's services and scheduler in `scope`, over the world's database and network. */
-const startHub = (world: World) =>
-  Effect.gen(function* () {
+/** The journal a hub reads outside any run (while it is built): none of its executions. */
+const noJournal: JournalEngine.Journal = JournalEngine.makeJournal()
+
+/** Where the residents find the run in progress: set for the run, cleared after it. */
+interface Current {
+  world: World | undefined
+}
+
+/** The run in progress; dies outside one. */
+const worldOf = (current: Current): World => {
+  const world = current.world
+  if (world === undefined) throw new Error("a process of the simulated mesh was used outside a run")
+  return world
+}
+
+/** An `HttpClient` over the network of the run in progress. */
+const routedTo = (current: Current): HttpClient.HttpClient => HttpClient.make((request, url) => Effect.suspend(() => worldOf(current).network.send(request, url)))
+
+/** The journal of the run in progress, or none outside a run (a resident being started). */
+const journalOf = (current: Current) => (): JournalEngine.Journal => current.world?.journal ?? noJournal
+
+/**
+ * The hub's services, scheduler and handler in a scope of their own, over the mesh's database and the run's network
+ * and journal; `serveHub` puts it on a network. What it keeps must not hold a run's network or anything of a run
+ * (a resident outlives them), so it takes the run in progress only through `prepared.current`.
+ */
+const startHub = (prepared: Prepared) =>
+  asProcess(Effect.gen(function* () {
     const scope = yield* Scope.make()
-    const runner = { did: world.runner.did, privateKey: world.runner.privateKey }
+    const runner = { did: prepared.runner.did, privateKey: prepared.runner.privateKey }
     // The hub's purges a day apart: every wake-up is a step of the driver, and a run spans minutes to hours.
-    const services = Hub.layerServicesWithDatabase({ database: world.database, nonces: { purgeIntervalMs: DAY }, challengePurge: { intervalMs: DAY } })
-    // The engine's journal is the world's, so a saga in flight when the hub crashed resumes in the next hub.
+    const services = Hub.layerServicesWithDatabase({ database: prepared.database, nonces: { purgeIntervalMs: DAY }, challengePurge: { intervalMs: DAY } })
+    // The engine's journal is the run's, so a saga in flight when the hub crashed resumes in the next hub.
+    const fibers: JournalEngine.Fibers = new Set()
     const scheduler = SagaScheduler.layerOn({ runner }).pipe(
-      Layer.provideMerge(JournalEngine.layer(world.journal)),
-      Layer.provide(Layer.mergeAll(SagaScheduler.layerAgentsFromRegistry, AgentClient.layer().pipe(Layer.provide(Layer.succeed(HttpClient.HttpClient, world.http))))),
+      Layer.provideMerge(JournalEngine.layer(journalOf(prepared.current), fibers)),
+      Layer.provide(Layer.mergeAll(SagaScheduler.layerAgentsFromRegistry, AgentClient.layer().pipe(Layer.provide(Layer.succeed(HttpClient.HttpClient, prepared.http))))),
       Layer.provideMerge(services)
     )
-    const context = yield* Layer.buildWithScope(scheduler, scope)
+    // The hub's rate limits in memory, as on SQLite, but the run's: a resident hub starts each run with none spent.
+    const context = yield* Layer.buildWithScope(scheduler, scope).pipe(Effect.provideService(RateLimiter.SharedRateLimits, sectionRateLimits))
     const handler = yield* WebHandler.make(SagaHubApi, SagaHubHandlers, { allowedHosts: ["hub.sim"], clientAddress: () => "10.0.0.1" }).pipe(
       Effect.provide(context),
       Effect.provideService(HubPublicUrl, HUB),
       Scope.extend(scope)
     )
-    yield* world.network.register(HUB, handler)
-    const admin = yield* Effect.orDie(Context.get(context, Registry.Registry).ensureAdmin)
-    // Once it serves, as a durable engine's runner picks up its workflows on start.
-    yield* JournalEngine.resumeAll(world.journal, SagaScheduler.SagaWorkflow).pipe(Effect.provide(context))
-    return { scope, value: { context, admin } } satisfies Process<unknown>
-  })
+    return { scope, handler, fibers, value: { context } } satisfies Process<unknown>
+  }))
 
 type HubProcess = Effect.Effect.Success<ReturnType<typeof startHub>>
 
-/** An agent's fetch handler in a scope of its own, over its kept stores. */
-const startAgent = (world: World, name: string) =>
+/**
+ * Puts a started hub on `network`, makes the admin credential on a database's first start, and then, as a durable
+ * engine's runner picks up its workflows on start, resumes every saga of the run's journal that has not ended.
+ */
+const serveHub = (prepared: Prepared, hub: HubProcess, network: Network.NetworkApi) =>
   Effect.gen(function* () {
-    const agent = world.agents.get(name)!
-    const scope = yield* Scope.make()
-    const handler = yield* AgentWeb.make(
-      {
-        name,
-        did: agent.identity.did,
-        privateKey: agent.identity.privateKey,
-        auth: "mesh-sig",
-        publicUrl: originOf(name),
-        handler: handlerOf(agent.spec, world.effects),
-        resolveCallerKey: Context.get(agent.stores, KeyResolver)
-      },
-      Layer.succeedContext(agent.stores)
-    ).pipe(Scope.extend(scope), Effect.orDie)
-    yield* world.network.register(originOf(name), handler)
-    return { scope, value: undefined } satisfies Process<unknown>
+    yield* network.register(HUB, hub.handler)
+    const admin = yield* Effect.orDie(Context.get(hub.value.context, Registry.Registry).ensureAdmin)
+    yield* JournalEngine.resumeAll(journalOf(prepared.current)(), SagaScheduler.SagaWorkflow).pipe(Effect.provide(hub.value.context))
+    return admin
   })
 
 /**
- * What every run of a mesh with these agents starts from, made once per process: the identities, and the hub's
- * database migrated with every party registered (as bytes, written afresh for each run). A run then starts the hub
- * and the agents over it instead of migrating a database and registering five parties over the network each time.
+ * The stores an agent process is built over: each call goes to the run's store, so a process built once serves every
+ * run with that run's stores, and one restarted after a crash finds the stores its predecessor left.
+ */
+const runStoresOf = (prepared: Prepared, name: string): Context.Context<RunStores | AgentMemory.AgentMemory> => {
+  const stores = () => worldOf(prepared.current).agents.get(name)!.stores
+  const tasks = () => Context.get(stores(), TaskStore.TaskStore)
+  const nonces = () => Context.get(stores(), NonceStore.NonceStore)
+  const replies = () => Context.get(stores(), IdempotencyStore.IdempotencyStore)
+  const keys = () => Context.get(stores(), KeyResolver)
+  return Context.empty().pipe(
+    Context.add(TaskStore.TaskStore, {
+      charge: (charges, retainUntilMs) => Effect.suspend(() => tasks().charge(charges, retainUntilMs)),
+      adjust: (adjustments, retainUntilMs) => Effect.suspend(() => tasks().adjust(adjustments, retainUntilMs)),
+      used: (scope, counter) => Effect.suspend(() => tasks().used(scope, counter)),
+      pause: (task) => Effect.suspend(() => tasks().pause(task)),
+      paused: (taskId) => Effect.suspend(() => tasks().paused(taskId)),
+      claim: (taskId, to) => Effect.suspend(() => tasks().claim(taskId, to))
+    }),
+    Context.add(NonceStore.NonceStore, {
+      record: (sender, nonce, retainUntilMs) => Effect.suspend(() => nonces().record(sender, nonce, retainUntilMs)),
+      // Through the run's store as the caller would reach it directly (its `recordAt` where it has one).
+      recordAt: (sender, nonce, retainUntilMs, nowMs) => Effect.suspend(() => NonceStore.recordAtTime(nonces(), sender, nonce, retainUntilMs, nowMs))
+    }),
+    Context.add(IdempotencyStore.IdempotencyStore, {
+      claim: (request) => Effect.suspend(() => replies().claim(request)),
+      complete: (scope, key, holder, reply) => Effect.suspend(() => replies().complete(scope, key, holder, reply)),
+      release: (scope, key, holder) => Effect.suspend(() => replies().release(scope, key, holder))
+    }),
+    Context.add(KeyResolver, {
+      resolve: (did) => Effect.suspend(() => keys().resolve(did)),
+      isMandateRevoked: (jti, issuer) => Effect.suspend(() => keys().isMandateRevoked!(jti, issuer))
+    }),
+    Context.add(AgentMemory.AgentMemory, AgentMemory.none)
+  )
+}
+
+/** An agent's fetch handler in a scope of its own, over the run's stores and with the run's handler. */
+const startAgent = (prepared: Prepared, name: string) =>
+  asProcess(Effect.gen(function* () {
+    const identity = prepared.agents.get(name)!
+    const scope = yield* Scope.make()
+    const stores = runStoresOf(prepared, name)
+    const handler = yield* AgentWeb.make(
+      {
+        name,
+        did: identity.did,
+        privateKey: identity.privateKey,
+        auth: "mesh-sig",
+        publicUrl: originOf(name),
+        handler: (input) => worldOf(prepared.current).agents.get(name)!.handler(input),
+        resolveCallerKey: Context.get(stores, KeyResolver)
+      },
+      Layer.succeedContext(stores)
+    ).pipe(Scope.extend(scope), Effect.orDie)
+    return { scope, handler, fibers: new Set(), value: undefined } satisfies Process<unknown>
+  }))
+
+/**
+ * What every run of a mesh with these agents starts from, made once per process: the identities, the hub's
+ * database migrated with every party registered (a snapshot, and the mesh's database reset to it before each run),
+ * and the hub and agents themselves (`residents`), started once and reused by every run that leaves them at rest.
  */
 interface Prepared {
   readonly runner: MeshIdentity
   readonly buyer: MeshIdentity
   readonly chatter: MeshIdentity
   readonly agents: ReadonlyMap<string, MeshIdentity>
-  readonly database: Uint8Array
+  /** The mesh's SQLite file, which the hub serves from: the snapshot's content at the start of every run. */
+  readonly database: string
+  /** Brings `database` back to the snapshot (every table emptied and filled again, in one transaction). */
+  readonly resetDatabase: () => void
   /**
    * Each agent's client of the hub, for looking up caller keys: built once, since building a client of the hub's API
    * costs more than a run's saga, and sending over the current run's network. Its own key cache is not used: its
    * entries would outlive the run (`cachedKeys` keeps a run's).
    */
   readonly hubClients: ReadonlyMap<string, MeshClient.MeshClientApi>
-  /** The network the resolvers' requests go over: the current run's. */
-  readonly route: { network: Network.NetworkApi }
+  /** An `HttpClient` over the network of the run in progress: what the hub's saga runner calls agents with. */
+  readonly http: HttpClient.HttpClient
+  /** The run in progress, which the residents reach (its network, journal, stores and handlers); none between runs. */
+  readonly current: Current
+  /** The hub (`hub`) and the agents (by name), started outside any run; a run replaces one that crashed. */
+  readonly residents: Map<string, Process<unknown>>
 }
 
 /** How long an agent keeps a caller's key: `MeshClient`'s default. */
@@ -554,8 +794,81 @@ const cachedKeys = (hub: MeshClient.MeshClientApi): KeyResolverApi => {
   }
 }
 
-/** Identities and a registered database for the agents named `names`: a hub is started once, then stopped. */
-const prepare = (names: ReadonlyArray<string>, database: string) =>
+/** A table's name or column quoted for SQLite. */
+const quoted = (name: string): string => `"${name.replaceAll("\"", "\"\"")}"`
+
+/** The tables a reset copies (name, and whether rows have rowids), and the full-text indexes it rebuilds. */
+interface ResetPlan {
+  readonly tables: ReadonlyArray<{ readonly name: string; readonly rowid: boolean }>
+  readonly indexes: ReadonlyArray<string>
+}
+
+/** What `db`'s main schema holds: every table but the full-text indexes and their shadow tables, in name order. */
+const planOf = (db: BetterSqlite3.Database): ResetPlan => {
+  const all = db.prepare<[], { name: string; sql: string }>("SELECT name, sql FROM main.sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name").all()
+  const indexes = all.filter((t) => /^CREATE VIRTUAL TABLE/i.test(t.sql)).map((t) => t.name)
+  // An FTS5 table's shadow tables are its index: rebuilt from the content table, never copied.
+  const shadow = (name: string) => indexes.some((v) => ["data", "idx", "docsize", "config", "content"].some((suffix) => name === `${v}_${suffix}`))
+  const tables = all.filter((t) => !indexes.includes(t.name) && !shadow(t.name)).map((t) => ({ name: t.name, rowid: !/WITHOUT\s+ROWID/i.test(t.sql) }))
+  return { tables, indexes }
+}
+
+/** The column holding a row's rowid in the snapshot's copy of a table. */
+const ROWID = "snapshot_rowid"
+
+/**
+ * A reset of `database` to what it holds now (the snapshot, kept in memory beside it on a connection of its own,
+ * which stays open beside the hub's): every table is emptied and filled again from the snapshot with its rowids, in
+ * name order, in one transaction, then each full-text index is rebuilt from its content table. Triggers fire as on
+ * any write (a registry entry's insert makes its search row, which the search table's own turn then replaces), so a
+ * table maintained by a trigger must sort after the table whose trigger writes it (`mesh_entries` before
+ * `mesh_search_docs`, `mesh_allocations` before `mesh_pools`). The first few resets of a process, those after its
+ * first runs wrote to the database among them, check that the result is the snapshot (`checkReset`).
+ */
+const databaseReset = (database: string): { readonly reset: () => void; readonly db: BetterSqlite3.Database } => {
+  const db = new BetterSqlite3(database, { fileMustExist: true })
+  db.exec("ATTACH DATABASE ':memory:' AS prepared")
+  const plan = planOf(db)
+  const statements: Array<BetterSqlite3.Statement> = []
+  for (const t of plan.tables) {
+    const columns = db.prepare<[string], { name: string }>("SELECT name FROM pragma_table_info(?)").all(t.name).map((c) => quoted(c.name)).join(", ")
+    db.exec(`CREATE TABLE prepared.${quoted(t.name)} AS SELECT ${t.rowid ? `rowid AS ${ROWID}, ` : ""}${columns} FROM main.${quoted(t.name)}`)
+    const rowid = t.rowid ? "rowid, " : ""
+    statements.push(db.prepare(`DELETE FROM main.${quoted(t.name)}`))
+    statements.push(db.prepare(`INSERT INTO main.${quoted(t.name)} (${rowid}${columns}) SELECT ${t.rowid ? `${ROWID}, ` : ""}${columns} FROM prepared.${quoted(t.name)}`))
+  }
+  for (const v of plan.indexes) statements.push(db.prepare(`INSERT INTO main.${quoted(v)} (${quoted(v)}) VALUES ('rebuild')`))
+  const reset = db.transaction(() => {
+    for (const s of statements) s.run()
+  })
+  let checks = 5
+  return {
+    reset: () => {
+      reset()
+      if (checks-- > 0) checkReset(db, plan)
+    },
+    db
+  }
+}
+
+/**
+ * Throws unless every table the reset copies holds exactly the snapshot's rows, rowids included, and every full-text
+ * index is consistent with its content: a migration that adds a trigger the reset's order does not follow is caught
+ * on the first runs.
+ */
+const checkReset = (db: BetterSqlite3.Database, plan: ResetPlan): void => {
+  // Each table's rows as text, in one order whatever order the statement returned them in.
+  const rows = (sql: string) => db.prepare(sql).raw().all().map((r) => JSON.stringify(r)).sort().join("\n")
+  for (const t of plan.tables) {
+    if (rows(`SELECT ${t.rowid ? "rowid, " : ""}* FROM main.${quoted(t.name)}`) !== rows(`SELECT * FROM prepared.${quoted(t.name)}`)) {
+      throw new Error(`the simulation's database reset does not restore table ${t.name}`)
+    }
+  }
+  for (const v of plan.indexes) db.prepare(`INSERT INTO main.${quoted(v)} (${quoted(v)}) VALUES ('integrity-check')`).run()
+}
+
+/** Identities, a registered database, and the hub's clients for the agents named `names`: a hub is started once, then stopped. */
+const prepare = (names: ReadonlyArray<string>, files: MeshFiles) =>
   Effect.gen(function* () {
     const network = yield* Network.make
     const http = Network.client(network)
@@ -565,9 +878,12 @@ const prepare = (names: ReadonlyArray<string>, database: string) =>
     const chatter = yield* importIdentity("did:mesh:chatter", keySeed(2))
     const agents = new Map<string, MeshIdentity>()
     for (const [i, name] of names.entries()) agents.set(name, yield* importIdentity(`did:mesh:${name}`, keySeed(3 + i)))
-    const world: World = { network, http, database, runner, buyer, chatter, agents: new Map(), effects: new Map(), approvals: new Map(), journal: JournalEngine.makeJournal() }
-    const hub = yield* startHub(world)
-    const admin = Option.getOrThrow(hub.value.admin).apiKey
+    const current: Current = { world: { network, http, runner, buyer, chatter, agents: new Map(), effects: new Map(), approvals: new Map(), journal: JournalEngine.makeJournal() } }
+    const routed = routedTo(current)
+    // The hub of the preparation serves from a file of its own, which becomes the snapshot.
+    const preparing: Prepared = { runner, buyer, chatter, agents, database: files.preparing, resetDatabase: () => {}, hubClients: new Map(), http: routed, current, residents: new Map() }
+    const hub = yield* startHub(preparing)
+    const admin = Option.getOrThrow(yield* serveHub(preparing, hub, network)).apiKey
     const client = yield* withHttp(MeshClient.make({ hubUrl: HUB, apiKey: admin, retry: { times: 0 } }))
     const register = (identity: MeshIdentity, endpointUrl: string) =>
       Effect.gen(function* () {
@@ -583,41 +899,64 @@ const prepare = (names: ReadonlyArray<string>, database: string) =>
     yield* register(buyer, "http://buyer.sim")
     yield* register(chatter, "http://chatter.sim")
     for (const [name, identity] of agents) yield* register(identity, originOf(name))
-    const route = { network }
-    const routed = HttpClient.make((request, url) => Effect.suspend(() => route.network.send(request, url)))
     const hubClients = new Map<string, MeshClient.MeshClientApi>()
     for (const name of names) hubClients.set(name, yield* MeshClient.make({ hubUrl: HUB, retry: { times: 0 } }).pipe(Effect.provideService(HttpClient.HttpClient, routed)))
     // Closing the hub closes its connections, the last of which writes the WAL back into the file.
     yield* Scope.close(hub.scope, Exit.void)
-    const bytes = new Uint8Array(readFileSync(database))
-    return { runner, buyer, chatter, agents, database: bytes, hubClients, route } satisfies Prepared
+    current.world = undefined
+    writeFileSync(files.database, readFileSync(files.preparing))
+    const { db, reset } = databaseReset(files.database)
+    files.connections.push(db)
+    return { ...preparing, database: files.database, resetDatabase: reset, hubClients } satisfies Prepared
   })
 
-/** The mesh started from what was prepared: the hub and the agents up, the model session; nothing faulted yet. */
-const setup = (spec: MeshSpec, prepared: Prepared, providerErrors: ReadonlyMap<number, ModelErrorCode>, database: string, network: Network.NetworkApi) =>
+/**
+ * Starts, outside any run, each resident the last run did not leave at rest (or the preparation has not started
+ * yet): the hub first, then the agents, over the snapshot's database.
+ */
+const startResidents = (prepared: Prepared) =>
+  Effect.gen(function* () {
+    prepared.resetDatabase()
+    if (!prepared.residents.has("hub")) prepared.residents.set("hub", yield* startHub(prepared))
+    for (const name of prepared.agents.keys()) if (!prepared.residents.has(name)) prepared.residents.set(name, yield* startAgent(prepared, name))
+  })
+
+/**
+ * True when `process` is at rest on the run's network: no request to it unanswered and, for the hub, no workflow
+ * running or waiting on the clock. Such a process holds nothing of the run but what the next run replaces (its
+ * stores, journal and network are the run's, its rate limits the section's, its database reset), so it may serve
+ * the next run; the agents' streamed runs and A2A tasks, which the workload never starts, are empty.
+ */
+const atRest = (network: Network.NetworkApi, process: Process<unknown>) =>
+  Effect.map(network.inFlightAt(process.handler), (n) => n === 0 && process.fibers.size === 0)
+
+/** The mesh started from what was prepared: the residents on the run's network, the model session; nothing faulted yet. */
+const setup = (spec: MeshSpec, prepared: Prepared, providerErrors: ReadonlyMap<number, ModelErrorCode>, network: Network.NetworkApi) =>
   Effect.gen(function* () {
     const http = Network.client(network)
     const { buyer, chatter, runner } = prepared
-    prepared.route.network = network
-    const agents = new Map<string, { spec: AgentSpec; identity: MeshIdentity; stores: Context.Context<Stores> }>()
+    const agents = new Map<string, RunAgent>()
+    const effects: Effects = new Map()
     for (const a of spec.agents) {
       const stores = yield* Layer.build(
         Layer.mergeAll(
           TaskStore.layerMemory,
           a.flaws?.includes("ignores-nonces") === true ? Layer.succeed(NonceStore.NonceStore, ignoringNonces) : NonceStore.layerMemory(),
-          AgentMemory.layerNone,
           a.flaws?.includes("forgets-replies") === true ? Layer.succeed(IdempotencyStore.IdempotencyStore, forgettingReplies) : IdempotencyStore.layerMemory(),
           // Caller keys come from the hub over the network, as an agent elsewhere would get them.
           Layer.succeed(KeyResolver, cachedKeys(prepared.hubClients.get(a.name)!))
         )
       )
-      agents.set(a.name, { spec: a, identity: prepared.agents.get(a.name)!, stores })
+      agents.set(a.name, { spec: a, identity: prepared.agents.get(a.name)!, stores, handler: handlerOf(a, effects) })
     }
-    writeFileSync(database, prepared.database)
-    const world: World = { network, http, database, runner, buyer, chatter, agents, effects: new Map(), approvals: new Map(), journal: JournalEngine.makeJournal() }
-    const hub = yield* startHub(world)
-    const processes = new Map<string, Process<unknown>>([["hub", hub]])
-    for (const name of agents.keys()) processes.set(name, yield* startAgent(world, name))
+    prepared.resetDatabase()
+    const world: World = { network, http, runner, buyer, chatter, agents, effects, approvals: new Map(), journal: JournalEngine.makeJournal() }
+    prepared.current.world = world
+    const processes = new Map<string, Process<unknown>>()
+    for (const [name, p] of prepared.residents) {
+      yield* network.register(name === "hub" ? HUB : originOf(name), p.handler)
+      processes.set(name, p)
+    }
     const script = (_: unknown, index: number): ScriptStep => {
       const code = providerErrors.get(index)
       return code === undefined
@@ -657,20 +996,33 @@ const netPlan = (schedule: Schedule): ReadonlyMap<number, ReadonlyArray<Network.
   return plan
 }
 
-/** Runs the mesh's workload under `schedule` and checks the invariants after each action; needs `Keys` and a test clock. */
-const runIn = (spec: MeshSpec, schedule: Schedule, prepared: Prepared, database: string, driver: Driver) =>
+/** Runs the mesh's workload under `schedule` and checks the invariants after each action; runs as a section (`simulated`). */
+const runIn = (spec: MeshSpec, schedule: Schedule, prepared: Prepared, driver: Driver) =>
   Effect.gen(function* () {
     const providerErrors = new Map<number, ModelErrorCode>()
     for (const e of schedule) if (e._tag === "ProviderError") providerErrors.set(e.call, e.code)
     const network = yield* Network.make
-    const ready = yield* drive(setup(spec, prepared, providerErrors, database, network), driver)
+    // Whatever happens, the residents are left to the next run only at rest, and see no run until it starts.
+    yield* Effect.addFinalizer(() => Effect.sync(() => void (prepared.current.world = undefined)))
+    const ready = yield* drive(setup(spec, prepared, providerErrors, network), driver)
     if (ready === "stuck" || Exit.isFailure(ready)) {
       return yield* Effect.dieMessage(`the mesh did not start: ${ready === "stuck" ? "stuck" : String(Cause.pretty(ready.cause))}`)
     }
     const { processes, session, world } = ready.value
-    // The hub's and agents' scopes are their own (a crash closes one alone): closed here when the run ends, or each run
-    // would keep its database connection and its processes' fibers for the life of the process.
-    yield* Effect.addFinalizer(() => Effect.forEach(processes.values(), (p) => Scope.close(p.scope, Exit.void), { discard: true }))
+    // The hub's and agents' scopes are their own (a crash closes one alone). A process the run leaves at rest is the
+    // next run's resident; one still at work (a request unanswered, a saga running: the run ended on a violation) is
+    // stopped here, as a process killed with the run, and the next run starts another.
+    yield* Effect.addFinalizer(() =>
+      Effect.forEach(new Set([...prepared.residents.keys(), ...processes.keys()]), (name) => {
+        const p = processes.get(name)
+        if (p === undefined) return Effect.sync(() => void prepared.residents.delete(name))
+        return Effect.flatMap(atRest(network, p), (rest) => {
+          if (rest) return Effect.sync(() => void prepared.residents.set(name, p))
+          prepared.residents.delete(name)
+          return Scope.close(p.scope, Exit.void)
+        })
+      }, { discard: true })
+    )
     const actions: Array<string> = []
     let violation: Violation | undefined = undefined
 
@@ -683,8 +1035,18 @@ const runIn = (spec: MeshSpec, schedule: Schedule, prepared: Prepared, database:
         const p = processes.get(target)
         if (p === undefined) return
         yield* world.network.unregister(target === "hub" ? HUB : originOf(target))
+        // Out of the run's processes until its successor is up: a process that cannot start again is no resident.
+        processes.delete(target)
         yield* Scope.close(p.scope, Exit.void)
-        processes.set(target, target === "hub" ? yield* startHub(world) : yield* startAgent(world, target))
+        if (target === "hub") {
+          const hub = yield* startHub(prepared)
+          yield* serveHub(prepared, hub, world.network)
+          processes.set(target, hub)
+        } else {
+          const agent = yield* startAgent(prepared, target)
+          yield* world.network.register(originOf(target), agent.handler)
+          processes.set(target, agent)
+        }
       }))
 
     // A crash in the middle of an action runs in a fiber of the run's, not of the process it kills (whose scope it
@@ -894,13 +1256,66 @@ const runIn = (spec: MeshSpec, schedule: Schedule, prepared: Prepared, database:
     return { actions, network: trace, crashes: crashLog, violation, digest } satisfies Report
   })
 
-let databases = 0
-
 /**
- * Where runs keep their SQLite files: in memory (`/dev/shm`) where the platform has it, since a run opens, writes and
- * closes its database a few times and a disk's syncs would cost more than the run.
+ * Where the mesh's SQLite files live: in memory (`/dev/shm`) where the platform has it, since the hub writes its
+ * database on every saga step and every reset rewrites it, and a disk's syncs would cost more than the run.
  */
 const scratch = existsSync("/dev/shm") ? "/dev/shm" : tmpdir()
+
+let databases = 0
+
+/** The files of one prepared mesh: the preparation's (removed once prepared) and the mesh's database. */
+interface MeshFiles {
+  readonly preparing: string
+  readonly database: string
+  /** Connections the simulation itself holds on them (the reset's), closed when the process exits. */
+  readonly connections: Array<BetterSqlite3.Database>
+}
+
+const removeDatabase = (database: string) => {
+  for (const suffix of ["", "-wal", "-shm"]) rmSync(database + suffix, { force: true })
+}
+
+/**
+ * Removes the files of simulations whose process is gone: each process removes its own as it exits, but one killed
+ * (a test worker stopped by its pool, an exploration interrupted) cannot.
+ */
+const removeStale = () => {
+  for (const name of readdirSync(scratch)) {
+    const pid = Number(/^agent-mesh-sim-(\d+)-/.exec(name)?.[1])
+    if (!Number.isSafeInteger(pid) || pid === process.pid || isAlive(pid)) continue
+    rmSync(join(scratch, name), { force: true })
+  }
+}
+
+/** Whether a process with this id runs (one of another user's counts as running). */
+const isAlive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code !== "ESRCH"
+  }
+}
+
+/** Every prepared mesh's files, removed when the process exits: the mesh's database serves all its runs. */
+const meshFiles: Array<MeshFiles> = []
+
+const filesFor = (): MeshFiles => {
+  const base = join(scratch, `agent-mesh-sim-${process.pid}-${databases++}`)
+  const files: MeshFiles = { preparing: `${base}-preparing.db`, database: `${base}.db`, connections: [] }
+  if (meshFiles.length === 0) {
+    removeStale()
+    process.once("exit", () => {
+      for (const f of meshFiles) {
+        for (const c of f.connections) c.close()
+        for (const d of [f.preparing, f.database]) removeDatabase(d)
+      }
+    })
+  }
+  meshFiles.push(files)
+  return files
+}
 
 /**
  * Effect hashes objects with no hash of their own by a number from `Math.random` (`Hash.random`), and some of its
@@ -945,69 +1360,68 @@ const RANDOM_SEED = 0x5eed
 /** The seed of the preparation: another than the runs', so no id or nonce of a run repeats one in the prepared database. */
 const PREPARE_SEED = 0x9e9a
 
+/** The seed of starting the residents: the same for each start, so every resident is made alike. */
+const RESIDENT_SEED = 0x7e5d
+
 /** Runs `effect` the simulation's way: on `driver`'s clock, on microtasks, with every source of randomness seeded by `seed`. */
-const simulated = (driver: Driver, seed: number) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+const simulated = (driver: Driver, seed: number) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, Exclude<R, SimulationServices>> =>
   effect.pipe(
     (e) => withTrackedDigest(driver.outside, e),
     withSeededMathRandom(seed),
-    // Effect's own randomness (retry jitter, the router's draws) seeded, so retries wait the same from run to run.
-    Effect.withRandom(Random.make(seed)),
-    // Every id, nonce and key outside Effect's Random from one seeded generator: the same requests in every run.
-    Effect.provideService(Entropy.Entropy, Entropy.seeded(seed)),
-    Effect.withClock(driver.clock),
-    Effect.withScheduler(microtaskScheduler),
-    // An agent's failing handler logs at ERROR; thousands of runs would drown what the run reports.
-    Logger.withMinimumLogLevel(LogLevel.None)
+    inSimulation,
+    // The clock, the randomness and the caches the section's fibers reach, the residents' among them.
+    withSection({ clock: driver.clock, random: Random.make(seed), entropy: Entropy.seeded(seed), limiters: new Map() })
   )
-
-/** The process's `Keys`: OpenSSL key objects of the mesh's fixed identities, made once (the preparation signs with each). */
-const sharedKeys = KeysNative.makeNative()
 
 /** What was prepared, by the agents' names (flaws and handlers do not change it). */
 const preparedMeshes = new Map<string, Prepared>()
 
-const removeDatabase = (database: string) => {
-  for (const suffix of ["", "-wal", "-shm"]) rmSync(database + suffix, { force: true })
-}
-
-/** The preparation for `spec`'s agents: made on the first run of a mesh with these agents, on a clock of its own. */
-const preparedFor = (spec: MeshSpec): Effect.Effect<Prepared, never, Keys> =>
+/** Runs `effect` to its end in a section of its own (a clock at 0, randomness from `seed`), or dies saying what failed. */
+const driven = <A, E>(what: string, seed: number, effect: Effect.Effect<A, E, SimulationServices | Scope.Scope>) =>
   Effect.suspend(() => {
-    const names = spec.agents.map((a) => a.name)
-    const key = JSON.stringify(names)
-    const hit = preparedMeshes.get(key)
-    if (hit !== undefined) return Effect.succeed(hit)
-    const database = join(scratch, `agent-mesh-sim-${process.pid}-${databases++}.db`)
     const driver: Driver = { clock: SimClock.make(), outside: { pending: new Set() } }
-    return drive(Effect.scoped(prepare(names, database)), driver).pipe(
-      simulated(driver, PREPARE_SEED),
+    return drive(Effect.scoped(effect), driver).pipe(
+      simulated(driver, seed),
       Effect.flatMap((exit) =>
         exit === "stuck" || Exit.isFailure(exit)
-          ? Effect.dieMessage(`the mesh could not be prepared: ${exit === "stuck" ? "stuck" : String(Cause.pretty(exit.cause))}`)
+          ? Effect.dieMessage(`${what}: ${exit === "stuck" ? "stuck" : String(Cause.pretty(exit.cause))}`)
           : Effect.succeed(exit.value)
-      ),
-      Effect.tap((p) => Effect.sync(() => void preparedMeshes.set(key, p))),
-      Effect.ensuring(Effect.sync(() => removeDatabase(database)))
+      )
     )
   })
 
 /**
- * Runs `spec` under `schedule` in a fresh mesh of its own (a clock, a SQLite file written from the prepared one and
- * removed afterwards) and reports what happened; the same spec and schedule give the same report.
+ * The preparation for `spec`'s agents (made on the first run of a mesh with these agents, on a clock of its own), with
+ * its residents up: any the last run did not leave at rest are started again, in a section of their own, so what a
+ * run starts from does not depend on the runs before it.
+ */
+const preparedFor = (spec: MeshSpec): Effect.Effect<Prepared> =>
+  Effect.suspend(() => {
+    const names = spec.agents.map((a) => a.name)
+    const key = JSON.stringify(names)
+    const hit = preparedMeshes.get(key)
+    const made = hit !== undefined
+      ? Effect.succeed(hit)
+      : Effect.suspend(() => {
+        const files = filesFor()
+        return driven("the mesh could not be prepared", PREPARE_SEED, prepare(names, files)).pipe(
+          Effect.tap((p) => Effect.sync(() => void preparedMeshes.set(key, p))),
+          Effect.ensuring(Effect.sync(() => removeDatabase(files.preparing)))
+        )
+      })
+    return Effect.tap(made, (prepared) =>
+      prepared.residents.size === prepared.agents.size + 1 ? Effect.void : driven("the mesh could not start", RESIDENT_SEED, startResidents(prepared)))
+  })
+
+/**
+ * Runs `spec` under `schedule` on a mesh of its own (a clock, the prepared database, its stores, network and journal)
+ * and reports what happened; the same spec and schedule give the same report.
  */
 export const run = (spec: MeshSpec, schedule: Schedule): Effect.Effect<Report> =>
-  // Made afresh each time the effect runs: a clock, a generator or a file shared by two runs would tie them together.
+  // Made afresh each time the effect runs: a clock, a generator or a store shared by two runs would tie them together.
   Effect.suspend(() => {
-    const database = join(scratch, `agent-mesh-sim-${process.pid}-${databases++}.db`)
     const driver: Driver = { clock: SimClock.make(), outside: { pending: new Set() } }
-    return Effect.flatMap(preparedFor(spec), (prepared) => Effect.scoped(runIn(spec, schedule, prepared, database, driver)).pipe(simulated(driver, RANDOM_SEED))).pipe(
-      alone,
-      // The keys' caches (key objects by key bytes) are pure and shared by every run of the process, so a run does
-      // not import the mesh's fixed keys again; the mandate cache is the run's own, so every run parses the same tokens.
-      Effect.provideService(Keys, sharedKeys),
-      Effect.provide(MandateCache.layer),
-      Effect.ensuring(Effect.sync(() => removeDatabase(database)))
-    )
+    return Effect.flatMap(preparedFor(spec), (prepared) => Effect.scoped(runIn(spec, schedule, prepared, driver)).pipe(simulated(driver, RANDOM_SEED))).pipe(alone)
   })
 
 /** Runs `spec` under the schedule of `seed`. */

@@ -1,9 +1,9 @@
 /**
- * `A2aTaskStore` on SQL (migrations 0023, 0028): an agent's A2A tasks and their events outlive a restart and are shared
+ * `A2aTaskStore` on SQL (migrations 0023, 0029): an agent's A2A tasks and their events outlive a restart and are shared
  * by replicas on one database. Making room and keeping a task is one transaction (on Postgres under one advisory lock,
  * so replicas do not both fill the last room); a task's events go when it does.
  *
- * The bounds are checked against running totals (0028: the store's task count and bytes, and each holder's), which
+ * The bounds are checked against running totals (0029: the store's task count and bytes, and each holder's), which
  * every operation here that keeps, lets go or resizes a task changes in its own transaction (`Tracked`); room is made
  * from the oldest ended tasks read a page at a time in index order, so keeping a task costs the same with 10 tasks
  * kept as with 10 000.

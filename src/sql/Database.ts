@@ -63,14 +63,19 @@ export const migrate: Effect.Effect<ReadonlyArray<readonly [number, string]>, Da
 )
 
 /**
- * Prepared statements on a connection of their own, for the statements on every request (resolve, allocate):
- * through `SqlClient` each costs 30 µs or more. Only single statements run here, each its own transaction, and no
- * `SqlClient` transaction in the hub spans a yield, so neither connection can hold a lock the other waits on while
- * it is itself waiting. Absent for `:memory:` databases, which a second connection cannot see.
+ * Prepared statements on a connection of their own, for the statements on every request (resolve, allocate, record a
+ * nonce): through `SqlClient` each costs 30 µs or more. Only single statements run here, each its own transaction.
+ * A statement that finds the database locked fails at once (`SQLITE_BUSY`, classified `Busy`) rather than wait: in
+ * this process only a `SqlClient` transaction that yielded can hold the lock, and it cannot finish while the event
+ * loop waits here, so waiting would only stall every request for the busy timeout. A caller that can goes through
+ * `SqlClient` instead, which queues behind that transaction. Absent for `:memory:` databases, which a second
+ * connection cannot see.
  */
 export class HotReads extends Context.Tag("agent-mesh/HotReads")<HotReads, {
   /** A prepared statement returning the first row (reads, or writes with RETURNING), or undefined. */
   readonly prepareGet: <Row>(sql: string) => (...params: ReadonlyArray<string | number | null>) => Row | undefined
+  /** A prepared write returning how many rows it changed (not counting a trigger's). */
+  readonly prepareRun: (sql: string) => (...params: ReadonlyArray<string | number | null>) => number
 }>() {}
 
 const layerHotReads = (filename: string): Layer.Layer<HotReads, DatabaseError> =>
@@ -79,7 +84,7 @@ const layerHotReads = (filename: string): Layer.Layer<HotReads, DatabaseError> =
     Effect.map(
       Effect.acquireRelease(
         Effect.try({
-          try: () => new BetterSqlite3(filename, { fileMustExist: true }),
+          try: () => new BetterSqlite3(filename, { fileMustExist: true, timeout: 0 }),
           catch: (e) => new DatabaseError({ code: "DATABASE_ERROR", message: `cannot open a read connection: ${String(e)}` })
         }),
         (db) => Effect.sync(() => db.close())
@@ -87,7 +92,14 @@ const layerHotReads = (filename: string): Layer.Layer<HotReads, DatabaseError> =
       (db) => ({
         prepareGet: <Row>(sql: string) => {
           const stmt = db.prepare<Array<string | number | null>, Row>(sql)
-          return (...params: ReadonlyArray<string | number | null>) => stmt.get(...params)
+          // A write is stepped to its end: SQLite runs the WAL's automatic checkpoint only from a step that returns
+          // SQLITE_DONE, and `get` stops at the first row, so writes with RETURNING read through `get` would grow the
+          // WAL without bound (every later read then searches it).
+          return stmt.readonly ? (...params: ReadonlyArray<string | number | null>) => stmt.get(...params) : (...params: ReadonlyArray<string | number | null>) => stmt.all(...params)[0]
+        },
+        prepareRun: (sql: string) => {
+          const stmt = db.prepare<Array<string | number | null>>(sql)
+          return (...params: ReadonlyArray<string | number | null>) => stmt.run(...params).changes
         }
       })
     )

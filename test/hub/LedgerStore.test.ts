@@ -7,6 +7,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as fs from "node:fs"
 import * as Database from "../../src/sql/Database.js"
 import { KeyResolver } from "../../src/core/KeyResolver.js"
 import { NotFound } from "../../src/hub/HubError.js"
@@ -54,6 +55,22 @@ for (const [name, path] of Object.entries(paths)) {
           assert.strictEqual(yield* insert(row("a1", 10)), "allocated")
           assert.strictEqual(yield* insert({ ...row("a1", 10), id: "other" }), "raced")
         })))
+
+    // SQLite checkpoints its WAL automatically only from a statement stepped to its end; the prepared INSERT …
+    // RETURNING was read with `get`, which stops at the row, so allocations grew the WAL by every page they wrote.
+    it.effect("allocations keep the WAL at its checkpoint size", () =>
+      Effect.gen(function* () {
+        const file = tempDatabase()
+        yield* Effect.gen(function* () {
+          const sql = yield* SqlClient.SqlClient
+          yield* sql`INSERT INTO mesh_pools (id, token, grantor, grantee, limit_micros, allocated_micros, expires_at, opened_by, created_at)
+            VALUES ('p', 't', 'did:mesh:a', 'did:mesh:b', 1000000000, 0, 0, 'did:mesh:b', 0)`
+          const insert = yield* path
+          for (let i = 0; i < 1_500; i++) assert.strictEqual(yield* insert(row(`a${i}`, 1)), "allocated")
+          // 1 000 pages of 4 KiB before a checkpoint, and the pages of the allocation that crossed it.
+          assert.isBelow(fs.statSync(`${file}-wal`).size, 1_100 * 4_096)
+        }).pipe(Effect.provide(Database.layerSqlite(file).pipe(Layer.orDie)))
+      }))
 
     it.effect("a NOT NULL failure is neither exhausted nor duplicate-child: a PersistenceError", () =>
       withPool((insert) =>

@@ -15,6 +15,13 @@ const MICROTASK = new Set(["PROMISE", "Microtask", "TickObject"])
 /** Frames of the mesh's or Effect's code: async resources made by the test runner itself are not the run's. */
 const ours = (stack: string) => /\/src\/|node_modules\/(effect|@effect)\//.test(stack)
 
+/** The example mesh's agents with a shop whose handler never answers, called once. */
+const hanging: Sim.MeshSpec = {
+  ...Sim.exampleMesh,
+  agents: [{ name: "shop", handler: () => new Promise<string>(() => {}) }, { name: "bank", failing: ["decline"] }],
+  workload: [{ _tag: "Call", agent: "shop", capability: "quote" }]
+}
+
 describe("Simulation: determinism", () => {
   it.live("a run sets no real timer and leaves the microtask queue only for what the driver waits on by count", () =>
     Effect.gen(function* () {
@@ -46,6 +53,9 @@ describe("Simulation: determinism", () => {
       const before = yield* Sim.run(planted, schedule)
       // Runs that leave a clock hours ahead, keys looked up and cached, a hub crashed mid-saga.
       for (const seed of [5, 10, 34]) yield* Sim.runSeed(Sim.exampleMesh, seed, { requests: 40 })
+      // A run that ends with the shop still at work on a call it never answers: that shop is not the next run's.
+      const stuck = yield* Sim.run(hanging, [])
+      assert.strictEqual(stuck.violation?.invariant, "progress")
       const after = yield* Sim.run(planted, schedule)
       assert.strictEqual(after.violation?.invariant, "replay")
       assert.deepStrictEqual(after.network, before.network)

@@ -101,6 +101,24 @@ describe("Network", () => {
       assert.deepStrictEqual(seen, ["POST /v1/x a", "POST /v1/x b"])
     }))
 
+  it.effect("a handler's requests in flight are counted until it answers them, apart from another handler's", () =>
+    Effect.gen(function* () {
+      const network = yield* Network.make
+      let answer: (r: Response) => void = () => {}
+      const slow: Network.Handler = () => new Promise<Response>((resolve) => (answer = resolve))
+      const other: Network.Handler = async () => new Response(null, { status: 204 })
+      yield* network.register("http://slow.sim", slow)
+      yield* network.register("http://other.sim", other)
+      const http = Network.client(network)
+      const pending = yield* Effect.fork(HttpClient.get("http://slow.sim/").pipe(Effect.provideService(HttpClient.HttpClient, http)))
+      yield* HttpClient.get("http://other.sim/").pipe(Effect.provideService(HttpClient.HttpClient, http))
+      yield* Effect.yieldNow()
+      assert.deepStrictEqual([yield* network.inFlightAt(slow), yield* network.inFlightAt(other)], [1, 0])
+      answer(new Response(null, { status: 204 }))
+      assert.strictEqual((yield* Fiber.join(pending)).status, 204)
+      assert.strictEqual(yield* network.inFlightAt(slow), 0)
+    }))
+
   it.effect("an origin unregistered (a crash) refuses, and registered again (a restart) serves", () =>
     Effect.gen(function* () {
       const { network, post } = yield* echo

@@ -306,6 +306,49 @@ const suite = (url: () => string) => {
       })
     ))
 
+  it.live("a sender's nonce quota holds across processes; its expired nonces make room; its count is the rows it holds", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const [a, b] = yield* twoProcesses(url())
+        const sqlA = Context.get(a, SqlClient.SqlClient)
+        const na = yield* NonceStoreSql.make({ perSenderQuota: 2 }).pipe(Effect.provideService(SqlClient.SqlClient, sqlA))
+        const nb = yield* NonceStoreSql.make({ perSenderQuota: 2 }).pipe(Effect.provideService(SqlClient.SqlClient, Context.get(b, SqlClient.SqlClient)))
+        const sender = unique("did:mesh:q")
+        // Judged at times far ahead of the clock the stores purge by, so only the records themselves let rows go.
+        const t = 4_000_000_000_000
+        yield* na.recordAt!(sender, "n1", t + 1_000, t)
+        yield* nb.recordAt!(sender, "n2", t + 5_000, t)
+        const over = yield* Effect.flip(na.recordAt!(sender, "n3", t + 5_000, t + 10))
+        assert.deepStrictEqual([over._tag, over._tag === "NonceQuotaExceeded" ? over.retryAfterMs : -1], ["NonceQuotaExceeded", 990])
+        assert.strictEqual((yield* Effect.flip(nb.recordAt!(sender, "n2", t + 5_000, t + 10)))._tag, "NonceReplayed")
+        // n1 has expired at t + 1 000: it goes, and n3 takes its place.
+        yield* nb.recordAt!(sender, "n3", t + 5_000, t + 1_000)
+        const [count] = yield* sqlA<{ held: number; rows: number }>`
+          SELECT held, (SELECT COUNT(*) FROM mesh_nonces WHERE sender = ${sender}) AS rows FROM mesh_nonce_senders WHERE sender = ${sender}`
+        assert.deepStrictEqual([Number(count!.held), Number(count!.rows)], [2, 2])
+      })
+    ))
+
+  it.live("the nonce purge deletes expired rows of every sender and the counts left at none, keeping live ones", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const [a] = yield* twoProcesses(url())
+        const sql = Context.get(a, SqlClient.SqlClient)
+        const store = Context.get(a, NonceStore)
+        const gone = unique("did:mesh:gone")
+        const kept = unique("did:mesh:kept")
+        // Expired by the clock the purge reads (epoch ms 1 000), or far from it.
+        for (const n of ["a", "b", "c"]) yield* store.recordAt!(gone, n, 1_000, 0)
+        yield* store.recordAt!(kept, "old", 1_000, 0)
+        yield* store.recordAt!(kept, "live", 4_000_000_000_000, 0)
+        assert.isAtLeast(yield* NonceStoreSql.purgeExpired.pipe(Effect.provideService(SqlClient.SqlClient, sql)), 4)
+        const rows = yield* sql<{ sender: string; nonce: string }>`SELECT sender, nonce FROM mesh_nonces WHERE sender IN (${gone}, ${kept})`
+        assert.deepStrictEqual(rows.map((r) => `${r.sender === kept ? "kept" : "gone"}:${r.nonce}`), ["kept:live"])
+        const counts = yield* sql<{ sender: string; held: number }>`SELECT sender, held FROM mesh_nonce_senders WHERE sender IN (${gone}, ${kept})`
+        assert.deepStrictEqual(counts.map((c) => [c.sender === kept, Number(c.held)]), [[true, 1]])
+      })
+    ))
+
   it.live("counters are atomic across processes: 60 concurrent charges of 1 under a limit of 25 pass 25 times", () =>
     Effect.scoped(
       Effect.gen(function* () {

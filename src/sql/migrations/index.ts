@@ -34,7 +34,8 @@ import m0024 from "./0024_write_quotas.js"
 import m0025 from "./0025_search_trigram.js"
 import m0026 from "./0026_a2a_task_listing.js"
 import m0027 from "./0027_saga_listing.js"
-import m0028 from "./0028_a2a_task_totals.js"
+import m0028 from "./0028_nonce_quota_counts.js"
+import m0029 from "./0029_a2a_task_totals.js"
 import postgresBaseline from "./postgres_baseline.js"
 
 type Migration = Effect.Effect<void, unknown, SqlClient.SqlClient>
@@ -75,5 +76,6 @@ export const migrations: Record<string, Migration> = {
   "0025_search_trigram": m0025,
   "0026_a2a_task_listing": m0026,
   "0027_saga_listing": m0027,
-  "0028_a2a_task_totals": m0028
+  "0028_nonce_quota_counts": m0028,
+  "0029_a2a_task_totals": m0029
 }
