@@ -247,14 +247,7 @@ function* insertAllOp(bounds: A2aTaskBounds, entries: ReadonlyArray<A2aTaskInser
       r.principal,
       r.holder,
       r.contextId,
-      r.state,
-      r.gateTaskId ?? null,
-      bodyOf(r),
-      r.bytes,
-      r.seq,
-      r.ended ? 1 : 0,
-      r.ended ? now : null,
-      updatedOf(r, now)
+      ...stateColumns(r, now)
     )
     if (added.length > 0) {
       count(t, r.holder, r.bytes, 1)
@@ -265,6 +258,10 @@ function* insertAllOp(bounds: A2aTaskBounds, entries: ReadonlyArray<A2aTaskInser
   yield* settle(t)
   return { kept, totals: { tasks: t.tasks, bytes: t.bytes, held: 0 } }
 }
+
+/** What an insert and an update both write of a task at `at`: state, gate_task_id, body, bytes, seq, ended, ended_at, updated_at. */
+const stateColumns = (r: A2aTaskRecord, at: number) =>
+  [r.state, r.gateTaskId ?? null, bodyOf(r), r.bytes, r.seq, r.ended ? 1 : 0, r.ended ? at : null, updatedOf(r, at)] as const
 
 /** The writes in order; the totals after the last that made room, if one did. */
 function* writeOp(bounds: A2aTaskBounds, writes: ReadonlyArray<A2aTaskWrite>): Op<Totals | undefined> {
@@ -291,14 +288,7 @@ function* writeOp(bounds: A2aTaskBounds, writes: ReadonlyArray<A2aTaskWrite>): O
     yield* query(
       `UPDATE mesh_a2a_tasks SET state = ?, gate_task_id = ?, body = ?, bytes = ?, seq = ?, ended = ?, ended_at = ?, updated_at = ?
         WHERE task_id = ?`,
-      r.state,
-      r.gateTaskId ?? null,
-      bodyOf(r),
-      r.bytes,
-      r.seq,
-      r.ended ? 1 : 0,
-      r.ended ? w.at : null,
-      updatedOf(r, w.at),
+      ...stateColumns(r, w.at),
       r.id
     )
     count(t, was.holder, Number(was.bytes), -1)
